@@ -1,0 +1,3 @@
+from npudiag.cli import main
+
+main()

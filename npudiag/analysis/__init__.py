@@ -1,0 +1,1 @@
+"""Pure functions over canonical tables: no file access, no printing."""

@@ -1,0 +1,132 @@
+"""The ``copies`` table: every memory copy seen on the device or on the host.
+
+Device side: MEMCPY tasks on a stream (from the trace, with msprof's ``size(B)`` and ``operation``
+args when present, else MEMCPY rows of the kernel table). Host side: copy API calls
+(aclrtMemcpy*, runtime MemCopySync / MemcpyAsync...). A runtime-level copy call nested inside an
+AscendCL-level copy call on the same thread is the same copy and is dropped. A device copy whose
+``connection_id`` links it to a host copy call takes that call's sync/async mode.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag import schemas
+
+COPY_API = re.compile(r"^(aclrtMemcpy\w*|rtMemcpy\w*|MemCopy\w*|Memcpy\w*|aclrtMemcpy2d\w*)$", re.IGNORECASE)
+_SYNC_NAMES = {"aclrtmemcpy", "aclrtmemcpy2d", "rtmemcpy", "memcopysync", "memcopy2dsync"}
+
+
+def copy_mode(name: str) -> str:
+    low = name.lower()
+    if "async" in low:
+        return "async"
+    if low in _SYNC_NAMES or low.endswith("sync"):
+        return "sync"
+    return "unknown"
+
+
+def _host_copies(api: pa.Table) -> pa.Table:
+    names = api.column("name").to_pylist()
+    keep = np.fromiter((bool(n) and COPY_API.match(n) is not None for n in names), bool, len(names))
+    calls = api.filter(pa.array(keep))
+    if calls.num_rows == 0:
+        return schemas.empty("copies")
+    df = calls.to_pandas()
+    df["end_us"] = df["start_us"] + df["duration_us"]
+    acl = df[df["level"] == "acl"]
+    drop = np.zeros(len(df), bool)
+    if len(acl) and (df["level"] != "acl").any():
+        for tid, group in acl.groupby("thread_id", dropna=False):
+            starts = group["start_us"].to_numpy()
+            order = np.argsort(starts)
+            starts, ends = starts[order], group["end_us"].to_numpy()[order]
+            inner = (df["level"] != "acl").to_numpy() & (
+                df["thread_id"].to_numpy() == tid if tid == tid else df["thread_id"].isna().to_numpy()
+            )
+            idx = np.nonzero(inner)[0]
+            if not len(idx):
+                continue
+            s = df["start_us"].to_numpy()[idx]
+            e = df["end_us"].to_numpy()[idx]
+            j = np.searchsorted(starts, s, side="right") - 1
+            ok = j >= 0
+            contained = np.zeros(len(idx), bool)
+            contained[ok] = ends[j[ok]] >= e[ok]
+            drop[idx[contained]] = True
+    df = df[~drop]
+    n = len(df)
+    return schemas.conform(
+        pa.table(
+            {
+                "source": pa.array(df["source"].tolist(), pa.string()),
+                "rank": pa.array(df["rank"].tolist(), pa.int32()),
+                "side": pa.array(["host"] * n, pa.string()),
+                "name": pa.array(df["name"].tolist(), pa.string()),
+                "direction": pa.array(["unknown"] * n, pa.string()),
+                "start_us": pa.array(df["start_us"].to_numpy(), pa.float64()),
+                "duration_us": pa.array(df["duration_us"].to_numpy(), pa.float64()),
+                "thread_id": pa.array(df["thread_id"].tolist(), pa.int64()),
+                "mode": pa.array([copy_mode(x) for x in df["name"]], pa.string()),
+                "connection_id": pa.array(df["connection_id"].tolist(), pa.int64()),
+            }
+        ),
+        schemas.COPIES,
+    )
+
+
+def _device_copies_from_kernels(kernels: pa.Table) -> pa.Table:
+    name = pc.utf8_upper(pc.coalesce(kernels["op_name"], ""))
+    ttype = pc.utf8_upper(pc.coalesce(kernels["task_type"], ""))
+    mask = pc.or_(pc.match_substring(name, "MEMCPY"), pc.match_substring(ttype, "MEMCPY"))
+    k = kernels.filter(mask)
+    n = k.num_rows
+    conn = k["connection_id"] if "connection_id" in k.column_names else pa.nulls(n, pa.int64())
+    return schemas.conform(
+        pa.table(
+            {
+                "source": k["source"],
+                "rank": k["rank"],
+                "side": pa.array(["device"] * n, pa.string()),
+                "name": k["op_name"],
+                "direction": pa.array(["unknown"] * n, pa.string()),
+                "start_us": k["start_us"],
+                "duration_us": k["duration_us"],
+                "stream_id": k["stream_id"],
+                "mode": pa.array(["unknown"] * n, pa.string()),
+                "connection_id": conn,
+            }
+        ),
+        schemas.COPIES,
+    )
+
+
+def _link_modes(device: pa.Table, host: pa.Table) -> pa.Table:
+    """Device copies launched by a host copy call (same connection id) take its sync/async mode."""
+    if device.num_rows == 0 or host.num_rows == 0:
+        return device
+    host_conn = host["connection_id"].to_numpy(zero_copy_only=False)
+    host_mode = np.array(host["mode"].to_pylist(), dtype=object)
+    valid = ~np.isnan(host_conn.astype(float))
+    lookup = dict(zip(host_conn[valid].astype(np.int64).tolist(), host_mode[valid].tolist()))
+    modes = [lookup.get(c, m) if c is not None else m for c, m in zip(device["connection_id"].to_pylist(), device["mode"].to_pylist())]
+    return device.set_column(device.schema.get_field_index("mode"), "mode", pa.array(modes, pa.string()))
+
+
+def build_copies(kernels: pa.Table | None, api_calls: pa.Table | None, device_copies: pa.Table | None) -> pa.Table:
+    if device_copies is not None and device_copies.num_rows:
+        device = device_copies
+    elif kernels is not None and kernels.num_rows:
+        device = _device_copies_from_kernels(kernels)
+    else:
+        device = schemas.empty("copies")
+    host = _host_copies(api_calls) if api_calls is not None and api_calls.num_rows else schemas.empty("copies")
+    device = _link_modes(device, host)
+    parts = [t for t in (device, host) if t.num_rows]
+    if not parts:
+        return schemas.empty("copies")
+    return pa.concat_tables(parts).sort_by([("start_us", "ascending")])

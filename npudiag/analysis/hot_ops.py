@@ -1,0 +1,61 @@
+"""Hot operators: device time aggregated by op type or op name.
+
+The key for ``by="type"`` is the op type, or the op name where the profile has no type (torch_npu
+Level0 writes ``N/A`` for Type), or the task type where there is no name either (task_time rows
+such as PROFILING_ENABLE have ``kernel_name`` N/A). Shares are of the summed duration of every kernel row, the same
+denominator op_statistic's ``Ratio(%)`` uses.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag import schemas
+
+
+def hot_ops(kernels: pa.Table, by: str = "type") -> pa.Table:
+    if by not in ("type", "name"):
+        raise ValueError(f"by must be 'type' or 'name', not {by!r}")
+    if kernels.num_rows == 0:
+        return schemas.empty("hot_ops")
+    names = pc.coalesce(kernels["op_name"], kernels["task_type"], "(unnamed)")
+    key = pc.coalesce(kernels["op_type"], names) if by == "type" else names
+    t = pa.table(
+        {
+            "key": key,
+            "task_type": pc.coalesce(kernels["task_type"], "unknown"),
+            "rank": kernels["rank"],
+            "duration_us": pc.coalesce(kernels["duration_us"], 0.0),
+        }
+    )
+    g = t.group_by("key").aggregate(
+        [
+            ("duration_us", "count"),
+            ("duration_us", "sum"),
+            ("duration_us", "min"),
+            ("duration_us", "max"),
+            ("task_type", "distinct"),
+            ("rank", "count_distinct"),
+        ]
+    )
+    total = pc.sum(t["duration_us"]).as_py() or 0.0
+    count = g["duration_us_count"]
+    s = g["duration_us_sum"]
+    share = pc.multiply(pc.divide(s, total), 100.0) if total > 0 else pa.nulls(g.num_rows, pa.float64())
+    task_types = [";".join(sorted(v)) for v in g["task_type_distinct"].to_pylist()]
+    out = pa.table(
+        {
+            "group_by": pa.array([by] * g.num_rows, pa.string()),
+            "key": g["key"],
+            "task_types": pa.array(task_types, pa.string()),
+            "ranks": g["rank_count_distinct"].cast(pa.int32()),
+            "count": count,
+            "total_us": s,
+            "avg_us": pc.divide(s, count.cast(pa.float64())),
+            "min_us": g["duration_us_min"],
+            "max_us": g["duration_us_max"],
+            "share_pct": share,
+        }
+    )
+    return schemas.conform(out, schemas.HOT_OPS).sort_by([("total_us", "descending"), ("key", "ascending")])

@@ -1,0 +1,140 @@
+"""The summary every renderer draws from: one plain dict built from the canonical tables.
+
+Renderers (terminal, JSON) take this dict and nothing else, so ``npudiag report DIR`` can rebuild
+exactly the same summary from the Parquet files of an earlier run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag.analysis.hot_ops import hot_ops
+from npudiag.analysis.timeline import union_length
+
+
+def _f(x: Any) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return None if x != x else x
+
+
+def _per_rank(kernels: pa.Table) -> list[dict[str, Any]]:
+    out = []
+    if kernels.num_rows == 0:
+        return out
+    ranks = kernels["rank"].to_numpy(zero_copy_only=False)
+    starts_all = kernels["start_us"].to_numpy(zero_copy_only=False).astype(float)
+    durs_all = np.nan_to_num(kernels["duration_us"].to_numpy(zero_copy_only=False).astype(float))
+    for rank in sorted({r for r in kernels["rank"].to_pylist()}, key=lambda r: (r is None, r)):
+        mask = ranks == rank if rank is not None else np.array([r is None for r in kernels["rank"].to_pylist()])
+        s = starts_all[mask]
+        d = durs_all[mask]
+        ok = ~np.isnan(s)
+        s, d = s[ok], d[ok]
+        e = s + d
+        span = float(e.max() - s.min()) if len(s) else 0.0
+        busy = union_length(s, e)
+        out.append(
+            {
+                "rank": rank,
+                "kernels": int(mask.sum()),
+                "start_us": float(s.min()) if len(s) else None,
+                "span_us": span,
+                "busy_us": busy,
+                "busy_pct": 100.0 * busy / span if span > 0 else None,
+                "kernel_time_us": float(d.sum()),
+            }
+        )
+    return out
+
+
+def _task_types(kernels: pa.Table) -> list[dict[str, Any]]:
+    if kernels.num_rows == 0:
+        return []
+    t = pa.table({"task_type": pc.coalesce(kernels["task_type"], "unknown"), "d": pc.coalesce(kernels["duration_us"], 0.0)})
+    g = t.group_by("task_type").aggregate([("d", "count"), ("d", "sum")]).sort_by([("d_sum", "descending")])
+    total = sum(g["d_sum"].to_pylist()) or 0.0
+    return [
+        {"task_type": tt, "count": c, "total_us": s, "share_pct": 100.0 * s / total if total else None}
+        for tt, c, s in zip(g["task_type"].to_pylist(), g["d_count"].to_pylist(), g["d_sum"].to_pylist())
+    ]
+
+
+def _copies(copies: pa.Table) -> dict[str, Any]:
+    if copies.num_rows == 0:
+        return {"count": 0, "bytes": 0, "time_us": 0.0, "by_direction": []}
+    t = pa.table(
+        {
+            "side": copies["side"],
+            "direction": copies["direction"],
+            "mode": copies["mode"],
+            "size": copies["size_bytes"],
+            "d": pc.coalesce(copies["duration_us"], 0.0),
+        }
+    )
+    g = t.group_by(["side", "direction", "mode"]).aggregate([("d", "count"), ("d", "sum"), ("size", "sum"), ("size", "count")])
+    g = g.sort_by([("d_sum", "descending")])
+    rows = []
+    side_totals: dict[str, float] = {}
+    for row in g.to_pylist():
+        side_totals[row["side"]] = side_totals.get(row["side"], 0.0) + row["d_sum"]
+    for row in g.to_pylist():
+        st = side_totals[row["side"]]
+        rows.append(
+            {
+                "side": row["side"],
+                "direction": row["direction"],
+                "mode": row["mode"],
+                "count": row["d_count"],
+                "bytes": row["size_sum"] if row["size_count"] else None,
+                "bytes_known": row["size_count"],
+                "time_us": row["d_sum"],
+                "share_pct": 100.0 * row["d_sum"] / st if st else None,
+            }
+        )
+    sizes = copies["size_bytes"]
+    return {
+        "count": copies.num_rows,
+        "bytes": pc.sum(sizes).as_py() or 0,
+        "time_us": pc.sum(t["d"]).as_py() or 0.0,
+        "device_time_us": side_totals.get("device", 0.0),
+        "host_time_us": side_totals.get("host", 0.0),
+        "by_direction": rows,
+    }
+
+
+def _steps(steps: pa.Table, limit: int = 50) -> list[dict[str, Any]]:
+    cols = ["rank", "step", "step_time_us", "computing_us", "communication_not_overlapped_us", "free_us"]
+    rows = steps.select(cols).to_pylist()
+    return rows[:limit]
+
+
+def build_summary(tables: dict[str, pa.Table], *, top: int = 20, by: str = "type", meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    kernels = tables["kernels"]
+    per_rank = _per_rank(kernels)
+    span = sum(r["span_us"] for r in per_rank)
+    busy = sum(r["busy_us"] for r in per_rank)
+    hot = hot_ops(kernels, by)
+    return {
+        **(meta or {}),
+        "profile": {
+            "ranks": len(per_rank),
+            "kernels": kernels.num_rows,
+            "kernel_time_us": float(pc.sum(pc.coalesce(kernels["duration_us"], 0.0)).as_py() or 0.0) if kernels.num_rows else 0.0,
+            "span_us": span,
+            "device_busy_us": busy,
+            "device_busy_pct": 100.0 * busy / span if span > 0 else None,
+            "api_calls": tables["api_calls"].num_rows,
+            "steps": tables["steps"].num_rows,
+        },
+        "per_rank": per_rank,
+        "task_types": _task_types(kernels),
+        "hot_ops": {"by": by, "total_groups": hot.num_rows, "top": hot.slice(0, top).to_pylist()},
+        "copies": _copies(tables["copies"]),
+        "steps": _steps(tables["steps"]),
+    }

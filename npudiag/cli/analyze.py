@@ -1,0 +1,110 @@
+"""``npudiag analyze`` and ``npudiag report``: argument parsing and wiring only."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeElapsedColumn, TransferSpeedColumn
+
+from npudiag import SCHEMA_VERSION, __version__
+from npudiag.analysis.hot_ops import hot_ops
+from npudiag.analysis.summary import build_summary
+from npudiag.ingest import ingest
+from npudiag.report.json_report import render_json
+from npudiag.report.terminal import render_terminal
+from npudiag.store import load_outputs, output_manifest, write_outputs
+
+
+class By(str, Enum):
+    type = "type"
+    name = "name"
+
+
+def _default_out(paths: list[Path]) -> Path:
+    name = paths[0].resolve().name if paths else "profile"
+    if paths and paths[0].is_file():
+        name = paths[0].stem
+    return Path("npudiag-out") / (name or "profile")
+
+
+def analyze(
+    paths: list[Path] = typer.Argument(..., help="PROF_* or *_ascend_pt folders, a parent of many, or single CSV / JSON / .db files."),
+    out: Path = typer.Option(None, "--out", "-o", help="Folder for the Parquet tables and manifest.json [default: ./npudiag-out/<name>]."),
+    top: int = typer.Option(20, "--top", min=1, help="How many hot operators to show."),
+    by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout, nothing else."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+) -> None:
+    """Read profiler output into Parquet tables and summarise where device time goes."""
+    err = Console(stderr=True)
+    show_progress = not quiet and not json_out and err.is_terminal
+    if show_progress:
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("reading", total=None)
+            profile = ingest(paths, lambda n: bar.advance(task, n), total=lambda t: bar.update(task, total=t))
+    else:
+        profile = ingest(paths)
+    target = out if out is not None else _default_out(paths)
+    read_any = any(f.used_for for f in profile.inputs)
+    tables = dict(profile.tables)
+    tables["hot_ops"] = _both_hot_ops(tables)
+    meta = {
+        "npudiag_version": __version__,
+        "title": ", ".join(str(p) for p in paths),
+        "errors": profile.errors,
+        "warnings": profile.warnings,
+    }
+    if read_any:
+        write_outputs(tables, output_manifest(profile, __version__, SCHEMA_VERSION), target)
+        meta["out"] = str(target)
+    summary = build_summary(tables, top=top, by=by.value, meta=meta)
+    if json_out:
+        sys.stdout.write(render_json(summary) + "\n")
+    else:
+        render_terminal(summary, Console())
+    # plain writes: an error stays one line whatever the terminal width
+    for line in profile.errors:
+        sys.stderr.write(f"npudiag: {line}\n")
+    if profile.errors or not read_any:
+        if not read_any and not profile.errors:
+            sys.stderr.write("npudiag: nothing to analyze: no profiler data was read\n")
+        raise typer.Exit(2)
+
+
+def _both_hot_ops(tables):
+    import pyarrow as pa
+
+    return pa.concat_tables([hot_ops(tables["kernels"], "type"), hot_ops(tables["kernels"], "name")])
+
+
+def report(
+    out: Path = typer.Argument(..., help="A folder written by 'npudiag analyze --out'."),
+    top: int = typer.Option(20, "--top", min=1, help="How many hot operators to show."),
+    by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+) -> None:
+    """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
+    tables, manifest = load_outputs(out)
+    meta = {
+        "npudiag_version": __version__,
+        "title": str(out),
+        "errors": manifest.get("errors", []),
+        "warnings": manifest.get("warnings", []),
+    }
+    summary = build_summary(tables, top=top, by=by.value, meta=meta)
+    if json_out:
+        sys.stdout.write(render_json(summary) + "\n")
+    else:
+        render_terminal(summary, Console())

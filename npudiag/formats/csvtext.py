@@ -1,0 +1,192 @@
+"""Shared reading of msprof / torch_npu summary CSVs, with the real files' quirks.
+
+The real files write timestamps as ``"1736413971558972.912\\t"`` (a trailing TAB), ``N/A`` in numeric
+columns, shapes triple-quoted (``\"\"\"32,3,224,224\"\"\"``), CRLF line ends in some torch_npu
+releases, and column names that differ between CANN versions. Every column is read as text by
+pyarrow's multi-threaded CSV reader, then converted with compute kernels: no Python loop over rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from npudiag.errors import InputError
+
+NULL_TOKENS = ["", "N/A", "NA", "n/a", "None", "null", "NULL"]
+NO_MODEL_ID = 4294967295  # msprof's "not a model" model id (UINT32_MAX)
+
+
+@dataclass
+class CsvText:
+    """A CSV read as all-string columns, plus what went wrong on the way (kept, not fatal)."""
+
+    path: Path
+    table: pa.Table
+    warnings: list[str] = field(default_factory=list)
+
+    def has(self, *names: str) -> str | None:
+        """The first of ``names`` that is a column here (CANN versions rename columns)."""
+        for name in names:
+            if name in self.table.column_names:
+                return name
+        return None
+
+
+def read_header(path: Path) -> list[str]:
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 20)
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    if not first.strip():
+        raise InputError(path, "empty file; expected a CSV header line", line=1)
+    if b"\x00" in first:
+        raise InputError(path, "binary data where a CSV header was expected", line=1)
+    try:
+        text = first.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, "header is not UTF-8 text", offset=exc.start) from None
+    names = next(csv.reader(io.StringIO(text)))
+    return [n.strip() for n in names]
+
+
+def read_csv_text(path: Path, required: tuple[tuple[str, ...], ...] = (), *, multiline: bool = False) -> CsvText:
+    """Read ``path`` with every column as string.
+
+    ``required`` lists alternatives per needed column (e.g. ``("Duration(us)", "Task Duration(us)")``);
+    a file with none of one group's names is unusable and raises :class:`InputError`. Rows with the
+    wrong number of fields (a truncated last line) are skipped with a warning naming the line.
+    """
+    names = read_header(path)
+    for group in required:
+        if not any(n in names for n in group):
+            raise InputError(path, f"missing column {' or '.join(repr(g) for g in group)}; header has {len(names)} columns", line=1)
+    warnings: list[str] = []
+    skipped: list[tuple[int, str]] = []
+
+    def on_invalid(row: pacsv.InvalidRow) -> str:
+        skipped.append((row.number if row.number is not None else -1, row.text))
+        return "skip"
+
+    try:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=True, block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=multiline),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.string() for n in names},
+                null_values=NULL_TOKENS,
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=True,
+            ),
+        )
+    except pa.ArrowInvalid as exc:
+        raise InputError(path, f"not a readable CSV: {_arrow_message(exc)}") from None
+    if table.column_names and table.column_names[0].startswith("\ufeff"):
+        table = table.rename_columns([table.column_names[0].lstrip("\ufeff"), *table.column_names[1:]])
+    table = table.rename_columns([c.strip() for c in table.column_names])
+    if skipped:
+        lines = _line_numbers(path, skipped[:5])
+        shown = ", ".join(str(n) for n in lines)
+        more = f" (+{len(skipped) - 5} more)" if len(skipped) > 5 else ""
+        warnings.append(
+            f"{path}: skipped {len(skipped)} row(s) with a wrong number of fields (expected {len(names)}) at line {shown}{more}"
+        )
+    if table.num_rows == 0:
+        warnings.append(f"{path}: header only, no data rows")
+    return CsvText(path, table, warnings)
+
+
+def _line_numbers(path: Path, rows: list[tuple[int, str]]) -> list[int | str]:
+    """Line numbers of skipped rows; the threaded reader does not know them, so look them up."""
+    wanted = {text.rstrip("\r\n"): number for number, text in rows}
+    found: dict[str, int] = {}
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            text = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if text in wanted and text not in found:
+                found[text] = lineno
+                if len(found) == len(wanted):
+                    break
+    return [found.get(t, n if n > 0 else "?") for t, n in ((t.rstrip("\r\n"), n) for n, t in rows)]
+
+
+def _arrow_message(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200]
+
+
+def clean_text(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Strip the TAB that msprof appends to timestamps and the quotes around shapes."""
+    col = pc.utf8_trim_whitespace(col)
+    col = pc.utf8_trim(col, characters='"')
+    return pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col)
+
+
+def to_float(ct: CsvText, name: str | None, label: str | None = None) -> pa.ChunkedArray | None:
+    """Column ``name`` as float64; values that are not numbers become an InputError with the row."""
+    if name is None:
+        return None
+    col = pc.utf8_trim_whitespace(ct.table.column(name))
+    col = pc.if_else(pc.is_in(col, pa.array(NULL_TOKENS)), pa.scalar(None, pa.string()), col)
+    try:
+        return col.cast(pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        bad = _first_bad_number(col)
+        raise InputError(
+            ct.path,
+            f"column {label or name!r} has {bad[1]!r} where a number was expected",
+            line=bad[0] + 2,
+        ) from None
+
+
+def to_int(ct: CsvText, name: str | None, label: str | None = None) -> pa.ChunkedArray | None:
+    as_float = to_float(ct, name, label)
+    if as_float is None:
+        return None
+    finite = pc.if_else(pc.is_finite(as_float), as_float, pa.scalar(None, pa.float64()))
+    return pc.cast(pc.floor(finite), pa.int64(), safe=False)
+
+
+def _first_bad_number(col: pa.ChunkedArray) -> tuple[int, str]:
+    values = col.to_pylist()
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        try:
+            float(v)
+        except ValueError:
+            return i, v
+    return 0, "?"
+
+
+def to_text(ct: CsvText, name: str | None) -> pa.ChunkedArray | None:
+    return clean_text(ct.table.column(name)) if name is not None else None
+
+
+_UNIT_SUFFIXES = [
+    ("(us)", "_us"),
+    ("(%)", "_pct"),
+    ("(gb/s)", "_gbps"),
+    ("(mb/s)", "_mbps"),
+    ("(kb)", "_kb"),
+    ("(mb)", "_mb"),
+    ("(b)", "_bytes"),
+]
+
+
+def normalise_column_name(name: str) -> str:
+    """``aic_mte2_time(us)`` -> ``aic_mte2_time_us``, ``cube_utilization(%)`` -> ``cube_utilization_pct``."""
+    out = name.strip().lower()
+    for unit, suffix in _UNIT_SUFFIXES:
+        if out.endswith(unit):
+            out = out[: -len(unit)] + suffix
+    out = re.sub(r"[^0-9a-z]+", "_", out).strip("_")
+    return out or "column"

@@ -1,0 +1,100 @@
+"""op_summary_*.csv (msprof), kernel_details.csv (torch_npu) and task_time_*.csv → ``kernels``.
+
+The three files describe the same device tasks with names that moved between CANN versions
+(``Op Name``/``Name``, ``OP Type``/``Type``, ``Task Type``/``Accelerator Core``, ``Block Dim``/
+``Block Num``). Every column the core schema does not name is kept as a metric column.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag import schemas
+from npudiag.formats.csvtext import NO_MODEL_ID, CsvText, normalise_column_name, read_csv_text, to_float, to_int, to_text
+
+# canonical column -> (alternative source names, converter)
+_COLUMNS: dict[str, tuple[tuple[str, ...], str]] = {
+    "step": (("Step Id", "Step ID"), "int"),
+    "device_id": (("Device_id", "Device ID"), "int"),
+    "model_id": (("Model ID",), "int"),
+    "stream_id": (("Stream ID", "stream_id"), "int"),
+    "task_id": (("Task ID", "task_id"), "int"),
+    "op_name": (("Name", "Op Name", "kernel_name"), "text"),
+    "op_type": (("Type", "OP Type"), "text"),
+    "op_state": (("OP State",), "text"),
+    "task_type": (("Accelerator Core", "Task Type", "kernel_type"), "text"),
+    "start_us": (("Start Time(us)", "Task Start Time(us)", "task_start(us)"), "float"),
+    "duration_us": (("Duration(us)", "Task Duration(us)", "task_time(us)"), "float"),
+    "wait_us": (("Wait Time(us)", "Task Wait Time(us)"), "float"),
+    "block_dim": (("Block Dim", "Block Num"), "int"),
+    "mix_block_dim": (("Mix Block Dim", "Mix Block Num"), "int"),
+    "hf32_eligible": (("HF32 Eligible",), "text"),
+    "context_id": (("Context ID",), "text"),
+    "input_shapes": (("Input Shapes",), "text"),
+    "input_dtypes": (("Input Data Types",), "text"),
+    "input_formats": (("Input Formats",), "text"),
+    "output_shapes": (("Output Shapes",), "text"),
+    "output_dtypes": (("Output Data Types",), "text"),
+    "output_formats": (("Output Formats",), "text"),
+}
+_CONSUMED_EXTRA = {"task_stop(us)"}  # task_time's end column: start + duration already say it
+
+REQUIRED = (
+    _COLUMNS["op_name"][0],
+    _COLUMNS["start_us"][0],
+    _COLUMNS["duration_us"][0],
+)
+
+
+def kind_of(path: Path) -> str:
+    name = path.name
+    if name.startswith("kernel_details"):
+        return "kernel_details"
+    if name.startswith("task_time"):
+        return "task_time"
+    return "op_summary"
+
+
+def read_kernels(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
+    ct = read_csv_text(path, REQUIRED)
+    return kernels_from_csv(ct, kind_of(path), rank), ct.warnings
+
+
+def _convert(ct: CsvText, source_name: str | None, how: str) -> pa.ChunkedArray | None:
+    if how == "int":
+        return to_int(ct, source_name)
+    if how == "float":
+        return to_float(ct, source_name)
+    return to_text(ct, source_name)
+
+
+def kernels_from_csv(ct: CsvText, source: str, rank: int | None) -> pa.Table:
+    n = ct.table.num_rows
+    cols: dict[str, pa.ChunkedArray | pa.Array] = {}
+    used: set[str] = set()
+    for canonical, (alternatives, how) in _COLUMNS.items():
+        name = ct.has(*alternatives)
+        if name is not None:
+            used.add(name)
+            cols[canonical] = _convert(ct, name, how)
+    if "model_id" in cols:
+        cols["model_id"] = pc.if_else(pc.equal(cols["model_id"], NO_MODEL_ID), pa.scalar(None, pa.int64()), cols["model_id"])
+    cols["source"] = pa.array([source] * n, pa.string()) if n else pa.array([], pa.string())
+    cols["rank"] = pa.nulls(n, pa.int32()) if rank is None else pa.array([rank] * n, pa.int32())
+    table = schemas.conform(pa.table(cols), schemas.KERNELS)
+    for name in ct.table.column_names:
+        if name in used or name in _CONSUMED_EXTRA:
+            continue
+        extra = normalise_column_name(name)
+        if extra in table.column_names:
+            continue
+        col = ct.table.column(name)
+        try:
+            col = to_float(ct, name)
+        except Exception:  # noqa: BLE001 - a non-numeric metric stays text
+            col = to_text(ct, name)
+        table = table.append_column(pa.field(extra, col.type), col)
+    return table

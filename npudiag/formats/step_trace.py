@@ -1,0 +1,50 @@
+"""step_trace_time.csv (torch_npu) and step_trace_*.csv (msprof) → ``steps``.
+
+torch_npu gives per-step durations only (Computing, Communication(Not Overlapped), Free, Stage...);
+msprof's step_trace gives absolute FP start / BP end / iteration end per ``Iteration ID``, from which
+each step's start and end are known.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag import schemas
+from npudiag.formats.csvtext import read_csv_text, to_float, to_int
+
+_DURATIONS = {
+    "computing_us": "Computing",
+    "communication_not_overlapped_us": "Communication(Not Overlapped)",
+    "overlapped_us": "Overlapped",
+    "communication_us": "Communication",
+    "free_us": "Free",
+    "bubble_us": "Bubble",
+    "preparing_us": "Preparing",
+    "fp_bp_us": "FP to BP Time(us)",
+    "data_aug_bound_us": "Data Aug Bound(us)",
+}
+
+
+def read_steps(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
+    ct = read_csv_text(path, (("Step", "Iteration ID"),))
+    n = ct.table.num_rows
+    cols: dict[str, object] = {
+        "source": pa.array(["step_trace"] * n, pa.string()),
+        "rank": pa.array([rank] * n, pa.int32()),
+        "device_id": to_int(ct, ct.has("Device_id")),
+        "step": to_int(ct, ct.has("Step", "Iteration ID")),
+    }
+    for canonical, name in _DURATIONS.items():
+        cols[canonical] = to_float(ct, ct.has(name))
+    stage = to_float(ct, ct.has("Stage"))
+    iteration = to_float(ct, ct.has("Iteration Time(us)"))
+    cols["step_time_us"] = stage if stage is not None else iteration
+    end = to_float(ct, ct.has("Iteration End(us)"))
+    if end is not None and iteration is not None:
+        cols["end_us"] = end
+        cols["start_us"] = pc.subtract(end, iteration)
+    present = {k: v for k, v in cols.items() if v is not None}
+    return schemas.conform(pa.table(present), schemas.STEPS), ct.warnings

@@ -1,0 +1,112 @@
+"""Rich terminal rendering of the summary: profile span and busy share, hot ops, copies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+
+def fmt_us(us: float | None) -> str:
+    if us is None:
+        return "-"
+    if abs(us) >= 1e6:
+        return f"{us / 1e6:.3f}s"
+    if abs(us) >= 1e3:
+        return f"{us / 1e3:.2f}ms"
+    return f"{us:.2f}µs"
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def fmt_pct(p: float | None) -> str:
+    return "-" if p is None else f"{p:.1f}%"
+
+
+def render_terminal(summary: dict[str, Any], console: Console) -> None:
+    prof = summary["profile"]
+    head = Text()
+    head.append("npudiag analyze", style="bold")
+    if summary.get("title"):
+        head.append(f"  {summary['title']}", style="dim")
+    console.print(head)
+    console.print(
+        f"ranks {prof['ranks']}  ·  kernels {prof['kernels']:,}  ·  span {fmt_us(prof['span_us'])}  ·  "
+        f"device busy {fmt_us(prof['device_busy_us'])} ({fmt_pct(prof['device_busy_pct'])})  ·  "
+        f"kernel time {fmt_us(prof['kernel_time_us'])}  ·  steps {prof['steps']}"
+    )
+    if len(summary.get("per_rank", [])) > 1:
+        t = Table(title="Ranks", title_justify="left", show_edge=False)
+        for c in ("rank", "kernels", "span", "busy", "busy %", "kernel time"):
+            t.add_column(c, justify="right", no_wrap=True)
+        for r in summary["per_rank"]:
+            t.add_row(
+                str(r["rank"]),
+                f"{r['kernels']:,}",
+                fmt_us(r["span_us"]),
+                fmt_us(r["busy_us"]),
+                fmt_pct(r["busy_pct"]),
+                fmt_us(r["kernel_time_us"]),
+            )
+        console.print(t)
+
+    hot = summary["hot_ops"]
+    if hot["top"]:
+        title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']})"
+        t = Table(title=title, title_justify="left", show_edge=False)
+        t.add_column("op " + hot["by"], overflow="fold", ratio=1, min_width=16)
+        t.add_column("task type", overflow="fold", max_width=16)
+        for c in ("count", "total", "avg", "min", "max", "share"):
+            t.add_column(c, justify="right", no_wrap=True)
+        for r in hot["top"]:
+            t.add_row(
+                r["key"],
+                r["task_types"],
+                f"{r['count']:,}",
+                fmt_us(r["total_us"]),
+                fmt_us(r["avg_us"]),
+                fmt_us(r["min_us"]),
+                fmt_us(r["max_us"]),
+                fmt_pct(r["share_pct"]),
+            )
+        console.print(t)
+    else:
+        console.print("[yellow]No device kernels found.[/]")
+
+    cp = summary["copies"]
+    if cp["by_direction"]:
+        t = Table(title=f"Memory copies ({cp['count']:,})", title_justify="left", show_edge=False)
+        for c in ("side", "direction", "mode", "count", "bytes", "time", "share of side"):
+            t.add_column(c, justify="right" if c in ("count", "bytes", "time", "share of side") else "left")
+        for r in cp["by_direction"]:
+            t.add_row(
+                r["side"],
+                r["direction"],
+                r["mode"],
+                f"{r['count']:,}",
+                fmt_bytes(r["bytes"]),
+                fmt_us(r["time_us"]),
+                fmt_pct(r["share_pct"]),
+            )
+        console.print(t)
+    else:
+        console.print("No memory copies in this profile.")
+
+    errors = summary.get("errors", [])
+    if errors:
+        console.print(f"[red]{len(errors)} input file(s) could not be read[/] (listed on stderr and in manifest.json)")
+    warnings = summary.get("warnings", [])
+    if warnings:
+        console.print(f"[yellow]{len(warnings)} warning(s)[/] (listed in manifest.json)")
+    if summary.get("out"):
+        console.print(f"tables written to [bold]{summary['out']}[/]", highlight=False)

@@ -1,0 +1,174 @@
+"""Every canonical table's pyarrow schema, in one place.
+
+Readers return tables that start with exactly these columns, in this order. Tables that carry
+per-run metric columns (kernels: the PMU tail of op_summary / kernel_details, which depends on
+``--aic-metrics``) append them after the declared core, with normalised names (see
+:func:`npudiag.formats.csvtext.normalise_column_name`). Times are microseconds, sizes bytes.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+KERNELS = pa.schema(
+    [
+        ("source", pa.string()),  # file kind the row came from: op_summary, kernel_details, task_time, trace, db
+        ("rank", pa.int32()),
+        ("device_id", pa.int32()),
+        ("step", pa.int64()),
+        ("model_id", pa.int64()),  # null where the file says 4294967295 (no model)
+        ("stream_id", pa.int64()),
+        ("task_id", pa.int64()),
+        ("op_name", pa.string()),
+        ("op_type", pa.string()),
+        ("op_state", pa.string()),
+        ("task_type", pa.string()),  # AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, HCCL, ...
+        ("start_us", pa.float64()),  # absolute, local Unix time
+        ("duration_us", pa.float64()),
+        ("wait_us", pa.float64()),
+        ("block_dim", pa.int64()),
+        ("mix_block_dim", pa.int64()),
+        ("hf32_eligible", pa.string()),
+        ("context_id", pa.string()),
+        ("input_shapes", pa.string()),
+        ("input_dtypes", pa.string()),
+        ("input_formats", pa.string()),
+        ("output_shapes", pa.string()),
+        ("output_dtypes", pa.string()),
+        ("output_formats", pa.string()),
+    ]
+)
+
+API_CALLS = pa.schema(
+    [
+        ("source", pa.string()),
+        ("rank", pa.int32()),
+        ("level", pa.string()),  # acl, runtime, node, hccl, ...
+        ("name", pa.string()),  # API name without the "AscendCL@" / "Runtime@" prefix
+        ("start_us", pa.float64()),
+        ("duration_us", pa.float64()),
+        ("thread_id", pa.int64()),
+        ("connection_id", pa.int64()),
+    ]
+)
+
+API_STATISTIC = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("level", pa.string()),
+        ("api_name", pa.string()),
+        ("time_us", pa.float64()),
+        ("count", pa.int64()),
+        ("avg_us", pa.float64()),
+        ("min_us", pa.float64()),
+        ("max_us", pa.float64()),
+        ("variance", pa.float64()),
+    ]
+)
+
+OP_STATISTIC = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("device_id", pa.int32()),
+        ("op_type", pa.string()),
+        ("core_type", pa.string()),
+        ("count", pa.int64()),
+        ("total_us", pa.float64()),
+        ("min_us", pa.float64()),
+        ("avg_us", pa.float64()),
+        ("max_us", pa.float64()),
+        ("ratio_pct", pa.float64()),
+    ]
+)
+
+COPIES = pa.schema(
+    [
+        ("source", pa.string()),
+        ("rank", pa.int32()),
+        ("side", pa.string()),  # device (a MEMCPY task on a stream) or host (a copy API call)
+        ("name", pa.string()),  # task or API name
+        ("direction", pa.string()),  # H2D, D2H, D2D, H2H, unknown
+        ("size_bytes", pa.int64()),  # null when the data does not say
+        ("start_us", pa.float64()),
+        ("duration_us", pa.float64()),
+        ("stream_id", pa.int64()),
+        ("thread_id", pa.int64()),
+        ("mode", pa.string()),  # sync, async, unknown
+        ("connection_id", pa.int64()),
+    ]
+)
+
+STEPS = pa.schema(
+    [
+        ("source", pa.string()),
+        ("rank", pa.int32()),
+        ("device_id", pa.int32()),
+        ("step", pa.int64()),
+        ("start_us", pa.float64()),  # null where the file gives only durations
+        ("end_us", pa.float64()),
+        ("step_time_us", pa.float64()),  # Stage (torch_npu) or Iteration Time (msprof)
+        ("computing_us", pa.float64()),
+        ("communication_not_overlapped_us", pa.float64()),
+        ("overlapped_us", pa.float64()),
+        ("communication_us", pa.float64()),
+        ("free_us", pa.float64()),
+        ("bubble_us", pa.float64()),
+        ("preparing_us", pa.float64()),
+        ("fp_bp_us", pa.float64()),  # msprof FP to BP Time
+        ("data_aug_bound_us", pa.float64()),
+    ]
+)
+
+HOT_OPS = pa.schema(
+    [
+        ("group_by", pa.string()),  # "type" or "name"
+        ("key", pa.string()),
+        ("task_types", pa.string()),  # distinct task types of the group, ';'-joined
+        ("ranks", pa.int32()),
+        ("count", pa.int64()),
+        ("total_us", pa.float64()),
+        ("avg_us", pa.float64()),
+        ("min_us", pa.float64()),
+        ("max_us", pa.float64()),
+        ("share_pct", pa.float64()),  # of the summed duration of all kernels
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "kernels": KERNELS,
+    "api_calls": API_CALLS,
+    "api_statistic": API_STATISTIC,
+    "op_statistic": OP_STATISTIC,
+    "copies": COPIES,
+    "steps": STEPS,
+    "hot_ops": HOT_OPS,
+}
+
+
+def empty(name: str) -> pa.Table:
+    return TABLES[name].empty_table()
+
+
+def conform(table: pa.Table, schema: pa.Schema, *, keep_extra: bool = False) -> pa.Table:
+    """Return ``table`` with exactly ``schema``'s columns first (missing ones as nulls).
+
+    Extra columns are appended when ``keep_extra`` (kernels keep their metric columns); otherwise
+    dropped. Casting is safe-checked so a wrong type is a bug, not a silent truncation.
+    """
+    n = table.num_rows
+    arrays = []
+    for field in schema:
+        if field.name in table.column_names:
+            col = table.column(field.name)
+            if col.type != field.type:
+                col = col.cast(field.type)
+            arrays.append(col)
+        else:
+            arrays.append(pa.nulls(n, field.type))
+    fields = list(schema)
+    if keep_extra:
+        for name in table.column_names:
+            if name not in schema.names:
+                arrays.append(table.column(name))
+                fields.append(pa.field(name, table.column(name).type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

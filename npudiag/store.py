@@ -1,0 +1,98 @@
+"""Writing and reading the ``--out`` folder: Parquet tables and manifest.json, always atomically.
+
+Each file is written to a hidden temporary name in the same folder, flushed to disk, then renamed
+over the final name, so an interrupted run leaves either the old file or the new one, never half
+of either. Reading back needs nothing from npudiag: plain Parquet and JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def _atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    _atomic_write(path, lambda fh: pq.write_table(table, fh, compression="zstd"))
+
+
+def write_json(obj: Any, path: Path) -> None:
+    data = json.dumps(obj, indent=2, ensure_ascii=False, default=str).encode() + b"\n"
+    _atomic_write(path, lambda fh: fh.write(data))
+
+
+def read_table(path: Path) -> pa.Table:
+    return pq.read_table(path)
+
+
+def output_manifest(profile: Any, version: str, schema_version: int) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {
+        "npudiag_version": version,
+        "schema_version": schema_version,
+        "inputs": [asdict(f) for f in profile.inputs],
+        "units": profile.units,
+        "row_counts": {name: t.num_rows for name, t in profile.tables.items()},
+        "warnings": profile.warnings,
+        "errors": profile.errors,
+    }
+
+
+def write_outputs(tables: dict[str, pa.Table], manifest: dict[str, Any], out: Path) -> list[Path]:
+    """Write every table and then manifest.json (last, so its presence means the set is complete)."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, table in tables.items():
+        path = out / f"{name}.parquet"
+        write_table(table, path)
+        written.append(path)
+    write_json(manifest, out / "manifest.json")
+    written.append(out / "manifest.json")
+    return written
+
+
+def load_outputs(out: Path) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+    from npudiag.errors import InputError
+    from npudiag.schemas import TABLES
+
+    manifest_path = out / "manifest.json"
+    if not manifest_path.is_file():
+        raise InputError(out, "no manifest.json; expected a folder written by 'npudiag analyze --out'")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(manifest_path, f"unreadable manifest ({exc})") from None
+    tables = {}
+    for name, schema in TABLES.items():
+        path = out / f"{name}.parquet"
+        if not path.is_file():
+            tables[name] = schema.empty_table()
+            continue
+        try:
+            tables[name] = read_table(path)
+        except Exception as exc:  # noqa: BLE001 - any parquet failure is bad input here
+            raise InputError(path, f"unreadable Parquet file ({str(exc).splitlines()[0][:120]})") from None
+    return tables, manifest

@@ -1,0 +1,523 @@
+"""Write realistic torch_npu and msprof profile folders of any size, with a known ground truth.
+
+The files follow the real formats byte for byte where the corpus shows them: CANN 8.3.RC1
+kernel_details.csv header, trailing TAB after timestamps, triple-quoted shapes, ``N/A`` for HCCL
+task/stream ids, ``4294967295`` as the no-model id, Chrome-trace JSON with string ``ts``. The
+op mix is chosen by a seeded RNG; ``ground_truth.json`` (written beside the profile, never inside
+it) holds the exact per-type counts and totals and the planted copies, so tests compare against it.
+
+    python -m npudiag.testing.generate --kind torch --kernels 5000 --out fixtures/
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+KERNEL_DETAILS_HEADER = [
+    "Step Id",
+    "Device_id",
+    "Model ID",
+    "Task ID",
+    "Stream ID",
+    "Name",
+    "Type",
+    "OP State",
+    "Accelerator Core",
+    "Start Time(us)",
+    "Duration(us)",
+    "Wait Time(us)",
+    "Block Dim",
+    "Mix Block Dim",
+    "HF32 Eligible",
+    "Input Shapes",
+    "Input Data Types",
+    "Input Formats",
+    "Output Shapes",
+    "Output Data Types",
+    "Output Formats",
+    "Context ID",
+    "aicore_time(us)",
+    "aic_total_cycles",
+    "aic_mac_time(us)",
+    "aic_mac_ratio",
+    "aic_scalar_time(us)",
+    "aic_scalar_ratio",
+    "aic_mte1_time(us)",
+    "aic_mte1_ratio",
+    "aic_mte2_time(us)",
+    "aic_mte2_ratio",
+    "aic_fixpipe_time(us)",
+    "aic_fixpipe_ratio",
+    "aic_icache_miss_rate",
+    "aiv_time(us)",
+    "aiv_total_cycles",
+    "aiv_vec_time(us)",
+    "aiv_vec_ratio",
+    "aiv_scalar_time(us)",
+    "aiv_scalar_ratio",
+    "aiv_mte2_time(us)",
+    "aiv_mte2_ratio",
+    "aiv_mte3_time(us)",
+    "aiv_mte3_ratio",
+    "aiv_icache_miss_rate",
+    "cube_utilization(%)",
+]
+OP_SUMMARY_HEADER = [
+    "Device_id",
+    "Model ID",
+    "Task ID",
+    "Stream ID",
+    "Op Name",
+    "OP Type",
+    "OP State",
+    "Task Type",
+    "Task Start Time(us)",
+    "Task Duration(us)",
+    "Task Wait Time(us)",
+] + KERNEL_DETAILS_HEADER[12:]
+N_PMU = len(KERNEL_DETAILS_HEADER) - 22
+NO_MODEL = 4294967295
+
+# op type, kernel name, task type, mean duration us, weight, shapes, dtypes
+OP_MIX = [
+    ("MatMulV3", "aclnnMatmul_MatMulV3Common_MatMulV3", "AI_CORE", 180.0, 6, '"4096,1024;1024,3072"', "DT_BF16;DT_BF16"),
+    (
+        "FlashAttentionScore",
+        "aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore",
+        "MIX_AIC",
+        880.0,
+        1,
+        '"1,16,4096,64;1,16,4096,64;1,16,4096,64"',
+        "DT_BF16;DT_BF16;DT_BF16",
+    ),
+    ("Add", "aclnnAdd_AddAiCore_Add", "AI_VECTOR_CORE", 30.0, 10, '"4096,1024;4096,1024"', "DT_BF16;DT_BF16"),
+    ("Cast", "aclnnCast_CastAiCore_Cast", "AI_VECTOR_CORE", 12.0, 8, '"4096,1024"', "FLOAT"),
+    ("RmsNorm", "aclnnRmsNorm_RmsNorm_RmsNorm", "AI_VECTOR_CORE", 45.0, 4, '"4096,1024;1024"', "DT_BF16;DT_BF16"),
+    ("TransData", "trans_TransData_0", "AI_VECTOR_CORE", 20.0, 3, '"32,3,224,224"', "FLOAT"),
+    ("NonZero", "aclnnNonzero_NonZero_NonZero", "AI_CPU", 60.0, 1, '"16"', "BOOL"),
+    ("hcom_allReduce_", "hcom_allReduce__868_0_1", "HCCL", 2500.0, 0.2, "N/A", "N/A"),
+]
+
+
+@dataclass
+class GroundTruth:
+    kind: str
+    kernels: int
+    by_type: dict[str, dict[str, float]] = field(default_factory=dict)
+    steps: list[int] = field(default_factory=list)
+    copies: dict[str, float] = field(default_factory=dict)
+    profile_dir: str = ""
+
+
+def _ts(x: float) -> str:
+    return f"{x:.3f}\t"
+
+
+def _plan(n: int, seed: int, steps: int):
+    rng = np.random.default_rng(seed)
+    weights = np.array([m[4] for m in OP_MIX], float)
+    kinds = rng.choice(len(OP_MIX), size=n, p=weights / weights.sum())
+    means = np.array([m[3] for m in OP_MIX])[kinds]
+    dur = np.round(means * rng.uniform(0.8, 1.2, n), 3)
+    gaps = np.round(rng.uniform(1.0, 6.0, n), 3)
+    t0 = 1764246877073569.640
+    start = np.round(t0 + np.cumsum(np.concatenate([[0.0], (dur + gaps)[:-1]])), 3)
+    step = (np.arange(n) * steps // max(n, 1)) + 1
+    return kinds, start, dur, gaps, step
+
+
+def _truth(kind: str, kinds: np.ndarray, dur: np.ndarray) -> GroundTruth:
+    gt = GroundTruth(kind, int(len(kinds)))
+    for i, m in enumerate(OP_MIX):
+        sel = kinds == i
+        if sel.any():
+            gt.by_type[m[0]] = {"count": int(sel.sum()), "total_us": float(np.round(dur[sel], 3).sum()), "task_type": m[2]}
+    return gt
+
+
+def _pmu_row(rng_vals: np.ndarray, task_type: str) -> list[str]:
+    if task_type == "HCCL":
+        return ["N/A"] * N_PMU
+    return [f"{v:.3f}" for v in rng_vals]
+
+
+def _kernel_rows(kinds, start, dur, gaps, step, torch: bool, seed: int):
+    rng = np.random.default_rng(seed + 1)
+    pmu = rng.uniform(0, 1, size=(len(kinds), N_PMU))
+    task_id = 34473
+    for i in range(len(kinds)):
+        op_type, name, ttype, _, _, shapes, dtypes = OP_MIX[kinds[i]]
+        hccl = ttype == "HCCL"
+        tid = "N/A" if hccl else str(task_id)
+        sid = "N/A" if hccl else "2"
+        task_id += 1
+        common = [
+            str(NO_MODEL),
+            tid,
+            sid,
+            name,
+            op_type,
+            "N/A" if hccl else "dynamic",
+            "COMMUNICATION" if (hccl and torch) else ttype,
+            _ts(start[i]),
+            f"{dur[i]:.3f}",
+            f"{(gaps[i - 1] if i else 0):.3f}" if not hccl else "0",
+            "0" if hccl else "40",
+            "N/A" if hccl else "0",
+            "N/A" if hccl else "NO",
+            shapes,
+            dtypes,
+            "N/A" if hccl else "ND",
+            "N/A" if hccl else '"' + shapes.split(";")[0].strip('"') + '"',
+            "N/A" if hccl else dtypes.split(";")[0],
+            "N/A" if hccl else "ND",
+            "N/A",
+        ]
+        tail = _pmu_row(pmu[i], ttype)
+        if torch:
+            yield [str(step[i]), "0", *common, *tail]
+        else:
+            yield ["0", *common, *tail]
+
+
+def _write_csv(path: Path, header: list[str], rows) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def _op_statistic(path: Path, gt: GroundTruth, kinds, dur, device_col: bool) -> None:
+    rows = []
+    total = sum(v["total_us"] for k, v in gt.by_type.items() if v["task_type"] != "HCCL")
+    for i, m in enumerate(OP_MIX):
+        if m[2] == "HCCL" or m[0] not in gt.by_type:
+            continue
+        d = dur[kinds == i]
+        row = [
+            m[0],
+            m[2],
+            str(len(d)),
+            f"{d.sum():.3f}",
+            f"{d.min():.3f}",
+            f"{d.mean():.3f}",
+            f"{d.max():.3f}",
+            f"{100 * d.sum() / total:.3f}",
+        ]
+        rows.append((d.sum(), ["0", *row] if device_col else row))
+    rows.sort(key=lambda r: -r[0])
+    header = ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
+    _write_csv(path, ["Device_id", *header] if device_col else header, [r for _, r in rows])
+
+
+def _trace_events(start, dur, kinds, copies: int, copy_bytes: int, copy_us: float, msprof_args: bool, pid_base: int = 2711464000):
+    """Chrome-trace events: metadata, device tasks, CANN API calls and planted sync copies."""
+    hw, cann = pid_base + 352, pid_base + 191
+    ev = [
+        {"name": "process_name", "pid": hw, "tid": 0, "args": {"name": "Ascend Hardware"}, "ph": "M"},
+        {"name": "process_labels", "pid": hw, "tid": 0, "args": {"labels": "NPU 0" if msprof_args else "NPU"}, "ph": "M"},
+        {"name": "process_name", "pid": cann, "tid": 0, "args": {"name": "CANN"}, "ph": "M"},
+        {"name": "process_labels", "pid": cann, "tid": 0, "args": {"labels": "CPU"}, "ph": "M"},
+        {"name": "thread_name", "pid": hw, "tid": 2, "args": {"name": "Stream 2"}, "ph": "M"},
+    ]
+    conn = 1
+    for i in range(len(kinds)):
+        op_type, name, ttype, *_ = OP_MIX[kinds[i]]
+        if ttype == "HCCL":
+            continue
+        ev.append(
+            {
+                "name": "AscendCL@aclnn" + op_type,
+                "pid": cann,
+                "tid": 2647914,
+                "ts": f"{start[i] - 12.0:.3f}",
+                "dur": 4.5,
+                "args": {
+                    "Thread Id": 2647914,
+                    "Mode": "ACL_NN",
+                    "level": "acl",
+                    "id": "aclnn" + op_type,
+                    "item_id": "0",
+                    "connection_id": conn,
+                },
+                "ph": "X",
+            }
+        )
+        ev.append(
+            {
+                "name": name,
+                "pid": hw,
+                "tid": 2,
+                "ts": f"{start[i]:.3f}",
+                "dur": float(dur[i]),
+                "args": {
+                    "Model Id": NO_MODEL,
+                    "Task Type": ttype,
+                    "Physic Stream Id": 2,
+                    "Task Id": 34473 + i,
+                    "Batch Id": 0,
+                    "Subtask Id": 4294967295,
+                    "connection_id": conn,
+                },
+                "ph": "X",
+            }
+        )
+        conn += 1
+    t = float(start[-1] + dur[-1] + 100.0) if len(start) else 1764246877073569.640
+    for _ in range(copies):
+        ev.append(
+            {
+                "name": "AscendCL@aclrtMemcpy",
+                "pid": cann,
+                "tid": 2647914,
+                "ts": f"{t:.3f}",
+                "dur": copy_us + 20.0,
+                "args": {
+                    "Thread Id": 2647914,
+                    "Mode": "ACL_RTS",
+                    "level": "acl",
+                    "id": "aclrtMemcpy",
+                    "item_id": "0",
+                    "connection_id": conn,
+                },
+                "ph": "X",
+            }
+        )
+        ev.append(
+            {
+                "name": "Runtime@MemCopySync",
+                "pid": cann,
+                "tid": 2647914,
+                "ts": f"{t + 2.0:.3f}",
+                "dur": copy_us + 15.0,
+                "args": {
+                    "Thread Id": 2647914,
+                    "Mode": "MemCopySync",
+                    "level": "runtime",
+                    "id": "MemCopySync",
+                    "item_id": "0",
+                    "connection_id": conn,
+                },
+                "ph": "X",
+            }
+        )
+        args = {
+            "Model Id": NO_MODEL,
+            "Task Type": "PCIE_DMA_SQE",
+            "Physic Stream Id": 2,
+            "Task Id": 90000 + conn,
+            "Batch Id": 0,
+            "Subtask Id": 4294967295,
+            "connection_id": conn,
+        }
+        if msprof_args:
+            args.update({"size(B)": copy_bytes, "bandwidth(GB/s)": round(copy_bytes / copy_us / 1e3, 3), "operation": "host to device"})
+        ev.append({"name": "MEMCPY_ASYNC", "pid": hw, "tid": 2, "ts": f"{t + 10.0:.3f}", "dur": copy_us, "args": args, "ph": "X"})
+        conn += 1
+        t += copy_us + 200.0
+    return ev
+
+
+def _write_trace(path: Path, events: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("[")
+        for i, e in enumerate(events):
+            if i:
+                fh.write(", ")
+            fh.write(json.dumps(e))
+        fh.write("]")
+
+
+def write_torch_profile(
+    out: Path,
+    kernels: int = 2000,
+    seed: int = 0,
+    steps: int = 4,
+    rank: int = 0,
+    copies: int = 40,
+    copy_bytes: int = 4 << 20,
+    copy_us: float = 12000.0,
+    trace: bool = True,
+) -> GroundTruth:
+    kinds, start, dur, gaps, step = _plan(kernels, seed, steps)
+    gt = _truth("torch_npu", kinds, dur)
+    folder = out / f"npudiag-host_{2647914 + rank}_20251127192734{rank:03d}_ascend_pt"
+    prof = folder / "ASCEND_PROFILER_OUTPUT"
+    prof.mkdir(parents=True, exist_ok=True)
+    _write_csv(prof / "kernel_details.csv", KERNEL_DETAILS_HEADER, _kernel_rows(kinds, start, dur, gaps, step, True, seed))
+    _op_statistic(prof / "op_statistic.csv", gt, kinds, dur, device_col=True)
+    info = {
+        "config": {
+            "common_config": {
+                "activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
+                "schedule": {"wait": 0, "active": steps, "warmup": 1, "repeat": 1, "skip_first": 0},
+            },
+            "experimental_config": {"_profiler_level": "Level1", "_aic_metrics": "ACL_AICORE_PIPE_UTILIZATION", "_export_type": ["text"]},
+        },
+        "torch_npu_version": "2.7.1",
+        "cann_version": "8.3.RC1",
+        "rank_id": str(rank),
+    }
+    (folder / f"profiler_info_{rank}.json").write_text(json.dumps(info, indent=4), encoding="utf-8")
+    (folder / "profiler_metadata.json").write_text(json.dumps({"distributed_args": {"rank": rank, "world_size": 1}}), encoding="utf-8")
+    rows = []
+    for s in sorted(set(step.tolist())):
+        sel = step == s
+        comp = float(dur[sel & (np.array([OP_MIX[k][2] for k in kinds]) != "HCCL")].sum())
+        comm = float(dur[sel & (np.array([OP_MIX[k][2] for k in kinds]) == "HCCL")].sum())
+        stage = float(start[sel][-1] + dur[sel][-1] - start[sel][0])
+        rows.append(
+            ["0", str(s), repr(comp), repr(comm), "0.0", repr(comm), repr(max(stage - comp - comm, 0.0)), repr(stage), "0", repr(comm), "0"]
+        )
+        gt.steps.append(int(s))
+    _write_csv(
+        prof / "step_trace_time.csv",
+        [
+            "Device_id",
+            "Step",
+            "Computing",
+            "Communication(Not Overlapped)",
+            "Overlapped",
+            "Communication",
+            "Free",
+            "Stage",
+            "Bubble",
+            "Communication(Not Overlapped and Exclude Receive)",
+            "Preparing",
+        ],
+        rows,
+    )
+    if trace:
+        _write_trace(prof / "trace_view.json", _trace_events(start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=False))
+    gt.copies = {"count": copies if trace else 0, "bytes_each": copy_bytes, "device_us_each": copy_us, "mode": "sync"}
+    gt.profile_dir = str(folder)
+    (out / "ground_truth.json").write_text(json.dumps(gt.__dict__, indent=2), encoding="utf-8")
+    return gt
+
+
+def write_msprof_profile(
+    out: Path,
+    kernels: int = 2000,
+    seed: int = 0,
+    copies: int = 40,
+    copy_bytes: int = 4 << 20,
+    copy_us: float = 12000.0,
+    db: bool = False,
+    text: bool = True,
+) -> GroundTruth:
+    kinds, start, dur, gaps, step = _plan(kernels, seed, 1)
+    gt = _truth("msprof", kinds, dur)
+    folder = out / "PROF_000001_20260605155111872_NPUDIAGGENERATEDAA"
+    mso = folder / "mindstudio_profiler_output"
+    mso.mkdir(parents=True, exist_ok=True)
+    ts = "20260605155140"
+    if text:
+        _write_csv(mso / f"op_summary_{ts}.csv", OP_SUMMARY_HEADER, _kernel_rows(kinds, start, dur, gaps, step, False, seed))
+        _op_statistic(mso / f"op_statistic_{ts}.csv", gt, kinds, dur, device_col=True)
+        _write_trace(mso / f"msprof_{ts}.json", _trace_events(start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=True))
+    if db:
+        _write_db(folder / f"msprof_{ts}.db", kinds, start, dur, copies, copy_bytes, copy_us)
+    gt.copies = {"count": copies, "bytes_each": copy_bytes, "device_us_each": copy_us, "mode": "sync"}
+    gt.profile_dir = str(folder)
+    (out / "ground_truth.json").write_text(json.dumps(gt.__dict__, indent=2), encoding="utf-8")
+    return gt
+
+
+def _write_db(path: Path, kinds, start, dur, copies: int, copy_bytes: int, copy_us: float) -> None:
+    """An msprof export database with the documented TASK / COMPUTE_TASK_INFO / STRING_IDS / CANN_API tables."""
+    if path.exists():
+        path.unlink()
+    con = sqlite3.connect(path)
+    con.executescript(
+        """
+        CREATE TABLE STRING_IDS (id INTEGER PRIMARY KEY, value TEXT);
+        CREATE TABLE ENUM_API_TYPE (id INTEGER PRIMARY KEY, name TEXT);
+        CREATE TABLE TASK (startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, globalTaskId INTEGER,
+                           globalPid INTEGER, taskType INTEGER, contextId INTEGER, streamId INTEGER, taskId INTEGER, modelId INTEGER);
+        CREATE TABLE COMPUTE_TASK_INFO (name INTEGER, globalTaskId INTEGER, blockDim INTEGER, mixBlockDim INTEGER, taskType INTEGER,
+                           opType INTEGER, inputFormats INTEGER, inputDataTypes INTEGER, inputShapes INTEGER, outputFormats INTEGER,
+                           outputDataTypes INTEGER, outputShapes INTEGER, attrInfo INTEGER, opState INTEGER, hf32Eligible INTEGER);
+        CREATE TABLE CANN_API (startNs INTEGER, endNs INTEGER, type INTEGER, globalTid INTEGER, connectionId INTEGER, name INTEGER);
+        """
+    )
+    con.executemany(
+        "INSERT INTO ENUM_API_TYPE VALUES (?, ?)",
+        [(20000, "acl"), (15000, "model"), (10000, "node"), (5500, "communication"), (5000, "runtime")],
+    )
+    ids: dict[str, int] = {}
+
+    def sid(s: str) -> int:
+        if s not in ids:
+            ids[s] = len(ids)
+        return ids[s]
+
+    tasks, infos, apis = [], [], []
+    g = 0
+    for i in range(len(kinds)):
+        op_type, name, ttype, _, _, shapes, dtypes = OP_MIX[kinds[i]]
+        s_ns = int(round(start[i] * 1000))
+        e_ns = s_ns + int(round(dur[i] * 1000))
+        tasks.append(
+            (s_ns, e_ns, 0, g + 1, g, 2647914, sid("KERNEL_AICORE" if ttype != "HCCL" else "HCCL"), 4294967295, 2, 34473 + i, NO_MODEL)
+        )
+        infos.append(
+            (
+                sid(name),
+                g,
+                40,
+                0,
+                sid(ttype),
+                sid(op_type),
+                sid("ND"),
+                sid(dtypes),
+                sid(shapes.strip('"')),
+                sid("ND"),
+                sid(dtypes),
+                sid(shapes.strip('"')),
+                sid(""),
+                sid("dynamic"),
+                sid("NO"),
+            )
+        )
+        g += 1
+    t = int(round((start[-1] + dur[-1] + 100.0) * 1000))
+    for _ in range(copies):
+        apis.append((t, t + int((copy_us + 20.0) * 1000), 20000, 2647914, g + 1, sid("aclrtMemcpy")))
+        tasks.append(
+            (t + 10000, t + 10000 + int(copy_us * 1000), 0, g + 1, g, 2647914, sid("MEMCPY_ASYNC"), 4294967295, 2, 90000 + g, NO_MODEL)
+        )
+        g += 1
+        t += int((copy_us + 200.0) * 1000)
+    con.executemany("INSERT INTO TASK VALUES (?,?,?,?,?,?,?,?,?,?,?)", tasks)
+    con.executemany("INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", infos)
+    con.executemany("INSERT INTO CANN_API VALUES (?,?,?,?,?,?)", apis)
+    con.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", [(v, k) for k, v in ids.items()])
+    con.commit()
+    con.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kind", choices=["torch", "msprof"], default="torch")
+    ap.add_argument("--kernels", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--copies", type=int, default=40)
+    ap.add_argument("--db", action="store_true", help="msprof: also write msprof_{ts}.db")
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args(argv)
+    if a.kind == "torch":
+        gt = write_torch_profile(a.out, a.kernels, a.seed, copies=a.copies)
+    else:
+        gt = write_msprof_profile(a.out, a.kernels, a.seed, copies=a.copies, db=a.db)
+    print(gt.profile_dir)
+
+
+if __name__ == "__main__":
+    main()

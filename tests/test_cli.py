@@ -1,0 +1,136 @@
+"""The command line as a user meets it: help, version, analyze, --json, report, manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from npudiag import __version__
+from npudiag.testing.generate import write_msprof_profile, write_torch_profile
+
+from .helpers import run_cli
+
+
+@pytest.fixture(scope="module")
+def torch_profile(tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("torch")
+    return write_torch_profile(out, kernels=1500, seed=7, copies=12)
+
+
+def test_version_and_help() -> None:
+    r = run_cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"npudiag {__version__}"
+    r = run_cli("--help")
+    assert r.returncode == 0
+    for command in ("analyze", "report"):
+        assert command in r.stdout
+    assert "--install-completion" in r.stdout
+
+
+def test_analyze_writes_tables_and_manifest(torch_profile, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = run_cli("analyze", torch_profile.profile_dir, "--out", out, "--top", "5")
+    assert r.returncode == 0, r.stderr
+    assert "Hot operators by type" in r.stdout and "MatMulV3" in r.stdout
+    for name in ("kernels", "api_calls", "api_statistic", "op_statistic", "copies", "steps", "hot_ops"):
+        assert (out / f"{name}.parquet").is_file(), name
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temp files left
+    kernels = pq.read_table(out / "kernels.parquet")
+    assert kernels.num_rows == torch_profile.kernels
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["npudiag_version"] == __version__ and manifest["schema_version"] == 1
+    assert manifest["row_counts"]["kernels"] == torch_profile.kernels
+    kd = next(f for f in manifest["inputs"] if f["path"].endswith("kernel_details.csv"))
+    assert kd["sha256"] == hashlib.sha256(Path(kd["path"]).read_bytes()).hexdigest()
+    assert kd["size_bytes"] == Path(kd["path"]).stat().st_size and kd["used_for"] == ["kernel_details"]
+
+
+def test_json_summary_matches_ground_truth(torch_profile, tmp_path: Path) -> None:
+    r = run_cli("analyze", torch_profile.profile_dir, "--out", tmp_path / "o", "--json", "--top", "50")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)  # stdout holds the JSON document and nothing else
+    top = {row["key"]: row for row in summary["hot_ops"]["top"]}
+    for op, truth in torch_profile.by_type.items():
+        assert top[op]["count"] == truth["count"]
+        assert top[op]["total_us"] == pytest.approx(truth["total_us"], rel=1e-9)
+    assert summary["profile"]["kernels"] == torch_profile.kernels
+    assert summary["profile"]["steps"] == len(torch_profile.steps)
+    host = [c for c in summary["copies"]["by_direction"] if c["side"] == "host"]
+    assert host == [
+        {
+            "side": "host",
+            "direction": "unknown",
+            "mode": "sync",
+            "count": 12,
+            "bytes": None,
+            "bytes_known": 0,
+            "time_us": pytest.approx(12 * (12000.0 + 20.0)),
+            "share_pct": 100.0,
+        }
+    ]
+    assert sum(r["share_pct"] for r in summary["hot_ops"]["top"]) == pytest.approx(100.0)
+
+
+def test_report_rerenders_same_summary(torch_profile, tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    first = run_cli("analyze", torch_profile.profile_dir, "--out", out, "--json")
+    again = run_cli("report", out, "--json")
+    assert again.returncode == 0, again.stderr
+    a, b = json.loads(first.stdout), json.loads(again.stdout)
+    for key in ("profile", "per_rank", "task_types", "hot_ops", "copies", "steps"):
+        assert a[key] == b[key], key
+
+
+def test_msprof_copies_carry_size_and_direction(tmp_path: Path) -> None:
+    gt = write_msprof_profile(tmp_path / "p", kernels=300, copies=40, copy_bytes=4 << 20, copy_us=12000.0)
+    r = run_cli("analyze", gt.profile_dir, "--out", tmp_path / "o", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["copies"]["by_direction"]
+    device = next(c for c in rows if c["side"] == "device")
+    assert device == {
+        "side": "device",
+        "direction": "H2D",
+        "mode": "sync",
+        "count": 40,
+        "bytes": 40 * (4 << 20),
+        "bytes_known": 40,
+        "time_us": pytest.approx(40 * 12000.0),
+        "share_pct": 100.0,
+    }
+    host = next(c for c in rows if c["side"] == "host")
+    assert host["count"] == 40  # the nested Runtime@MemCopySync calls are the same copies, not 40 more
+
+
+def test_by_name_and_parent_of_many(tmp_path: Path) -> None:
+    for rank in range(3):
+        write_torch_profile(tmp_path / "cluster", kernels=200, seed=rank, rank=rank, copies=0, trace=False)
+    r = run_cli("analyze", tmp_path / "cluster", "--out", tmp_path / "o", "--json", "--by", "name")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert [p["rank"] for p in s["per_rank"]] == [0, 1, 2]
+    assert s["hot_ops"]["by"] == "name"
+    assert s["profile"]["kernels"] == 600
+
+
+def test_db_only_profile(tmp_path: Path) -> None:
+    gt = write_msprof_profile(tmp_path / "p", kernels=250, copies=3, db=True, text=False)
+    r = run_cli("analyze", gt.profile_dir, "--out", tmp_path / "o", "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["profile"]["kernels"] == 253
+    top = {row["key"]: row for row in s["hot_ops"]["top"]}
+    for op, truth in gt.by_type.items():
+        assert top[op]["count"] == truth["count"]
+
+
+def test_text_preferred_over_db_and_said(tmp_path: Path) -> None:
+    gt = write_msprof_profile(tmp_path / "p", kernels=100, copies=0, db=True, text=True)
+    r = run_cli("analyze", gt.profile_dir, "--out", tmp_path / "o", "--json")
+    s = json.loads(r.stdout)
+    assert any("kernels were read from the op_summary CSV" in w for w in s["warnings"])
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert manifest["units"][0]["kernel_source"] == "op_summary"

@@ -1,0 +1,68 @@
+"""Format quirks, shown on real rows from the corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from npudiag.formats.kernel_csv import read_kernels
+from npudiag.formats.msprof_db import read_db
+from npudiag.testing.generate import write_msprof_profile
+
+
+def test_cann8_kernel_details_quirks(corpus: Path) -> None:
+    t, warnings = read_kernels(corpus / "mstt-advisor-kernel-details-cann8/kernel_details.csv", rank=3)
+    row = t.to_pylist()[0]
+    assert warnings == []
+    assert row["source"] == "kernel_details" and row["rank"] == 3
+    assert row["step"] == 19
+    assert row["model_id"] is None  # 4294967295 means "no model"
+    assert row["start_us"] == pytest.approx(1736413971558972.912)  # "...912\t" with the TAB stripped
+    assert row["input_shapes"] == "81920,4096;8192,512"  # triple quotes removed
+    assert row["op_type"] == "MatMulV2" and row["task_type"] == "AI_CORE"
+    assert row["op_state"] == "dynamic" and row["hf32_eligible"] == "NO"
+    assert row["block_dim"] == 16 and row["wait_us"] == 1.087
+    assert row["context_id"] is None  # N/A
+    assert row["aic_mte2_ratio"] == 0.964  # metric columns kept, names normalised
+    assert row["cube_utilization_pct"] == 79.295
+
+
+def test_op_summary_names_and_na(corpus: Path) -> None:
+    t, _ = read_kernels(corpus / "msinsight-server-testdata/test_kernel_parse/op_summary_1.csv")
+    rows = t.to_pylist()
+    hccl = rows[1]
+    assert hccl["task_type"] == "HCCL" and hccl["task_id"] is None and hccl["stream_id"] is None
+    assert hccl["duration_us"] == 4975.2664
+    assert "aic_l0a_read_bw_gbps" in t.column_names
+
+
+def test_level0_kernel_details_without_types(corpus: Path) -> None:
+    t, _ = read_kernels(corpus / "msinsight-pytorch-text-2025/level0/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+    row = t.to_pylist()[0]
+    assert row["op_type"] is None and row["task_type"] is None  # Level0 writes N/A
+    assert row["op_name"] == "trans_TransData_0" and row["step"] == 50
+
+
+def test_task_time_csv(corpus: Path) -> None:
+    path = next((corpus / "neopan-tilelang-baseline-PROF_000001_20260605155111872_JDEKRCNERPBNJEGA").glob("task_time_*.csv"))
+    t, _ = read_kernels(path)
+    rows = t.to_pylist()
+    assert rows[1]["task_type"] == "TASK_TIMEOUT_SET" and rows[1]["duration_us"] == 81.4
+    assert rows[1]["stream_id"] == 1404 and rows[1]["task_id"] == 5
+    assert "task_stop_us" not in t.column_names
+
+
+def test_db_reader_on_generated_export(tmp_path: Path) -> None:
+    gt = write_msprof_profile(tmp_path, kernels=200, copies=5, db=True, text=False)
+    db = next(Path(gt.profile_dir).glob("msprof_*.db"))
+    kernels, api, warnings = read_db(db, rank=0)
+    assert warnings == []
+    assert kernels.num_rows == 200 + 5
+    assert api.num_rows == 5 and set(api["name"].to_pylist()) == {"aclrtMemcpy"} and set(api["level"].to_pylist()) == {"acl"}
+    by_type: dict[str, float] = {}
+    for r in kernels.to_pylist():
+        if r["op_type"]:
+            by_type[r["op_type"]] = by_type.get(r["op_type"], 0.0) + r["duration_us"]
+    for op, v in gt.by_type.items():
+        assert by_type[op] == pytest.approx(v["total_us"], rel=1e-6)
