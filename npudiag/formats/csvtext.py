@@ -76,18 +76,29 @@ def read_csv_text(path: Path, required: tuple[tuple[str, ...], ...] = (), *, mul
         skipped.append((row.number if row.number is not None else -1, row.text))
         return "skip"
 
-    try:
-        table = pacsv.read_csv(
+    def read(all_text: bool) -> pa.Table:
+        skipped.clear()
+        return pacsv.read_csv(
             path,
-            read_options=pacsv.ReadOptions(use_threads=True, block_size=1 << 24),
+            read_options=pacsv.ReadOptions(use_threads=True),
             parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=multiline),
             convert_options=pacsv.ConvertOptions(
-                column_types={n: pa.string() for n in names},
+                column_types={n: pa.string() for n in names} if all_text else None,
                 null_values=NULL_TOKENS,
                 strings_can_be_null=True,
                 quoted_strings_can_be_null=True,
             ),
         )
+
+    try:
+        # fast path: pyarrow infers numeric columns itself; a column whose later rows do not fit the
+        # type inferred from the first block makes it fail, and then everything is read as text
+        try:
+            table = read(all_text=False)
+        except pa.ArrowInvalid as exc:
+            if "conversion error" not in str(exc).lower() and "in csv column" not in str(exc).lower():
+                raise
+            table = read(all_text=True)
     except pa.ArrowInvalid as exc:
         raise InputError(path, f"not a readable CSV: {_arrow_message(exc)}") from None
     if table.column_names and table.column_names[0].startswith("\ufeff"):
@@ -124,9 +135,10 @@ def _arrow_message(exc: Exception) -> str:
 
 
 def clean_text(col: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Strip the TAB that msprof appends to timestamps and the quotes around shapes."""
-    col = pc.utf8_trim_whitespace(col)
-    col = pc.utf8_trim(col, characters='"')
+    """Strip the TAB that msprof appends to timestamps and the quotes around shapes (one pass)."""
+    if not pa.types.is_string(col.type):
+        return col.cast(pa.string())
+    col = pc.utf8_trim(col, characters=' \t\r\n"')
     return pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col)
 
 
@@ -134,7 +146,17 @@ def to_float(ct: CsvText, name: str | None, label: str | None = None) -> pa.Chun
     """Column ``name`` as float64; values that are not numbers become an InputError with the row."""
     if name is None:
         return None
-    col = pc.utf8_trim_whitespace(ct.table.column(name))
+    raw = ct.table.column(name)
+    if pa.types.is_floating(raw.type) or pa.types.is_integer(raw.type) or pa.types.is_null(raw.type):
+        return raw.cast(pa.float64(), safe=False)
+    if not pa.types.is_string(raw.type):
+        raw = raw.cast(pa.string())
+    try:
+        return raw.cast(pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    # timestamps carry a trailing TAB; null tokens may carry blanks
+    col = pc.utf8_trim_whitespace(raw)
     col = pc.if_else(pc.is_in(col, pa.array(NULL_TOKENS)), pa.scalar(None, pa.string()), col)
     try:
         return col.cast(pa.float64())
@@ -148,9 +170,12 @@ def to_float(ct: CsvText, name: str | None, label: str | None = None) -> pa.Chun
 
 
 def to_int(ct: CsvText, name: str | None, label: str | None = None) -> pa.ChunkedArray | None:
-    as_float = to_float(ct, name, label)
-    if as_float is None:
+    if name is None:
         return None
+    raw = ct.table.column(name)
+    if pa.types.is_integer(raw.type):
+        return raw.cast(pa.int64())
+    as_float = to_float(ct, name, label)
     finite = pc.if_else(pc.is_finite(as_float), as_float, pa.scalar(None, pa.float64()))
     return pc.cast(pc.floor(finite), pa.int64(), safe=False)
 

@@ -7,12 +7,15 @@ The three files describe the same device tasks with names that moved between CAN
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
+from npudiag.errors import InputError
 from npudiag.formats.csvtext import NO_MODEL_ID, CsvText, normalise_column_name, read_csv_text, to_float, to_int, to_text
 
 # canonical column -> (alternative source names, converter)
@@ -71,30 +74,42 @@ def _convert(ct: CsvText, source_name: str | None, how: str) -> pa.ChunkedArray 
     return to_text(ct, source_name)
 
 
+def _metric(ct: CsvText, name: str) -> pa.ChunkedArray:
+    try:
+        return to_float(ct, name)
+    except InputError:  # a non-numeric metric stays text
+        return to_text(ct, name)
+
+
 def kernels_from_csv(ct: CsvText, source: str, rank: int | None) -> pa.Table:
+    """Convert columns in parallel: pyarrow kernels release the GIL, and there are dozens."""
     n = ct.table.num_rows
-    cols: dict[str, pa.ChunkedArray | pa.Array] = {}
+    jobs: dict[str, tuple] = {}
     used: set[str] = set()
     for canonical, (alternatives, how) in _COLUMNS.items():
         name = ct.has(*alternatives)
         if name is not None:
             used.add(name)
-            cols[canonical] = _convert(ct, name, how)
-    if "model_id" in cols:
-        cols["model_id"] = pc.if_else(pc.equal(cols["model_id"], NO_MODEL_ID), pa.scalar(None, pa.int64()), cols["model_id"])
-    cols["source"] = pa.array([source] * n, pa.string()) if n else pa.array([], pa.string())
-    cols["rank"] = pa.nulls(n, pa.int32()) if rank is None else pa.array([rank] * n, pa.int32())
-    table = schemas.conform(pa.table(cols), schemas.KERNELS)
+            jobs[canonical] = (_convert, ct, name, how)
+    extras: dict[str, str] = {}
     for name in ct.table.column_names:
         if name in used or name in _CONSUMED_EXTRA:
             continue
         extra = normalise_column_name(name)
-        if extra in table.column_names:
+        if extra in schemas.KERNELS.names or extra in extras:
             continue
-        col = ct.table.column(name)
-        try:
-            col = to_float(ct, name)
-        except Exception:  # noqa: BLE001 - a non-numeric metric stays text
-            col = to_text(ct, name)
+        extras[extra] = name
+        jobs["extra:" + extra] = (_metric, ct, name)
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        futures = {key: pool.submit(job[0], *job[1:]) for key, job in jobs.items()}
+        done = {key: f.result() for key, f in futures.items()}
+    cols = {k: v for k, v in done.items() if not k.startswith("extra:")}
+    if "model_id" in cols:
+        cols["model_id"] = pc.if_else(pc.equal(cols["model_id"], NO_MODEL_ID), pa.scalar(None, pa.int64()), cols["model_id"])
+    cols["source"] = pa.repeat(pa.scalar(source, pa.string()), n)
+    cols["rank"] = pa.repeat(pa.scalar(rank, pa.int32()), n)
+    table = schemas.conform(pa.table(cols), schemas.KERNELS)
+    for extra in extras:
+        col = done["extra:" + extra]
         table = table.append_column(pa.field(extra, col.type), col)
     return table

@@ -8,6 +8,7 @@ flows are skipped: the tables here describe device tasks and CANN host API calls
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,62 +48,74 @@ def _num(value: object) -> float:
         return np.nan
 
 
-def _int(value: object) -> int | None:
-    try:
-        out = int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return None
-    return out if -(2**63) <= out < 2**63 else None
+MISSING = -(2**63)  # "no value" in the int64 columns kept while streaming
+_INT_ARGS = ("Physic Stream Id", "Stream Id", "Task Id", "Model Id", "model id", "connection_id", "size(B)", "Thread Id")
+_STR_ARGS = ("Task Type", "operation", "level")
 
 
-_ARG_KEYS = (
-    "Task Type",
-    "Physic Stream Id",
-    "Stream Id",
-    "Task Id",
-    "Model Id",
-    "model id",
-    "connection_id",
-    "size(B)",
-    "operation",
-    "Thread Id",
-    "level",
-)
+def _code(value: object) -> int:
+    """An int64 for a number-like value, MISSING otherwise (pid/tid/args are ints in real traces)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value if MISSING < value < 2**63 else MISSING
+    if isinstance(value, (float, str)):
+        try:
+            out = int(value)
+        except (TypeError, ValueError, OverflowError):
+            return MISSING
+        return out if MISSING < out < 2**63 else MISSING
+    return MISSING
 
 
 class _Columns:
-    """Per-event columns kept while streaming; repeated strings are interned to save memory."""
+    """Typed columns kept while streaming (about 130 bytes an event); strings are interned."""
 
     def __init__(self) -> None:
-        self.pid: list[object] = []
-        self.tid: list[object] = []
+        self.pid = array("q")
+        self.tid = array("q")
+        self.ts = array("d")
+        self.dur = array("d")
         self.name: list[str] = []
-        self.ts: list[float] = []
-        self.dur: list[float] = []
-        self.args: dict[str, list[object]] = {k: [] for k in _ARG_KEYS}
+        self.ints = {k: array("q") for k in _INT_ARGS}
+        self.strs: dict[str, list[str | None]] = {k: [] for k in _STR_ARGS}
         self._intern: dict[str, str] = {}
+        self.other_pids: dict[object, int] = {}
+
+    def pid_code(self, value: object) -> int:
+        c = _code(value)
+        if c == MISSING and value is not None:
+            c = self.other_pids.setdefault(value, -1 - len(self.other_pids))
+        return c
 
     def add(self, ev: dict, t: float) -> None:
-        self.pid.append(ev.get("pid"))
-        self.tid.append(ev.get("tid"))
-        nm = str(ev.get("name", ""))
-        self.name.append(self._intern.setdefault(nm, nm))
+        intern = self._intern
+        self.pid.append(self.pid_code(ev.get("pid")))
+        self.tid.append(_code(ev.get("tid")))
+        nm = ev.get("name", "")
+        nm = nm if isinstance(nm, str) else str(nm)
+        self.name.append(intern.setdefault(nm, nm))
         self.ts.append(t)
         self.dur.append(_num(ev.get("dur")))
         a = ev.get("args")
         if not isinstance(a, dict):
             a = {}
-        for k, col in self.args.items():
+        for k, col in self.ints.items():
+            col.append(_code(a.get(k)))
+        for k, col in self.strs.items():
             v = a.get(k)
-            if isinstance(v, str):
-                v = self._intern.setdefault(v, v)
-            col.append(v)
+            if v is not None and not isinstance(v, str):
+                v = str(v)
+            col.append(None if v is None else intern.setdefault(v, v))
+
+    def np(self, col: array) -> np.ndarray:
+        return np.frombuffer(col, dtype=np.int64) if col.typecode == "q" else np.frombuffer(col, dtype=np.float64)
 
 
 def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], None] | None = None) -> TraceTables:
-    process_names: dict[object, str] = {}
-    process_labels: dict[object, str] = {}
-    thread_names: dict[tuple[object, object], str] = {}
+    process_names: dict[int, str] = {}
+    process_labels: dict[int, str] = {}
+    thread_names: dict[tuple[int, int], str] = {}
     cols = _Columns()
     bad_ts = 0
     for ev in iter_events(path, progress):
@@ -117,25 +130,35 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
             cols.add(ev, t)
         elif ph == "M":
             a = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            pid = cols.pid_code(ev.get("pid"))
             if ev.get("name") == "process_name":
-                process_names[ev.get("pid")] = str(a.get("name", ""))
+                process_names[pid] = str(a.get("name", ""))
             elif ev.get("name") == "process_labels":
-                process_labels[ev.get("pid")] = str(a.get("labels", ""))
+                process_labels[pid] = str(a.get("labels", ""))
             elif ev.get("name") == "thread_name":
-                thread_names[(ev.get("pid"), ev.get("tid"))] = str(a.get("name", ""))
+                thread_names[(pid, _code(ev.get("tid")))] = str(a.get("name", ""))
     warnings = []
     if bad_ts:
         warnings.append(f"{path}: {bad_ts} complete event(s) without a numeric 'ts' were skipped")
-    if not process_names and cols.pid:
+    if not process_names and len(cols.pid):
         raise InputError(path, "no process_name metadata events; expected an msprof / torch_npu Chrome trace")
-    procs = [process_names.get(p, "") for p in cols.pid]
     device_ids = sorted({d for d in (_device_from_label(v) for v in process_labels.values()) if d is not None})
     device_id = device_ids[0] if len(device_ids) == 1 else None
 
-    hw = [i for i, p in enumerate(procs) if p == HARDWARE]
-    hccl = [i for i, p in enumerate(procs) if p in HCCL and not thread_names.get((cols.pid[i], cols.tid[i]), "").startswith("Plane")]
-    cann = [i for i, p in enumerate(procs) if p == CANN]
-    copies = [i for i in hw if "MEMCPY" in cols.name[i].upper()]
+    pid = cols.np(cols.pid)
+    tid = cols.np(cols.tid)
+
+    def rows_of(names: set[str]) -> np.ndarray:
+        pids = [p for p, n in process_names.items() if n in names]
+        return np.nonzero(np.isin(pid, np.array(pids, dtype=np.int64)))[0] if pids else np.array([], dtype=np.int64)
+
+    hw = rows_of({HARDWARE})
+    hccl = rows_of(HCCL)
+    if len(hccl) and thread_names:
+        plane = np.array([thread_names.get((int(pid[i]), int(tid[i])), "").startswith("Plane") for i in hccl], dtype=bool)
+        hccl = hccl[~plane]
+    cann = rows_of({CANN})
+    copies = hw[np.array(["MEMCPY" in cols.name[i].upper() for i in hw], dtype=bool)] if len(hw) else hw
     return TraceTables(
         _kernel_table(cols, hw, hccl, rank, device_id),
         _api_table(cols, cann, rank),
@@ -152,90 +175,98 @@ def _device_from_label(label: str) -> int | None:
     return None
 
 
-def _pick(values: list, rows: list[int]) -> list:
-    return [values[i] for i in rows]
+def _int_col(values: np.ndarray) -> pa.Array:
+    return pa.array(values, pa.int64(), mask=values == MISSING)
 
 
-def _stream(cols: _Columns, rows: list[int]) -> list[int | None]:
-    phys, old, tid = cols.args["Physic Stream Id"], cols.args["Stream Id"], cols.tid
-    return [_int(phys[i] if phys[i] is not None else old[i] if old[i] is not None else tid[i]) for i in rows]
+def _take_int(cols: _Columns, key: str, rows: np.ndarray) -> np.ndarray:
+    return cols.np(cols.ints[key])[rows]
 
 
-def _ints(cols: _Columns, key: str, rows: list[int]) -> list[int | None]:
-    col = cols.args[key]
-    return [_int(col[i]) for i in rows]
+def _first(*candidates: np.ndarray) -> np.ndarray:
+    out = candidates[0].copy()
+    for c in candidates[1:]:
+        out = np.where(out == MISSING, c, out)
+    return out
 
 
-def _kernel_table(cols: _Columns, hw: list[int], hccl: list[int], rank, device_id) -> pa.Table:
-    rows = hw + hccl
+def _stream(cols: _Columns, rows: np.ndarray) -> np.ndarray:
+    return _first(_take_int(cols, "Physic Stream Id", rows), _take_int(cols, "Stream Id", rows), cols.np(cols.tid)[rows])
+
+
+def _strs(values: list, rows: np.ndarray) -> pa.Array:
+    return pa.array([values[i] for i in rows], pa.string())
+
+
+def _kernel_table(cols: _Columns, hw: np.ndarray, hccl: np.ndarray, rank, device_id) -> pa.Table:
+    rows = np.concatenate([hw, hccl]).astype(np.int64)
     n = len(rows)
-    tt = cols.args["Task Type"]
-    task_type = [None if tt[i] is None else str(tt[i]) for i in hw] + ["HCCL"] * len(hccl)
-    m1, m2 = cols.args["Model Id"], cols.args["model id"]
-    model = [_int(m1[i] if m1[i] is not None else m2[i]) for i in rows]
+    task_type = [cols.strs["Task Type"][i] for i in hw] + ["HCCL"] * len(hccl)
+    model = _first(_take_int(cols, "Model Id", rows), _take_int(cols, "model id", rows))
+    model = np.where(model == NO_MODEL_ID, MISSING, model)
+    stream = np.concatenate([_stream(cols, hw), np.full(len(hccl), MISSING, np.int64)])
     table = pa.table(
         {
-            "source": pa.array(["trace"] * n, pa.string()),
-            "rank": pa.array([rank] * n, pa.int32()),
-            "device_id": pa.array([device_id] * n, pa.int32()),
-            "model_id": pa.array([None if m == NO_MODEL_ID else m for m in model], pa.int64()),
-            "stream_id": pa.array(_stream(cols, hw) + [None] * len(hccl), pa.int64()),
-            "task_id": pa.array(_ints(cols, "Task Id", rows), pa.int64()),
-            "op_name": pa.array(_pick(cols.name, rows), pa.string()),
+            "source": pa.repeat(pa.scalar("trace"), n),
+            "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
+            "device_id": pa.repeat(pa.scalar(device_id, pa.int32()), n),
+            "model_id": _int_col(model),
+            "stream_id": _int_col(stream),
+            "task_id": _int_col(_take_int(cols, "Task Id", rows)),
+            "op_name": _strs(cols.name, rows),
             "task_type": pa.array(task_type, pa.string()),
-            "start_us": pa.array(_pick(cols.ts, rows), pa.float64()),
-            "duration_us": pa.array(_pick(cols.dur, rows), pa.float64()),
-            "connection_id": pa.array(_ints(cols, "connection_id", rows), pa.int64()),
+            "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
+            "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
+            "connection_id": _int_col(_take_int(cols, "connection_id", rows)),
         }
     )
     return schemas.conform(table, schemas.KERNELS, keep_extra=True)
 
 
-def _copy_table(cols: _Columns, rows: list[int], rank) -> pa.Table:
+def _copy_table(cols: _Columns, rows: np.ndarray, rank) -> pa.Table:
     n = len(rows)
-    op = cols.args["operation"]
+    op = cols.strs["operation"]
     table = pa.table(
         {
-            "source": pa.array(["trace"] * n, pa.string()),
-            "rank": pa.array([rank] * n, pa.int32()),
-            "side": pa.array(["device"] * n, pa.string()),
-            "name": pa.array(_pick(cols.name, rows), pa.string()),
-            "direction": pa.array([_OPERATION.get(str(op[i] or "").lower(), "unknown") for i in rows], pa.string()),
-            "size_bytes": pa.array(_ints(cols, "size(B)", rows), pa.int64()),
-            "start_us": pa.array(_pick(cols.ts, rows), pa.float64()),
-            "duration_us": pa.array(_pick(cols.dur, rows), pa.float64()),
-            "stream_id": pa.array(_stream(cols, rows), pa.int64()),
-            "mode": pa.array(["unknown"] * n, pa.string()),
-            "connection_id": pa.array(_ints(cols, "connection_id", rows), pa.int64()),
+            "source": pa.repeat(pa.scalar("trace"), n),
+            "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
+            "side": pa.repeat(pa.scalar("device"), n),
+            "name": _strs(cols.name, rows),
+            "direction": pa.array([_OPERATION.get((op[i] or "").lower(), "unknown") for i in rows], pa.string()),
+            "size_bytes": _int_col(_take_int(cols, "size(B)", rows)),
+            "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
+            "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
+            "stream_id": _int_col(_stream(cols, rows)),
+            "mode": pa.repeat(pa.scalar("unknown"), n),
+            "connection_id": _int_col(_take_int(cols, "connection_id", rows)),
         }
     )
     return schemas.conform(table, schemas.COPIES)
 
 
-def _api_table(cols: _Columns, rows: list[int], rank) -> pa.Table:
+def _api_table(cols: _Columns, rows: np.ndarray, rank) -> pa.Table:
     levels, names = [], []
-    lv = cols.args["level"]
+    lv = cols.strs["level"]
     for i in rows:
         prefix, _, rest = cols.name[i].partition("@")
         level = lv[i]
         if rest:
-            levels.append(str(level) if level else _LEVEL_PREFIX.get(prefix, prefix.lower()))
+            levels.append(level or _LEVEL_PREFIX.get(prefix, prefix.lower()))
             names.append(rest)
         else:
-            levels.append(str(level) if level else None)
+            levels.append(level)
             names.append(cols.name[i])
     n = len(rows)
-    th, tid = cols.args["Thread Id"], cols.tid
     table = pa.table(
         {
-            "source": pa.array(["trace"] * n, pa.string()),
-            "rank": pa.array([rank] * n, pa.int32()),
+            "source": pa.repeat(pa.scalar("trace"), n),
+            "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
             "level": pa.array(levels, pa.string()),
             "name": pa.array(names, pa.string()),
-            "start_us": pa.array(_pick(cols.ts, rows), pa.float64()),
-            "duration_us": pa.array(_pick(cols.dur, rows), pa.float64()),
-            "thread_id": pa.array([_int(th[i] if th[i] is not None else tid[i]) for i in rows], pa.int64()),
-            "connection_id": pa.array(_ints(cols, "connection_id", rows), pa.int64()),
+            "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
+            "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
+            "thread_id": _int_col(_first(_take_int(cols, "Thread Id", rows), cols.np(cols.tid)[rows])),
+            "connection_id": _int_col(_take_int(cols, "connection_id", rows)),
         }
     )
     return schemas.conform(table, schemas.API_CALLS)
