@@ -80,9 +80,9 @@ def _host_copies(api: pa.Table) -> pa.Table:
 
 
 def _device_copies_from_kernels(kernels: pa.Table) -> pa.Table:
-    name = pc.utf8_upper(pc.coalesce(kernels["op_name"], ""))
-    ttype = pc.utf8_upper(pc.coalesce(kernels["task_type"], ""))
-    mask = pc.or_(pc.match_substring(name, "MEMCPY"), pc.match_substring(ttype, "MEMCPY"))
+    name = pc.coalesce(kernels["op_name"], "")
+    ttype = pc.coalesce(kernels["task_type"], "")
+    mask = pc.or_(pc.match_substring(name, "MEMCPY", ignore_case=True), pc.match_substring(ttype, "MEMCPY", ignore_case=True))
     k = kernels.filter(mask)
     n = k.num_rows
     conn = k["connection_id"] if "connection_id" in k.column_names else pa.nulls(n, pa.int64())

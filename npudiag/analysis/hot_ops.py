@@ -59,3 +59,8 @@ def hot_ops(kernels: pa.Table, by: str = "type") -> pa.Table:
         }
     )
     return schemas.conform(out, schemas.HOT_OPS).sort_by([("total_us", "descending"), ("key", "ascending")])
+
+
+def hot_ops_table(kernels: pa.Table) -> pa.Table:
+    """What ``hot_ops.parquet`` holds: the aggregate by op type and by op name, one after the other."""
+    return pa.concat_tables([hot_ops(kernels, "type"), hot_ops(kernels, "name")])

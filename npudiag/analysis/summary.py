@@ -24,24 +24,24 @@ def _f(x: Any) -> float | None:
 
 
 def _per_rank(kernels: pa.Table) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     if kernels.num_rows == 0:
         return out
-    ranks = kernels["rank"].to_numpy(zero_copy_only=False)
-    starts_all = kernels["start_us"].to_numpy(zero_copy_only=False).astype(float)
-    durs_all = np.nan_to_num(kernels["duration_us"].to_numpy(zero_copy_only=False).astype(float))
-    for rank in sorted({r for r in kernels["rank"].to_pylist()}, key=lambda r: (r is None, r)):
-        mask = ranks == rank if rank is not None else np.array([r is None for r in kernels["rank"].to_pylist()])
+    ranks = pc.fill_null(kernels["rank"], -1).to_numpy()
+    starts_all = pc.fill_null(kernels["start_us"], np.nan).to_numpy()
+    durs_all = pc.fill_null(kernels["duration_us"], 0.0).to_numpy()
+    for rank in np.unique(ranks).tolist():
+        mask = ranks == rank
         s = starts_all[mask]
         d = durs_all[mask]
         ok = ~np.isnan(s)
-        s, d = s[ok], d[ok]
+        s, d = s[ok], np.nan_to_num(d[ok])
         e = s + d
         span = float(e.max() - s.min()) if len(s) else 0.0
         busy = union_length(s, e)
         out.append(
             {
-                "rank": rank,
+                "rank": None if rank == -1 else int(rank),
                 "kernels": int(mask.sum()),
                 "start_us": float(s.min()) if len(s) else None,
                 "span_us": span,

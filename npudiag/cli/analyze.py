@@ -11,12 +11,12 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeElapsedColumn, TransferSpeedColumn
 
 from npudiag import SCHEMA_VERSION, __version__
-from npudiag.analysis.hot_ops import hot_ops
+from npudiag.analysis.hot_ops import hot_ops_table
 from npudiag.analysis.summary import build_summary
 from npudiag.ingest import ingest
 from npudiag.report.json_report import render_json
 from npudiag.report.terminal import render_terminal
-from npudiag.store import load_outputs, output_manifest, write_outputs
+from npudiag.store import OutputWriter, load_outputs, output_manifest
 
 
 class By(str, Enum):
@@ -58,18 +58,24 @@ def analyze(
         profile = ingest(paths)
     target = out if out is not None else _default_out(paths)
     read_any = any(f.used_for for f in profile.inputs)
-    tables = dict(profile.tables)
-    tables["hot_ops"] = _both_hot_ops(tables)
     meta = {
         "npudiag_version": __version__,
         "title": ", ".join(str(p) for p in paths),
         "errors": profile.errors,
         "warnings": profile.warnings,
     }
-    if read_any:
-        write_outputs(tables, output_manifest(profile, __version__, SCHEMA_VERSION), target)
+    writer = OutputWriter(target) if read_any else None
+    tables = dict(profile.tables)
+    if writer is not None:
+        for name, table in tables.items():
+            writer.submit(name, table)
+    tables["hot_ops"] = hot_ops_table(tables["kernels"])
+    if writer is not None:
+        writer.submit("hot_ops", tables["hot_ops"])
         meta["out"] = str(target)
     summary = build_summary(tables, top=top, by=by.value, meta=meta)
+    if writer is not None:
+        writer.finish(output_manifest(profile, __version__, SCHEMA_VERSION))
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
     else:
@@ -81,12 +87,6 @@ def analyze(
         if not read_any and not profile.errors:
             sys.stderr.write("npudiag: nothing to analyze: no profiler data was read\n")
         raise typer.Exit(2)
-
-
-def _both_hot_ops(tables):
-    import pyarrow as pa
-
-    return pa.concat_tables([hot_ops(tables["kernels"], "type"), hot_ops(tables["kernels"], "name")])
 
 
 def report(

@@ -24,6 +24,7 @@ from npudiag.formats.jsonstream import iter_events
 HARDWARE = "Ascend Hardware"
 CANN = "CANN"
 HCCL = {"HCCL", "Communication"}
+_NEEDED = {HARDWARE, CANN, *HCCL}
 _SKIP_CATS = {"cpu_op", "python_function", "enqueue", "dequeue", "user_annotation", "gpu_user_annotation"}
 _OPERATION = {"host to device": "H2D", "device to host": "D2H", "device to device": "D2D", "host to host": "H2H"}
 _LEVEL_PREFIX = {"AscendCL": "acl", "Runtime": "runtime", "Node": "node", "HCCL": "hccl", "Model": "model"}
@@ -49,7 +50,15 @@ def _num(value: object) -> float:
 
 
 MISSING = -(2**63)  # "no value" in the int64 columns kept while streaming
-_INT_ARGS = ("Physic Stream Id", "Stream Id", "Task Id", "Model Id", "model id", "connection_id", "size(B)", "Thread Id")
+# column -> arg names, first present wins (older CANN writes "Stream Id", HCCL ops "model id")
+_INT_ARGS = {
+    "stream": ("Physic Stream Id", "Stream Id"),
+    "task": ("Task Id",),
+    "model": ("Model Id", "model id"),
+    "connection": ("connection_id",),
+    "size": ("size(B)",),
+    "thread": ("Thread Id",),
+}
 _STR_ARGS = ("Task Type", "operation", "level")
 
 
@@ -81,6 +90,10 @@ class _Columns:
         self.strs: dict[str, list[str | None]] = {k: [] for k in _STR_ARGS}
         self._intern: dict[str, str] = {}
         self.other_pids: dict[object, int] = {}
+        self._int_items = tuple((_INT_ARGS[k], col.append) for k, col in self.ints.items())
+        self._str_items = tuple((k, col.append) for k, col in self.strs.items())
+        self._int_appends = tuple(a for _, a in self._int_items)
+        self._str_appends = tuple(a for _, a in self._str_items)
 
     def pid_code(self, value: object) -> int:
         c = _code(value)
@@ -89,24 +102,45 @@ class _Columns:
         return c
 
     def add(self, ev: dict, t: float) -> None:
+        # the hot loop of trace reading: bound methods and inline checks keep it near 3 µs an event
         intern = self._intern
-        self.pid.append(self.pid_code(ev.get("pid")))
-        self.tid.append(_code(ev.get("tid")))
+        pid = ev.get("pid")
+        self.pid.append(pid if pid.__class__ is int and MISSING < pid < 2**63 else self.pid_code(pid))
+        tid = ev.get("tid")
+        self.tid.append(tid if tid.__class__ is int and MISSING < tid < 2**63 else _code(tid))
         nm = ev.get("name", "")
-        nm = nm if isinstance(nm, str) else str(nm)
+        if nm.__class__ is not str:
+            nm = str(nm)
         self.name.append(intern.setdefault(nm, nm))
         self.ts.append(t)
-        self.dur.append(_num(ev.get("dur")))
+        d = ev.get("dur")
+        self.dur.append(d if d.__class__ is float else _num(d))
         a = ev.get("args")
-        if not isinstance(a, dict):
-            a = {}
-        for k, col in self.ints.items():
-            col.append(_code(a.get(k)))
-        for k, col in self.strs.items():
-            v = a.get(k)
-            if v is not None and not isinstance(v, str):
-                v = str(v)
-            col.append(None if v is None else intern.setdefault(v, v))
+        if a.__class__ is not dict or not a:
+            for append in self._int_appends:
+                append(MISSING)
+            for append in self._str_appends:
+                append(None)
+            return
+        get = a.get
+        for keys, append in self._int_items:
+            v = get(keys[0])
+            if v is None and len(keys) > 1:
+                v = get(keys[1])
+            if v is None:
+                append(MISSING)
+            elif v.__class__ is int and MISSING < v < 2**63:
+                append(v)
+            else:
+                append(_code(v))
+        for key, append in self._str_items:
+            v = get(key)
+            if v is None:
+                append(None)
+            else:
+                if v.__class__ is not str:
+                    v = str(v)
+                append(intern.setdefault(v, v))
 
     def np(self, col: array) -> np.ndarray:
         return np.frombuffer(col, dtype=np.int64) if col.typecode == "q" else np.frombuffer(col, dtype=np.float64)
@@ -118,10 +152,11 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
     thread_names: dict[tuple[int, int], str] = {}
     cols = _Columns()
     bad_ts = 0
+    skip_pids: set[object] = set()  # processes already named and not needed (Overlap Analysis, HBM, ...)
     for ev in iter_events(path, progress):
         ph = ev.get("ph")
         if ph == "X":
-            if ev.get("cat") in _SKIP_CATS:
+            if ev.get("cat") in _SKIP_CATS or ev.get("pid") in skip_pids:
                 continue
             t = _num(ev.get("ts"))
             if t != t:  # NaN
@@ -133,6 +168,8 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
             pid = cols.pid_code(ev.get("pid"))
             if ev.get("name") == "process_name":
                 process_names[pid] = str(a.get("name", ""))
+                if process_names[pid] not in _NEEDED:
+                    skip_pids.add(ev.get("pid"))
             elif ev.get("name") == "process_labels":
                 process_labels[pid] = str(a.get("labels", ""))
             elif ev.get("name") == "thread_name":
@@ -191,7 +228,7 @@ def _first(*candidates: np.ndarray) -> np.ndarray:
 
 
 def _stream(cols: _Columns, rows: np.ndarray) -> np.ndarray:
-    return _first(_take_int(cols, "Physic Stream Id", rows), _take_int(cols, "Stream Id", rows), cols.np(cols.tid)[rows])
+    return _first(_take_int(cols, "stream", rows), cols.np(cols.tid)[rows])
 
 
 def _strs(values: list, rows: np.ndarray) -> pa.Array:
@@ -202,7 +239,7 @@ def _kernel_table(cols: _Columns, hw: np.ndarray, hccl: np.ndarray, rank, device
     rows = np.concatenate([hw, hccl]).astype(np.int64)
     n = len(rows)
     task_type = [cols.strs["Task Type"][i] for i in hw] + ["HCCL"] * len(hccl)
-    model = _first(_take_int(cols, "Model Id", rows), _take_int(cols, "model id", rows))
+    model = _take_int(cols, "model", rows)
     model = np.where(model == NO_MODEL_ID, MISSING, model)
     stream = np.concatenate([_stream(cols, hw), np.full(len(hccl), MISSING, np.int64)])
     table = pa.table(
@@ -212,12 +249,12 @@ def _kernel_table(cols: _Columns, hw: np.ndarray, hccl: np.ndarray, rank, device
             "device_id": pa.repeat(pa.scalar(device_id, pa.int32()), n),
             "model_id": _int_col(model),
             "stream_id": _int_col(stream),
-            "task_id": _int_col(_take_int(cols, "Task Id", rows)),
+            "task_id": _int_col(_take_int(cols, "task", rows)),
             "op_name": _strs(cols.name, rows),
             "task_type": pa.array(task_type, pa.string()),
             "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
             "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
-            "connection_id": _int_col(_take_int(cols, "connection_id", rows)),
+            "connection_id": _int_col(_take_int(cols, "connection", rows)),
         }
     )
     return schemas.conform(table, schemas.KERNELS, keep_extra=True)
@@ -233,12 +270,12 @@ def _copy_table(cols: _Columns, rows: np.ndarray, rank) -> pa.Table:
             "side": pa.repeat(pa.scalar("device"), n),
             "name": _strs(cols.name, rows),
             "direction": pa.array([_OPERATION.get((op[i] or "").lower(), "unknown") for i in rows], pa.string()),
-            "size_bytes": _int_col(_take_int(cols, "size(B)", rows)),
+            "size_bytes": _int_col(_take_int(cols, "size", rows)),
             "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
             "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
             "stream_id": _int_col(_stream(cols, rows)),
             "mode": pa.repeat(pa.scalar("unknown"), n),
-            "connection_id": _int_col(_take_int(cols, "connection_id", rows)),
+            "connection_id": _int_col(_take_int(cols, "connection", rows)),
         }
     )
     return schemas.conform(table, schemas.COPIES)
@@ -265,8 +302,8 @@ def _api_table(cols: _Columns, rows: np.ndarray, rank) -> pa.Table:
             "name": pa.array(names, pa.string()),
             "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
             "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
-            "thread_id": _int_col(_first(_take_int(cols, "Thread Id", rows), cols.np(cols.tid)[rows])),
-            "connection_id": _int_col(_take_int(cols, "connection_id", rows)),
+            "thread_id": _int_col(_first(_take_int(cols, "thread", rows), cols.np(cols.tid)[rows])),
+            "connection_id": _int_col(_take_int(cols, "connection", rows)),
         }
     )
     return schemas.conform(table, schemas.API_CALLS)
