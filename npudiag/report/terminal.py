@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -46,7 +47,7 @@ def render_terminal(summary: dict[str, Any], console: Console) -> None:
         f"kernel time {fmt_us(prof['kernel_time_us'])}  ·  steps {prof['steps']}"
     )
     if len(summary.get("per_rank", [])) > 1:
-        t = Table(title="Ranks", title_justify="left", show_edge=False)
+        t = Table(title="Ranks", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
         for c in ("rank", "kernels", "span", "busy", "busy %", "kernel time"):
             t.add_column(c, justify="right", no_wrap=True)
         for r in summary["per_rank"]:
@@ -63,9 +64,9 @@ def render_terminal(summary: dict[str, Any], console: Console) -> None:
     hot = summary["hot_ops"]
     if hot["top"]:
         title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']})"
-        t = Table(title=title, title_justify="left", show_edge=False)
-        t.add_column("op " + hot["by"], overflow="fold", ratio=1, min_width=16)
-        t.add_column("task type", overflow="fold", max_width=16)
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+        t.add_column("op " + hot["by"], overflow="fold", ratio=1, min_width=12)
+        t.add_column("task type", overflow="fold", max_width=14)
         for c in ("count", "total", "avg", "min", "max", "share"):
             t.add_column(c, justify="right", no_wrap=True)
         for r in hot["top"]:
@@ -85,7 +86,7 @@ def render_terminal(summary: dict[str, Any], console: Console) -> None:
 
     cp = summary["copies"]
     if cp["by_direction"]:
-        t = Table(title=f"Memory copies ({cp['count']:,})", title_justify="left", show_edge=False)
+        t = Table(title=f"Memory copies ({cp['count']:,})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
         for c in ("side", "direction", "mode", "count", "bytes", "time", "share of side"):
             t.add_column(c, justify="right" if c in ("count", "bytes", "time", "share of side") else "left")
         for r in cp["by_direction"]:
