@@ -257,7 +257,7 @@ def ingest(
 
     tables = {}
     for name, ps in parts.items():
-        if name == "hot_ops":
+        if name in ("hot_ops", "findings"):  # derived by analysis, not read
             continue
         schema = schemas.TABLES[name]
         if ps:

@@ -134,6 +134,19 @@ HOT_OPS = pa.schema(
     ]
 )
 
+FINDINGS = pa.schema(
+    [
+        ("rule_id", pa.string()),
+        ("severity", pa.string()),  # info, warning, critical
+        ("rank", pa.int32()),
+        ("title", pa.string()),
+        ("time_lost_us", pa.float64()),  # estimate of what fixing it saves; null where no honest estimate exists
+        ("count", pa.int64()),
+        ("evidence", pa.string()),  # JSON: ops, streams, steps, time ranges behind the finding
+        ("advice", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "kernels": KERNELS,
     "api_calls": API_CALLS,
@@ -142,6 +155,7 @@ TABLES: dict[str, pa.Schema] = {
     "copies": COPIES,
     "steps": STEPS,
     "hot_ops": HOT_OPS,
+    "findings": FINDINGS,
 }
 
 

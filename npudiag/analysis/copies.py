@@ -4,7 +4,8 @@ Device side: MEMCPY tasks on a stream (from the trace, with msprof's ``size(B)``
 args when present, else MEMCPY rows of the kernel table). Host side: copy API calls
 (aclrtMemcpy*, runtime MemCopySync / MemcpyAsync...). A runtime-level copy call nested inside an
 AscendCL-level copy call on the same thread is the same copy and is dropped. A device copy whose
-``connection_id`` links it to a host copy call takes that call's sync/async mode.
+``connection_id`` links it to a host copy call takes that call's sync/async mode, and the call
+takes the copy's size and direction.
 """
 
 from __future__ import annotations
@@ -105,16 +106,25 @@ def _device_copies_from_kernels(kernels: pa.Table) -> pa.Table:
     )
 
 
-def _link_modes(device: pa.Table, host: pa.Table) -> pa.Table:
-    """Device copies launched by a host copy call (same connection id) take its sync/async mode."""
+def _link(device: pa.Table, host: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Join device copies and the host copy calls that launched them (same connection id): the
+    device copy takes the call's sync/async mode, the call takes the copy's size and direction."""
     if device.num_rows == 0 or host.num_rows == 0:
-        return device
-    host_conn = host["connection_id"].to_numpy(zero_copy_only=False)
-    host_mode = np.array(host["mode"].to_pylist(), dtype=object)
-    valid = ~np.isnan(host_conn.astype(float))
-    lookup = dict(zip(host_conn[valid].astype(np.int64).tolist(), host_mode[valid].tolist()))
-    modes = [lookup.get(c, m) if c is not None else m for c, m in zip(device["connection_id"].to_pylist(), device["mode"].to_pylist())]
-    return device.set_column(device.schema.get_field_index("mode"), "mode", pa.array(modes, pa.string()))
+        return device, host
+    h_conn = host["connection_id"].to_pylist()
+    h_mode = dict(zip(h_conn, host["mode"].to_pylist()))
+    d_conn = device["connection_id"].to_pylist()
+    d_info = dict(zip(d_conn, zip(device["size_bytes"].to_pylist(), device["direction"].to_pylist())))
+    modes = [h_mode.get(c, m) if c is not None else m for c, m in zip(d_conn, device["mode"].to_pylist())]
+    device = device.set_column(device.schema.get_field_index("mode"), "mode", pa.array(modes, pa.string()))
+    sizes, directions = [], []
+    for c, size, direction in zip(h_conn, host["size_bytes"].to_pylist(), host["direction"].to_pylist()):
+        linked = d_info.get(c) if c is not None else None
+        sizes.append(linked[0] if linked and size is None else size)
+        directions.append(linked[1] if linked and direction == "unknown" else direction)
+    host = host.set_column(host.schema.get_field_index("size_bytes"), "size_bytes", pa.array(sizes, pa.int64()))
+    host = host.set_column(host.schema.get_field_index("direction"), "direction", pa.array(directions, pa.string()))
+    return device, host
 
 
 def build_copies(kernels: pa.Table | None, api_calls: pa.Table | None, device_copies: pa.Table | None) -> pa.Table:
@@ -125,7 +135,7 @@ def build_copies(kernels: pa.Table | None, api_calls: pa.Table | None, device_co
     else:
         device = schemas.empty("copies")
     host = _host_copies(api_calls) if api_calls is not None and api_calls.num_rows else schemas.empty("copies")
-    device = _link_modes(device, host)
+    device, host = _link(device, host)
     parts = [t for t in (device, host) if t.num_rows]
     if not parts:
         return schemas.empty("copies")

@@ -6,6 +6,7 @@ exactly the same summary from the Parquet files of an earlier run.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -114,7 +115,21 @@ def _steps(steps: pa.Table, limit: int = 50) -> list[dict[str, Any]]:
     return rows[:limit]
 
 
-def build_summary(tables: dict[str, pa.Table], *, top: int = 20, by: str = "type", meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def _findings(findings: pa.Table) -> list[dict[str, Any]]:
+    rows = findings.to_pylist()
+    for r in rows:
+        r["evidence"] = json.loads(r["evidence"]) if r["evidence"] else {}
+    return rows
+
+
+def build_summary(
+    tables: dict[str, pa.Table],
+    *,
+    top: int = 20,
+    by: str = "type",
+    meta: dict[str, Any] | None = None,
+    rules_skipped: dict[str, str] | None = None,
+) -> dict[str, Any]:
     kernels = tables["kernels"]
     per_rank = _per_rank(kernels)
     span = sum(r["span_us"] for r in per_rank)
@@ -137,4 +152,6 @@ def build_summary(tables: dict[str, pa.Table], *, top: int = 20, by: str = "type
         "hot_ops": {"by": by, "total_groups": hot.num_rows, "top": hot.slice(0, top).to_pylist()},
         "copies": _copies(tables["copies"]),
         "steps": _steps(tables["steps"]),
+        "findings": _findings(tables["findings"]) if "findings" in tables else [],
+        "rules_skipped": rules_skipped or {},
     }

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeElapsedColumn
 
 from npudiag import SCHEMA_VERSION, __version__
 from npudiag.analysis.hot_ops import hot_ops_table
+from npudiag.analysis.rules import findings_table, parse_rule_options, run_rules
 from npudiag.analysis.summary import build_summary
 from npudiag.ingest import ingest
 from npudiag.report.json_report import render_json
@@ -38,8 +39,13 @@ def analyze(
     by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout, nothing else."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    rule_opt: list[str] = typer.Option([], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."),
 ) -> None:
     """Read profiler output into Parquet tables and summarise where device time goes."""
+    try:
+        overrides = parse_rule_options(rule_opt)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--rule-opt") from None
     err = Console(stderr=True)
     show_progress = not quiet and not json_out and err.is_terminal
     if show_progress:
@@ -70,12 +76,17 @@ def analyze(
         for name, table in tables.items():
             writer.submit(name, table)
     tables["hot_ops"] = hot_ops_table(tables["kernels"])
+    findings, skipped = run_rules(tables, overrides)
+    tables["findings"] = findings_table(findings)
     if writer is not None:
         writer.submit("hot_ops", tables["hot_ops"])
+        writer.submit("findings", tables["findings"])
         meta["out"] = str(target)
-    summary = build_summary(tables, top=top, by=by.value, meta=meta)
+    summary = build_summary(tables, top=top, by=by.value, meta=meta, rules_skipped=skipped)
     if writer is not None:
-        writer.finish(output_manifest(profile, __version__, SCHEMA_VERSION))
+        manifest = output_manifest(profile, __version__, SCHEMA_VERSION)
+        manifest["rules"] = {"options": overrides, "skipped": skipped}
+        writer.finish(manifest)
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
     else:
@@ -103,7 +114,8 @@ def report(
         "errors": manifest.get("errors", []),
         "warnings": manifest.get("warnings", []),
     }
-    summary = build_summary(tables, top=top, by=by.value, meta=meta)
+    rules = manifest.get("rules", {})
+    summary = build_summary(tables, top=top, by=by.value, meta=meta, rules_skipped=rules.get("skipped", {}))
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
     else:

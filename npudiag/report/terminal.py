@@ -103,6 +103,8 @@ def render_terminal(summary: dict[str, Any], console: Console) -> None:
     else:
         console.print("No memory copies in this profile.")
 
+    _findings(summary, console)
+
     errors = summary.get("errors", [])
     if errors:
         console.print(f"[red]{len(errors)} input file(s) could not be read[/] (listed on stderr and in manifest.json)")
@@ -111,3 +113,35 @@ def render_terminal(summary: dict[str, Any], console: Console) -> None:
         console.print(f"[yellow]{len(warnings)} warning(s)[/] (listed in manifest.json)")
     if summary.get("out"):
         console.print(f"tables written to [bold]{summary['out']}[/]", highlight=False)
+
+
+_SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _findings(summary: dict[str, Any], console: Console) -> None:
+    findings = summary.get("findings", [])
+    if findings:
+        t = Table(
+            title=f"Findings ({len(findings)}), most time lost first",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            padding=(0, 1, 0, 0),
+        )
+        t.add_column("severity", no_wrap=True)
+        t.add_column("rule", no_wrap=True)
+        t.add_column("rank", justify="right", no_wrap=True)
+        t.add_column("time lost", justify="right", no_wrap=True)
+        t.add_column("finding and advice", ratio=1, overflow="fold")
+        for f in findings:
+            text = Text(f["title"], style="bold")
+            text.append("\n" + f["advice"], style="dim")
+            rank = "all" if f["rank"] is None else str(f["rank"])
+            t.add_row(
+                Text(f["severity"], style=_SEVERITY_STYLE.get(f["severity"], "")), f["rule_id"], rank, fmt_us(f["time_lost_us"]), text
+            )
+        console.print(t)
+    else:
+        console.print("No findings.")
+    for rule, why in summary.get("rules_skipped", {}).items():
+        console.print(f"[dim]SKIPPED {rule}: {why}[/]", highlight=False)

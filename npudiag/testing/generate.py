@@ -120,13 +120,15 @@ def _ts(x: float) -> str:
     return f"{x:.3f}\t"
 
 
-def _plan(n: int, seed: int, steps: int):
+def _plan(n: int, seed: int, steps: int, idle_gaps: int = 0, idle_gap_us: float = 0.0):
     rng = np.random.default_rng(seed)
     weights = np.array([m[4] for m in OP_MIX], float)
     kinds = rng.choice(len(OP_MIX), size=n, p=weights / weights.sum())
     means = np.array([m[3] for m in OP_MIX])[kinds]
     dur = np.round(means * rng.uniform(0.8, 1.2, n), 3)
     gaps = np.round(rng.uniform(1.0, 6.0, n), 3)
+    if idle_gaps:
+        gaps[np.linspace(n // (idle_gaps + 1), n - 2, idle_gaps).astype(int)] = idle_gap_us  # planted device idle
     t0 = 1764246877073569.640
     start = np.round(t0 + np.cumsum(np.concatenate([[0.0], (dur + gaps)[:-1]])), 3)
     step = (np.arange(n) * steps // max(n, 1)) + 1
@@ -217,7 +219,19 @@ def _op_statistic(path: Path, gt: GroundTruth, kinds, dur, device_col: bool) -> 
     _write_csv(path, ["Device_id", *header] if device_col else header, [r for _, r in rows])
 
 
-def _trace_events(start, dur, kinds, copies: int, copy_bytes: int, copy_us: float, msprof_args: bool, pid_base: int = 2711464000):
+def _trace_events(
+    start,
+    dur,
+    kinds,
+    copies: int,
+    copy_bytes: int,
+    copy_us: float,
+    msprof_args: bool,
+    pid_base: int = 2711464000,
+    small_copies: int = 0,
+    small_bytes: int = 1024,
+    small_us: float = 5.0,
+):
     """Chrome-trace events: metadata, device tasks, CANN API calls and planted sync copies."""
     hw, cann = pid_base + 352, pid_base + 191
     ev = [
@@ -322,6 +336,39 @@ def _trace_events(start, dur, kinds, copies: int, copy_bytes: int, copy_us: floa
         ev.append({"name": "MEMCPY_ASYNC", "pid": hw, "tid": 2, "ts": f"{t + 10.0:.3f}", "dur": copy_us, "args": args, "ph": "X"})
         conn += 1
         t += copy_us + 200.0
+    for _ in range(small_copies):
+        ev.append(
+            {
+                "name": "AscendCL@aclrtMemcpyAsync",
+                "pid": cann,
+                "tid": 2647914,
+                "ts": f"{t:.3f}",
+                "dur": 1.5,
+                "args": {
+                    "Thread Id": 2647914,
+                    "Mode": "ACL_RTS",
+                    "level": "acl",
+                    "id": "aclrtMemcpyAsync",
+                    "item_id": "0",
+                    "connection_id": conn,
+                },
+                "ph": "X",
+            }
+        )
+        args = {
+            "Model Id": NO_MODEL,
+            "Task Type": "SDMA_SQE",
+            "Physic Stream Id": 2,
+            "Task Id": 90000 + conn,
+            "Batch Id": 0,
+            "Subtask Id": 4294967295,
+            "connection_id": conn,
+        }
+        if msprof_args:
+            args.update({"size(B)": small_bytes, "bandwidth(GB/s)": round(small_bytes / small_us / 1e3, 3), "operation": "host to device"})
+        ev.append({"name": "MEMCPY_ASYNC", "pid": hw, "tid": 2, "ts": f"{t + 2.0:.3f}", "dur": small_us, "args": args, "ph": "X"})
+        conn += 1
+        t += small_us + 4.0
     return ev
 
 
@@ -411,8 +458,12 @@ def write_msprof_profile(
     copy_us: float = 12000.0,
     db: bool = False,
     text: bool = True,
+    small_copies: int = 0,
+    idle_gaps: int = 0,
+    idle_gap_us: float = 0.0,
 ) -> GroundTruth:
-    kinds, start, dur, gaps, step = _plan(kernels, seed, 1)
+    """``small_copies`` plants async 1 KiB H2D copies of 5 µs; ``idle_gaps`` plants device gaps of ``idle_gap_us``."""
+    kinds, start, dur, gaps, step = _plan(kernels, seed, 1, idle_gaps, idle_gap_us)
     gt = _truth("msprof", kinds, dur)
     folder = out / "PROF_000001_20260605155111872_NPUDIAGGENERATEDAA"
     mso = folder / "mindstudio_profiler_output"
@@ -421,7 +472,8 @@ def write_msprof_profile(
     if text:
         _write_csv(mso / f"op_summary_{ts}.csv", OP_SUMMARY_HEADER, _kernel_rows(kinds, start, dur, gaps, step, False, seed))
         _op_statistic(mso / f"op_statistic_{ts}.csv", gt, kinds, dur, device_col=True)
-        _write_trace(mso / f"msprof_{ts}.json", _trace_events(start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=True))
+        events = _trace_events(start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=True, small_copies=small_copies)
+        _write_trace(mso / f"msprof_{ts}.json", events)
     if db:
         _write_db(folder / f"msprof_{ts}.db", kinds, start, dur, copies, copy_bytes, copy_us)
     gt.copies = {"count": copies, "bytes_each": copy_bytes, "device_us_each": copy_us, "mode": "sync"}

@@ -1,0 +1,171 @@
+"""What every rule shares: the finding record, options, the context of tables, and the runner."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag import schemas
+
+
+@dataclass
+class Finding:
+    rule_id: str
+    severity: str  # info, warning, critical
+    title: str
+    advice: str
+    time_lost_us: float | None
+    count: int
+    rank: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+class Skipped(Exception):
+    """Raised by a rule whose inputs are not in this profile; the message says which."""
+
+
+@dataclass
+class RuleContext:
+    """The tables a rule may read, plus derived per-rank facts computed once."""
+
+    tables: dict[str, pa.Table]
+
+    def table(self, name: str) -> pa.Table:
+        return self.tables.get(name, schemas.empty(name))
+
+    def ranks(self) -> list[int | None]:
+        k = self.table("kernels")
+        if k.num_rows == 0:
+            return []
+        return sorted(pc.unique(k["rank"]).to_pylist(), key=lambda r: (r is None, r))
+
+    def for_rank(self, name: str, rank: int | None) -> pa.Table:
+        t = self.table(name)
+        if t.num_rows == 0:
+            return t
+        mask = pc.is_null(t["rank"]) if rank is None else pc.equal(t["rank"], rank)
+        return t.filter(pc.fill_null(mask, False))
+
+    def span_us(self, rank: int | None) -> float:
+        k = self.for_rank("kernels", rank)
+        if k.num_rows == 0:
+            return 0.0
+        s = pc.fill_null(k["start_us"], np.nan).to_numpy()
+        e = s + pc.fill_null(k["duration_us"], 0.0).to_numpy()
+        return float(np.nanmax(e) - np.nanmin(s))
+
+
+RuleFn = Callable[[RuleContext, dict[str, float]], list[Finding]]
+
+
+def _registry() -> dict[str, tuple[RuleFn, dict[str, float]]]:
+    from npudiag.analysis.rules import aicpu_ops, device_idle, hot_op, small_copies, sync_copy, unoverlapped_copy
+
+    modules = [sync_copy, unoverlapped_copy, small_copies, device_idle, aicpu_ops, hot_op]
+    return {m.RULE_ID: (m.run, m.OPTIONS) for m in modules}
+
+
+def rule_options() -> dict[str, dict[str, float]]:
+    """Every rule's options with their defaults (documented in the README)."""
+    return {rule_id: dict(opts) for rule_id, (_, opts) in _registry().items()}
+
+
+def parse_rule_options(items: list[str]) -> dict[str, dict[str, float]]:
+    """``["sync_copy.min_bytes=65536"]`` -> ``{"sync_copy": {"min_bytes": 65536.0}}``; ValueError names the bad item."""
+    known = rule_options()
+    out: dict[str, dict[str, float]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        rule_id, dot, opt = key.strip().partition(".")
+        if not sep or not dot:
+            raise ValueError(f"--rule-opt {item!r}: expected RULE.OPTION=VALUE")
+        if rule_id not in known:
+            raise ValueError(f"--rule-opt {item!r}: unknown rule {rule_id!r}; rules are {', '.join(known)}")
+        if opt not in known[rule_id]:
+            raise ValueError(f"--rule-opt {item!r}: {rule_id} has no option {opt!r}; options are {', '.join(known[rule_id])}")
+        try:
+            out.setdefault(rule_id, {})[opt] = float(value)
+        except ValueError:
+            raise ValueError(f"--rule-opt {item!r}: {value!r} is not a number") from None
+    return out
+
+
+def run_rules(tables: dict[str, pa.Table], overrides: dict[str, dict[str, float]] | None = None) -> tuple[list[Finding], dict[str, str]]:
+    """All findings, most time lost first, and the rules skipped with their reasons."""
+    ctx = RuleContext(tables)
+    findings: list[Finding] = []
+    skipped: dict[str, str] = {}
+    for rule_id, (fn, defaults) in _registry().items():
+        opts = {**defaults, **(overrides or {}).get(rule_id, {})}
+        try:
+            findings.extend(fn(ctx, opts))
+        except Skipped as why:
+            skipped[rule_id] = str(why)
+    findings.sort(key=lambda f: (-(f.time_lost_us or 0.0), f.rule_id))
+    return findings, skipped
+
+
+def findings_table(findings: list[Finding]) -> pa.Table:
+    return pa.table(
+        {
+            "rule_id": pa.array([f.rule_id for f in findings], pa.string()),
+            "severity": pa.array([f.severity for f in findings], pa.string()),
+            "rank": pa.array([f.rank for f in findings], pa.int32()),
+            "title": pa.array([f.title for f in findings], pa.string()),
+            "time_lost_us": pa.array([f.time_lost_us for f in findings], pa.float64()),
+            "count": pa.array([f.count for f in findings], pa.int64()),
+            "evidence": pa.array([json.dumps(f.evidence, default=str) for f in findings], pa.string()),
+            "advice": pa.array([f.advice for f in findings], pa.string()),
+        },
+        schema=schemas.FINDINGS,
+    )
+
+
+def severity_for(share: float, warning: float, critical: float) -> str:
+    if share >= critical:
+        return "critical"
+    if share >= warning:
+        return "warning"
+    return "info"
+
+
+# task types that compute on the device (HCCL, SDMA, event/notify and profiling tasks do not)
+COMPUTE_TYPES = {
+    "AI_CORE",
+    "AI_VECTOR_CORE",
+    "MIX_AIC",
+    "MIX_AIV",
+    "AI_CPU",
+    "KERNEL_AICORE",
+    "KERNEL_AIVEC",
+    "KERNEL_AICPU",
+    "KERNEL_MIX_AIC",
+    "KERNEL_MIX_AIV",
+    "FFTS_PLUS",
+    "Other",
+}
+
+
+def compute_intervals(kernels: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end of compute tasks; kernels with no task type (torch_npu Level0) count as compute."""
+    if kernels.num_rows == 0:
+        return np.array([], float), np.array([], float)
+    tt = kernels["task_type"]
+    is_copy = pc.fill_null(pc.match_substring(kernels["op_name"], "MEMCPY", ignore_case=True), False)
+    mask = pc.and_(pc.or_(pc.is_null(tt), pc.is_in(tt, pa.array(sorted(COMPUTE_TYPES)))), pc.invert(is_copy))
+    k = kernels.filter(pc.fill_null(mask, False))
+    s = pc.fill_null(k["start_us"], np.nan).to_numpy()
+    e = s + pc.fill_null(k["duration_us"], 0.0).to_numpy()
+    ok = ~np.isnan(s)
+    return s[ok], e[ok]
+
+
+def device_copies(ctx: RuleContext, rank: int | None) -> pa.Table:
+    c = ctx.for_rank("copies", rank)
+    return c.filter(pc.equal(c["side"], "device")) if c.num_rows else c
