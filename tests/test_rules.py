@@ -127,3 +127,21 @@ def test_sync_copy_on_real_msprof_json(corpus: Path) -> None:
     (f,) = _by_rule(findings)["sync_copy"]
     assert f.count == len(acl) == 3
     assert f.time_lost_us == pytest.approx(sum(e["dur"] for e in acl), rel=1e-9)
+
+
+def test_alloc_in_loop_after_warmup(tmp_path: Path) -> None:
+    gt = write_torch_profile(tmp_path, kernels=2000, seed=2, steps=5, copies=0, mallocs_per_step=3, malloc_us=300.0)
+    findings, _ = run_rules(ingest([Path(gt.profile_dir)]).tables)
+    (f,) = _by_rule(findings)["alloc_in_loop"]
+    assert f.count == 4 * 3 * 2  # steps 2..5, three malloc + free pairs, acl level only
+    assert f.time_lost_us == pytest.approx(4 * 3 * 2 * 300.0, rel=0.05)
+    assert f.evidence["calls_per_step"] == {2: 6, 3: 6, 4: 6, 5: 6}
+    clean = write_torch_profile(tmp_path / "clean", kernels=2000, seed=2, steps=5, copies=0)
+    findings, _ = run_rules(ingest([Path(clean.profile_dir)]).tables)
+    assert "alloc_in_loop" not in _by_rule(findings)
+
+
+def test_single_stream(planted) -> None:
+    _, _, rules, _ = planted
+    (f,) = rules["single_stream"]
+    assert f.evidence["stream_id"] == 2 and f.time_lost_us is None

@@ -14,6 +14,7 @@ from npudiag import SCHEMA_VERSION, __version__
 from npudiag.analysis.hot_ops import hot_ops_table
 from npudiag.analysis.rules import findings_table, parse_rule_options, run_rules
 from npudiag.analysis.summary import build_summary
+from npudiag.analysis.window import apply_window, parse_steps, parse_time
 from npudiag.ingest import ingest
 from npudiag.report.json_report import render_json
 from npudiag.report.terminal import render_terminal
@@ -39,13 +40,21 @@ def analyze(
     by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout, nothing else."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST (inclusive), e.g. 10:100 to drop warm-up."),
+    start_step: int = typer.Option(None, "--start-step", help="Same as --steps START:"),
+    stop_step: int = typer.Option(None, "--stop-step", help="Same as --steps :STOP"),
+    time_window: str = typer.Option(None, "--time", help="Only what starts in START:END from the first kernel, e.g. 1.5s:3.0s."),
     rule_opt: list[str] = typer.Option([], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."),
 ) -> None:
     """Read profiler output into Parquet tables and summarise where device time goes."""
     try:
         overrides = parse_rule_options(rule_opt)
+        step_window = parse_steps(steps) if steps else None
+        if start_step is not None or stop_step is not None:
+            step_window = (start_step, stop_step)
+        time_range = parse_time(time_window) if time_window else None
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--rule-opt") from None
+        raise typer.BadParameter(str(exc)) from None
     err = Console(stderr=True)
     show_progress = not quiet and not json_out and err.is_terminal
     if show_progress:
@@ -72,6 +81,12 @@ def analyze(
     }
     writer = OutputWriter(target) if read_any else None
     tables = dict(profile.tables)
+    if step_window is not None or time_range is not None:
+        try:
+            tables = apply_window(tables, step_window, time_range)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        meta["window"] = {"steps": step_window, "time_us": time_range}
     if writer is not None:
         for name, table in tables.items():
             writer.submit(name, table)

@@ -372,6 +372,39 @@ def _trace_events(
     return ev
 
 
+def _alloc_events(start, step, per_step: int, us: float, cann: int = 2711464191) -> list[dict]:
+    """aclrtMalloc/aclrtFree pairs (each with its nested runtime call) just after each step's first kernel."""
+    ev: list[dict] = []
+    for s in sorted(set(step.tolist())) if per_step else []:
+        t = float(start[step == s][0]) + 1.0
+        for _ in range(per_step):
+            for acl, rt in (("aclrtMalloc", "DevMalloc"), ("aclrtFree", "DevFree")):
+                ev.append(
+                    {
+                        "name": f"AscendCL@{acl}",
+                        "pid": cann,
+                        "tid": 2647914,
+                        "ts": f"{t:.3f}",
+                        "dur": us,
+                        "args": {"Thread Id": 2647914, "Mode": "ACL_RTS", "level": "acl", "id": acl, "item_id": "0", "connection_id": 0},
+                        "ph": "X",
+                    }
+                )
+                ev.append(
+                    {
+                        "name": f"Runtime@{rt}",
+                        "pid": cann,
+                        "tid": 2647914,
+                        "ts": f"{t + 1.0:.3f}",
+                        "dur": us - 2.0,
+                        "args": {"Thread Id": 2647914, "Mode": rt, "level": "runtime", "id": rt, "item_id": "0", "connection_id": 0},
+                        "ph": "X",
+                    }
+                )
+                t += us + 5.0
+    return ev
+
+
 def _write_trace(path: Path, events: list[dict]) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("[")
@@ -392,7 +425,10 @@ def write_torch_profile(
     copy_bytes: int = 4 << 20,
     copy_us: float = 12000.0,
     trace: bool = True,
+    mallocs_per_step: int = 0,
+    malloc_us: float = 300.0,
 ) -> GroundTruth:
+    """``mallocs_per_step`` plants that many aclrtMalloc + aclrtFree pairs at the start of every step."""
     kinds, start, dur, gaps, step = _plan(kernels, seed, steps)
     gt = _truth("torch_npu", kinds, dur)
     folder = out / f"npudiag-host_{2647914 + rank}_20251127192734{rank:03d}_ascend_pt"
@@ -442,7 +478,9 @@ def write_torch_profile(
         rows,
     )
     if trace:
-        _write_trace(prof / "trace_view.json", _trace_events(start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=False))
+        events = _trace_events(start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=False)
+        events += _alloc_events(start, step, mallocs_per_step, malloc_us)
+        _write_trace(prof / "trace_view.json", events)
     gt.copies = {"count": copies if trace else 0, "bytes_each": copy_bytes, "device_us_each": copy_us, "mode": "sync"}
     gt.profile_dir = str(folder)
     (out / "ground_truth.json").write_text(json.dumps(gt.__dict__, indent=2), encoding="utf-8")

@@ -65,9 +65,18 @@ RuleFn = Callable[[RuleContext, dict[str, float]], list[Finding]]
 
 
 def _registry() -> dict[str, tuple[RuleFn, dict[str, float]]]:
-    from npudiag.analysis.rules import aicpu_ops, device_idle, hot_op, small_copies, sync_copy, unoverlapped_copy
+    from npudiag.analysis.rules import (
+        aicpu_ops,
+        alloc_in_loop,
+        device_idle,
+        hot_op,
+        single_stream,
+        small_copies,
+        sync_copy,
+        unoverlapped_copy,
+    )
 
-    modules = [sync_copy, unoverlapped_copy, small_copies, device_idle, aicpu_ops, hot_op]
+    modules = [sync_copy, unoverlapped_copy, small_copies, alloc_in_loop, device_idle, single_stream, aicpu_ops, hot_op]
     return {m.RULE_ID: (m.run, m.OPTIONS) for m in modules}
 
 
@@ -169,3 +178,17 @@ def compute_intervals(kernels: pa.Table) -> tuple[np.ndarray, np.ndarray]:
 def device_copies(ctx: RuleContext, rank: int | None) -> pa.Table:
     c = ctx.for_rank("copies", rank)
     return c.filter(pc.equal(c["side"], "device")) if c.num_rows else c
+
+
+def step_starts(ctx: RuleContext, rank: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(start time, step id) of each step, sorted: from the steps table where it has times, else
+    from the first kernel of each Step Id. Empty when the profile has no steps."""
+    st = ctx.for_rank("steps", rank)
+    if st.num_rows and pc.sum(pc.is_valid(st["start_us"])).as_py():
+        st = st.filter(pc.is_valid(st["start_us"])).sort_by("start_us")
+        return st["start_us"].to_numpy(), st["step"].to_numpy()
+    k = ctx.for_rank("kernels", rank)
+    if k.num_rows == 0 or pc.all(pc.is_null(k["step"])).as_py():
+        return np.array([], float), np.array([], np.int64)
+    g = k.filter(pc.is_valid(k["step"])).group_by("step").aggregate([("start_us", "min")]).sort_by("start_us_min")
+    return g["start_us_min"].to_numpy(), g["step"].to_numpy()

@@ -10,21 +10,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, severity_for
+from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, severity_for, step_starts
 
 RULE_ID = "small_copies"
 OPTIONS = {"max_bytes": 65536.0, "min_count": 100.0, "warning_share": 0.01, "critical_share": 0.05}
 
 
 def _steps_of(ctx: RuleContext, rank, starts: np.ndarray) -> np.ndarray:
-    """Step of each time from the kernels' Step Id ranges; -1 where the profile has no steps."""
-    k = ctx.for_rank("kernels", rank)
-    out = np.full(len(starts), -1, np.int64)
-    if k.num_rows == 0 or pc.all(pc.is_null(k["step"])).as_py():
-        return out
-    g = k.filter(pc.is_valid(k["step"])).group_by("step").aggregate([("start_us", "min")]).sort_by("start_us_min")
-    bounds = g["start_us_min"].to_numpy()
-    steps = g["step"].to_numpy()
+    """Step of each time; -1 where the profile has no steps."""
+    bounds, steps = step_starts(ctx, rank)
+    if len(steps) == 0:
+        return np.full(len(starts), -1, np.int64)
     i = np.searchsorted(bounds, starts, side="right") - 1
     return np.where(i >= 0, steps[np.maximum(i, 0)], steps[0])
 

@@ -1,0 +1,113 @@
+"""The analysis window: restrict every table to some steps or to a time range.
+
+``--steps 10:100`` keeps steps 10 to 100 inclusive (by the kernels' Step Id, or the steps table's
+start times); ``--time 1.5s:3.0s`` keeps what starts in that range, measured from the first kernel
+of the profile. Kernels are cut by their own step or start; host calls and copies by the time range
+the kept kernels cover on their rank, so warm-up noise leaves every table alike.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_TIME = re.compile(r"^\s*([0-9.]+)\s*(us|µs|ms|s)?\s*$")
+_UNIT = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6, None: 1e6}
+
+
+def parse_steps(spec: str) -> tuple[int | None, int | None]:
+    """``"10:100"`` -> (10, 100); ``"10:"`` and ``":100"`` leave one side open; ``"7"`` is one step."""
+    first, sep, last = spec.partition(":")
+    try:
+        lo = int(first) if first.strip() else None
+        hi = int(last) if last.strip() else None
+    except ValueError:
+        raise ValueError(f"--steps {spec!r}: expected FIRST:LAST step ids, e.g. 10:100") from None
+    if not sep:
+        hi = lo
+    if lo is not None and hi is not None and hi < lo:
+        raise ValueError(f"--steps {spec!r}: last step is before the first")
+    return lo, hi
+
+
+def parse_time(spec: str) -> tuple[float | None, float | None]:
+    """``"1.5s:3.0s"`` -> (1.5e6, 3.0e6) microseconds from the profile's first kernel; a bare number is seconds."""
+    first, sep, last = spec.partition(":")
+    if not sep:
+        raise ValueError(f"--time {spec!r}: expected START:END, e.g. 1.5s:3.0s")
+    out = []
+    for part in (first, last):
+        if not part.strip():
+            out.append(None)
+            continue
+        m = _TIME.match(part)
+        if not m:
+            raise ValueError(f"--time {spec!r}: {part!r} is not a time (use us, ms or s)")
+        out.append(float(m.group(1)) * _UNIT[m.group(2)])
+    return out[0], out[1]
+
+
+def _between(col: pa.ChunkedArray, lo: float | None, hi: float | None) -> pa.ChunkedArray:
+    mask = pc.is_valid(col)
+    if lo is not None:
+        mask = pc.and_(mask, pc.greater_equal(col, lo))
+    if hi is not None:
+        mask = pc.and_(mask, pc.less_equal(col, hi))
+    return pc.fill_null(mask, False)
+
+
+def _rank_ranges(kernels: pa.Table) -> dict[object, tuple[float, float]]:
+    if kernels.num_rows == 0:
+        return {}
+    ends = pc.add(kernels["start_us"], pc.fill_null(kernels["duration_us"], 0.0))
+    t = pa.table({"rank": kernels["rank"], "s": kernels["start_us"], "e": ends})
+    g = t.group_by("rank").aggregate([("s", "min"), ("e", "max")])
+    return {r: (s, e) for r, s, e in zip(g["rank"].to_pylist(), g["s_min"].to_pylist(), g["e_max"].to_pylist())}
+
+
+def _cut_by_time(table: pa.Table, ranges: dict[object, tuple[float, float]]) -> pa.Table:
+    if table.num_rows == 0:
+        return table
+    keep = np.zeros(table.num_rows, bool)
+    ranks = table["rank"].to_pylist()
+    starts = pc.fill_null(table["start_us"], np.nan).to_numpy()
+    for rank, (lo, hi) in ranges.items():
+        sel = np.array([r == rank for r in ranks])
+        keep |= sel & (starts >= lo) & (starts <= hi)
+    return table.filter(pa.array(keep))
+
+
+def apply_window(
+    tables: dict[str, pa.Table], steps: tuple[int | None, int | None] | None = None, time: tuple[float | None, float | None] | None = None
+) -> dict[str, pa.Table]:
+    """Tables restricted to the window; ValueError when the profile cannot be cut that way."""
+    out = dict(tables)
+    kernels = tables["kernels"]
+    if steps is not None:
+        lo, hi = steps
+        if kernels.num_rows and pc.all(pc.is_null(kernels["step"])).as_py():
+            raise ValueError("--steps: this profile's kernels carry no step ids (use --time instead)")
+        step_col = kernels["step"]
+        mask = pc.is_valid(step_col)
+        if lo is not None:
+            mask = pc.and_(mask, pc.greater_equal(step_col, lo))
+        if hi is not None:
+            mask = pc.and_(mask, pc.less_equal(step_col, hi))
+        out["kernels"] = kernels.filter(pc.fill_null(mask, False))
+        st = tables["steps"]
+        if st.num_rows:
+            out["steps"] = st.filter(_between(st["step"].cast(pa.float64()), lo, hi))
+    if time is not None:
+        if kernels.num_rows == 0:
+            raise ValueError("--time: no kernels to measure the profile start from")
+        origin = pc.min(kernels["start_us"]).as_py()
+        lo = None if time[0] is None else origin + time[0]
+        hi = None if time[1] is None else origin + time[1]
+        out["kernels"] = out["kernels"].filter(_between(out["kernels"]["start_us"], lo, hi))
+    ranges = _rank_ranges(out["kernels"])
+    for name in ("api_calls", "copies"):
+        out[name] = _cut_by_time(tables[name], ranges)
+    return out
