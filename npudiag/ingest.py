@@ -257,7 +257,7 @@ def ingest(
 
     tables = {}
     for name, ps in parts.items():
-        if name in ("hot_ops", "findings"):  # derived by analysis, not read
+        if name in ("hot_ops", "findings", "step_breakdown"):  # derived by analysis, not read
             continue
         schema = schemas.TABLES[name]
         if ps:

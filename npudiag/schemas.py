@@ -23,7 +23,8 @@ KERNELS = pa.schema(
         ("op_type", pa.string()),
         ("op_state", pa.string()),
         ("task_type", pa.string()),  # AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, HCCL, ...
-        ("start_us", pa.float64()),  # absolute, local Unix time
+        ("start_us", pa.float64()),  # absolute, local Unix time (float64: 0.25 us resolution at today's epoch)
+        ("start_ns", pa.int64()),  # the same instant exactly, parsed from the text; interval arithmetic uses it
         ("duration_us", pa.float64()),
         ("wait_us", pa.float64()),
         ("block_dim", pa.int64()),
@@ -46,6 +47,7 @@ API_CALLS = pa.schema(
         ("level", pa.string()),  # acl, runtime, node, hccl, ...
         ("name", pa.string()),  # API name without the "AscendCL@" / "Runtime@" prefix
         ("start_us", pa.float64()),
+        ("start_ns", pa.int64()),
         ("duration_us", pa.float64()),
         ("thread_id", pa.int64()),
         ("connection_id", pa.int64()),
@@ -90,6 +92,7 @@ COPIES = pa.schema(
         ("direction", pa.string()),  # H2D, D2H, D2D, H2H, unknown
         ("size_bytes", pa.int64()),  # null when the data does not say
         ("start_us", pa.float64()),
+        ("start_ns", pa.int64()),
         ("duration_us", pa.float64()),
         ("stream_id", pa.int64()),
         ("thread_id", pa.int64()),
@@ -147,6 +150,21 @@ FINDINGS = pa.schema(
     ]
 )
 
+STEP_BREAKDOWN = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("step", pa.int64()),
+        ("step_time_us", pa.float64()),
+        ("computing_us", pa.float64()),
+        ("communication_us", pa.float64()),
+        ("overlapped_us", pa.float64()),
+        ("communication_not_overlapped_us", pa.float64()),
+        ("copy_not_overlapped_us", pa.float64()),
+        ("free_us", pa.float64()),
+        ("step_time_source", pa.string()),  # step_trace or kernels
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "kernels": KERNELS,
     "api_calls": API_CALLS,
@@ -156,6 +174,7 @@ TABLES: dict[str, pa.Schema] = {
     "steps": STEPS,
     "hot_ops": HOT_OPS,
     "findings": FINDINGS,
+    "step_breakdown": STEP_BREAKDOWN,
 }
 
 

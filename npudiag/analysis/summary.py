@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.analysis.hot_ops import hot_ops
-from npudiag.analysis.timeline import union_length
+from npudiag.analysis.timeline import base_ns, intervals, union_length
 
 
 def _f(x: Any) -> float | None:
@@ -29,22 +29,22 @@ def _per_rank(kernels: pa.Table) -> list[dict[str, Any]]:
     if kernels.num_rows == 0:
         return out
     ranks = pc.fill_null(kernels["rank"], -1).to_numpy()
-    starts_all = pc.fill_null(kernels["start_us"], np.nan).to_numpy()
-    durs_all = pc.fill_null(kernels["duration_us"], 0.0).to_numpy()
+    base = base_ns(kernels)
+    starts_all, ends_all = intervals(kernels, base) if not pc.any(pc.is_null(kernels["start_us"])).as_py() else (None, None)
     for rank in np.unique(ranks).tolist():
         mask = ranks == rank
-        s = starts_all[mask]
-        d = durs_all[mask]
-        ok = ~np.isnan(s)
-        s, d = s[ok], np.nan_to_num(d[ok])
-        e = s + d
+        if starts_all is not None:
+            s, e = starts_all[mask], ends_all[mask]
+        else:
+            s, e = intervals(kernels.filter(pa.array(mask)), base)
+        d = e - s
         span = float(e.max() - s.min()) if len(s) else 0.0
         busy = union_length(s, e)
         out.append(
             {
                 "rank": None if rank == -1 else int(rank),
                 "kernels": int(mask.sum()),
-                "start_us": float(s.min()) if len(s) else None,
+                "start_us": base / 1000.0 + float(s.min()) if len(s) else None,
                 "span_us": span,
                 "busy_us": busy,
                 "busy_pct": 100.0 * busy / span if span > 0 else None,
@@ -152,6 +152,7 @@ def build_summary(
         "hot_ops": {"by": by, "total_groups": hot.num_rows, "top": hot.slice(0, top).to_pylist()},
         "copies": _copies(tables["copies"]),
         "steps": _steps(tables["steps"]),
+        "step_breakdown": tables["step_breakdown"].slice(0, 50).to_pylist() if "step_breakdown" in tables else [],
         "findings": _findings(tables["findings"]) if "findings" in tables else [],
         "rules_skipped": rules_skipped or {},
     }

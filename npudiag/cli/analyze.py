@@ -13,6 +13,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeElapsedColumn
 from npudiag import SCHEMA_VERSION, __version__
 from npudiag.analysis.hot_ops import hot_ops_table
 from npudiag.analysis.rules import findings_table, parse_rule_options, run_rules
+from npudiag.analysis.step_breakdown import step_breakdown
 from npudiag.analysis.summary import build_summary
 from npudiag.analysis.window import apply_window, parse_steps, parse_time
 from npudiag.ingest import ingest
@@ -93,9 +94,10 @@ def analyze(
     tables["hot_ops"] = hot_ops_table(tables["kernels"])
     findings, skipped = run_rules(tables, overrides)
     tables["findings"] = findings_table(findings)
+    tables["step_breakdown"] = step_breakdown(tables)
     if writer is not None:
-        writer.submit("hot_ops", tables["hot_ops"])
-        writer.submit("findings", tables["findings"])
+        for name in ("hot_ops", "findings", "step_breakdown"):
+            writer.submit(name, tables[name])
         meta["out"] = str(target)
     summary = build_summary(tables, top=top, by=by.value, meta=meta, rules_skipped=skipped)
     if writer is not None:

@@ -58,7 +58,9 @@ def read_header(path: Path) -> list[str]:
     return [n.strip() for n in names]
 
 
-def read_csv_text(path: Path, required: tuple[tuple[str, ...], ...] = (), *, multiline: bool = False) -> CsvText:
+def read_csv_text(
+    path: Path, required: tuple[tuple[str, ...], ...] = (), *, multiline: bool = False, text_columns: tuple[str, ...] = ()
+) -> CsvText:
     """Read ``path`` with every column as string.
 
     ``required`` lists alternatives per needed column (e.g. ``("Duration(us)", "Task Duration(us)")``);
@@ -83,7 +85,7 @@ def read_csv_text(path: Path, required: tuple[tuple[str, ...], ...] = (), *, mul
             read_options=pacsv.ReadOptions(use_threads=True),
             parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=multiline),
             convert_options=pacsv.ConvertOptions(
-                column_types={n: pa.string() for n in names} if all_text else None,
+                column_types={n: pa.string() for n in names} if all_text else {n: pa.string() for n in text_columns if n in names},
                 null_values=NULL_TOKENS,
                 strings_can_be_null=True,
                 quoted_strings_can_be_null=True,
@@ -190,6 +192,22 @@ def _first_bad_number(col: pa.ChunkedArray) -> tuple[int, str]:
         except ValueError:
             return i, v
     return 0, "?"
+
+
+_DECIMAL = r"^(?P<i>-?\d+)(?:\.(?P<f>\d{0,3})\d*)?$"
+
+
+def to_ns(ct: CsvText, name: str | None) -> pa.ChunkedArray | None:
+    """A microsecond timestamp column as exact int64 nanoseconds, parsed from its text (no float rounding)."""
+    if name is None:
+        return None
+    raw = ct.table.column(name)
+    if not pa.types.is_string(raw.type):
+        return pc.cast(pc.round(pc.multiply(raw.cast(pa.float64()), 1000.0)), pa.int64(), safe=False)
+    m = pc.extract_regex(pc.utf8_trim_whitespace(raw), _DECIMAL)
+    whole = pc.struct_field(m, "i").cast(pa.int64())
+    frac = pc.utf8_rpad(pc.struct_field(m, "f"), 3, "0").cast(pa.int64())
+    return pc.add(pc.multiply(whole, 1000), frac)
 
 
 def to_text(ct: CsvText, name: str | None) -> pa.ChunkedArray | None:

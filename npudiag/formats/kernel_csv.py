@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.errors import InputError
-from npudiag.formats.csvtext import NO_MODEL_ID, CsvText, normalise_column_name, read_csv_text, to_float, to_int, to_text
+from npudiag.formats.csvtext import NO_MODEL_ID, CsvText, normalise_column_name, read_csv_text, to_float, to_int, to_ns, to_text
 
 # canonical column -> (alternative source names, converter)
 _COLUMNS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -62,7 +62,8 @@ def kind_of(path: Path) -> str:
 
 
 def read_kernels(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
-    ct = read_csv_text(path, REQUIRED)
+    # start times stay text so they can be parsed exactly (see to_ns)
+    ct = read_csv_text(path, REQUIRED, text_columns=_COLUMNS["start_us"][0])
     return kernels_from_csv(ct, kind_of(path), rank), ct.warnings
 
 
@@ -104,6 +105,9 @@ def kernels_from_csv(ct: CsvText, source: str, rank: int | None) -> pa.Table:
         futures = {key: pool.submit(job[0], *job[1:]) for key, job in jobs.items()}
         done = {key: f.result() for key, f in futures.items()}
     cols = {k: v for k, v in done.items() if not k.startswith("extra:")}
+    start_name = ct.has(*_COLUMNS["start_us"][0])
+    if start_name is not None:
+        cols["start_ns"] = to_ns(ct, start_name)
     if "model_id" in cols:
         cols["model_id"] = pc.if_else(pc.equal(cols["model_id"], NO_MODEL_ID), pa.scalar(None, pa.int64()), cols["model_id"])
     cols["source"] = pa.repeat(pa.scalar(source, pa.string()), n)

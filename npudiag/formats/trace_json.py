@@ -77,6 +77,17 @@ def _code(value: object) -> int:
     return MISSING
 
 
+def _exact_ns(ts: object, as_float: float) -> int:
+    """The trace's ts (a string of microseconds with 3 decimals) as exact integer nanoseconds."""
+    if ts.__class__ is str:
+        whole, _, frac = ts.strip().partition(".")
+        try:
+            return int(whole) * 1000 + (int((frac + "000")[:3]) if frac else 0) * (-1 if whole.startswith("-") else 1)
+        except ValueError:
+            pass
+    return round(as_float * 1000.0)
+
+
 class _Columns:
     """Typed columns kept while streaming (about 130 bytes an event); strings are interned."""
 
@@ -84,6 +95,7 @@ class _Columns:
         self.pid = array("q")
         self.tid = array("q")
         self.ts = array("d")
+        self.ts_ns = array("q")
         self.dur = array("d")
         self.name: list[str] = []
         self.ints = {k: array("q") for k in _INT_ARGS}
@@ -113,6 +125,7 @@ class _Columns:
             nm = str(nm)
         self.name.append(intern.setdefault(nm, nm))
         self.ts.append(t)
+        self.ts_ns.append(_exact_ns(ev.get("ts"), t))
         d = ev.get("dur")
         self.dur.append(d if d.__class__ is float else _num(d))
         a = ev.get("args")
@@ -253,6 +266,7 @@ def _kernel_table(cols: _Columns, hw: np.ndarray, hccl: np.ndarray, rank, device
             "op_name": _strs(cols.name, rows),
             "task_type": pa.array(task_type, pa.string()),
             "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
+            "start_ns": pa.array(cols.np(cols.ts_ns)[rows], pa.int64()),
             "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
             "connection_id": _int_col(_take_int(cols, "connection", rows)),
         }
@@ -272,6 +286,7 @@ def _copy_table(cols: _Columns, rows: np.ndarray, rank) -> pa.Table:
             "direction": pa.array([_OPERATION.get((op[i] or "").lower(), "unknown") for i in rows], pa.string()),
             "size_bytes": _int_col(_take_int(cols, "size", rows)),
             "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
+            "start_ns": pa.array(cols.np(cols.ts_ns)[rows], pa.int64()),
             "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
             "stream_id": _int_col(_stream(cols, rows)),
             "mode": pa.repeat(pa.scalar("unknown"), n),
@@ -301,6 +316,7 @@ def _api_table(cols: _Columns, rows: np.ndarray, rank) -> pa.Table:
             "level": pa.array(levels, pa.string()),
             "name": pa.array(names, pa.string()),
             "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
+            "start_ns": pa.array(cols.np(cols.ts_ns)[rows], pa.int64()),
             "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
             "thread_id": _int_col(_first(_take_int(cols, "thread", rows), cols.np(cols.tid)[rows])),
             "connection_id": _int_col(_take_int(cols, "connection", rows)),

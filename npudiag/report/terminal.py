@@ -103,6 +103,7 @@ def render_terminal(summary: dict[str, Any], console: Console) -> None:
     else:
         console.print("No memory copies in this profile.")
 
+    _step_bars(summary, console)
     _findings(summary, console)
 
     errors = summary.get("errors", [])
@@ -145,3 +146,47 @@ def _findings(summary: dict[str, Any], console: Console) -> None:
         console.print("No findings.")
     for rule, why in summary.get("rules_skipped", {}).items():
         console.print(f"[dim]SKIPPED {rule}: {why}[/]", highlight=False)
+
+
+_PHASES = [
+    ("computing_us", "C", "green"),
+    ("communication_not_overlapped_us", "M", "magenta"),
+    ("copy_not_overlapped_us", "Y", "yellow"),
+    ("free_us", ".", "grey50"),
+]
+
+
+def _step_bars(summary: dict[str, Any], console: Console) -> None:
+    rows = summary.get("step_breakdown", [])
+    if not rows:
+        return
+    width = max(10, min(40, console.width - 62))
+    t = Table(
+        title="Step breakdown  [green]C[/] computing  [magenta]M[/] communication not overlapped  [yellow]Y[/] copy not overlapped  . free",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    for c in ("rank", "step", "step time"):
+        t.add_column(c, justify="right", no_wrap=True)
+    t.add_column("breakdown", no_wrap=True)
+    for c in ("compute", "comm", "copy", "free"):
+        t.add_column(c, justify="right", no_wrap=True)
+    for r in rows:
+        total = r["step_time_us"] or 0.0
+        bar = Text()
+        for key, ch, style in _PHASES:
+            n = round(width * (r[key] or 0.0) / total) if total else 0
+            bar.append(ch * n, style=style)
+        t.add_row(
+            "-" if r["rank"] is None else str(r["rank"]),
+            "all" if r["step"] is None else str(r["step"]),
+            fmt_us(total),
+            bar,
+            fmt_us(r["computing_us"]),
+            fmt_us(r["communication_not_overlapped_us"]),
+            fmt_us(r["copy_not_overlapped_us"]),
+            fmt_us(r["free_us"]),
+        )
+    console.print(t)

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
+from npudiag.analysis.timeline import intervals
 
 
 @dataclass
@@ -161,18 +162,14 @@ COMPUTE_TYPES = {
 }
 
 
-def compute_intervals(kernels: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end of compute tasks; kernels with no task type (torch_npu Level0) count as compute."""
+def compute_intervals(kernels: pa.Table, base: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end (us after ``base`` ns) of compute tasks; kernels with no task type (torch_npu Level0) count as compute."""
     if kernels.num_rows == 0:
         return np.array([], float), np.array([], float)
     tt = kernels["task_type"]
     is_copy = pc.fill_null(pc.match_substring(kernels["op_name"], "MEMCPY", ignore_case=True), False)
     mask = pc.and_(pc.or_(pc.is_null(tt), pc.is_in(tt, pa.array(sorted(COMPUTE_TYPES)))), pc.invert(is_copy))
-    k = kernels.filter(pc.fill_null(mask, False))
-    s = pc.fill_null(k["start_us"], np.nan).to_numpy()
-    e = s + pc.fill_null(k["duration_us"], 0.0).to_numpy()
-    ok = ~np.isnan(s)
-    return s[ok], e[ok]
+    return intervals(kernels.filter(pc.fill_null(mask, False)), base)
 
 
 def device_copies(ctx: RuleContext, rank: int | None) -> pa.Table:

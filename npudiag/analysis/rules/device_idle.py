@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, device_copies, severity_for
-from npudiag.analysis.timeline import merge
+from npudiag.analysis.timeline import base_ns, intervals, merge
 
 RULE_ID = "device_idle"
 OPTIONS = {"min_gap_us": 1000.0, "warning_share": 0.05, "critical_share": 0.20, "worst": 5.0}
@@ -36,13 +36,13 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     for rank in ctx.ranks():
         k = ctx.for_rank("kernels", rank)
         c = device_copies(ctx, rank)
-        s = np.concatenate([pc.fill_null(k["start_us"], np.nan).to_numpy(), pc.fill_null(c["start_us"], np.nan).to_numpy()])
-        d = np.concatenate([pc.fill_null(k["duration_us"], 0.0).to_numpy(), pc.fill_null(c["duration_us"], 0.0).to_numpy()])
-        ok = ~np.isnan(s)
-        seg_s, seg_e = merge(s[ok], s[ok] + d[ok])
+        base = base_ns(k, c)
+        ks, ke = intervals(k, base)
+        cs, ce = intervals(c, base)
+        seg_s, seg_e = merge(np.concatenate([ks, cs]), np.concatenate([ke, ce]))
         if len(seg_s) < 2:
             continue
-        gap_start, gaps = seg_e[:-1], seg_s[1:] - seg_e[:-1]
+        gap_start, gaps = seg_e[:-1] + base / 1000.0, seg_s[1:] - seg_e[:-1]
         long = gaps >= opts["min_gap_us"]
         if not long.any():
             continue

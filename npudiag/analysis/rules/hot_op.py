@@ -13,6 +13,7 @@ from npudiag.analysis.rules.base import Finding, RuleContext, Skipped
 
 RULE_ID = "hot_op"
 OPTIONS = {"min_share": 0.05, "bound_ratio": 0.8}
+_COMM = "Communication dominates: check it overlaps compute (step breakdown) and compare ranks for a slow rank or link."
 _NO_PMU = "Largest share of device time: collect with --aic-metrics PipeUtilization to see which pipe bounds it."
 _NO_BOUND = "No pipe is above the bound ratio: likely latency- or launch-bound; check block dim, tiling and fusion."
 _RATIOS = ("aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio", "aic_scalar_ratio", "aiv_scalar_ratio")
@@ -43,6 +44,8 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             "compute-bound": "Compute-bound: check the dtype (bf16/fp16, HF32 where allowed) and that block dim fills the cores.",
             "scalar-bound": "Scalar-bound: time goes to scalar code; dynamic shapes or small tiles are the usual cause.",
         }.get(bound or "", _NO_BOUND if ratios else _NO_PMU)
+        if any(t in (row["task_types"] or "") for t in ("HCCL", "COMMUNICATION")):
+            advice = _COMM
         out.append(
             Finding(
                 RULE_ID,

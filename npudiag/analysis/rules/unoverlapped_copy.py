@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, compute_intervals, device_copies, severity_for
-from npudiag.analysis.timeline import merge, overlap_with
+from npudiag.analysis.timeline import base_ns, intervals, merge, overlap_with
 
 RULE_ID = "unoverlapped_copy"
 OPTIONS = {"min_exposed_us": 100.0, "warning_share": 0.02, "critical_share": 0.10, "worst": 5.0}
@@ -24,10 +24,10 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         c = device_copies(ctx, rank)
         if c.num_rows == 0:
             continue
-        cs = pc.fill_null(c["start_us"], np.nan).to_numpy()
-        ce = cs + pc.fill_null(c["duration_us"], 0.0).to_numpy()
-        seg_s, seg_e = merge(cs, ce)
-        ks, ke = merge(*compute_intervals(ctx.for_rank("kernels", rank)))
+        k = ctx.for_rank("kernels", rank)
+        base = base_ns(k, c)
+        seg_s, seg_e = merge(*intervals(c, base))
+        ks, ke = merge(*compute_intervals(k, base))
         hidden = overlap_with(ks, ke, seg_s, seg_e)
         exposed = (seg_e - seg_s) - hidden
         total = float(exposed.sum())
@@ -49,7 +49,12 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     "copy_time_us": float(pc.sum(c["duration_us"]).as_py() or 0.0),
                     "exposed_us": total,
                     "worst_ranges": [
-                        {"start_us": float(seg_s[i]), "end_us": float(seg_e[i]), "exposed_us": float(exposed[i])} for i in order
+                        {
+                            "start_us": base / 1000.0 + float(seg_s[i]),
+                            "end_us": base / 1000.0 + float(seg_e[i]),
+                            "exposed_us": float(exposed[i]),
+                        }
+                        for i in order
                     ],
                 },
             )
