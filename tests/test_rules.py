@@ -145,3 +145,21 @@ def test_single_stream(planted) -> None:
     _, _, rules, _ = planted
     (f,) = rules["single_stream"]
     assert f.evidence["stream_id"] == 2 and f.time_lost_us is None
+
+
+def test_chrome_trace_marks(tmp_path: Path) -> None:
+    import json
+
+    from .helpers import run_cli
+
+    gt = write_msprof_profile(tmp_path / "p", kernels=500, seed=3, copies=10, idle_gaps=3, idle_gap_us=5000.0)
+    trace = tmp_path / "t.json"
+    r = run_cli("analyze", gt.profile_dir, "--out", tmp_path / "o", "--chrome-trace", trace, "--quiet")
+    assert r.returncode == 0, r.stderr
+    events = json.loads(trace.read_text())
+    marks = [e for e in events if e["ph"] == "X" and e["pid"] == 1]
+    assert sum(e["name"] == "exposed copy" for e in marks) == 10
+    assert sum(e["name"] == "device idle" for e in marks) == 3
+    assert sum(e["name"].startswith("sync_copy:") for e in marks) == 5  # the worst five
+    device = [e for e in events if e["ph"] == "X" and e["pid"] == 1000]
+    assert len(device) == 500 + 10 and all(isinstance(e["ts"], str) for e in device)

@@ -12,11 +12,13 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeElapsedColumn
 
 from npudiag import SCHEMA_VERSION, __version__
 from npudiag.analysis.hot_ops import hot_ops_table
+from npudiag.analysis.markers import markers
 from npudiag.analysis.rules import findings_table, parse_rule_options, run_rules
 from npudiag.analysis.step_breakdown import step_breakdown
 from npudiag.analysis.summary import build_summary
 from npudiag.analysis.window import apply_window, parse_steps, parse_time
 from npudiag.ingest import ingest
+from npudiag.report.chrome_trace import write_chrome_trace
 from npudiag.report.json_report import render_json
 from npudiag.report.terminal import render_terminal
 from npudiag.store import OutputWriter, load_outputs, output_manifest
@@ -45,6 +47,9 @@ def analyze(
     start_step: int = typer.Option(None, "--start-step", help="Same as --steps START:"),
     stop_step: int = typer.Option(None, "--stop-step", help="Same as --steps :STOP"),
     time_window: str = typer.Option(None, "--time", help="Only what starts in START:END from the first kernel, e.g. 1.5s:3.0s."),
+    chrome_trace: Path = typer.Option(
+        None, "--chrome-trace", help="Also write a Chrome trace JSON marking exposed copies, idle gaps, findings."
+    ),
     rule_opt: list[str] = typer.Option([], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."),
 ) -> None:
     """Read profiler output into Parquet tables and summarise where device time goes."""
@@ -104,6 +109,8 @@ def analyze(
         manifest = output_manifest(profile, __version__, SCHEMA_VERSION)
         manifest["rules"] = {"options": overrides, "skipped": skipped}
         writer.finish(manifest)
+    if chrome_trace is not None:
+        write_chrome_trace(chrome_trace, tables, markers(tables), summary["findings"])
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
     else:

@@ -1,0 +1,137 @@
+"""A Chrome trace (Perfetto, chrome://tracing, MindStudio Insight) of the tables plus npudiag's marks.
+
+Rebuilt from the canonical tables, not a copy of the original file: device tasks per rank and
+stream, host API calls per thread, and a ``npudiag`` process whose tracks mark exposed copies,
+device idle gaps and each finding's worst ranges. ``ts`` are written as strings with 3 decimals,
+as msprof does, so absolute microsecond times keep their precision."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+import pyarrow as pa
+
+from npudiag.store import _atomic_write
+
+_NPUDIAG_PID = 1
+
+
+def _ts(start_ns: int | None, start_us: float) -> str:
+    if start_ns is not None:
+        return f"{start_ns // 1000}.{start_ns % 1000:03d}"
+    return f"{start_us:.3f}"
+
+
+def _write_events(fh: TextIO, events) -> None:
+    fh.write("[")
+    first = True
+    for e in events:
+        if not first:
+            fh.write(",\n")
+        fh.write(json.dumps(e, ensure_ascii=False))
+        first = False
+    fh.write("]\n")
+
+
+def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]]):
+    named: set[tuple[int, int]] = set()
+
+    def meta(pid: int, tid: int | None, name: str, kind: str):
+        key = (pid, -1 if tid is None else tid)
+        if key in named:
+            return []
+        named.add(key)
+        if tid is None:
+            return [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}]
+        return [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}]
+
+    yield from meta(_NPUDIAG_PID, None, "npudiag", "p")
+    for row in tables["kernels"].select(["rank", "stream_id", "op_name", "task_type", "start_us", "start_ns", "duration_us"]).to_pylist():
+        if row["start_us"] is None:
+            continue
+        pid = 1000 + (row["rank"] or 0)
+        tid = row["stream_id"] if row["stream_id"] is not None else 0
+        yield from meta(pid, None, f"NPU rank {row['rank']}", "p")
+        yield from meta(pid, tid, f"Stream {tid}", "t")
+        yield {
+            "ph": "X",
+            "name": row["op_name"] or "",
+            "pid": pid,
+            "tid": tid,
+            "ts": _ts(row["start_ns"], row["start_us"]),
+            "dur": row["duration_us"] or 0.0,
+            "args": {"Task Type": row["task_type"]},
+        }
+    copies = tables["copies"]
+    for row in copies.select(
+        ["rank", "side", "stream_id", "name", "size_bytes", "direction", "start_us", "start_ns", "duration_us"]
+    ).to_pylist():
+        if row["side"] != "device" or row["start_us"] is None:
+            continue
+        pid = 1000 + (row["rank"] or 0)
+        tid = row["stream_id"] if row["stream_id"] is not None else 0
+        yield from meta(pid, None, f"NPU rank {row['rank']}", "p")
+        yield from meta(pid, tid, f"Stream {tid}", "t")
+        yield {
+            "ph": "X",
+            "name": row["name"] or "MEMCPY",
+            "pid": pid,
+            "tid": tid,
+            "ts": _ts(row["start_ns"], row["start_us"]),
+            "dur": row["duration_us"] or 0.0,
+            "args": {"size(B)": row["size_bytes"], "direction": row["direction"]},
+        }
+    for row in tables["api_calls"].select(["rank", "level", "name", "thread_id", "start_us", "start_ns", "duration_us"]).to_pylist():
+        if row["start_us"] is None:
+            continue
+        pid = 2000 + (row["rank"] or 0)
+        tid = row["thread_id"] or 0
+        yield from meta(pid, None, f"Host rank {row['rank']}", "p")
+        yield from meta(pid, tid, f"Thread {tid}", "t")
+        yield {
+            "ph": "X",
+            "name": f"{row['level']}@{row['name']}",
+            "pid": pid,
+            "tid": tid,
+            "ts": _ts(row["start_ns"], row["start_us"]),
+            "dur": row["duration_us"] or 0.0,
+        }
+    tracks = {"exposed copy": 1, "device idle": 2, "findings": 3}
+    for name, tid in tracks.items():
+        yield from meta(_NPUDIAG_PID, tid, name, "t")
+    for row in marks.to_pylist():
+        yield {
+            "ph": "X",
+            "name": row["kind"],
+            "pid": _NPUDIAG_PID,
+            "tid": tracks[row["kind"]],
+            "ts": f"{row['start_us']:.3f}",
+            "dur": row["duration_us"],
+            "args": {"rank": row["rank"]},
+        }
+    for f in findings:
+        for r in f["evidence"].get("worst_ranges", []) + f["evidence"].get("worst_gaps", []) + f["evidence"].get("worst", []):
+            dur = r.get("exposed_us") or r.get("gap_us") or r.get("duration_us") or 0.0
+            yield {
+                "ph": "X",
+                "name": f"{f['rule_id']}: {f['title']}",
+                "pid": _NPUDIAG_PID,
+                "tid": tracks["findings"],
+                "ts": f"{r['start_us']:.3f}",
+                "dur": dur,
+                "args": {"severity": f["severity"], "advice": f["advice"]},
+            }
+
+
+def write_chrome_trace(path: Path, tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]]) -> None:
+    import io
+
+    def write(fh) -> None:
+        text = io.TextIOWrapper(fh, encoding="utf-8", write_through=True)
+        _write_events(text, _events(tables, marks, findings))
+        text.flush()
+        text.detach()
+
+    _atomic_write(path, write)
