@@ -21,20 +21,12 @@ SCHEMA = schemas.STEP_BREAKDOWN
 COMM_TYPES = ["HCCL", "COMMUNICATION"]
 
 
-def _comm(kernels: pa.Table) -> pa.Table:
+def _comm_mask(kernels: pa.Table) -> np.ndarray:
     is_comm = pc.or_(
         pc.fill_null(pc.is_in(kernels["task_type"], pa.array(COMM_TYPES)), False),
         pc.fill_null(pc.starts_with(kernels["op_name"], "hcom_"), False),
     )
-    return kernels.filter(is_comm)
-
-
-def _not(kernels: pa.Table, comm: pa.Table) -> pa.Table:
-    is_comm = pc.or_(
-        pc.fill_null(pc.is_in(kernels["task_type"], pa.array(COMM_TYPES)), False),
-        pc.fill_null(pc.starts_with(kernels["op_name"], "hcom_"), False),
-    )
-    return kernels.filter(pc.invert(is_comm))
+    return is_comm.to_numpy(zero_copy_only=False)
 
 
 def _length(s: np.ndarray, e: np.ndarray) -> float:
@@ -42,21 +34,22 @@ def _length(s: np.ndarray, e: np.ndarray) -> float:
 
 
 def _row(kernels: pa.Table, copies: pa.Table, step_time: float | None) -> dict:
+    # masks over one interval array, not filtered copies of a table that may hold millions of rows
     base = base_ns(kernels, copies)
-    comm = _comm(kernels)
-    ms, me = merge(*intervals(comm, base))
+    s, e = intervals(kernels, base, keep_null=True)
+    ok = ~np.isnan(s)
+    comm = _comm_mask(kernels)
+    ms, me = merge(s[comm & ok], e[comm & ok])
     # torch_npu's Computing is every task that is not communication
-    cs, ce = merge(*intervals(_not(kernels, comm), base))
+    cs, ce = merge(s[~comm & ok], e[~comm & ok])
     computing = _length(cs, ce)
     communication = _length(ms, me)
     overlapped = float(overlap_with(cs, ce, ms, me).sum())
-    all_s, all_e = intervals(kernels, base)
     ys, ye = merge(*intervals(copies, base))
     both_s, both_e = merge(np.concatenate([cs, ms]), np.concatenate([ce, me]))
     copy_exposed = _length(ys, ye) - float(overlap_with(both_s, both_e, ys, ye).sum()) if len(ys) else 0.0
-    span = (
-        float(max(all_e.max(), ye.max() if len(ye) else -np.inf) - min(all_s.min(), ye.min() if len(ys) else np.inf)) if len(all_s) else 0.0
-    )
+    every_s, every_e = np.concatenate([s[ok], ys]), np.concatenate([e[ok], ye])
+    span = float(every_e.max() - every_s.min()) if len(every_s) else 0.0
     total = step_time if step_time is not None else span
     return {
         "step_time_us": total,
@@ -77,7 +70,8 @@ def step_breakdown(tables: dict[str, pa.Table]) -> pa.Table:
     if kernels.num_rows == 0:
         return SCHEMA.empty_table()
     for rank in sorted(set(kernels["rank"].to_pylist()), key=lambda r: (r is None, r)):
-        k = kernels.filter(pc.fill_null(pc.equal(kernels["rank"], rank), False)) if rank is not None else kernels
+        single = kernels["rank"].null_count == 0 and pc.count_distinct(kernels["rank"]).as_py() == 1
+        k = kernels if single or rank is None else kernels.filter(pc.fill_null(pc.equal(kernels["rank"], rank), False))
         c = copies.filter(pc.fill_null(pc.and_(pc.equal(copies["rank"], rank), pc.equal(copies["side"], "device")), False))
         st = steps.filter(pc.fill_null(pc.equal(steps["rank"], rank), False)) if steps.num_rows else steps
         stage = dict(zip(st["step"].to_pylist(), st["step_time_us"].to_pylist())) if st.num_rows else {}

@@ -25,8 +25,8 @@ def base_ns(*tables: pa.Table) -> int:
     return min(starts) if starts else 0
 
 
-def intervals(table: pa.Table, base: int) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) in us relative to ``base`` ns, rows without a start dropped."""
+def intervals(table: pa.Table, base: int, *, keep_null: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) in us relative to ``base`` ns; rows without a start dropped (or NaN with ``keep_null``)."""
     if table.num_rows == 0:
         return np.array([], float), np.array([], float)
     s_us = pc.fill_null(table["start_us"], np.nan).to_numpy()
@@ -36,6 +36,8 @@ def intervals(table: pa.Table, base: int) -> tuple[np.ndarray, np.ndarray]:
         rel = pc.divide(pc.subtract(exact, base).cast(pa.float64()), 1000.0)
         s = np.where(pc.is_valid(exact).to_numpy(zero_copy_only=False), pc.fill_null(rel, np.nan).to_numpy(), s)
     e = s + pc.fill_null(table["duration_us"], 0.0).to_numpy()
+    if keep_null:
+        return s, e
     ok = ~np.isnan(s)
     return s[ok], e[ok]
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
@@ -100,6 +101,7 @@ def render_terminal(summary: dict[str, Any], console: Console) -> None:
                 fmt_pct(r["share_pct"]),
             )
         console.print(t)
+        _copy_stalls(summary, console)
     else:
         console.print("No memory copies in this profile.")
 
@@ -190,3 +192,24 @@ def _step_bars(summary: dict[str, Any], console: Console) -> None:
             fmt_us(r["free_us"]),
         )
     console.print(t)
+
+
+_STALL_RULES = {
+    "sync_copy": "host blocked in synchronous copies",
+    "unoverlapped_copy": "copy time with no compute beside it",
+    "small_copies": "saving if small copies were merged",
+}
+
+
+def _copy_stalls(summary: dict[str, Any], console: Console) -> None:
+    lines = []
+    for rule, label in _STALL_RULES.items():
+        hits = [f for f in summary.get("findings", []) if f["rule_id"] == rule]
+        if hits:
+            lost = sum(f["time_lost_us"] or 0.0 for f in hits)
+            count = sum(f["count"] for f in hits)
+            lines.append(f"{fmt_us(lost):>10}  {label} ({count:,} copies)")
+        elif rule in summary.get("rules_skipped", {}):
+            lines.append(f"{'skipped':>10}  {label}: {summary['rules_skipped'][rule]}")
+    if lines:
+        console.print(Panel("\n".join(lines), title="Copy stalls", title_align="left", expand=False))

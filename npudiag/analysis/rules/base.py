@@ -50,6 +50,10 @@ class RuleContext:
         t = self.table(name)
         if t.num_rows == 0:
             return t
+        if rank is not None and t["rank"].null_count == 0:
+            lo, hi = pc.min_max(t["rank"]).values()
+            if lo.as_py() == hi.as_py() == rank:
+                return t  # one rank only: no copy of a table that may hold millions of rows
         mask = pc.is_null(t["rank"]) if rank is None else pc.equal(t["rank"], rank)
         return t.filter(pc.fill_null(mask, False))
 
