@@ -163,3 +163,17 @@ def test_chrome_trace_marks(tmp_path: Path) -> None:
     assert sum(e["name"].startswith("sync_copy:") for e in marks) == 5  # the worst five
     device = [e for e in events if e["ph"] == "X" and e["pid"] == 1000]
     assert len(device) == 500 + 10 and all(isinstance(e["ts"], str) for e in device)
+
+
+def test_rule_file_and_cli_precedence(planted, tmp_path: Path) -> None:
+    from npudiag.analysis.rules import load_rule_file
+
+    f = tmp_path / "rules.toml"
+    f.write_text("[device_idle]\nmin_gap_us = 10000\n[sync_copy]\nmin_bytes = 1\n")
+    assert load_rule_file(f) == {"device_idle": {"min_gap_us": 10000.0}, "sync_copy": {"min_bytes": 1.0}}
+    f.write_text("[device_idle]\nmin_gap = 1\n")
+    with pytest.raises(ValueError, match="rules.toml: .*no option 'min_gap'"):
+        load_rule_file(f)
+    f.write_text("not toml [")
+    with pytest.raises(ValueError, match="not valid TOML"):
+        load_rule_file(f)

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeElapsedColumn
 from npudiag import SCHEMA_VERSION, __version__
 from npudiag.analysis.hot_ops import hot_ops_table
 from npudiag.analysis.markers import markers
-from npudiag.analysis.rules import findings_table, parse_rule_options, run_rules
+from npudiag.analysis.rules import findings_table, load_rule_file, parse_rule_options, run_rules
 from npudiag.analysis.step_breakdown import step_breakdown
 from npudiag.analysis.summary import build_summary
 from npudiag.analysis.window import apply_window, parse_steps, parse_time
@@ -50,11 +50,14 @@ def analyze(
     chrome_trace: Path = typer.Option(
         None, "--chrome-trace", help="Also write a Chrome trace JSON marking exposed copies, idle gaps, findings."
     ),
+    rule_file: Path = typer.Option(None, "--rule-file", help="TOML file of rule options ([sync_copy] min_bytes = 65536); --rule-opt wins."),
     rule_opt: list[str] = typer.Option([], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."),
 ) -> None:
     """Read profiler output into Parquet tables and summarise where device time goes."""
     try:
-        overrides = parse_rule_options(rule_opt)
+        overrides = load_rule_file(rule_file) if rule_file is not None else {}
+        for rule_id, opts in parse_rule_options(rule_opt).items():
+            overrides.setdefault(rule_id, {}).update(opts)
         step_window = parse_steps(steps) if steps else None
         if start_step is not None or stop_step is not None:
             step_window = (start_step, stop_step)

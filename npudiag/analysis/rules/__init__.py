@@ -7,6 +7,14 @@ was skipped (the data it needs is not in this profile), like ``nsys analyze``'s 
 
 from __future__ import annotations
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, findings_table, parse_rule_options, run_rules
+from npudiag.analysis.rules.base import (
+    Finding,
+    RuleContext,
+    Skipped,
+    findings_table,
+    load_rule_file,
+    parse_rule_options,
+    run_rules,
+)
 
-__all__ = ["Finding", "RuleContext", "Skipped", "findings_table", "parse_rule_options", "run_rules"]
+__all__ = ["Finding", "RuleContext", "Skipped", "findings_table", "load_rule_file", "parse_rule_options", "run_rules"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -108,6 +110,29 @@ def parse_rule_options(items: list[str]) -> dict[str, dict[str, float]]:
         except ValueError:
             raise ValueError(f"--rule-opt {item!r}: {value!r} is not a number") from None
     return out
+
+
+def load_rule_file(path: Path) -> dict[str, dict[str, float]]:
+    """Rule options from a TOML file, one table per rule: ``[sync_copy]`` then ``min_bytes = 65536``."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    items = []
+    for rule_id, opts in data.items():
+        if not isinstance(opts, dict):
+            raise ValueError(f"{path}: {rule_id!r} must be a table of options, e.g. [{rule_id}]")
+        items += [f"{rule_id}.{k}={v}" for k, v in opts.items()]
+    try:
+        return parse_rule_options(items)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}".replace("--rule-opt ", "")) from None
 
 
 def run_rules(tables: dict[str, pa.Table], overrides: dict[str, dict[str, float]] | None = None) -> tuple[list[Finding], dict[str, str]]:
