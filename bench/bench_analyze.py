@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npudiag.testing.generate import KERNEL_DETAILS_HEADER, _kernel_rows, _plan, _trace_events
+from npudiag.testing.generate import KERNEL_DETAILS_HEADER, _kernel_rows, _plan, _trace_events, _write_trace
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -47,13 +47,7 @@ def make_trace(target_mb: int) -> Path:
     kernels = max(1000, int(target_mb * 1e6 / 560))  # two events (~280 B each) per kernel
     kinds, start, dur, _, _ = _plan(kernels, 7, 1)
     events = _trace_events(start, dur, kinds, copies=2000, copy_bytes=1 << 20, copy_us=50.0, msprof_args=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("[")
-        for i, e in enumerate(events):
-            if i:
-                fh.write(", ")
-            fh.write(json.dumps(e))
-        fh.write("]")
+    _write_trace(path, events)
     return path
 
 

@@ -32,9 +32,8 @@ def copy_mode(name: str) -> str:
 
 
 def _host_copies(api: pa.Table) -> pa.Table:
-    names = api.column("name").to_pylist()
-    keep = np.fromiter((bool(n) and COPY_API.match(n) is not None for n in names), bool, len(names))
-    calls = api.filter(pa.array(keep))
+    keep = pc.fill_null(pc.match_substring_regex(api["name"], COPY_API.pattern, ignore_case=True), False)
+    calls = api.filter(keep)
     if calls.num_rows == 0:
         return schemas.empty("copies")
     df = calls.to_pandas()

@@ -48,41 +48,23 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
         return [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}]
 
     yield from meta(_NPUDIAG_PID, None, "npudiag", "p")
-    for row in tables["kernels"].select(["rank", "stream_id", "op_name", "task_type", "start_us", "start_ns", "duration_us"]).to_pylist():
-        if row["start_us"] is None:
-            continue
+
+    def device_event(row: dict, name: str, args: dict):
         pid = 1000 + (row["rank"] or 0)
         tid = row["stream_id"] if row["stream_id"] is not None else 0
         yield from meta(pid, None, f"NPU rank {row['rank']}", "p")
         yield from meta(pid, tid, f"Stream {tid}", "t")
-        yield {
-            "ph": "X",
-            "name": row["op_name"] or "",
-            "pid": pid,
-            "tid": tid,
-            "ts": _ts(row["start_ns"], row["start_us"]),
-            "dur": row["duration_us"] or 0.0,
-            "args": {"Task Type": row["task_type"]},
-        }
-    copies = tables["copies"]
-    for row in copies.select(
-        ["rank", "side", "stream_id", "name", "size_bytes", "direction", "start_us", "start_ns", "duration_us"]
-    ).to_pylist():
-        if row["side"] != "device" or row["start_us"] is None:
-            continue
-        pid = 1000 + (row["rank"] or 0)
-        tid = row["stream_id"] if row["stream_id"] is not None else 0
-        yield from meta(pid, None, f"NPU rank {row['rank']}", "p")
-        yield from meta(pid, tid, f"Stream {tid}", "t")
-        yield {
-            "ph": "X",
-            "name": row["name"] or "MEMCPY",
-            "pid": pid,
-            "tid": tid,
-            "ts": _ts(row["start_ns"], row["start_us"]),
-            "dur": row["duration_us"] or 0.0,
-            "args": {"size(B)": row["size_bytes"], "direction": row["direction"]},
-        }
+        ts = _ts(row["start_ns"], row["start_us"])
+        yield {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": row["duration_us"] or 0.0, "args": args}
+
+    kernel_cols = ["rank", "stream_id", "op_name", "task_type", "start_us", "start_ns", "duration_us"]
+    for row in tables["kernels"].select(kernel_cols).to_pylist():
+        if row["start_us"] is not None:
+            yield from device_event(row, row["op_name"] or "", {"Task Type": row["task_type"]})
+    copy_cols = ["rank", "side", "stream_id", "name", "size_bytes", "direction", "start_us", "start_ns", "duration_us"]
+    for row in tables["copies"].select(copy_cols).to_pylist():
+        if row["side"] == "device" and row["start_us"] is not None:
+            yield from device_event(row, row["name"] or "MEMCPY", {"size(B)": row["size_bytes"], "direction": row["direction"]})
     for row in tables["api_calls"].select(["rank", "level", "name", "thread_id", "start_us", "start_ns", "duration_us"]).to_pylist():
         if row["start_us"] is None:
             continue

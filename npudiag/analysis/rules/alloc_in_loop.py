@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, severity_for, step_starts
@@ -30,9 +29,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         if len(steps) < opts["min_steps"] + 1:
             continue
         a = ctx.for_rank("api_calls", rank)
-        names = a["name"].to_pylist()
-        mask = np.fromiter((bool(n) and ALLOC_API.match(n) is not None for n in names), bool, len(names))
-        calls = a.filter(pa.array(mask))
+        calls = a.filter(pc.fill_null(pc.match_substring_regex(a["name"], ALLOC_API.pattern), False))
         if calls.num_rows == 0:
             continue
         acl = calls.filter(pc.fill_null(pc.equal(calls["level"], "acl"), False))
