@@ -19,6 +19,7 @@ from npudiag.analysis.summary import build_summary
 from npudiag.analysis.window import apply_window, parse_steps, parse_time
 from npudiag.ingest import ingest
 from npudiag.report.chrome_trace import write_chrome_trace
+from npudiag.report.html import write_html
 from npudiag.report.json_report import render_json
 from npudiag.report.terminal import render_terminal
 from npudiag.store import OutputWriter, load_outputs, output_manifest
@@ -50,6 +51,7 @@ def analyze(
     chrome_trace: Path = typer.Option(
         None, "--chrome-trace", help="Also write a Chrome trace JSON marking exposed copies, idle gaps, findings."
     ),
+    html_out: Path = typer.Option(None, "--html", help="Also write one self-contained HTML page of the summary and plots."),
     rule_file: Path = typer.Option(None, "--rule-file", help="TOML file of rule options ([sync_copy] min_bytes = 65536); --rule-opt wins."),
     rule_opt: list[str] = typer.Option([], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."),
 ) -> None:
@@ -114,6 +116,8 @@ def analyze(
         writer.finish(manifest)
     if chrome_trace is not None:
         write_chrome_trace(chrome_trace, tables, markers(tables), summary["findings"])
+    if html_out is not None:
+        write_html(html_out, summary, tables["copies"])
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
     else:

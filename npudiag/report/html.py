@@ -1,0 +1,192 @@
+"""One self-contained HTML page of the summary: tables plus inline SVG plots, no scripts, no fetches.
+
+It draws from the same summary dict as the terminal and JSON renderers (plus the copies table for
+the copy timeline), so it opens offline, in a mail attachment or a CI artifact viewer."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from npudiag.report.terminal import fmt_bytes, fmt_pct, fmt_us
+from npudiag.store import _atomic_write
+
+_CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
+h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.5em 0}th,td{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:right}
+th:first-child,td:first-child,td.l{text-align:left}.critical{color:#b00020;font-weight:bold}.warning{color:#a66a00}
+.info{color:#0b6e99}.advice{color:#555;font-size:.92em}svg text{font-size:11px}
+"""
+_PHASES = [
+    ("computing_us", "computing", "#4caf50"),
+    ("communication_not_overlapped_us", "communication not overlapped", "#ab47bc"),
+    ("copy_not_overlapped_us", "copy not overlapped", "#ffb300"),
+    ("free_us", "free", "#bdbdbd"),
+]
+
+
+def _e(x: object) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _table(headers: list[str], rows: list[list[str]], left: int = 1, text_cols: tuple[int, ...] = ()) -> str:
+    """Cells are HTML already (escaped by the caller); the first ``left`` and ``text_cols`` align left."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="l">{c}</td>' if i < left or i in text_cols else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _hbars(items: list[tuple[str, float, str]], width: int = 700, bar_h: int = 16) -> str:
+    """Horizontal bars: (label, value, text) each; scaled to the largest value."""
+    if not items:
+        return ""
+    top = max(v for _, v, _ in items) or 1.0
+    h = bar_h + 4
+    parts = [f'<svg role="img" width="{width}" height="{h * len(items)}" xmlns="http://www.w3.org/2000/svg">']
+    for i, (label, value, text) in enumerate(items):
+        w = max(1, int((width - 400) * value / top))
+        y = i * h
+        parts.append(f'<text x="0" y="{y + bar_h - 3}">{_e(label[:40])}</text>')
+        parts.append(f'<rect x="260" y="{y}" width="{w}" height="{bar_h}" fill="#42a5f5"/>')
+        parts.append(f'<text x="{265 + w}" y="{y + bar_h - 3}">{_e(text)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _step_svg(rows: list[dict[str, Any]], width: int = 700, bar_h: int = 16) -> str:
+    if not rows:
+        return ""
+    h = bar_h + 4
+    parts = [f'<svg role="img" width="{width}" height="{h * len(rows) + 24}" xmlns="http://www.w3.org/2000/svg">']
+    for i, r in enumerate(rows):
+        total = r["step_time_us"] or 0.0
+        x = 120.0
+        y = i * h
+        parts.append(f'<text x="0" y="{y + bar_h - 3}">rank {_e(r["rank"])} step {_e("all" if r["step"] is None else r["step"])}</text>')
+        for key, name, color in _PHASES:
+            w = (width - 130) * (r[key] or 0.0) / total if total else 0.0
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{color}"><title>{name}: {fmt_us(r[key])}</title></rect>'
+            )
+            x += w
+    y = len(rows) * h + 14
+    x = 0
+    for _, name, color in _PHASES:
+        parts.append(f'<rect x="{x}" y="{y - 10}" width="10" height="10" fill="{color}"/><text x="{x + 14}" y="{y}">{name}</text>')
+        x += 20 + 7 * len(name)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _copy_timeline(copies: pa.Table, width: int = 700, height: int = 60) -> str:
+    if copies.num_rows == 0:
+        return ""
+    rows = copies.select(["side", "start_us", "duration_us"]).to_pylist()
+    starts = [r["start_us"] for r in rows if r["start_us"] is not None]
+    if not starts:
+        return ""
+    lo = min(starts)
+    hi = max(r["start_us"] + (r["duration_us"] or 0.0) for r in rows if r["start_us"] is not None)
+    span = (hi - lo) or 1.0
+    parts = [f'<svg role="img" width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">']
+    parts.append('<text x="0" y="14">device</text><text x="0" y="44">host</text>')
+    for r in rows[:20000]:  # enough to show the pattern; the Parquet file has all
+        if r["start_us"] is None:
+            continue
+        x = 60 + (width - 70) * (r["start_us"] - lo) / span
+        w = max(0.5, (width - 70) * (r["duration_us"] or 0.0) / span)
+        y = 2 if r["side"] == "device" else 32
+        parts.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="18" fill="{"#ef6c00" if r["side"] == "device" else "#6d4c41"}"/>')
+    parts.append(f'<text x="60" y="{height - 2}">0</text><text x="{width - 80}" y="{height - 2}">{_e(fmt_us(span))}</text></svg>')
+    return "".join(parts)
+
+
+def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
+    prof = summary["profile"]
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>npudiag: {_e(summary.get('title'))}</title>"]
+    out.append(f"<style>{_CSS}</style></head><body>")
+    out.append(f"<h1>npudiag analyze <small>{_e(summary.get('title'))}</small></h1>")
+    out.append(
+        f"<p>ranks {prof['ranks']} · kernels {prof['kernels']:,} · span {fmt_us(prof['span_us'])} · device busy "
+        f"{fmt_us(prof['device_busy_us'])} ({fmt_pct(prof['device_busy_pct'])}) · steps {prof['steps']}</p>"
+    )
+    findings = summary.get("findings", [])
+    out.append(f"<h2>Findings ({len(findings)})</h2>")
+    out.append(
+        _table(
+            ["severity", "rule", "rank", "time lost", "finding"],
+            [
+                [
+                    f'<span class="{_e(f["severity"])}">{_e(f["severity"])}</span>',
+                    _e(f["rule_id"]),
+                    _e("all" if f["rank"] is None else f["rank"]),
+                    _e(fmt_us(f["time_lost_us"])),
+                    f'{_e(f["title"])}<div class="advice">{_e(f["advice"])}</div>',
+                ]
+                for f in findings
+            ],
+            left=2,
+            text_cols=(4,),
+        )
+    )
+    for rule, why in summary.get("rules_skipped", {}).items():
+        out.append(f"<p class='advice'>SKIPPED {_e(rule)}: {_e(why)}</p>")
+    if summary.get("step_breakdown"):
+        out.append("<h2>Step breakdown</h2>" + _step_svg(summary["step_breakdown"]))
+    hot = summary["hot_ops"]
+    out.append(f"<h2>Hot operators by {_e(hot['by'])}</h2>")
+    out.append(_hbars([(r["key"], r["total_us"], f"{fmt_us(r['total_us'])} · {fmt_pct(r['share_pct'])}") for r in hot["top"]]))
+    out.append(
+        _table(
+            ["op", "task type", "count", "total", "avg", "min", "max", "share"],
+            [
+                [
+                    _e(r["key"]),
+                    _e(r["task_types"]),
+                    f"{r['count']:,}",
+                    fmt_us(r["total_us"]),
+                    fmt_us(r["avg_us"]),
+                    fmt_us(r["min_us"]),
+                    fmt_us(r["max_us"]),
+                    fmt_pct(r["share_pct"]),
+                ]
+                for r in hot["top"]
+            ],
+            left=2,
+        )
+    )
+    cp = summary["copies"]
+    out.append(f"<h2>Memory copies ({cp['count']:,})</h2>")
+    out.append(
+        _table(
+            ["side", "direction", "mode", "count", "bytes", "time", "share of side"],
+            [
+                [
+                    _e(r["side"]),
+                    _e(r["direction"]),
+                    _e(r["mode"]),
+                    f"{r['count']:,}",
+                    fmt_bytes(r["bytes"]),
+                    fmt_us(r["time_us"]),
+                    fmt_pct(r["share_pct"]),
+                ]
+                for r in cp["by_direction"]
+            ],
+            left=3,
+        )
+    )
+    out.append(_copy_timeline(copies))
+    out.append("</body></html>\n")
+    return "".join(out)
+
+
+def write_html(path: Path, summary: dict[str, Any], copies: pa.Table) -> None:
+    data = render_html(summary, copies).encode("utf-8")
+    _atomic_write(path, lambda fh: fh.write(data))
