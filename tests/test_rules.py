@@ -177,3 +177,15 @@ def test_rule_file_and_cli_precedence(planted, tmp_path: Path) -> None:
     f.write_text("not toml [")
     with pytest.raises(ValueError, match="not valid TOML"):
         load_rule_file(f)
+
+
+def test_device_idle_causes(planted, corpus: Path) -> None:
+    _, _, rules, _ = planted
+    (f,) = rules["device_idle"]
+    assert sum(f.evidence["idle_by_cause_us"].values()) == pytest.approx(f.time_lost_us)
+    # real sample: the one gap over 1 ms in mstt's advisor trace_view is spent in op compilation
+    findings, _ = run_rules(ingest([corpus / "mstt-advisor-trace-view"]).tables)
+    (idle,) = _by_rule(findings)["device_idle"]
+    (gap,) = idle.evidence["worst_gaps"]
+    assert gap["host_call"] == "acl@aclopCompileAndExecute" and gap["cause"].startswith("host busy")
+    assert gap["gap_us"] == pytest.approx(1093.43, abs=0.01)

@@ -16,17 +16,25 @@ RULE_ID = "device_idle"
 OPTIONS = {"min_gap_us": 1000.0, "warning_share": 0.05, "critical_share": 0.20, "worst": 5.0}
 
 
-def _host_call_at(api, t: float) -> str | None:
-    if api.num_rows == 0:
-        return None
-    s = api["start_us"].to_numpy()
-    e = s + pc.fill_null(api["duration_us"], 0.0).to_numpy()
+_SYNC = ("Synchronize", "StreamSync", "DeviceSync", "EventSync", "QueryEvent", "MemCopySync", "aclrtMemcpy")
+
+
+def _host_call_at(api, s: np.ndarray, e: np.ndarray, t: float) -> str | None:
     inside = np.nonzero((s <= t) & (e >= t))[0]
     if not len(inside):
         return None
     # the innermost call (shortest) says most about what the host was doing
     j = inside[np.argmin((e - s)[inside])]
     return f"{api['level'][int(j)].as_py()}@{api['name'][int(j)].as_py()}"
+
+
+def cause_of(call: str | None) -> str:
+    """HTA-style split of idle time: the host waiting on the device, the host busy elsewhere, or untraced."""
+    if call is None:
+        return "other (no host API running: host-side work such as Python, data loading, or untraced)"
+    if any(k in call for k in _SYNC):
+        return "host wait (a synchronising call was running)"
+    return "host busy (an API call was running: launch/host-bound)"
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
@@ -49,11 +57,17 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         total = float(gaps[long].sum())
         span = float(seg_e[-1] - seg_s[0])
         api = ctx.for_rank("api_calls", rank)
-        order = np.argsort(-gaps)[: int(opts["worst"])]
+        a_s = pc.fill_null(api["start_us"], np.nan).to_numpy() if api.num_rows else np.array([])
+        a_e = a_s + (pc.fill_null(api["duration_us"], 0.0).to_numpy() if api.num_rows else 0.0)
+        idx = np.nonzero(long)[0]
+        calls = [_host_call_at(api, a_s, a_e, float(gap_start[i] + gaps[i] / 2)) if api.num_rows else None for i in idx]
+        by_cause: dict[str, float] = {}
+        for i, call in zip(idx, calls):
+            by_cause[cause_of(call)] = by_cause.get(cause_of(call), 0.0) + float(gaps[i])
+        order = np.argsort(-gaps[idx])[: int(opts["worst"])]
         worst = [
-            {"start_us": float(gap_start[i]), "gap_us": float(gaps[i]), "host_call": _host_call_at(api, float(gap_start[i] + gaps[i] / 2))}
-            for i in order
-            if long[i]
+            {"start_us": float(gap_start[idx[j]]), "gap_us": float(gaps[idx[j]]), "host_call": calls[j], "cause": cause_of(calls[j])}
+            for j in order
         ]
         out.append(
             Finding(
@@ -65,7 +79,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 total,
                 int(long.sum()),
                 rank,
-                {"span_us": span, "worst_gaps": worst},
+                {"span_us": span, "idle_by_cause_us": by_cause, "worst_gaps": worst},
             )
         )
     return out
