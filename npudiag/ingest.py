@@ -30,6 +30,17 @@ from npudiag.formats.trace_json import TraceTables, read_trace
 KERNEL_SOURCES = ("kernel_details", "op_summary", "db", "task_time", "trace")
 
 Progress = Callable[[int], None]
+# what a reader may raise on input no real tool writes; turned into one line for that file so the
+# other files of the run are still read
+_READ_ERRORS = (InputError, pa.ArrowException, ValueError, TypeError, OverflowError, UnicodeDecodeError, OSError, RecursionError)
+
+
+def _as_input_error(path: Path, exc: BaseException) -> InputError:
+    if isinstance(exc, InputError):
+        return exc
+    if isinstance(exc, OSError):
+        return InputError(path, f"cannot read: {exc.strerror or exc}")
+    return InputError(path, f"unexpected content ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})")
 
 
 @dataclass
@@ -88,8 +99,8 @@ class _UnitReader:
         for path in self.unit.files.get(kind, []):
             try:
                 table, warns = reader(path, self.unit.rank)
-            except InputError as exc:
-                self._fail(path, exc)
+            except _READ_ERRORS as exc:
+                self._fail(path, _as_input_error(path, exc))
                 continue
             finally:
                 self._done(path)
@@ -104,8 +115,8 @@ class _UnitReader:
             for path in self.unit.files.get("trace", []):
                 try:
                     parts.append((path, read_trace(path, self.unit.rank, self.progress)))
-                except InputError as exc:
-                    self._fail(path, exc)
+                except _READ_ERRORS as exc:
+                    self._fail(path, _as_input_error(path, exc))
             self._trace = None
             if parts:
                 for _, t in parts:
@@ -125,8 +136,8 @@ class _UnitReader:
             for path in self.unit.files.get("db", []):
                 try:
                     k, a, warns = read_db(path, self.unit.rank)
-                except InputError as exc:
-                    self._fail(path, exc)
+                except _READ_ERRORS as exc:
+                    self._fail(path, _as_input_error(path, exc))
                     continue
                 finally:
                     self._done(path)

@@ -118,6 +118,16 @@ def read_csv_text(
     return CsvText(path, table, warnings)
 
 
+def first_bad_utf8_line(path: Path) -> int | None:
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return lineno
+    return None
+
+
 def _line_numbers(path: Path, rows: list[tuple[int, str]]) -> list[int | str]:
     """Line numbers of skipped rows; the threaded reader does not know them, so look them up."""
     wanted = {text.rstrip("\r\n"): number for number, text in rows}

@@ -16,7 +16,17 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.errors import InputError
-from npudiag.formats.csvtext import NO_MODEL_ID, CsvText, normalise_column_name, read_csv_text, to_float, to_int, to_ns, to_text
+from npudiag.formats.csvtext import (
+    NO_MODEL_ID,
+    CsvText,
+    first_bad_utf8_line,
+    normalise_column_name,
+    read_csv_text,
+    to_float,
+    to_int,
+    to_ns,
+    to_text,
+)
 
 # canonical column -> (alternative source names, converter)
 _COLUMNS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -64,7 +74,12 @@ def kind_of(path: Path) -> str:
 def read_kernels(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
     # start times stay text so they can be parsed exactly (see to_ns)
     ct = read_csv_text(path, REQUIRED, text_columns=_COLUMNS["start_us"][0])
-    return kernels_from_csv(ct, kind_of(path), rank), ct.warnings
+    try:
+        return kernels_from_csv(ct, kind_of(path), rank), ct.warnings
+    except pa.ArrowInvalid as exc:
+        if "utf8" in str(exc).lower():
+            raise InputError(path, "bytes that are not UTF-8 text", line=first_bad_utf8_line(path)) from None
+        raise InputError(path, f"unexpected content ({str(exc).splitlines()[0][:160]})") from None
 
 
 def _convert(ct: CsvText, source_name: str | None, how: str) -> pa.ChunkedArray | None:
