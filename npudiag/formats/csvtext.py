@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,7 +76,11 @@ def read_csv_text(
     skipped: list[tuple[int, str]] = []
 
     def on_invalid(row: pacsv.InvalidRow) -> str:
-        skipped.append((row.number if row.number is not None else -1, row.text))
+        try:
+            text = row.text
+        except UnicodeDecodeError:  # pyarrow decodes the row to give it to us; not UTF-8 text
+            text = ""
+        skipped.append((row.number if row.number is not None else -1, text))
         return "skip"
 
     def read(all_text: bool) -> pa.Table:
@@ -92,6 +97,18 @@ def read_csv_text(
             ),
         )
 
+    # pyarrow decodes a malformed row before handing it to on_invalid; when the row is not UTF-8
+    # that fails inside pyarrow and would print "Exception ignored" with a traceback: catch it here
+    undecodable: list[BaseException] = []
+    previous_hook = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, UnicodeDecodeError):
+            undecodable.append(unraisable.exc_value)
+        else:
+            previous_hook(unraisable)
+
+    sys.unraisablehook = hook
     try:
         # fast path: pyarrow infers numeric columns itself; a column whose later rows do not fit the
         # type inferred from the first block makes it fail, and then everything is read as text
@@ -102,7 +119,13 @@ def read_csv_text(
                 raise
             table = read(all_text=True)
     except pa.ArrowInvalid as exc:
+        if "utf8" in str(exc).lower():
+            raise InputError(path, "bytes that are not UTF-8 text", line=first_bad_utf8_line(path)) from None
         raise InputError(path, f"not a readable CSV: {_arrow_message(exc)}") from None
+    finally:
+        sys.unraisablehook = previous_hook
+    if undecodable:
+        raise InputError(path, "bytes that are not UTF-8 text", line=first_bad_utf8_line(path))
     if table.column_names and table.column_names[0].startswith("\ufeff"):
         table = table.rename_columns([table.column_names[0].lstrip("\ufeff"), *table.column_names[1:]])
     table = table.rename_columns([c.strip() for c in table.column_names])
