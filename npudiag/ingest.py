@@ -213,7 +213,7 @@ def ingest(
         if not p.exists():
             errors.append(f"{p}: no such file or folder")
             continue
-        found = discover(p, warnings)
+        found = discover(p, errors if p.is_file() else warnings)
         if not found and p.is_dir():
             errors.append(f"{p}: no profiler output found (expected a PROF_* or *_ascend_pt folder, or summary CSV / trace JSON files)")
         units.extend(found)

@@ -119,7 +119,7 @@ def read_csv_text(
                 raise
             table = read(all_text=True)
     except pa.ArrowInvalid as exc:
-        if "utf8" in str(exc).lower():
+        if undecodable or "utf8" in str(exc).lower():
             raise InputError(path, "bytes that are not UTF-8 text", line=first_bad_utf8_line(path)) from None
         raise InputError(path, f"not a readable CSV: {_arrow_message(exc)}") from None
     finally:
