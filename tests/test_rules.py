@@ -161,8 +161,22 @@ def test_chrome_trace_marks(tmp_path: Path) -> None:
     assert sum(e["name"] == "exposed copy" for e in marks) == 10
     assert sum(e["name"] == "device idle" for e in marks) == 3
     assert sum(e["name"].startswith("sync_copy:") for e in marks) == 5  # the worst five
-    device = [e for e in events if e["ph"] == "X" and e["pid"] == 1000]
-    assert len(device) == 500 + 10 and all(isinstance(e["ts"], str) for e in device)
+    # the profile's own trace events are copied through unchanged, npudiag's tracks added
+    original = json.loads(next((Path(gt.profile_dir) / "mindstudio_profiler_output").glob("msprof_*.json")).read_text())
+    assert [e for e in events if e.get("pid") != 1] == original
+
+
+def test_chrome_trace_rebuilt_from_csv_only(tmp_path: Path) -> None:
+    import json
+
+    from .helpers import run_cli
+
+    gt = write_torch_profile(tmp_path / "p", kernels=300, copies=0, trace=False)
+    trace = tmp_path / "t.json"
+    r = run_cli("analyze", gt.profile_dir, "--out", tmp_path / "o", "--chrome-trace", trace, "--quiet")
+    assert r.returncode == 0, r.stderr
+    device = [e for e in json.loads(trace.read_text()) if e["ph"] == "X" and e["pid"] == 1000]
+    assert len(device) == 300 and all(isinstance(e["ts"], str) for e in device)
 
 
 def test_rule_file_and_cli_precedence(planted, tmp_path: Path) -> None:

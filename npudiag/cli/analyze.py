@@ -115,7 +115,8 @@ def analyze(
         manifest["rules"] = {"options": overrides, "skipped": skipped}
         writer.finish(manifest)
     if chrome_trace is not None:
-        write_chrome_trace(chrome_trace, tables, markers(tables), summary["findings"])
+        traces = [Path(f.path) for f in profile.inputs if f.kind == "trace" and f.used_for and f.error is None]
+        write_chrome_trace(chrome_trace, tables, markers(tables), summary["findings"], traces)
     if html_out is not None:
         write_html(html_out, summary, tables["copies"])
     if json_out:

@@ -55,7 +55,10 @@ def read_header(path: Path) -> list[str]:
         text = first.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(path, "header is not UTF-8 text", offset=exc.start) from None
-    names = next(csv.reader(io.StringIO(text)))
+    try:
+        names = next(csv.reader(io.StringIO(text)), [])
+    except csv.Error as exc:
+        raise InputError(path, f"header is not a CSV line ({exc})", line=1) from None
     return [n.strip() for n in names]
 
 

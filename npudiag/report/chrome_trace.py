@@ -1,7 +1,8 @@
 """A Chrome trace (Perfetto, chrome://tracing, MindStudio Insight) of the tables plus npudiag's marks.
 
-Rebuilt from the canonical tables, not a copy of the original file: device tasks per rank and
-stream, host API calls per thread, and a ``npudiag`` process whose tracks mark exposed copies,
+When the profile came with trace JSON files, their events are copied through unchanged; otherwise
+(CSV or .db input) the timeline is rebuilt from the tables: device tasks per rank and stream, host
+API calls per thread. Either way a ``npudiag`` process is added whose tracks mark exposed copies,
 device idle gaps and each finding's worst ranges. ``ts`` are written as strings with 3 decimals,
 as msprof does, so absolute microsecond times keep their precision."""
 
@@ -13,6 +14,7 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
+from npudiag.formats.jsonstream import iter_events
 from npudiag.store import _atomic_write
 
 _NPUDIAG_PID = 1
@@ -35,7 +37,7 @@ def _write_events(fh: TextIO, events) -> None:
     fh.write("]\n")
 
 
-def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]]):
+def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]], originals: list[Path]):
     named: set[tuple[int, int]] = set()
 
     def meta(pid: int, tid: int | None, name: str, kind: str):
@@ -48,6 +50,12 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
         return [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}]
 
     yield from meta(_NPUDIAG_PID, None, "npudiag", "p")
+    if originals:
+        # the profiler's own events, unchanged, then npudiag's tracks on top
+        for path in originals:
+            yield from iter_events(path)
+        yield from _marks(meta, marks, findings)
+        return
 
     def device_event(row: dict, name: str, args: dict):
         pid = 1000 + (row["rank"] or 0)
@@ -80,6 +88,10 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
             "ts": _ts(row["start_ns"], row["start_us"]),
             "dur": row["duration_us"] or 0.0,
         }
+    yield from _marks(meta, marks, findings)
+
+
+def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]]):
     tracks = {"exposed copy": 1, "device idle": 2, "findings": 3}
     for name, tid in tracks.items():
         yield from meta(_NPUDIAG_PID, tid, name, "t")
@@ -107,12 +119,16 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
             }
 
 
-def write_chrome_trace(path: Path, tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]]) -> None:
+def write_chrome_trace(
+    path: Path, tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]], originals: list[Path] | None = None
+) -> None:
+    """``originals``: the trace JSON files the tables came from; their events are copied through
+    (streamed, unchanged) instead of being rebuilt from the tables."""
     import io
 
     def write(fh) -> None:
         text = io.TextIOWrapper(fh, encoding="utf-8", write_through=True)
-        _write_events(text, _events(tables, marks, findings))
+        _write_events(text, _events(tables, marks, findings, originals or []))
         text.flush()
         text.detach()
 
