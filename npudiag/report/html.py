@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from npudiag.report.terminal import fmt_bytes, fmt_pct, fmt_us
+from npudiag.report.terminal import copy_numbers, fmt_pct, fmt_us, hot_op_numbers
 from npudiag.store import _atomic_write
 
 _CSS = """
@@ -146,19 +146,7 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
     out.append(
         _table(
             ["op", "task type", "count", "total", "avg", "min", "max", "share"],
-            [
-                [
-                    _e(r["key"]),
-                    _e(r["task_types"]),
-                    f"{r['count']:,}",
-                    fmt_us(r["total_us"]),
-                    fmt_us(r["avg_us"]),
-                    fmt_us(r["min_us"]),
-                    fmt_us(r["max_us"]),
-                    fmt_pct(r["share_pct"]),
-                ]
-                for r in hot["top"]
-            ],
+            [[_e(r["key"]), _e(r["task_types"]), *hot_op_numbers(r)] for r in hot["top"]],
             left=2,
         )
     )
@@ -167,18 +155,7 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
     out.append(
         _table(
             ["side", "direction", "mode", "count", "bytes", "time", "share of side"],
-            [
-                [
-                    _e(r["side"]),
-                    _e(r["direction"]),
-                    _e(r["mode"]),
-                    f"{r['count']:,}",
-                    fmt_bytes(r["bytes"]),
-                    fmt_us(r["time_us"]),
-                    fmt_pct(r["share_pct"]),
-                ]
-                for r in cp["by_direction"]
-            ],
+            [[_e(r["side"]), _e(r["direction"]), _e(r["mode"]), *copy_numbers(r)] for r in cp["by_direction"]],
             left=3,
         )
     )

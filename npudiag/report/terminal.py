@@ -35,6 +35,23 @@ def fmt_pct(p: float | None) -> str:
     return "-" if p is None else f"{p:.1f}%"
 
 
+def hot_op_numbers(r: dict[str, Any]) -> list[str]:
+    """count, total, avg, min, max, share of a hot-op row, as every renderer shows them."""
+    return [
+        f"{r['count']:,}",
+        fmt_us(r["total_us"]),
+        fmt_us(r["avg_us"]),
+        fmt_us(r["min_us"]),
+        fmt_us(r["max_us"]),
+        fmt_pct(r["share_pct"]),
+    ]
+
+
+def copy_numbers(r: dict[str, Any]) -> list[str]:
+    """count, bytes, time, share of a copies-by-direction row."""
+    return [f"{r['count']:,}", fmt_bytes(r["bytes"]), fmt_us(r["time_us"]), fmt_pct(r["share_pct"])]
+
+
 def render_terminal(summary: dict[str, Any], console: Console) -> None:
     prof = summary["profile"]
     head = Text()
@@ -71,16 +88,7 @@ def render_terminal(summary: dict[str, Any], console: Console) -> None:
         for c in ("count", "total", "avg", "min", "max", "share"):
             t.add_column(c, justify="right", no_wrap=True)
         for r in hot["top"]:
-            t.add_row(
-                r["key"],
-                r["task_types"],
-                f"{r['count']:,}",
-                fmt_us(r["total_us"]),
-                fmt_us(r["avg_us"]),
-                fmt_us(r["min_us"]),
-                fmt_us(r["max_us"]),
-                fmt_pct(r["share_pct"]),
-            )
+            t.add_row(r["key"], r["task_types"], *hot_op_numbers(r))
         console.print(t)
     else:
         console.print("[yellow]No device kernels found.[/]")
@@ -91,15 +99,7 @@ def render_terminal(summary: dict[str, Any], console: Console) -> None:
         for c in ("side", "direction", "mode", "count", "bytes", "time", "share of side"):
             t.add_column(c, justify="right" if c in ("count", "bytes", "time", "share of side") else "left")
         for r in cp["by_direction"]:
-            t.add_row(
-                r["side"],
-                r["direction"],
-                r["mode"],
-                f"{r['count']:,}",
-                fmt_bytes(r["bytes"]),
-                fmt_us(r["time_us"]),
-                fmt_pct(r["share_pct"]),
-            )
+            t.add_row(r["side"], r["direction"], r["mode"], *copy_numbers(r))
         console.print(t)
         _copy_stalls(summary, console)
     else:
