@@ -90,13 +90,6 @@ class OutputWriter:
         write_json(manifest, self.out / "manifest.json")
 
 
-def write_outputs(tables: dict[str, pa.Table], manifest: dict[str, Any], out: Path) -> None:
-    writer = OutputWriter(out)
-    for name, table in tables.items():
-        writer.submit(name, table)
-    writer.finish(manifest)
-
-
 def load_outputs(out: Path) -> tuple[dict[str, pa.Table], dict[str, Any]]:
     from npudiag.errors import InputError
     from npudiag.schemas import TABLES

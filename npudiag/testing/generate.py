@@ -219,6 +219,37 @@ def _op_statistic(path: Path, gt: GroundTruth, kinds, dur, device_col: bool) -> 
     _write_csv(path, ["Device_id", *header] if device_col else header, [r for _, r in rows])
 
 
+_HOST_TID = 2647914
+_PREFIX = {"acl": "AscendCL", "runtime": "Runtime"}
+
+
+def _api_event(cann: int, level: str, api: str, mode: str, ts: float, dur: float, conn: int) -> dict:
+    """A CANN host API call as msprof writes it (``AscendCL@api`` / ``Runtime@api``)."""
+    args = {"Thread Id": _HOST_TID, "Mode": mode, "level": level, "id": api, "item_id": "0", "connection_id": conn}
+    return {"name": f"{_PREFIX[level]}@{api}", "pid": cann, "tid": _HOST_TID, "ts": f"{ts:.3f}", "dur": dur, "args": args, "ph": "X"}
+
+
+def _task_event(hw: int, name: str, task_type: str, task_id: int, ts: float, dur: float, conn: int, extra: dict | None = None) -> dict:
+    """An Ascend Hardware task on stream 2; ``extra`` adds msprof's copy args (size(B), operation...)."""
+    args = {
+        "Model Id": NO_MODEL,
+        "Task Type": task_type,
+        "Physic Stream Id": 2,
+        "Task Id": task_id,
+        "Batch Id": 0,
+        "Subtask Id": 4294967295,
+        "connection_id": conn,
+        **(extra or {}),
+    }
+    return {"name": name, "pid": hw, "tid": 2, "ts": f"{ts:.3f}", "dur": dur, "args": args, "ph": "X"}
+
+
+def _copy_args(nbytes: int, us: float, msprof_args: bool) -> dict | None:
+    if not msprof_args:  # torch_npu's trace_view has no size/operation args
+        return None
+    return {"size(B)": nbytes, "bandwidth(GB/s)": round(nbytes / us / 1e3, 3), "operation": "host to device"}
+
+
 def _trace_events(
     start,
     dur,
@@ -246,127 +277,21 @@ def _trace_events(
         op_type, name, ttype, *_ = OP_MIX[kinds[i]]
         if ttype == "HCCL":
             continue
-        ev.append(
-            {
-                "name": "AscendCL@aclnn" + op_type,
-                "pid": cann,
-                "tid": 2647914,
-                "ts": f"{start[i] - 12.0:.3f}",
-                "dur": 4.5,
-                "args": {
-                    "Thread Id": 2647914,
-                    "Mode": "ACL_NN",
-                    "level": "acl",
-                    "id": "aclnn" + op_type,
-                    "item_id": "0",
-                    "connection_id": conn,
-                },
-                "ph": "X",
-            }
-        )
-        ev.append(
-            {
-                "name": name,
-                "pid": hw,
-                "tid": 2,
-                "ts": f"{start[i]:.3f}",
-                "dur": float(dur[i]),
-                "args": {
-                    "Model Id": NO_MODEL,
-                    "Task Type": ttype,
-                    "Physic Stream Id": 2,
-                    "Task Id": 34473 + i,
-                    "Batch Id": 0,
-                    "Subtask Id": 4294967295,
-                    "connection_id": conn,
-                },
-                "ph": "X",
-            }
-        )
+        ev.append(_api_event(cann, "acl", "aclnn" + op_type, "ACL_NN", start[i] - 12.0, 4.5, conn))
+        ev.append(_task_event(hw, name, ttype, 34473 + i, start[i], float(dur[i]), conn))
         conn += 1
     t = float(start[-1] + dur[-1] + 100.0) if len(start) else 1764246877073569.640
     for _ in range(copies):
-        ev.append(
-            {
-                "name": "AscendCL@aclrtMemcpy",
-                "pid": cann,
-                "tid": 2647914,
-                "ts": f"{t:.3f}",
-                "dur": copy_us + 20.0,
-                "args": {
-                    "Thread Id": 2647914,
-                    "Mode": "ACL_RTS",
-                    "level": "acl",
-                    "id": "aclrtMemcpy",
-                    "item_id": "0",
-                    "connection_id": conn,
-                },
-                "ph": "X",
-            }
-        )
-        ev.append(
-            {
-                "name": "Runtime@MemCopySync",
-                "pid": cann,
-                "tid": 2647914,
-                "ts": f"{t + 2.0:.3f}",
-                "dur": copy_us + 15.0,
-                "args": {
-                    "Thread Id": 2647914,
-                    "Mode": "MemCopySync",
-                    "level": "runtime",
-                    "id": "MemCopySync",
-                    "item_id": "0",
-                    "connection_id": conn,
-                },
-                "ph": "X",
-            }
-        )
-        args = {
-            "Model Id": NO_MODEL,
-            "Task Type": "PCIE_DMA_SQE",
-            "Physic Stream Id": 2,
-            "Task Id": 90000 + conn,
-            "Batch Id": 0,
-            "Subtask Id": 4294967295,
-            "connection_id": conn,
-        }
-        if msprof_args:
-            args.update({"size(B)": copy_bytes, "bandwidth(GB/s)": round(copy_bytes / copy_us / 1e3, 3), "operation": "host to device"})
-        ev.append({"name": "MEMCPY_ASYNC", "pid": hw, "tid": 2, "ts": f"{t + 10.0:.3f}", "dur": copy_us, "args": args, "ph": "X"})
+        ev.append(_api_event(cann, "acl", "aclrtMemcpy", "ACL_RTS", t, copy_us + 20.0, conn))
+        ev.append(_api_event(cann, "runtime", "MemCopySync", "MemCopySync", t + 2.0, copy_us + 15.0, conn))
+        extra = _copy_args(copy_bytes, copy_us, msprof_args)
+        ev.append(_task_event(hw, "MEMCPY_ASYNC", "PCIE_DMA_SQE", 90000 + conn, t + 10.0, copy_us, conn, extra))
         conn += 1
         t += copy_us + 200.0
     for _ in range(small_copies):
-        ev.append(
-            {
-                "name": "AscendCL@aclrtMemcpyAsync",
-                "pid": cann,
-                "tid": 2647914,
-                "ts": f"{t:.3f}",
-                "dur": 1.5,
-                "args": {
-                    "Thread Id": 2647914,
-                    "Mode": "ACL_RTS",
-                    "level": "acl",
-                    "id": "aclrtMemcpyAsync",
-                    "item_id": "0",
-                    "connection_id": conn,
-                },
-                "ph": "X",
-            }
-        )
-        args = {
-            "Model Id": NO_MODEL,
-            "Task Type": "SDMA_SQE",
-            "Physic Stream Id": 2,
-            "Task Id": 90000 + conn,
-            "Batch Id": 0,
-            "Subtask Id": 4294967295,
-            "connection_id": conn,
-        }
-        if msprof_args:
-            args.update({"size(B)": small_bytes, "bandwidth(GB/s)": round(small_bytes / small_us / 1e3, 3), "operation": "host to device"})
-        ev.append({"name": "MEMCPY_ASYNC", "pid": hw, "tid": 2, "ts": f"{t + 2.0:.3f}", "dur": small_us, "args": args, "ph": "X"})
+        ev.append(_api_event(cann, "acl", "aclrtMemcpyAsync", "ACL_RTS", t, 1.5, conn))
+        extra = _copy_args(small_bytes, small_us, msprof_args)
+        ev.append(_task_event(hw, "MEMCPY_ASYNC", "SDMA_SQE", 90000 + conn, t + 2.0, small_us, conn, extra))
         conn += 1
         t += small_us + 4.0
     return ev
@@ -379,28 +304,8 @@ def _alloc_events(start, step, per_step: int, us: float, cann: int = 2711464191)
         t = float(start[step == s][0]) + 1.0
         for _ in range(per_step):
             for acl, rt in (("aclrtMalloc", "DevMalloc"), ("aclrtFree", "DevFree")):
-                ev.append(
-                    {
-                        "name": f"AscendCL@{acl}",
-                        "pid": cann,
-                        "tid": 2647914,
-                        "ts": f"{t:.3f}",
-                        "dur": us,
-                        "args": {"Thread Id": 2647914, "Mode": "ACL_RTS", "level": "acl", "id": acl, "item_id": "0", "connection_id": 0},
-                        "ph": "X",
-                    }
-                )
-                ev.append(
-                    {
-                        "name": f"Runtime@{rt}",
-                        "pid": cann,
-                        "tid": 2647914,
-                        "ts": f"{t + 1.0:.3f}",
-                        "dur": us - 2.0,
-                        "args": {"Thread Id": 2647914, "Mode": rt, "level": "runtime", "id": rt, "item_id": "0", "connection_id": 0},
-                        "ph": "X",
-                    }
-                )
+                ev.append(_api_event(cann, "acl", acl, "ACL_RTS", t, us, 0))
+                ev.append(_api_event(cann, "runtime", rt, rt, t + 1.0, us - 2.0, 0))
                 t += us + 5.0
     return ev
 

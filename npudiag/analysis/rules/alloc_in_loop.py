@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pyarrow.compute as pc
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, severity_for, step_starts
+from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, step_starts
 
 RULE_ID = "alloc_in_loop"
 OPTIONS = {"min_steps": 2.0, "warning_share": 0.01, "critical_share": 0.05}
@@ -44,11 +44,10 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             continue  # not in every step after the first: warm-up allocations, not a loop pattern
         sel = np.isin(step_of, later)
         host_us = float(pc.fill_null(calls["duration_us"], 0.0).to_numpy()[sel].sum())
-        span = ctx.span_us(rank) or host_us
         out.append(
             Finding(
                 RULE_ID,
-                severity_for(host_us / span if span else 0.0, opts["warning_share"], opts["critical_share"]),
+                ctx.severity(rank, host_us, opts),
                 f"{int(sel.sum())} malloc/free calls recur in every step after the first ({host_us / 1e3:.2f} ms host time)",
                 "Allocate device buffers once before the loop and reuse them (or let the caching allocator keep them: "
                 "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True for torch_npu).",

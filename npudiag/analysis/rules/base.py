@@ -59,6 +59,14 @@ class RuleContext:
         mask = pc.is_null(t["rank"]) if rank is None else pc.equal(t["rank"], rank)
         return t.filter(pc.fill_null(mask, False))
 
+    def severity(self, rank: int | None, lost_us: float, opts: dict[str, float], span_us: float | None = None) -> str:
+        """Severity from the share of the rank's span (first kernel start to last end) the time lost is.
+
+        With no span to compare against (no kernels), any time lost counts as the whole span."""
+        span = self.span_us(rank) if span_us is None else span_us
+        span = span or lost_us
+        return severity_for(lost_us / span if span else 0.0, opts["warning_share"], opts["critical_share"])
+
     def span_us(self, rank: int | None) -> float:
         k = self.for_rank("kernels", rank)
         if k.num_rows == 0:

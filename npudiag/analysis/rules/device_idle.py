@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, device_copies, severity_for
+from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, device_copies
 from npudiag.analysis.timeline import base_ns, intervals, merge
 
 RULE_ID = "device_idle"
@@ -72,7 +72,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         out.append(
             Finding(
                 RULE_ID,
-                severity_for(total / span if span else 0.0, opts["warning_share"], opts["critical_share"]),
+                ctx.severity(rank, total, opts, span_us=span),
                 f"device idle {total / 1e3:.2f} ms in {int(long.sum())} gaps over {opts['min_gap_us'] / 1e3:g} ms",
                 "Find what the host does in the gaps (data loading, synchronisation, Python overhead): prefetch inputs, "
                 "remove stream/device synchronisations from the loop, or capture the step as a graph.",

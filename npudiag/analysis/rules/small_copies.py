@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, severity_for, step_starts
+from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, step_starts
 
 RULE_ID = "small_copies"
 OPTIONS = {"max_bytes": 65536.0, "min_count": 100.0, "warning_share": 0.01, "critical_share": 0.05}
@@ -71,7 +71,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             out.append(
                 Finding(
                     RULE_ID,
-                    severity_for(saving / span, opts["warning_share"], opts["critical_share"]),
+                    ctx.severity(rank, saving, opts, span_us=span),
                     f"{row['dur_count']} {row['direction']} copies under {int(opts['max_bytes'])} B"
                     + (f" in step {step}" if step is not None else ""),
                     "Pack small tensors into one buffer and copy it once (or keep them on the device); each copy pays a fixed "

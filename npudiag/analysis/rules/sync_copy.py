@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, severity_for
+from npudiag.analysis.rules.base import Finding, RuleContext, Skipped
 
 RULE_ID = "sync_copy"
 OPTIONS = {"min_bytes": 65536.0, "warning_share": 0.01, "critical_share": 0.10}
@@ -32,13 +32,12 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             continue
         blocked = float(pc.sum(sync["duration_us"]).as_py() or 0.0)
         nbytes = pc.sum(sync["size_bytes"]).as_py()
-        span = ctx.span_us(rank) or blocked
         names = sorted(set(sync["name"].to_pylist()))
         worst = sync.sort_by([("duration_us", "descending")]).slice(0, 5)
         out.append(
             Finding(
                 RULE_ID,
-                severity_for(blocked / span if span else 0.0, opts["warning_share"], opts["critical_share"]),
+                ctx.severity(rank, blocked, opts),
                 f"{sync.num_rows} synchronous copies block the {'host' if side == 'host' else 'stream'} for {blocked / 1e3:.2f} ms",
                 "Use aclrtMemcpyAsync on a stream (with pinned host memory from aclrtMallocHost) and synchronise once "
                 "where the result is needed, so copies overlap compute instead of stalling the host.",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, compute_intervals, device_copies, severity_for
+from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, compute_intervals, device_copies
 from npudiag.analysis.timeline import base_ns, intervals, merge, overlap_with
 
 RULE_ID = "unoverlapped_copy"
@@ -34,11 +34,10 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         if total < opts["min_exposed_us"]:
             continue
         order = np.argsort(-exposed)[: int(opts["worst"])]
-        span = ctx.span_us(rank) or total
         out.append(
             Finding(
                 RULE_ID,
-                severity_for(total / span if span else 0.0, opts["warning_share"], opts["critical_share"]),
+                ctx.severity(rank, total, opts),
                 f"{total / 1e3:.2f} ms of copies run with no compute beside them",
                 "Issue copies on a separate stream ahead of the compute that needs them (double-buffer inputs), "
                 "so transfers hide under kernels.",
