@@ -165,6 +165,25 @@ STEP_BREAKDOWN = pa.schema(
     ]
 )
 
+DIFF = pa.schema(
+    [
+        ("match_by", pa.string()),  # type, name, type+shapes, name+shapes
+        ("key", pa.string()),
+        ("status", pa.string()),  # both, added (only in current), removed (only in baseline)
+        ("base_count", pa.float64()),  # per run: the mean over repeated runs, so not always whole
+        ("cur_count", pa.float64()),
+        ("base_total_us", pa.float64()),
+        ("cur_total_us", pa.float64()),
+        ("delta_total_us", pa.float64()),
+        ("ratio", pa.float64()),  # cur_total / base_total; null for added ops
+        ("base_avg_us", pa.float64()),
+        ("cur_avg_us", pa.float64()),
+        ("delta_avg_us", pa.float64()),
+        ("base_share_pct", pa.float64()),
+        ("cur_share_pct", pa.float64()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "kernels": KERNELS,
     "api_calls": API_CALLS,

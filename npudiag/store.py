@@ -49,6 +49,11 @@ def write_json(obj: Any, path: Path) -> None:
     _atomic_write(path, lambda fh: fh.write(data))
 
 
+def write_text(text: str, path: Path) -> None:
+    data = text.encode("utf-8")
+    _atomic_write(path, lambda fh: fh.write(data))
+
+
 def read_table(path: Path) -> pa.Table:
     return pq.read_table(path)
 

@@ -14,16 +14,26 @@ import pyarrow.compute as pc
 from npudiag import schemas
 
 
+def op_key(kernels: pa.Table, by: str = "type", shapes: bool = False) -> pa.ChunkedArray:
+    """Each kernel's group key. With ``shapes`` the input shapes join the key, so the same op on
+    other shapes (a different kernel binary and tiling) is a group of its own."""
+    if by not in ("type", "name"):
+        raise ValueError(f"by must be 'type' or 'name', not {by!r}")
+    names = pc.coalesce(kernels["op_name"], kernels["task_type"], "(unnamed)")
+    key = pc.coalesce(kernels["op_type"], names) if by == "type" else names
+    if shapes:
+        key = pc.binary_join_element_wise(key, pc.coalesce(kernels["input_shapes"], ""), " @ ")
+    return key
+
+
 def hot_ops(kernels: pa.Table, by: str = "type") -> pa.Table:
     if by not in ("type", "name"):
         raise ValueError(f"by must be 'type' or 'name', not {by!r}")
     if kernels.num_rows == 0:
         return schemas.empty("hot_ops")
-    names = pc.coalesce(kernels["op_name"], kernels["task_type"], "(unnamed)")
-    key = pc.coalesce(kernels["op_type"], names) if by == "type" else names
     t = pa.table(
         {
-            "key": key,
+            "key": op_key(kernels, by),
             "task_type": pc.coalesce(kernels["task_type"], "unknown"),
             "rank": kernels["rank"],
             "duration_us": pc.coalesce(kernels["duration_us"], 0.0),

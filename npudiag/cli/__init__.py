@@ -9,6 +9,7 @@ import typer
 
 from npudiag import __version__
 from npudiag.cli import analyze as _analyze
+from npudiag.cli import compare as _compare
 from npudiag.errors import InputError
 
 app = typer.Typer(
@@ -35,6 +36,8 @@ def _root(
 
 app.command("analyze")(_analyze.analyze)
 app.command("report")(_analyze.report)
+app.command("compare")(_compare.compare)
+app.command("gate")(_compare.gate_cmd)
 
 
 def main() -> None:

@@ -11,10 +11,9 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeElapsedColumn, TransferSpeedColumn
 
 from npudiag import SCHEMA_VERSION, __version__
-from npudiag.analysis.hot_ops import hot_ops_table
+from npudiag.analysis.derive import DERIVED, derive
 from npudiag.analysis.markers import markers
-from npudiag.analysis.rules import findings_table, load_rule_file, parse_rule_options, run_rules
-from npudiag.analysis.step_breakdown import step_breakdown
+from npudiag.analysis.rules import load_rule_file, parse_rule_options
 from npudiag.analysis.summary import build_summary
 from npudiag.analysis.window import apply_window, parse_steps, parse_time
 from npudiag.ingest import ingest
@@ -101,12 +100,9 @@ def analyze(
     if writer is not None:
         for name, table in tables.items():
             writer.submit(name, table)
-    tables["hot_ops"] = hot_ops_table(tables["kernels"])
-    findings, skipped = run_rules(tables, overrides)
-    tables["findings"] = findings_table(findings)
-    tables["step_breakdown"] = step_breakdown(tables)
+    tables, skipped = derive(tables, overrides)
     if writer is not None:
-        for name in ("hot_ops", "findings", "step_breakdown"):
+        for name in DERIVED:
             writer.submit(name, tables[name])
         meta["out"] = str(target)
     summary = build_summary(tables, top=top, by=by.value, meta=meta, rules_skipped=skipped)

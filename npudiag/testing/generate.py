@@ -120,13 +120,44 @@ def _ts(x: float) -> str:
     return f"{x:.3f}\t"
 
 
-def _plan(n: int, seed: int, steps: int, idle_gaps: int = 0, idle_gap_us: float = 0.0):
+@dataclass(frozen=True)
+class Variation:
+    """How one run of a workload differs from another run of the same workload.
+
+    ``jitter`` is the relative standard deviation of run-to-run noise, applied twice: once as a
+    factor shared by every kernel of a step (clocks, host contention) and once per kernel, both
+    drawn from ``noise_seed``. ``scale`` multiplies one op type's durations (a planted regression
+    or improvement). The op sequence itself comes from the profile's ``seed`` and does not change.
+    """
+
+    noise_seed: int = 0
+    jitter: float = 0.0
+    scale: dict[str, float] = field(default_factory=dict)
+
+
+def _vary(kinds: np.ndarray, dur: np.ndarray, gaps: np.ndarray, step: np.ndarray, v: Variation) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(v.noise_seed)
+    per_step = 1.0 + rng.normal(0.0, v.jitter, int(step.max()) + 1)
+    per_kernel = 1.0 + rng.normal(0.0, v.jitter, len(dur))
+    factor = np.clip(per_step[step] * per_kernel, 0.5, 2.0)
+    for op_type, k in v.scale.items():
+        idx = [i for i, m in enumerate(OP_MIX) if m[0] == op_type]
+        if not idx:
+            raise ValueError(f"no op type {op_type!r} in the generator's op mix")
+        factor = np.where(kinds == idx[0], factor * k, factor)
+    gap_factor = np.clip(1.0 + rng.normal(0.0, v.jitter, len(gaps)), 0.5, 2.0)
+    return np.round(dur * factor, 3), np.round(gaps * gap_factor, 3)
+
+
+def _plan(n: int, seed: int, steps: int, idle_gaps: int = 0, idle_gap_us: float = 0.0, variation: Variation | None = None):
     rng = np.random.default_rng(seed)
     weights = np.array([m[4] for m in OP_MIX], float)
     kinds = rng.choice(len(OP_MIX), size=n, p=weights / weights.sum())
     means = np.array([m[3] for m in OP_MIX])[kinds]
     dur = np.round(means * rng.uniform(0.8, 1.2, n), 3)
     gaps = np.round(rng.uniform(1.0, 6.0, n), 3)
+    if variation is not None:
+        dur, gaps = _vary(kinds, dur, gaps, (np.arange(n) * steps // max(n, 1)) + 1, variation)
     if idle_gaps:
         gaps[np.linspace(n // (idle_gaps + 1), n - 2, idle_gaps).astype(int)] = idle_gap_us  # planted device idle
     t0 = 1764246877073569.640
@@ -332,9 +363,11 @@ def write_torch_profile(
     trace: bool = True,
     mallocs_per_step: int = 0,
     malloc_us: float = 300.0,
+    variation: Variation | None = None,
 ) -> GroundTruth:
-    """``mallocs_per_step`` plants that many aclrtMalloc + aclrtFree pairs at the start of every step."""
-    kinds, start, dur, gaps, step = _plan(kernels, seed, steps)
+    """``mallocs_per_step`` plants that many aclrtMalloc + aclrtFree pairs at the start of every step;
+    ``variation`` makes this one run of the ``seed`` workload among many (noise, a slower op)."""
+    kinds, start, dur, gaps, step = _plan(kernels, seed, steps, variation=variation)
     gt = _truth("torch_npu", kinds, dur)
     folder = out / f"npudiag-host_{2647914 + rank}_20251127192734{rank:03d}_ascend_pt"
     prof = folder / "ASCEND_PROFILER_OUTPUT"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.analysis.timeline import intervals
+from npudiag.tomlfile import read_toml
 
 
 @dataclass
@@ -122,16 +122,7 @@ def parse_rule_options(items: list[str]) -> dict[str, dict[str, float]]:
 
 def load_rule_file(path: Path) -> dict[str, dict[str, float]]:
     """Rule options from a TOML file, one table per rule: ``[sync_copy]`` then ``min_bytes = 65536``."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read ({exc.strerror})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    data = read_toml(path)
     items = []
     for rule_id, opts in data.items():
         if not isinstance(opts, dict):

@@ -1,0 +1,151 @@
+"""``npudiag compare`` and ``npudiag gate``: argument parsing and wiring only."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from npudiag.analysis.compare import compare_totals, diff_ops
+from npudiag.analysis.gate import CONFIG_FILE, GateConfig, gate, load_config, parse_percent
+from npudiag.analysis.metrics import known_metric
+from npudiag.analysis.window import parse_steps
+from npudiag.cli.analyze import By
+from npudiag.report.compare_report import render_compare_terminal
+from npudiag.report.gate_report import gate_junit, gate_markdown, render_gate_terminal
+from npudiag.report.json_report import render_json
+from npudiag.runs import Run, describe, load_side, store_runs
+from npudiag.store import write_json, write_table, write_text
+
+
+def _load(path: Path, quiet: bool) -> list[Run]:
+    err = Console(stderr=True)
+    if quiet or not err.is_terminal:
+        return load_side(path)
+    with err.status(f"reading {path}"):
+        return load_side(path)
+
+
+def _warn(runs: list[Run]) -> None:
+    for r in runs:
+        for w in r.warnings:
+            sys.stderr.write(f"npudiag: {w}\n")
+
+
+def compare(
+    baseline: Path = typer.Argument(..., help="Baseline: a profile, an 'analyze --out' folder, or a folder of repeated runs."),
+    current: Path = typer.Argument(..., help="Current: the same kinds of input as the baseline."),
+    by: By = typer.Option(By.type, "--by", help="Match operators by op type or by op name."),
+    shapes: bool = typer.Option(False, "--shapes", help="Same op with other input shapes is a different kernel."),
+    top: int = typer.Option(20, "--top", min=1, help="How many operators to show."),
+    out: Path = typer.Option(Path("npudiag-out/compare"), "--out", "-o", help="Folder for diff.parquet and compare.json."),
+    json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout, nothing else."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+) -> None:
+    """Diff two profiles operator by operator, with copies, idle time, findings and step time."""
+    base = _load(baseline, quiet or json_out)
+    cur = _load(current, quiet or json_out)
+    _warn(base + cur)
+    bt, ct = [r.tables for r in base], [r.tables for r in cur]
+    diff = diff_ops(bt, ct, by=by.value, shapes=shapes)
+    result = {
+        "baseline": describe(base),
+        "current": describe(cur),
+        "totals": compare_totals(bt, ct),
+        "ops": {"match_by": diff["match_by"][0].as_py() if diff.num_rows else by.value, "total": diff.num_rows, "rows": diff.to_pylist()},
+        "out": str(out / "diff.parquet"),
+    }
+    write_table(diff, out / "diff.parquet")
+    write_json({k: v for k, v in result.items() if k != "ops"}, out / "compare.json")
+    if json_out:
+        sys.stdout.write(render_json(result) + "\n")
+    else:
+        render_compare_terminal(result, Console(), top=top)
+
+
+def _config(
+    config: Path | None,
+    max_regression: str | None,
+    alpha: float | None,
+    metric: list[str],
+    top_ops: int | None,
+    by: By | None,
+    steps: str | None,
+    min_delta_us: float | None,
+) -> GateConfig:
+    if config is None and Path(CONFIG_FILE).is_file():
+        config = Path(CONFIG_FILE)
+    cfg = load_config(config)
+    changes: dict = {}
+    if max_regression is not None:
+        changes["max_regression"] = parse_percent(max_regression)
+    if alpha is not None:
+        if not 0 < alpha < 1:
+            raise ValueError(f"--alpha must be between 0 and 1, got {alpha}")
+        changes["alpha"] = alpha
+    if top_ops is not None:
+        changes["top_ops"] = top_ops
+    if by is not None:
+        changes["by"] = by.value
+    if steps is not None:
+        changes["steps"] = parse_steps(steps)
+    if min_delta_us is not None:
+        changes["min_delta_us"] = min_delta_us
+    for m in metric:
+        if not known_metric(m):
+            raise ValueError(f"--metric {m!r}: expected op:KEY, api:NAME or a step metric such as step_time_us")
+    if metric:
+        changes["metrics"] = tuple(dict.fromkeys([*cfg.metrics, *metric]))
+    return replace(cfg, **changes)
+
+
+def gate_cmd(
+    baseline: Path = typer.Argument(..., help="Baseline: a profile, an 'analyze --out' folder, or a folder of repeated runs."),
+    current: Path = typer.Argument(..., help="Current: the same kinds of input as the baseline."),
+    max_regression: str = typer.Option(None, "--max-regression", help="Allowed slow-down of every metric, e.g. 5% [default: 5%]."),
+    metric: list[str] = typer.Option([], "--metric", help="Also gate this metric (op:KEY, api:NAME, a step_breakdown column); repeatable."),
+    config: Path = typer.Option(None, "--config", help=f"Gate settings TOML [default: ./{CONFIG_FILE} when present]."),
+    alpha: float = typer.Option(None, "--alpha", help="Significance level of the Mann-Whitney test [default: 0.002]."),
+    top_ops: int = typer.Option(None, "--top-ops", min=0, help="Gate the N hottest ops of each side [default: 10]."),
+    by: By = typer.Option(None, "--by", help="Op metrics by op type or op name [default: type]."),
+    steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up."),
+    min_delta_us: float = typer.Option(None, "--min-delta-us", help="Ignore changes smaller than this [default: 0.2% of the step time]."),
+    junit: Path = typer.Option(None, "--junit", help="Write JUnit XML (one testcase per metric) for Jenkins / GitLab."),
+    markdown: Path = typer.Option(None, "--markdown", help="Write a Markdown summary, e.g. to $GITHUB_STEP_SUMMARY."),
+    json_out: bool = typer.Option(False, "--json", help="Print the verdicts as JSON on stdout, nothing else."),
+    update_baseline: Path = typer.Option(None, "--update-baseline", help="When the gate passes, store CURRENT here as the new baseline."),
+    accept: bool = typer.Option(False, "--accept", help="With --update-baseline: store it even though it regressed (and exit 0)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+) -> None:
+    """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold and beyond noise."""
+    try:
+        cfg = _config(config, max_regression, alpha, metric, top_ops, by, steps, min_delta_us)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    base = _load(baseline, quiet or json_out)
+    cur = _load(current, quiet or json_out)
+    _warn(base + cur)
+    try:
+        result = gate([r.tables for r in base], [r.tables for r in cur], cfg)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    data = {"baseline": describe(base), "current": describe(cur), **result.as_dict()}
+    if junit is not None:
+        write_text(gate_junit(data, str(baseline), str(current)), junit)
+    if markdown is not None:
+        write_text(gate_markdown(data, str(baseline), str(current)), markdown)
+    if json_out:
+        sys.stdout.write(render_json(data) + "\n")
+    else:
+        render_gate_terminal(data, Console(), f"{baseline}  ->  {current}")
+    if update_baseline is not None:
+        if result.failed and not accept:
+            sys.stderr.write(f"npudiag: baseline {update_baseline} not updated: the gate failed (use --accept to store it anyway)\n")
+        else:
+            store_runs(cur, update_baseline)
+            sys.stderr.write(f"npudiag: stored {current} as the baseline in {update_baseline}\n")
+    if result.failed and not accept:
+        raise typer.Exit(1)

@@ -1,0 +1,135 @@
+"""Renderers of a gate result (the dict of :meth:`GateResult.as_dict`): terminal, Markdown, JUnit XML.
+
+All three draw from the same dict that ``--json`` prints, so a CI log, a PR comment and the
+Jenkins test report can never disagree.
+"""
+
+from __future__ import annotations
+
+import socket
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from npudiag.report.terminal import fmt_us
+
+_STYLE = {"regression": "bold red", "improvement": "green", "not_significant": "yellow", "pass": ""}
+_LABEL = {"regression": "REGRESSION", "improvement": "improved", "not_significant": "noise", "pass": "ok"}
+
+
+def change_text(m: dict[str, Any]) -> str:
+    if m["ratio"] is None:
+        return "new"
+    return f"{(m['ratio'] - 1.0) * 100:+.1f}%"
+
+
+def p_text(m: dict[str, Any]) -> str:
+    return "-" if m["p_value"] is None else f"{m['p_value']:.2g}"
+
+
+def headline(result: dict[str, Any]) -> str:
+    n = len(result["metrics"])
+    if result["passed"]:
+        return f"passed: {n} metrics, no regression"
+    bad = result["regressions"]
+    return f"FAILED: {len(bad)} of {n} metrics regressed ({', '.join(bad)})"
+
+
+def render_gate_terminal(result: dict[str, Any], console: Console, title: str = "") -> None:
+    head = Text("npudiag gate", style="bold")
+    if title:
+        head.append(f"  {title}", style="dim")
+    console.print(head)
+    limits = {m["max_regression"] for m in result["metrics"]}
+    caption = f"limit +{limits.pop() * 100:g}% per metric; n = samples baseline/current" if len(limits) == 1 else None
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, caption=caption, caption_justify="left")
+    t.add_column("metric", overflow="fold", ratio=1, min_width=16)
+    for col in ("baseline", "current", "change") + (("limit",) if caption is None else ()) + ("n", "p"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("verdict", no_wrap=True)
+    for m in result["metrics"]:
+        style = _STYLE[m["status"]]
+        t.add_row(
+            m["metric"],
+            fmt_us(m["base_median_us"]),
+            fmt_us(m["cur_median_us"]),
+            change_text(m),
+            *(() if caption else (f"+{m['max_regression'] * 100:g}%",)),
+            f"{m['base_n']}/{m['cur_n']}",
+            p_text(m),
+            Text(_LABEL[m["status"]], style=style),
+        )
+    console.print(t)
+    for w in result["warnings"]:
+        console.print(Text(f"warning: {w}", style="yellow"))
+    for m in result["metrics"]:
+        if m["failed"]:
+            console.print(Text(f"{m['metric']}: {m['reason']}", style="red"))
+    console.print(Text(headline(result), style="bold green" if result["passed"] else "bold red"))
+
+
+def gate_markdown(result: dict[str, Any], baseline: str, current: str) -> str:
+    """A GitHub job summary / PR comment: verdict first, then the table, then the method."""
+    icon = "✅" if result["passed"] else "❌"
+    lines = [f"## {icon} npudiag gate {headline(result)}", "", f"Baseline `{baseline}` vs current `{current}`.", ""]
+    lines += ["| Metric | Baseline | Current | Change | Limit | Samples | p | Verdict |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for m in result["metrics"]:
+        verdict = _LABEL[m["status"]]
+        if m["failed"]:
+            verdict = f"**{verdict}**"
+        lines.append(
+            f"| `{m['metric']}` | {fmt_us(m['base_median_us'])} | {fmt_us(m['cur_median_us'])} | {change_text(m)} | "
+            f"+{m['max_regression'] * 100:g}% | {m['base_n']}/{m['cur_n']} | {p_text(m)} | {verdict} |"
+        )
+    if result["warnings"]:
+        lines.append("")
+        lines += [f"> **Warning:** {w}" for w in result["warnings"]]
+    meth = result["method"]
+    lines += [
+        "",
+        f"Medians of per-step samples; a metric regresses when its median grows by more than its limit and, with enough "
+        f"samples, a two-sided Mann-Whitney U test gives p < {meth['alpha']:g}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def gate_junit(result: dict[str, Any], baseline: str, current: str) -> str:
+    """JUnit XML: one testcase per gated metric; a regression is a <failure> carrying the numbers."""
+    metrics = result["metrics"]
+    failures = sum(1 for m in metrics if m["failed"])
+    suites = ET.Element("testsuites", name="npudiag gate", tests=str(len(metrics)), failures=str(failures), errors="0")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="npudiag.gate",
+        tests=str(len(metrics)),
+        failures=str(failures),
+        errors="0",
+        skipped="0",
+        timestamp=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"),
+        hostname=socket.gethostname(),
+    )
+    props = ET.SubElement(suite, "properties")
+    for k, v in (("baseline", baseline), ("current", current), ("alpha", str(result["method"]["alpha"]))):
+        ET.SubElement(props, "property", name=k, value=v)
+    for m in metrics:
+        case = ET.SubElement(suite, "testcase", classname="npudiag.gate", name=m["metric"], time="0")
+        numbers = (
+            f"baseline median {m['base_median_us']:.3f} us (n={m['base_n']}), current median {m['cur_median_us']:.3f} us "
+            f"(n={m['cur_n']}), change {change_text(m)}, limit +{m['max_regression'] * 100:g}%, method {m['method']}, p={p_text(m)}"
+        )
+        if m["failed"]:
+            fail = ET.SubElement(case, "failure", type="regression", message=f"{m['metric']} regressed {change_text(m)}: {m['reason']}")
+            fail.text = numbers
+        else:
+            ET.SubElement(case, "system-out").text = f"{m['status']}: {numbers}"
+    if result["warnings"]:
+        ET.SubElement(suite, "system-err").text = "\n".join(result["warnings"])
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
