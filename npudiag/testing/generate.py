@@ -149,13 +149,24 @@ def _vary(kinds: np.ndarray, dur: np.ndarray, gaps: np.ndarray, step: np.ndarray
     return np.round(dur * factor, 3), np.round(gaps * gap_factor, 3)
 
 
-def _plan(n: int, seed: int, steps: int, idle_gaps: int = 0, idle_gap_us: float = 0.0, variation: Variation | None = None):
+def _plan(
+    n: int,
+    seed: int,
+    steps: int,
+    idle_gaps: int = 0,
+    idle_gap_us: float = 0.0,
+    variation: Variation | None = None,
+    repeat_steps: bool = False,
+):
     rng = np.random.default_rng(seed)
     weights = np.array([m[4] for m in OP_MIX], float)
     kinds = rng.choice(len(OP_MIX), size=n, p=weights / weights.sum())
     means = np.array([m[3] for m in OP_MIX])[kinds]
     dur = np.round(means * rng.uniform(0.8, 1.2, n), 3)
     gaps = np.round(rng.uniform(1.0, 6.0, n), 3)
+    if repeat_steps and steps > 1:  # a training loop: every step runs step 1's op sequence
+        per = -(-n // steps)
+        kinds, dur, gaps = (np.tile(a[:per], steps)[:n] for a in (kinds, dur, gaps))
     if variation is not None:
         dur, gaps = _vary(kinds, dur, gaps, (np.arange(n) * steps // max(n, 1)) + 1, variation)
     if idle_gaps:
@@ -364,10 +375,12 @@ def write_torch_profile(
     mallocs_per_step: int = 0,
     malloc_us: float = 300.0,
     variation: Variation | None = None,
+    repeat_steps: bool = False,
 ) -> GroundTruth:
     """``mallocs_per_step`` plants that many aclrtMalloc + aclrtFree pairs at the start of every step;
-    ``variation`` makes this one run of the ``seed`` workload among many (noise, a slower op)."""
-    kinds, start, dur, gaps, step = _plan(kernels, seed, steps, variation=variation)
+    ``variation`` makes this one run of the ``seed`` workload among many (noise, a slower op);
+    ``repeat_steps`` makes every step run the same op sequence, as a training loop does."""
+    kinds, start, dur, gaps, step = _plan(kernels, seed, steps, variation=variation, repeat_steps=repeat_steps)
     gt = _truth("torch_npu", kinds, dur)
     folder = out / f"npudiag-host_{2647914 + rank}_20251127192734{rank:03d}_ascend_pt"
     prof = folder / "ASCEND_PROFILER_OUTPUT"
