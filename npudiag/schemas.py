@@ -184,6 +184,49 @@ DIFF = pa.schema(
     ]
 )
 
+LOG_EVENTS = pa.schema(
+    [
+        ("file", pa.string()),  # the log file (inside an archive: archive.tar.gz!member), or "-" for stdin
+        ("line", pa.int64()),  # 1-based line of the record's first line in that file
+        ("origin", pa.string()),  # host (plog, host device-<id> logs), device (msnpureport export), console (pasted / stdout)
+        ("format", pa.string()),  # plog, cann_console, torch_npu, glog, python, python_logging, mindie, dmesg, app, text
+        ("device_id", pa.int32()),
+        ("rank", pa.int32()),
+        ("pid", pa.int64()),
+        ("process", pa.string()),
+        ("level", pa.string()),  # ERROR, WARNING, INFO, DEBUG, EVENT, TRACE; null where the line does not say
+        ("module", pa.string()),  # RUNTIME, GE, HCCL, DRV, ... (torch_npu: PTA, OPS, DIST, ...)
+        ("timestamp", pa.timestamp("us")),  # local time as the log writes it; null where the line has none (or no year)
+        ("src_file", pa.string()),
+        ("src_line", pa.int64()),
+        ("thread_id", pa.int64()),
+        ("function", pa.string()),
+        ("message", pa.string()),  # continuation lines joined with "\n"
+        ("error_codes", pa.list_(pa.string())),  # EZ9999, EI0002, ERR01100, 507035 ... in order of appearance, distinct
+    ]
+)
+
+TRIAGE = pa.schema(
+    [
+        ("kb_id", pa.string()),
+        ("title", pa.string()),
+        ("role", pa.string()),  # cause or symptom (a symptom, e.g. a notify timeout, usually follows a failure elsewhere)
+        ("count", pa.int64()),
+        ("first_timestamp", pa.timestamp("us")),
+        ("last_timestamp", pa.timestamp("us")),
+        ("first_file", pa.string()),
+        ("first_line", pa.int64()),
+        ("device_ids", pa.list_(pa.int32())),
+        ("ranks", pa.list_(pa.int32())),
+        ("error_codes", pa.list_(pa.string())),
+        ("example", pa.string()),  # the first matching record's message (first line)
+        ("meaning", pa.string()),
+        ("causes", pa.string()),  # JSON list
+        ("checks", pa.string()),  # JSON list
+        ("fix", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "kernels": KERNELS,
     "api_calls": API_CALLS,

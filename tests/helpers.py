@@ -1,10 +1,24 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 
-def run_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real command line (python -m npudiag), as a user would."""
-    return subprocess.run([sys.executable, "-m", "npudiag", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
+def run_cli(
+    *args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real command line (python -m npudiag), as a user would; ``env`` adds to the environment."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "npudiag", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300, env=full_env, input=input
+    )
+
+
+STANDIN_BIN = Path(__file__).resolve().parent / "bin"
+
+
+def with_standins(env: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment whose PATH finds the stand-in vendor tools (msnpureport) first."""
+    return {**(env or {}), "PATH": f"{STANDIN_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}

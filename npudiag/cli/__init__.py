@@ -10,6 +10,7 @@ import typer
 from npudiag import __version__
 from npudiag.cli import analyze as _analyze
 from npudiag.cli import compare as _compare
+from npudiag.cli import logs as _logs
 from npudiag.errors import InputError
 
 app = typer.Typer(
@@ -38,6 +39,7 @@ app.command("analyze")(_analyze.analyze)
 app.command("report")(_analyze.report)
 app.command("compare")(_compare.compare)
 app.command("gate")(_compare.gate_cmd)
+app.add_typer(_logs.app, name="logs")
 
 
 def main() -> None:

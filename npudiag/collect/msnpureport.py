@@ -1,0 +1,281 @@
+"""Driving the real ``msnpureport`` (driver tools): log export and device log levels.
+
+What msnpureport accepts (see the project's formats notes): one of ``-g/-m/-e/-t/-r/-a/-f`` per
+call; ``-d N`` only with ``-g/-m/-e/-r``; ``-t`` 0 all (default), 1 slog+message(+system_info),
+2 bbox (hisi_logs), 3 stackcore, 4 vmcore, 5 module log (4 and 5 on newer drivers); ``-f`` adds
+historical maintenance information. An export creates ``YYYY-MM-DD-hh-mm-ss/`` in the current
+directory and prints ``Finished.`` at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from npudiag.errors import InputError
+
+DRIVER_TOOL_DIRS = ["/usr/local/Ascend/driver/tools", "/usr/local/Ascend/driver/tools/msnpureport"]
+EXPORT_TYPES = {"all": "0", "slog": "1", "bbox": "2", "stackcore": "3", "vmcore": "4", "module": "5"}
+DEVICE_LEVELS = ("error", "info", "warning", "debug", "null")
+HOST_LEVEL_NUMBERS = {"debug": 0, "info": 1, "warning": 2, "error": 3, "null": 4}
+# slog.h module names (newer CANN adds more in log_types.h; unknown names are passed through with a warning)
+MODULES = [
+    "SLOG",
+    "IDEDD",
+    "IDEDH",
+    "HCCL",
+    "FMK",
+    "HIAIENGINE",
+    "DVPP",
+    "RUNTIME",
+    "CCE",
+    "HDC",
+    "DRV",
+    "DEVMM",
+    "KERNEL",
+    "LIBMEDIA",
+    "CCECPU",
+    "ASCENDDK",
+    "ROS",
+    "HCCP",
+    "ROCE",
+    "TEFUSION",
+    "PROFILING",
+    "DP",
+    "APP",
+    "TS",
+    "TSDUMP",
+    "AICPU",
+    "LP",
+    "TDT",
+    "FE",
+    "MD",
+    "MB",
+    "ME",
+    "IMU",
+    "IMP",
+    "GE",
+    "MDCFUSA",
+    "CAMERA",
+    "ASCENDCL",
+    "TEEOS",
+    "ISP",
+    "SIS",
+    "HSM",
+    "DSS",
+    "PROCMGR",
+    "BBOX",
+    "AIVECTOR",
+    "TBE",
+    "FV",
+    "MDCMAP",
+    "TUNE",
+    "FFTS",
+]
+EXPORT_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}$")
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+class ToolError(Exception):
+    """msnpureport is missing or failed; the message is one line for the user."""
+
+
+def find_msnpureport() -> Path | None:
+    found = shutil.which("msnpureport")
+    if found:
+        return Path(found)
+    for d in DRIVER_TOOL_DIRS:
+        p = Path(d) / "msnpureport"
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def require_msnpureport() -> Path:
+    tool = find_msnpureport()
+    if tool is None:
+        raise ToolError(
+            "msnpureport not found on PATH or in /usr/local/Ascend/driver/tools; it ships with the NPU driver "
+            "(run on the host with the driver installed, or add its folder to PATH)"
+        )
+    return tool
+
+
+def export_args(kind: str = "all", force: bool = False) -> list[str]:
+    """The switches for one export call. ``-f`` and ``-t`` cannot be combined (one switch per call)."""
+    if kind not in EXPORT_TYPES:
+        raise ValueError(f"--type must be one of {', '.join(EXPORT_TYPES)}")
+    if force:
+        if kind != "all":
+            raise ValueError("--force exports everything plus history (msnpureport -f) and cannot be combined with --type")
+        return ["-f"]
+    return [] if kind == "all" else ["-t", EXPORT_TYPES[kind]]
+
+
+def level_commands(
+    global_level: str | None = None,
+    modules: list[str] | None = None,
+    event: str | None = None,
+    device: int | None = None,
+    request: bool = False,
+) -> list[list[str]]:
+    """One msnpureport argument list per setting (the tool takes one switch per call)."""
+    dev = ["-d", str(device)] if device is not None else []
+    calls: list[list[str]] = []
+    if global_level is not None:
+        if global_level.lower() not in DEVICE_LEVELS:
+            raise ValueError(f"--global must be one of {', '.join(DEVICE_LEVELS)}")
+        calls.append(["-g", global_level.lower(), *dev])
+    for spec in modules or []:
+        mod, _, lvl = spec.partition(":")
+        if not mod or lvl.lower() not in DEVICE_LEVELS:
+            raise ValueError(f"--module {spec!r}: expected MODULE:LEVEL with LEVEL one of {', '.join(DEVICE_LEVELS)}, e.g. RUNTIME:debug")
+        calls.append(["-m", f"{mod.upper()}:{lvl.lower()}", *dev])
+    if event is not None:
+        if event not in ("enable", "disable"):
+            raise ValueError("--event must be enable or disable")
+        calls.append(["-e", event, *dev])
+    if request:
+        calls.append(["-r", *dev])
+    if not calls:
+        raise ValueError("nothing to set: give --global, --module, --event or --request")
+    return calls
+
+
+def host_level_env(global_level: str | None, modules: list[str] | None, event: str | None) -> dict[str, str]:
+    """The host-side environment that means the same as the device settings (set before the app starts)."""
+    env: dict[str, str] = {}
+    if global_level is not None:
+        env["ASCEND_GLOBAL_LOG_LEVEL"] = str(HOST_LEVEL_NUMBERS[global_level.lower()])
+    if modules:
+        parts = []
+        for spec in modules:
+            mod, _, lvl = spec.partition(":")
+            parts.append(f"{mod.upper()}={HOST_LEVEL_NUMBERS[lvl.lower()]}")
+        env["ASCEND_MODULE_LOG_LEVEL"] = ":".join(parts)
+    if event is not None:
+        env["ASCEND_GLOBAL_EVENT_ENABLE"] = "1" if event == "enable" else "0"
+    env["ASCEND_SLOG_PRINT_TO_STDOUT"] = "1"
+    return env
+
+
+def run_tool(tool: Path, args: list[str], cwd: Path, echo: Callable[[str], None], timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
+    """Run ``tool args`` in ``cwd``, echoing its output lines; ToolError on failure or timeout."""
+    try:
+        proc = subprocess.Popen([str(tool), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    except OSError as exc:
+        raise ToolError(f"cannot run {tool}: {exc.strerror}") from None
+    lines: list[str] = []
+
+    def pump() -> None:  # a thread, so a tool that hangs silently still meets the timeout
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            echo(line.rstrip("\n"))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        rc = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise ToolError(f"{tool.name} {' '.join(args)} did not finish in {timeout_s:g} s; killed") from None
+    reader.join(timeout=5)
+    if rc != 0:
+        last = next((x for x in reversed(lines) if x.strip()), "")
+        raise ToolError(f"{tool.name} {' '.join(args)} failed with exit code {rc}" + (f": {last}" if last else ""))
+    return lines
+
+
+@dataclass
+class Export:
+    folder: Path
+    tool_output: list[str]
+
+
+def _created_folder(workdir: Path, output: list[str]) -> Path:
+    made = sorted(p for p in workdir.iterdir() if p.is_dir() and EXPORT_DIR.match(p.name))
+    if made:
+        return made[-1]
+    if len(output) >= 2 and ":" in output[1]:  # the path after the last colon of line 2 (what ascend-fd reads)
+        p = Path(output[1].rsplit(":", 1)[1].strip())
+        if p.is_dir():
+            return p
+    raise ToolError(f"msnpureport finished but no YYYY-MM-DD-hh-mm-ss export folder appeared in {workdir}")
+
+
+def export_logs(out: Path | None, kind: str, force: bool, echo: Callable[[str], None], timeout_s: float = DEFAULT_TIMEOUT_S) -> Export:
+    """Run the export in a private working folder beside ``out`` and move the result to ``out``
+    (default ``./npudiag-logs/<timestamp>``). An existing ``out`` is never overwritten."""
+    args = export_args(kind, force)
+    tool = require_msnpureport()
+    if out is not None and out.exists():
+        raise InputError(out, "already exists; npudiag never overwrites an export folder (choose another --out)")
+    parent = (out.parent if out is not None else Path("npudiag-logs")).absolute()
+    parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".msnpureport-", dir=parent))
+    try:
+        echo(f"running {tool} {' '.join(args)}".rstrip())
+        output = run_tool(tool, args, work, echo, timeout_s)
+        made = _created_folder(work, output)
+        dest = out.absolute() if out is not None else parent / made.name
+        if dest.exists():
+            raise InputError(dest, "already exists; npudiag never overwrites an export folder")
+        os.rename(made, dest)
+        return Export(dest, output)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def host_log_folders() -> list[Path]:
+    """Where host processes write plog and flushed device logs."""
+    base = os.environ.get("ASCEND_PROCESS_LOG_PATH")
+    if base:
+        return [Path(base)] if Path(base).is_dir() else []
+    home = Path(os.environ.get("HOME", str(Path.home()))) / "ascend" / "log"
+    return [home / d for d in ("debug", "run", "security") if (home / d).is_dir()]
+
+
+def copy_host_logs(dest: Path) -> list[Path]:
+    copied = []
+    for src in host_log_folders():
+        target = dest / "host" / src.name
+        shutil.copytree(src, target, symlinks=True)
+        copied.append(target)
+    return copied
+
+
+def write_archive(folder: Path) -> Path:
+    """``<folder>.tar.gz`` for sending to support, written to a temporary name first."""
+    target = folder.with_name(folder.name + ".tar.gz")
+    if target.exists():
+        raise InputError(target, "already exists; not overwritten")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder.parent)
+    os.close(fd)
+    try:
+        with tarfile.open(tmp, "w:gz") as tar:
+            tar.add(folder, arcname=folder.name)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def echo_stderr(line: str) -> None:
+    sys.stderr.write(f"  {line}\n")
+
+
+def unknown_modules(specs: list[str]) -> list[str]:
+    """Module names not in slog.h's table (newer CANN has more; msnpureport itself has the last word)."""
+    return [s.partition(":")[0].upper() for s in specs if s.partition(":")[0].upper() not in MODULES]

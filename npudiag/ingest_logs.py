@@ -1,0 +1,108 @@
+"""``logs parse`` as a library call: stream every source into log_events.parquet, keep what triage needs.
+
+Memory stays bounded by the number of problem records (errors, warnings, records with error
+codes or without a level), not by the size of the logs: every batch is written to Parquet as
+soon as it is parsed and only its problem rows are kept.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from npudiag.errors import InputError
+from npudiag.formats.ascend_log import LogParser
+from npudiag.log_sources import LogSource
+from npudiag.schemas import LOG_EVENTS
+from npudiag.store import _atomic_write
+
+QUIET_LEVELS = pa.array(["INFO", "DEBUG", "EVENT", "TRACE"])
+
+
+@dataclass
+class LogsRun:
+    problems: pa.Table  # the LOG_EVENTS rows triage looks at
+    totals: dict[str, Any]
+    errors: list[str] = field(default_factory=list)
+
+
+def _problem_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
+    quiet = pc.fill_null(pc.is_in(batch["level"], QUIET_LEVELS), False)
+    has_codes = pc.greater(pc.fill_null(pc.list_value_length(batch["error_codes"]), 0), 0)
+    return batch.filter(pc.or_(pc.invert(quiet), has_codes))
+
+
+def parse_logs(
+    sources: list[LogSource],
+    events_path: Path | None,
+    progress: Callable[[int], None] | None = None,
+    device: int | None = None,
+) -> LogsRun:
+    """Parse ``sources`` one after the other; a source that fails is reported and the rest go on."""
+    problems: list[pa.RecordBatch] = []
+    levels: Counter[str] = Counter()
+    files: Counter[str] = Counter()
+    errors: list[str] = []
+    lines = 0
+
+    def run(writer: pq.ParquetWriter | None) -> None:
+        nonlocal lines
+        for src in sources:
+            parser = LogParser(src.ctx)
+            try:
+                for batch in _batches(parser, src):
+                    if device is not None:
+                        batch = batch.filter(pc.fill_null(pc.equal(batch["device_id"], device), False))
+                    if writer is not None:
+                        writer.write_batch(batch)
+                    for lv, n in zip(*_value_counts(batch["level"])):
+                        levels[lv] += n
+                    files[src.ctx.file] += batch.num_rows
+                    problems.append(_problem_rows(batch))
+            except InputError as exc:
+                errors.append(exc.one_line())
+            except (OSError, EOFError, ValueError) as exc:  # a truncated archive member, an unreadable file
+                errors.append(f"{src.ctx.file}: cannot read ({exc})")
+            lines += parser.lines
+            if progress is not None:
+                progress(src.size_bytes)
+
+    if events_path is not None:
+
+        def write(fh) -> None:
+            writer = pq.ParquetWriter(fh, LOG_EVENTS, compression="snappy")
+            try:
+                run(writer)
+            finally:
+                writer.close()
+
+        _atomic_write(events_path, write)
+    else:
+        run(None)
+    table = pa.Table.from_batches(problems, schema=LOG_EVENTS) if problems else LOG_EVENTS.empty_table()
+    totals = {
+        "files": len(files),
+        "lines": lines,
+        "records": sum(files.values()),
+        "errors": levels.get("ERROR", 0) + levels.get("FATAL", 0),
+        "warnings": levels.get("WARNING", 0),
+        "by_level": dict(levels),
+    }
+    return LogsRun(table, totals, errors)
+
+
+def _batches(parser: LogParser, src: LogSource):
+    yield from parser.feed(src.open_lines())
+    yield from parser.finish()
+
+
+def _value_counts(arr: pa.Array) -> tuple[list[str], list[int]]:
+    vc = pc.value_counts(pc.fill_null(arr, "(none)"))
+    return vc.field("values").to_pylist(), vc.field("counts").to_pylist()

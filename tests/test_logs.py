@@ -1,0 +1,371 @@
+"""npudiag logs: the real corpus, the console forms, the knowledge base, archives, msnpureport."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from npudiag.analysis.triage import load_kb, match_entries, summarise, triage_table
+from npudiag.archive import check_members, safe_extract
+from npudiag.errors import InputError
+from npudiag.formats.ascend_log import LogContext, error_codes, parse_text
+from npudiag.ingest_logs import parse_logs
+from npudiag.log_sources import context_for, find_sources
+from npudiag.schemas import LOG_EVENTS, TRIAGE
+
+from .conftest import ROOT
+from .helpers import run_cli, with_standins
+
+LOG_CORPUS = ROOT.parent / "shared" / "corpus" / "logs"
+
+# per real file: the error codes its text carries, and the knowledge-base entries it must trigger
+EXPECTED = {
+    "ascend_pytorch_48_EE1002_stream_sync_timeout_507046.log": (
+        ["507046", "EE1002"],
+        ["runtime-stream-sync-timeout", "stream-sync-timeout"],
+    ),
+    "ascend_pytorch_54_EI9999_hccl_fftsplus_timeout.log": (
+        ["EI9999"],
+        ["acl-stream-sync-failed", "cann-inner-error-hccl", "hccl-fftsplus-timeout"],
+    ),
+    "ascend_samples_16_acl_set_device_507033_dmesg.log": (["507007", "507033"], ["device-setup-error"]),
+    "ascend_samples_21_plog_GE_PROFILING_TDT_setdevice_507033.log": ([], ["ge-dlopen-undefined-symbol"]),
+    "doc_cann_troubleshooting_0119_plog_DRV_RUNTIME_oom_EL9999.log": (["EL9999"], ["cann-inner-error-driver", "driver-heap-out-of-memory"]),
+    "fixture_mindcluster_faultdiag_device-1382_20250806223914702.log": ([], ["hccl-task-exception"]),
+    "fixture_mindcluster_faultdiag_plog-12337_20230704214646084.log": ([], ["hccl-error-cqe"]),
+    "fixture_mindcluster_faultdiag_plog-1365_20250806230935838.log": ([], ["pta-dispatch-timeout", "runtime-task-run-failed"]),
+    "fixture_mindcluster_faultdiag_plog-59420_20250124110314898.log": ([], ["hccl-link-error"]),
+    "gpustack_2021_plog_HCCL_CommInitRootInfo_failed_mindie.log": ([], ["hccl-comm-init-failed"]),
+    "hiascend_forum_0201177680189137012_vector_core_timeout_507034.log": (
+        ["507034", "EH9999"],
+        ["acl-stream-sync-failed", "cann-inner-error-acl", "vector-core-timeout"],
+    ),
+    "llamafactory_3839_EJ0001_hccp_init_failed.log": (
+        ["EJ0001", "ERR02200"],
+        ["hccp-init-failed", "torch-npu-dist-hccl-failed", "tsd-wait-response-failed"],
+    ),
+    # the EI0002 line itself is cut off in this excerpt; the device's stuck-notify text remains
+    "lmdeploy_3354_EI0002_hccl_fftsplus_notify_timeout.log": ([], ["hccl-fftsplus-timeout"]),
+    "mindone_269_aicore_error_mte_ddr_out_of_range.log": ([], ["aicore-ddr-out-of-range"]),
+    "ptoas_pr718_aicore_timeout_507014.log": (["507014", "EZ9999"], ["aicore-timeout", "aicore-timeout-or-trap", "cann-inner-error-ops"]),
+    "ptoas_pr808_aivec_ub_out_of_bounds_507035.log": (
+        ["507035", "EZ9999"],
+        ["aivec-ub-out-of-bounds", "cann-inner-error-ops", "vector-core-exception"],
+    ),
+    "ptoas_pr816_aicpu_exception_507018.log": (["507018", "E39999"], ["aicpu-exception", "aicpu-kernel-failed", "cann-inner-error-aicpu"]),
+    "touchnet_100_npu_out_of_memory.log": ([], ["npu-out-of-memory"]),
+    "vllm_ascend_382_hccl_watchdog_allreduce_timeout.log": ([], ["hccl-watchdog-timeout"]),
+    "vllm_ascend_4284_setdevice_507033_E30006_opp_verify.log": (
+        ["507033", "E30006", "ERR00100"],
+        ["device-setup-error", "opp-verify-failed", "torch-npu-pta-acl-failed", "tsd-wait-response-failed"],
+    ),
+    "vllm_ascend_486_EI0006_socket_timeout_hccl.log": (
+        ["EI0006", "ERR01100"],
+        ["hccl-result-6", "hccl-socket-timeout", "torch-npu-ops-acl-failed"],
+    ),
+    "vllm_ascend_4972_EH9999_aicore_timeout_507014.log": (
+        ["507014", "EH9999", "ERR00100", "ERR02005"],
+        ["aicore-timeout", "cann-inner-error-acl", "hccl-watchdog-timeout", "torch-npu-dist-internal", "torch-npu-pta-acl-failed"],
+    ),
+    "vllm_ascend_692_EH9999_500001_ge_init_platform_info.log": (
+        ["500001", "EH9999", "ERR00100"],
+        ["acl-internal-incorrect", "cann-inner-error-acl", "platform-info-init-failed", "torch-npu-pta-acl-failed"],
+    ),
+}
+
+
+@pytest.fixture
+def log_corpus() -> Path:
+    if not LOG_CORPUS.is_dir():
+        pytest.skip(f"real log corpus not present at {LOG_CORPUS} (only in the project workspace, not in a user's clone)")
+    return LOG_CORPUS
+
+
+def _parse(path: Path):
+    return parse_text(path.read_text(encoding="utf-8", errors="replace"), LogContext(path.name))
+
+
+def test_every_corpus_file_is_covered(log_corpus: Path) -> None:
+    assert sorted(p.name for p in log_corpus.glob("*.log")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_corpus_file_codes_and_triage(log_corpus: Path, name: str) -> None:
+    events = _parse(log_corpus / name)
+    assert events.schema.equals(LOG_EVENTS)
+    codes, kb_ids = EXPECTED[name]
+    found = {c for lst in events["error_codes"].to_pylist() for c in lst}
+    assert found == set(codes)
+    assert sorted(triage_table(events, load_kb())["kb_id"].to_pylist()) == kb_ids
+    # nothing dropped: the tail of every non-blank line is in some record's message
+    text = "\n".join(events["message"].to_pylist())
+    raw = (log_corpus / name).read_text(encoding="utf-8", errors="replace").replace("\\n", "\n").replace('\\"', '"')
+    for line in raw.splitlines():
+        if line.strip():
+            assert line.strip()[-24:] in text, line
+
+
+def test_plog_fields(log_corpus: Path) -> None:
+    r = _parse(log_corpus / "fixture_mindcluster_faultdiag_plog-1365_20250806230935838.log").to_pylist()[0]
+    assert (r["level"], r["module"], r["pid"], r["process"], r["src_file"], r["src_line"], r["thread_id"], r["function"]) == (
+        "ERROR",
+        "RUNTIME",
+        1365,
+        "python3.8",
+        "stars_engine.cc",
+        1551,
+        6219,
+        "ProcLogicCqReport",
+    )
+    assert r["timestamp"].isoformat() == "2025-08-06T23:09:35.772604" and r["format"] == "plog" and r["device_id"] == 3
+    hccl = _parse(log_corpus / "gpustack_2021_plog_HCCL_CommInitRootInfo_failed_mindie.log").to_pylist()[0]
+    assert (hccl["module"], hccl["thread_id"], hccl["src_line"]) == ("HCCL", 36818, 974)
+    tdt = _parse(log_corpus / "ascend_samples_21_plog_GE_PROFILING_TDT_setdevice_507033.log").to_pylist()
+    assert [(r["module"], r["thread_id"]) for r in tdt[:4]] == [
+        ("GE", 947062),
+        ("PROFILING", 947062),
+        ("PROFILING", 947062),
+        ("TDT", 947062),
+    ]
+    assert tdt[3]["function"] == "OpenProcess" and tdt[3]["level"] == "EVENT"
+
+
+def test_three_plog_records_on_one_line(log_corpus: Path) -> None:
+    rows = _parse(log_corpus / "doc_cann_troubleshooting_0119_plog_DRV_RUNTIME_oom_EL9999.log").to_pylist()
+    assert [(r["module"], r["line"]) for r in rows] == [("DRV", 1), ("RUNTIME", 1), ("RUNTIME", 1)]
+    assert rows[1]["error_codes"] == ["EL9999"] and rows[2]["device_id"] == 1
+
+
+def test_console_forms(log_corpus: Path) -> None:
+    rows = _parse(log_corpus / "vllm_ascend_486_EI0006_socket_timeout_hccl.log").to_pylist()
+    torch = next(r for r in rows if r["format"] == "torch_npu")
+    assert (torch["module"], torch["pid"], torch["device_id"], torch["rank"], torch["error_codes"]) == ("OPS", 1292363, 1, 1, ["ERR01100"])
+    cann = next(r for r in rows if r["format"] == "cann_console")
+    assert cann["pid"] == 1292363 and cann["module"] == "HCCL" and cann["timestamp"].isoformat() == "2025-04-08T18:07:20.444436"
+    glog = _parse(log_corpus / "vllm_ascend_382_hccl_watchdog_allreduce_timeout.log").to_pylist()
+    assert glog[0]["format"] == "glog" and glog[0]["rank"] == 1 and glog[0]["src_line"] == 574 and glog[0]["level"] == "ERROR"
+    assert {r["rank"] for r in glog if r["format"] == "glog"} == {0, 1}
+    json_text = _parse(log_corpus / "vllm_ascend_4284_setdevice_507033_E30006_opp_verify.log").to_pylist()
+    e3 = next(r for r in json_text if r["format"] == "cann_console")
+    assert e3["error_codes"][0] == "E30006" and e3["module"] == "AICPU"
+    tb = _parse(log_corpus / "hiascend_forum_0201177680189137012_vector_core_timeout_507034.log").to_pylist()[0]
+    assert tb["format"] == "python" and tb["message"].startswith("RuntimeError: ACL stream synchronize failed, error code:507034")
+
+
+def test_error_code_contexts() -> None:
+    assert error_codes("acl set device 0 failed, errorCode = 507033") == ["507033"]
+    assert error_codes("runtime result = 507046.") == ["507046"]
+    assert error_codes("aclrtSynchronizeStream(stream) failed: 507035 (main.cpp:92)") == ["507035"]
+    assert error_codes("module_name=EL9999 ret=207018") == ["EL9999", "207018"]
+    assert error_codes("Kernel task happen error, retCode=0x25, errorCode=0x2a") == []  # hex task codes are not ACL codes
+    assert error_codes("bytesize=8592031776 ge result = 4294967295 rank 123456") == []
+    assert error_codes("[E324 13:00:25.4 x.ts:1] E1212 W0 ERR0110") == []
+    assert error_codes('{"detail":"x\\nE30006: 2025-11-19 Failed"}') == ["E30006"]
+
+
+def test_cut_lines_and_garbage_do_not_crash() -> None:
+    text = "...[FILE:stream.cc][LIN\n[ERROR] RUNTIME(1,p):2025-08-06-23:09:35.772.604 [a.cc:1]1 F:x\n\x00\x01 garbage \udcff\n[ERROR] GE(1"
+    t = parse_text(text)
+    # the cut first line is its own record; garbage continues the plog record; the cut last header is a bare [ERROR] line
+    assert t["format"].to_pylist() == ["text", "plog", "app"]
+    assert t["message"][1].as_py().endswith("garbage ?") and t["level"][2].as_py() == "ERROR"
+
+
+def test_knowledge_base_has_40_entries_each_matching_its_example() -> None:
+    kb = load_kb()
+    assert len(kb) >= 40
+    for e in kb:
+        events = parse_text(e.example)
+        assert e.id in match_entries(events, kb), f"{e.id}: example does not match: {e.example}"
+        assert e.meaning and e.fix and e.causes and e.checks, e.id
+
+
+def test_root_cause_prefers_the_earliest_cause_across_ranks(tmp_path: Path) -> None:
+    r0 = tmp_path / "rank_0" / "debug" / "plog"
+    r1 = tmp_path / "rank_1" / "debug" / "plog"
+    r0.mkdir(parents=True)
+    r1.mkdir(parents=True)
+    (r0 / "plog-100_20250806230000000.log").write_text(
+        "[INFO] HCCL(100,python):2025-08-06-23:10:00.000.001 [a.cc:1][5]init ok\n"
+        "[ERROR] HCCL(100,python):2025-08-06-23:40:00.000.000 [b.cc:2][5]EI0002 notify wait timeout, stuck notify num:1\n"
+    )
+    (r1 / "plog-200_20250806230000000.log").write_text(
+        "[ERROR] RUNTIME(200,python):2025-08-06-23:09:35.772.604 [stars_engine.cc:1551]6219 ProcLogicCqReport:Task run failed, "
+        "device_id=1, stream_id=2, task_id=8885\n"
+    )
+    sources = find_sources(str(tmp_path), [])
+    assert (
+        {s.ctx.rank for s in sources} == {0, 1}
+        and {s.ctx.origin for s in sources} == {"host"}
+        and {s.ctx.pid for s in sources} == {100, 200}
+    )
+    run = parse_logs(sources, tmp_path / "events.parquet")
+    kb = load_kb()
+    s = summarise(run.problems, triage_table(run.problems, kb), kb, run.totals)
+    assert s["root_cause"]["kb_id"] == "runtime-task-run-failed" and s["root_cause"]["ranks"] == [1]
+    assert [r["rank"] for r in s["first_failure_by_rank"]] == [1, 0]
+    assert s["records"] == 3 and s["errors"] == 2
+    assert pq.read_table(tmp_path / "events.parquet").num_rows == 3
+
+
+def test_only_problem_rows_are_kept_in_memory(tmp_path: Path) -> None:
+    f = tmp_path / "plog-1_20250101000000000.log"
+    with open(f, "w") as fh:
+        for i in range(30_000):
+            fh.write(f"[INFO] GE(1,p):2025-01-01-00:00:{i % 60:02d}.000.000 [g.cc:{i}]1 Run:step {i}\n")
+        fh.write("[ERROR] RUNTIME(1,p):2025-01-01-00:01:00.000.000 [r.cc:9]1 F:rtStreamSynchronize failed, runtime result = 507014.\n")
+    run = parse_logs(find_sources(str(f), []), tmp_path / "e.parquet")
+    assert run.totals["records"] == 30_001 and run.problems.num_rows == 1
+    assert pq.read_metadata(tmp_path / "e.parquet").num_rows == 30_001
+
+
+def test_path_context() -> None:
+    c = context_for("2025-01-01-10-00-00/slog/dev-os-1/debug/device-3/device-3_20250101100000123.log")
+    assert (c.origin, c.device_id) == ("device", 3)
+    h = context_for("/root/ascend/log/debug/plog/plog-16027_20220618001623878.log")
+    assert (h.origin, h.pid, h.device_id) == ("host", 16027, None)
+    d = context_for("/root/ascend/log/debug/device-2/device-5511_20220618001623878.log")
+    assert (d.origin, d.device_id, d.pid) == ("device", 2, 5511)
+
+
+# -- archives ---------------------------------------------------------------------------------
+
+
+def _tar(path: Path, add) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        good = b"[ERROR] HCCL(1,p):2025-01-24-11:24:07.908.572 [comm_base.cc:1018][5]   |  124.0.0.11(1)  | no connect |\n"
+        info = tarfile.TarInfo("export/slog/dev-os-0/debug/device-0/device-0_20250124112407000.log")
+        info.size = len(good)
+        tar.addfile(info, io.BytesIO(good))
+        add(tar)
+    return path
+
+
+def _member(name: str, **kw) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    for k, v in kw.items():
+        setattr(info, k, v)
+    return info
+
+
+UNSAFE = {
+    "absolute": (lambda t: t.addfile(_member("/etc/cron.d/x.log", size=0), io.BytesIO(b"")), "absolute path"),
+    "dotdot": (lambda t: t.addfile(_member("export/../../x.log", size=0), io.BytesIO(b"")), "'..'"),
+    "symlink_out": (lambda t: t.addfile(_member("export/l.log", type=tarfile.SYMTYPE, linkname="../../etc/passwd")), "outside"),
+    "symlink_abs": (lambda t: t.addfile(_member("export/a.log", type=tarfile.SYMTYPE, linkname="/etc/passwd")), "absolute path"),
+    "hardlink_out": (lambda t: t.addfile(_member("export/h.log", type=tarfile.LNKTYPE, linkname="../x")), "outside"),
+    "device": (lambda t: t.addfile(_member("export/sda", type=tarfile.BLKTYPE, devmajor=8, devminor=0)), "device file"),
+    "fifo": (lambda t: t.addfile(_member("export/p", type=tarfile.FIFOTYPE)), "device file or FIFO"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNSAFE))
+def test_unsafe_archives_are_refused_and_other_inputs_still_parsed(tmp_path: Path, kind: str) -> None:
+    add, why = UNSAFE[kind]
+    bad = _tar(tmp_path / f"{kind}.tar.gz", add)
+    good = tmp_path / "plog-7_20250101000000000.log"
+    good.write_text("[ERROR] RUNTIME(7,p):2025-01-01-00:00:00.000.000 [r.cc:1]7 F:runtime result = 507035.\n")
+    r = run_cli("logs", "parse", bad, good, "--out", tmp_path / "out", "--json")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert why in r.stderr and str(bad) in r.stderr and "refusing the archive" in r.stderr
+    data = json.loads(r.stdout)
+    assert data["records"] == 1 and data["error_codes"][0]["code"] == "507035"
+    with pytest.raises(InputError), tarfile.open(bad) as tar:
+        check_members(bad, tar)
+    with pytest.raises(InputError):
+        safe_extract(bad, tmp_path / "x")
+    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").rglob("*.log"))
+
+
+def test_archive_size_limit_and_safe_archive(tmp_path: Path) -> None:
+    ok = _tar(tmp_path / "ok.tar.gz", lambda t: None)
+    sources = find_sources(str(ok), [])
+    assert len(sources) == 1 and sources[0].ctx.device_id == 0 and sources[0].ctx.origin == "device"
+    run = parse_logs(sources, None)
+    assert run.problems.num_rows == 1 and run.problems["file"][0].as_py().endswith(
+        "!export/slog/dev-os-0/debug/device-0/device-0_20250124112407000.log"
+    )
+    with pytest.raises(InputError, match="bytes uncompressed"):
+        find_sources(str(ok), [], max_archive_bytes=10)
+    names = safe_extract(ok, tmp_path / "x")
+    assert (tmp_path / "x" / names[0]).is_file()
+    with pytest.raises(InputError, match="already exists"):
+        safe_extract(ok, tmp_path / "x")
+
+
+def test_parse_stdin_and_outputs(tmp_path: Path, log_corpus: Path) -> None:
+    text = (log_corpus / "ptoas_pr808_aivec_ub_out_of_bounds_507035.log").read_text()
+    r = run_cli("logs", "parse", "-", "--out", tmp_path, "--json", input=text)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["root_cause"]["kb_id"] in ("vector-core-exception", "cann-inner-error-ops", "aivec-ub-out-of-bounds")
+    assert {c["code"] for c in data["error_codes"]} == {"507035", "EZ9999"}
+    assert pq.read_schema(tmp_path / "log_events.parquet").equals(LOG_EVENTS)
+    assert pq.read_schema(tmp_path / "triage.parquet").equals(TRIAGE)
+    shown = run_cli("logs", "parse", log_corpus, "--out", tmp_path / "all")
+    assert shown.returncode == 0 and "Root-cause candidate" in shown.stdout and "Error codes" in shown.stdout
+    missing = run_cli("logs", "parse", tmp_path / "nope.log")
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+# -- msnpureport ------------------------------------------------------------------------------
+
+
+def test_export_with_msnpureport(tmp_path: Path) -> None:
+    args_log = tmp_path / "args.txt"
+    host = tmp_path / "hostlogs" / "debug" / "plog"
+    host.mkdir(parents=True)
+    (host / "plog-9_20250101000000000.log").write_text("[ERROR] HCCL(9,p):2025-01-01-00:00:00.000.000 [h.cc:1][9]cqe err status[12]\n")
+    env = with_standins({"MSNPUREPORT_ARGS_LOG": str(args_log), "ASCEND_PROCESS_LOG_PATH": str(tmp_path / "hostlogs" / "debug")})
+    out = tmp_path / "export1"
+    r = run_cli("logs", "export", "--out", out, "--type", "slog", "--also-host", "--archive", "--json", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert args_log.read_text().splitlines() == ["-t 1"]
+    assert (out / "slog" / "dev-os-1" / "debug" / "device-1").is_dir() and not (out / "hisi_logs").exists()
+    assert (out / "host" / "debug" / "plog" / "plog-9_20250101000000000.log").is_file()
+    assert (tmp_path / "export1.tar.gz").is_file()
+    data = json.loads(r.stdout)
+    assert data["root_cause"]["kb_id"] in ("hccl-task-exception", "hccl-error-cqe")
+    assert {f["kb_id"] for f in data["findings"]} >= {"hccl-task-exception", "hccl-error-cqe"}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".msnpureport")]
+    again = run_cli("logs", "export", "--out", out, cwd=tmp_path, env=env)
+    assert again.returncode == 2 and "never overwrites" in again.stderr
+    forced = run_cli("logs", "export", "--force", "--out", tmp_path / "e2", cwd=tmp_path, env=env)
+    assert forced.returncode == 0 and args_log.read_text().splitlines()[-1] == "-f" and (tmp_path / "e2" / "hisi_logs").is_dir()
+    clash = run_cli("logs", "export", "--force", "--type", "bbox", cwd=tmp_path, env=env)
+    assert clash.returncode == 2 and "cannot be combined" in clash.stderr
+    default = run_cli("logs", "export", "--device", "1", "--json", cwd=tmp_path, env=env)
+    assert default.returncode == 0 and len(list((tmp_path / "npudiag-logs").iterdir())) == 2  # <timestamp> and its -npudiag tables
+    assert all(f["device_ids"] in ([1], []) for f in json.loads(default.stdout)["findings"])
+
+
+def test_export_failures_are_one_line(tmp_path: Path) -> None:
+    failing = run_cli("logs", "export", cwd=tmp_path, env=with_standins({"MSNPUREPORT_FAIL": "1"}))
+    assert failing.returncode == 2 and "exit code 255" in failing.stderr and "Traceback" not in failing.stderr
+    hang = run_cli("logs", "export", "--timeout", "1", cwd=tmp_path, env=with_standins({"MSNPUREPORT_HANG": "30"}))
+    assert hang.returncode == 2 and "did not finish in 1 s" in hang.stderr
+    none = run_cli("logs", "export", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
+    assert none.returncode == 2 and "msnpureport not found" in none.stderr
+
+
+def test_level_commands(tmp_path: Path) -> None:
+    args_log = tmp_path / "args.txt"
+    env = with_standins({"MSNPUREPORT_ARGS_LOG": str(args_log)})
+    r = run_cli(
+        "logs", "level", "--global", "debug", "--module", "RUNTIME:debug", "--event", "enable", "--device", "1", "--request", env=env
+    )
+    assert r.returncode == 0, r.stderr
+    assert args_log.read_text().splitlines() == ["-g debug -d 1", "-m RUNTIME:debug -d 1", "-e enable -d 1", "-r -d 1"]
+    host = run_cli("logs", "level", "--global", "info", "--module", "HCCL:debug", "--module", "tbe:error", "--host", env=env)
+    assert host.stdout.splitlines() == [
+        "export ASCEND_GLOBAL_LOG_LEVEL=1",
+        "export ASCEND_MODULE_LOG_LEVEL=HCCL=0:TBE=3",
+        "export ASCEND_SLOG_PRINT_TO_STDOUT=1",
+    ]
+    bad = run_cli("logs", "level", "--global", "verbose", env=env)
+    assert bad.returncode == 2 and "--global must be one of" in bad.stderr
