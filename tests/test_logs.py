@@ -369,3 +369,34 @@ def test_level_commands(tmp_path: Path) -> None:
     ]
     bad = run_cli("logs", "level", "--global", "verbose", env=env)
     assert bad.returncode == 2 and "--global must be one of" in bad.stderr
+
+
+def test_vectorised_plog_path_gives_the_same_rows(log_corpus: Path, tmp_path: Path) -> None:
+    from npudiag.formats import plog_fast
+
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(log_corpus.glob("*.log"))]
+    lines = [
+        "[INFO] GE(1,p):2025-08-06-23:09:35.772.604 [graph_manager.cc:12]77 RunGraph:Run graph 1 success",
+        "[ERROR] RUNTIME(1,p):2025-08-06-23:09:36.000.001 [api_c.cc:9]77 rtStreamSynchronize:ErrCode=507014, device_id=2",
+        "   |  dest_ip(rank_id)  |  src_ip(rank_id)   |",
+        "[EVENT] TDT(1,p):2025-08-06-23:09:37.100.200 [process_mode_manager.cpp:103][OpenProcess][tid:9] [Rank 3] open",
+        "[ERROR] DRV(1,p):2025-08-06-23:09:38.000.000 [ascend][drv] x[FUNC:Alloc][FILE:devmm.c][LINE:88]",
+    ]
+    texts.append("\n".join(lines * 50))
+    used = []
+    real = plog_fast.parse_plog_chunk
+
+    def spy(*a, **k):
+        r = real(*a, **k)
+        used.append(r is not None)
+        return r
+
+    plog_fast.parse_plog_chunk = spy
+    try:
+        for text in texts:
+            fast = parse_text(text, LogContext("x.log", device_id=None))
+            slow = parse_text(text, LogContext("x.log"), vectorised=False)
+            assert fast.to_pylist() == slow.to_pylist()
+    finally:
+        plog_fast.parse_plog_chunk = real
+    assert sum(used) >= 6  # the mindcluster plogs, the GE/TDT excerpt and the generated text took the fast path

@@ -14,7 +14,9 @@ back into lines. Memory is bounded: records are flushed in Arrow batches.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -23,6 +25,7 @@ import pyarrow as pa
 from npudiag.schemas import LOG_EVENTS
 
 BATCH_ROWS = 20_000
+CHUNK_LINES = 32_768  # lines per vectorised plog chunk
 MAX_CONTINUATION_LINES = 400  # a record longer than this is split, so one runaway block cannot grow unbounded
 MAX_MESSAGE_CHARS = 64_000
 
@@ -176,8 +179,9 @@ class LogParser:
     """Feed lines, take Arrow batches. ``feed`` is a plain loop over regexes anchored at the line start,
     tried only when the first character can begin that form."""
 
-    def __init__(self, ctx: LogContext, batch_rows: int = BATCH_ROWS) -> None:
+    def __init__(self, ctx: LogContext, batch_rows: int = BATCH_ROWS, vectorised: bool = True) -> None:
         self.ctx = ctx
+        self.vectorised = vectorised
         self.batch_rows = batch_rows
         self._cols: dict[str, list] = {f.name: [] for f in LOG_EVENTS}
         self._cur: _Record | None = None
@@ -241,16 +245,55 @@ class LogParser:
 
     # -- lines ---------------------------------------------------------------------------------
     def feed(self, lines: Iterable[str]) -> Iterator[pa.RecordBatch]:
-        for raw in lines:
-            self.lines += 1
-            line = raw.rstrip("\r\n")
-            if not line.isascii():
-                line = _valid_utf8(line)
+        """Lines are buffered into chunks cut just before a plog header, so a chunk of pure plog can
+        take the vectorised path and a record never straddles two chunks. Vectorised chunks run on a
+        worker thread (pyarrow's kernels release the GIL) while the next chunk is read; at most two
+        are in flight, so memory stays bounded, and results are taken in order."""
+        from npudiag.formats.plog_fast import parse_plog_chunk  # it builds on this module
+
+        pending: deque[tuple[Future[pa.RecordBatch | None] | None, list[str], int]] = deque()
+        pool = ThreadPoolExecutor(max_workers=2) if self.vectorised else None
+        try:
+            buf: list[str] = []
+            start = self.lines + 1
+            for raw in lines:
+                self.lines += 1
+                line = raw.rstrip("\r\n")
+                if not line.isascii():
+                    line = _valid_utf8(line)
+                buf.append(line)
+                if len(buf) >= CHUNK_LINES:
+                    cut = next((i for i in range(len(buf) - 1, 0, -1) if buf[i].startswith("[") and PLOG.match(buf[i])), len(buf))
+                    chunk, buf = buf[:cut], buf[cut:]
+                    fut = pool.submit(parse_plog_chunk, chunk, start, self.ctx) if pool and chunk[0].startswith("[") else None
+                    pending.append((fut, chunk, start))
+                    start += cut
+                    while len(pending) > 3:
+                        yield from self._resolve(*pending.popleft())
+            if buf:
+                fut = pool.submit(parse_plog_chunk, buf, start, self.ctx) if pool and buf[0].startswith("[") else None
+                pending.append((fut, buf, start))
+            while pending:
+                yield from self._resolve(*pending.popleft())
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+
+    def _resolve(self, fut: Future[pa.RecordBatch | None] | None, lines: list[str], start: int) -> Iterator[pa.RecordBatch]:
+        fast = fut.result() if fut is not None else None
+        if fast is not None:
+            self._close()
+            if self._cols["file"]:
+                yield self._batch()
+            self.records += fast.num_rows
+            yield fast
+            return
+        for i, line in enumerate(lines):
             if "\\n" in line and not line.startswith("["):
                 for sub in line.replace('\\"', '"').split("\\n"):
-                    self._line(self.lines, sub)
+                    self._line(start + i, sub)
             else:
-                self._line(self.lines, line)
+                self._line(start + i, line)
             if len(self._cols["file"]) >= self.batch_rows:
                 yield self._batch()
 
@@ -403,7 +446,8 @@ def parse_lines(lines: Iterable[str], ctx: LogContext, batch_rows: int = BATCH_R
     yield from parser.finish()
 
 
-def parse_text(text: str, ctx: LogContext | None = None) -> pa.Table:
+def parse_text(text: str, ctx: LogContext | None = None, vectorised: bool = True) -> pa.Table:
     """A whole text at once (tests, short pasted excerpts)."""
-    batches = list(parse_lines(text.splitlines(), ctx or LogContext("-")))
+    parser = LogParser(ctx or LogContext("-"), vectorised=vectorised)
+    batches = [*parser.feed(text.splitlines()), *parser.finish()]
     return pa.Table.from_batches(batches, schema=LOG_EVENTS)
