@@ -23,7 +23,8 @@ from npudiag.log_sources import LogSource
 from npudiag.schemas import LOG_EVENTS
 from npudiag.store import _atomic_write
 
-QUIET_LEVELS = pa.array(["INFO", "DEBUG", "EVENT", "TRACE"])
+QUIET_LEVELS = pa.array(["INFO", "DEBUG", "EVENT", "TRACE", "WARNING"])  # kept for triage only when they carry an error code
+MAX_PROBLEM_ROWS = 500_000  # triage looks at the first this many problem records; counts cover all
 
 
 @dataclass
@@ -51,6 +52,7 @@ def parse_logs(
     files: Counter[str] = Counter()
     errors: list[str] = []
     lines = 0
+    kept, dropped = [0], [0]
 
     def run(writer: pq.ParquetWriter | None) -> None:
         nonlocal lines
@@ -65,7 +67,13 @@ def parse_logs(
                     for lv, n in zip(*_value_counts(batch["level"])):
                         levels[lv] += n
                     files[src.ctx.file] += batch.num_rows
-                    problems.append(_problem_rows(batch))
+                    keep = _problem_rows(batch)
+                    if kept[0] < MAX_PROBLEM_ROWS:
+                        keep = keep.slice(0, MAX_PROBLEM_ROWS - kept[0])
+                        problems.append(keep)
+                        kept[0] += keep.num_rows
+                    else:
+                        dropped[0] += keep.num_rows
             except InputError as exc:
                 errors.append(exc.one_line())
             except (OSError, EOFError, ValueError) as exc:  # a truncated archive member, an unreadable file
@@ -94,7 +102,11 @@ def parse_logs(
         "errors": levels.get("ERROR", 0) + levels.get("FATAL", 0),
         "warnings": levels.get("WARNING", 0),
         "by_level": dict(levels),
+        "problem_records_not_triaged": dropped[0],
     }
+    if dropped[0]:
+        errors_note = f"triage looked at the first {MAX_PROBLEM_ROWS:,} error records; {dropped[0]:,} later ones are only counted"
+        totals["note"] = errors_note
     return LogsRun(table, totals, errors)
 
 

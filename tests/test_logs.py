@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from npudiag.analysis.triage import load_kb, match_entries, summarise, triage_table
 from npudiag.archive import check_members, safe_extract
@@ -400,3 +402,45 @@ def test_vectorised_plog_path_gives_the_same_rows(log_corpus: Path, tmp_path: Pa
     finally:
         plog_fast.parse_plog_chunk = real
     assert sum(used) >= 6  # the mindcluster plogs, the GE/TDT excerpt and the generated text took the fast path
+
+
+def _corpus_lines() -> list[str]:
+    if not LOG_CORPUS.is_dir():
+        return ["[ERROR] RUNTIME(1,p):2025-08-06-23:09:35.772.604 [a.cc:1]1 F:runtime result = 507014."]
+    return [line for p in sorted(LOG_CORPUS.glob("*.log")) for line in p.read_text(encoding="utf-8", errors="replace").splitlines()]
+
+
+_LINES = _corpus_lines()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    picks=st.lists(st.tuples(st.integers(0, len(_LINES) - 1), st.integers(0, 400), st.text(max_size=6)), min_size=1, max_size=40),
+)
+def test_fuzz_mixed_and_cut_lines_never_crash_and_both_paths_agree(picks) -> None:
+    lines = []
+    for i, cut, junk in picks:
+        line = _LINES[i]
+        lines.append(line[:cut] + junk if cut < len(line) else line)
+    text = "\n".join(lines)
+    fast = parse_text(text, LogContext("f.log"))
+    slow = parse_text(text, LogContext("f.log"), vectorised=False)
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast.schema.equals(LOG_EVENTS)
+
+
+_PLOG_LINES = [x for x in _LINES if x.startswith("[") and "):20" in x] + [
+    "   |  dest_ip(rank_id)  |  src_ip(rank_id)   |",
+    "plain continuation text",
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(picks=st.lists(st.tuples(st.integers(0, len(_PLOG_LINES) - 1), st.integers(0, 300), st.text(max_size=4)), min_size=1, max_size=30))
+def test_fuzz_plog_chunks_agree_with_the_line_parser(picks) -> None:
+    lines = [_PLOG_LINES[0]]
+    for i, cut, junk in picks:
+        line = _PLOG_LINES[i]
+        lines.append(line[:cut] + junk if cut < len(line) else line)
+    text = "\n".join(lines)
+    assert parse_text(text, LogContext("p.log")).to_pylist() == parse_text(text, LogContext("p.log"), vectorised=False).to_pylist()

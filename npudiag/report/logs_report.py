@@ -29,6 +29,8 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     head = Text("npudiag logs", style="bold")
     head.append(f"  {s['files']} files, {s['records']:,} records, {s['errors']:,} errors, {s['warnings']:,} warnings", style="dim")
     console.print(head)
+    if s.get("note"):
+        console.print(Text(s["note"], style="yellow"))
     root = s["root_cause"]
     first = s["first_error"]
     if root is not None:
