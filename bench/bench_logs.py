@@ -71,7 +71,10 @@ def main() -> None:
     a = ap.parse_args()
     folder = generate(a.mb)
     size = sum(p.stat().st_size for p in folder.rglob("*.log"))
-    lines = sum(1 for p in folder.rglob("*.log") for _ in open(p, "rb"))
+    lines = 0
+    for p in folder.rglob("*.log"):
+        with open(p, "rb") as fh:
+            lines += sum(1 for _ in fh)
     out = DATA / "parsed"
     code = (
         "import resource, sys, time; from npudiag.cli import main; t=time.perf_counter(); sys.argv=['npudiag','logs','parse',"
