@@ -11,6 +11,7 @@ from npudiag import __version__
 from npudiag.cli import analyze as _analyze
 from npudiag.cli import compare as _compare
 from npudiag.cli import logs as _logs
+from npudiag.cli import profile as _profile
 from npudiag.errors import InputError
 
 app = typer.Typer(
@@ -40,6 +41,8 @@ app.command("report")(_analyze.report)
 app.command("compare")(_compare.compare)
 app.command("gate")(_compare.gate_cmd)
 app.add_typer(_logs.app, name="logs")
+app.command("profile", context_settings=_profile.PROFILE_CONTEXT)(_profile.profile)
+app.command("doctor")(_profile.doctor)
 
 
 def main() -> None:

@@ -1,0 +1,226 @@
+"""``npudiag profile`` and ``npudiag doctor``: argument parsing and wiring only."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from npudiag.cli import analyze as _analyze
+from npudiag.collect import msprof as mp
+from npudiag.collect import toolkit
+from npudiag.collect.runner import needs_export, prof_dirs, run_child
+from npudiag.report.json_report import render_json
+
+PROFILE_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+
+
+class Mode(str, Enum):
+    cli = "cli"
+    env = "env"
+    acl_json = "acl-json"
+
+
+class Emit(str, Enum):
+    env = "env"
+    acl_json = "acl-json"
+    command = "command"
+    torch = "torch"
+
+
+def doctor(json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON.")) -> None:
+    """Check the CANN toolkit, msprof, msnpureport, driver and npu-smi, with the fix for each."""
+    checks = toolkit.doctor()
+    if json_out:
+        sys.stdout.write(render_json({"checks": [c.as_dict() for c in checks], "ok": all(c.ok for c in checks)}) + "\n")
+    else:
+        t = Table(box=None, show_header=False)
+        for c in checks:
+            t.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]missing[/red]", c.found or "", c.fix or "")
+        Console().print(t)
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)
+
+
+def _fail(message: str) -> typer.Exit:
+    sys.stderr.write(f"npudiag: {message}\n")
+    return typer.Exit(2)
+
+
+def profile(
+    app_argv: list[str] = typer.Argument(
+        None,
+        metavar="APP [ARGS]...",
+        help="The program to profile and its arguments (use -- before it if its arguments look like options).",
+    ),
+    mode: Mode = typer.Option(
+        Mode.cli,
+        "--mode",
+        help="cli: run msprof with the app; env: PROFILING_MODE/PROFILING_OPTIONS; acl-json: the profiler section of acl.json.",
+    ),
+    output: Path = typer.Option(
+        Path("npudiag-prof"), "--output", help="Collection folder; msprof creates PROF_* inside (msprof --output)."
+    ),
+    task_time: str = typer.Option(None, "--task-time", help="l0, l1, l2, l3, on, off [msprof default: on = l1]."),
+    ascendcl: str = typer.Option(None, "--ascendcl", help="on/off: AscendCL API data [on]."),
+    runtime_api: str = typer.Option(None, "--runtime-api", help="on/off: runtime API data [off]."),
+    aicpu: str = typer.Option(None, "--aicpu", help="on/off: AI CPU operators [off]."),
+    ai_core: str = typer.Option(None, "--ai-core", help="on/off: AI Core PMU [on with task-time l1]."),
+    aic_metrics: str = typer.Option(
+        None, "--aic-metrics", help="PipeUtilization, ArithmeticUtilization, Memory, MemoryL0, MemoryUB, ResourceConflictRatio, L2Cache."
+    ),
+    aic_mode: str = typer.Option(None, "--aic-mode", help="task-based or sample-based [task-based]."),
+    aic_freq: int = typer.Option(None, "--aic-freq", help="AI Core sampling frequency (Hz), sample-based mode."),
+    sys_hardware_mem: str = typer.Option(None, "--sys-hardware-mem", help="on/off: HBM/DDR bandwidth."),
+    sys_hardware_mem_freq: int = typer.Option(None, "--sys-hardware-mem-freq", help="Its sampling frequency (Hz)."),
+    l2: str = typer.Option(None, "--l2", help="on/off: L2 cache hit rate."),
+    hccl: str = typer.Option(None, "--hccl", help="on/off: HCCL (deprecated in msprof; use --task-time)."),
+    delay: int = typer.Option(None, "--delay", help="Start collecting after this many seconds (msprof --delay, newer releases)."),
+    duration: int = typer.Option(None, "--duration", help="Collect for this many seconds (msprof --duration, newer releases)."),
+    storage_limit: int = typer.Option(None, "--storage-limit", help="Disk limit in MB, 200 to 4294967295."),
+    msprof_arg: list[str] = typer.Option(
+        [], "--msprof-arg", help="Pass this msprof switch through unchanged (e.g. --msprof-arg=--sys-cpu-profiling=on); repeatable."
+    ),
+    start_step: int = typer.Option(
+        None, "--start-step", help="First step to keep (applied at analysis; see README for the torch_npu schedule)."
+    ),
+    stop_step: int = typer.Option(None, "--stop-step", help="Last step to keep."),
+    acl_json: Path = typer.Option(
+        Path("acl.json"), "--acl-json", help="The acl.json to write or merge into (--mode acl-json, --emit acl-json)."
+    ),
+    emit: Emit = typer.Option(
+        None,
+        "--emit",
+        help="Only write the configuration (env file, acl.json, the shell-quoted command, or a torch_npu.profiler snippet) and exit.",
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print exactly what would run (command, environment, acl.json) and exit."),
+    no_analyze: bool = typer.Option(False, "--no-analyze", help="Collect only; do not run the analysis."),
+    out: Path = typer.Option(None, "--out", "-o", help="Analysis output folder [default: ./npudiag-out/<PROF name>]."),
+) -> None:
+    """Collect a profile with msprof (or its env / acl.json methods), then analyze it."""
+    app = list(app_argv or [])
+    opts = mp.ProfileOptions(
+        output=output.absolute(),
+        task_time=task_time,
+        ascendcl=ascendcl,
+        runtime_api=runtime_api,
+        aicpu=aicpu,
+        ai_core=ai_core,
+        aic_metrics=aic_metrics,
+        aic_mode=aic_mode,
+        aic_freq=aic_freq,
+        sys_hardware_mem=sys_hardware_mem,
+        sys_hardware_mem_freq=sys_hardware_mem_freq,
+        l2=l2,
+        hccl=hccl,
+        delay_s=delay,
+        duration_s=duration,
+        storage_limit_mb=storage_limit,
+        extra=list(msprof_arg),
+    )
+    if start_step is not None and stop_step is not None and stop_step < start_step:
+        raise typer.BadParameter("--stop-step must not be before --start-step")
+    try:
+        env_extra: dict[str, str] = {}
+        acl_section = None
+        if mode is Mode.env or emit is Emit.env:
+            env_extra = mp.env_vars(opts)
+        if mode is Mode.acl_json or emit is Emit.acl_json:
+            acl_section = mp.acl_profiler_section(opts)
+        cli = mp.cli_args(opts)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if emit is Emit.env:
+        sys.stdout.write(mp.env_file_text(env_extra))
+        return
+    if emit is Emit.torch:
+        try:
+            sys.stdout.write(mp.torch_profiler_snippet(opts, start_step, stop_step))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        return
+    if emit is Emit.acl_json:
+        try:
+            mp.write_acl_json(acl_json, acl_section)
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+        sys.stderr.write(f"npudiag: wrote the profiler section into {acl_json} (pass it to aclInit)\n")
+        return
+    if not app and emit is not Emit.command:
+        raise typer.BadParameter("give the program to profile: npudiag profile [OPTIONS] ./app [ARGS]...")
+    checks = toolkit.doctor()
+    msprof = toolkit.find_msprof(toolkit.find_toolkit()[0])
+    argv = [str(msprof or "msprof"), *cli, *app] if mode is Mode.cli or emit is Emit.command else app
+    if emit is Emit.command:
+        sys.stdout.write(shlex.join(argv) + "\n")
+        return
+    if dry_run:
+        lines = [f"run: {shlex.join(argv)}"]
+        lines += [f"env: {k}={shlex.quote(v)}" for k, v in env_extra.items()]
+        if acl_section is not None:
+            lines.append(f"acl.json ({acl_json}): {json.dumps(mp.merged_acl_json(acl_json, acl_section))}")
+        if start_step is not None or stop_step is not None:
+            lines.append(
+                f"analysis window: --steps {start_step if start_step is not None else ''}:{stop_step if stop_step is not None else ''}"
+            )
+        sys.stdout.write("\n".join(lines) + "\n")
+        return
+    if mode is Mode.cli and msprof is None:
+        raise _fail(toolkit.first_problem(checks, "msprof") or "msprof not found")
+    if acl_section is not None:
+        try:
+            mp.write_acl_json(acl_json, acl_section)
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+        sys.stderr.write(f"npudiag: profiler section written to {acl_json}; the app must pass it to aclInit\n")
+    output.mkdir(parents=True, exist_ok=True)
+    before = prof_dirs(opts.output)
+    env = {**os.environ, **env_extra}
+    sys.stderr.write(f"npudiag: {shlex.join(argv)}\n")
+    try:
+        result = run_child(argv, env=env)
+    except OSError as exc:
+        raise _fail(str(exc)) from None
+    if result.interrupted:
+        sys.stderr.write(f"npudiag: interrupted after {result.elapsed_s:.1f} s; analysing the partial data collected so far\n")
+    new = sorted(prof_dirs(opts.output) - before)
+    if not new:
+        sys.stderr.write(f"npudiag: no PROF_* folder appeared in {opts.output} (exit code {result.returncode})\n")
+        raise typer.Exit(result.returncode or 2)
+    for prof in new:
+        if needs_export(prof):
+            if msprof is None:
+                sys.stderr.write(f"npudiag: {prof} has no exported summaries and msprof is not found to export them\n")
+                continue
+            sys.stderr.write(f"npudiag: exporting {prof.name} (msprof --export=on)\n")
+            run_child([str(msprof), "--export=on", f"--output={prof}"], label="exporting")
+    sys.stderr.write("npudiag: collected " + ", ".join(str(p) for p in new) + "\n")
+    code = result.returncode
+    if not no_analyze:
+        target = out if out is not None else Path("npudiag-out") / new[0].name
+        window = (start_step, stop_step)
+        for attempt in (window, (None, None)):
+            try:
+                _analyze.analyze(
+                    paths=new, out=target, top=20, by=_analyze.By.type, json_out=False, quiet=True,
+                    steps=None, start_step=attempt[0], stop_step=attempt[1], time_window=None,
+                    chrome_trace=None, html_out=None, rule_file=None, rule_opt=[],
+                )  # fmt: skip
+                break
+            except typer.BadParameter as exc:
+                if attempt == (None, None):
+                    raise
+                sys.stderr.write(f"npudiag: warning: the step window cannot be applied ({exc}); analysing every step\n")
+            except typer.Exit as exc:
+                code = code or exc.exit_code
+                break
+        sys.stderr.write(f"npudiag: layout: {opts.output}/ (raw msprof data)  {target}/ (npudiag tables, manifest.json)\n")
+    if code:
+        raise typer.Exit(code)

@@ -1,0 +1,224 @@
+"""Building an msprof collection three documented ways: the msprof command line, the
+PROFILING_MODE / PROFILING_OPTIONS environment, and the ``profiler`` section of acl.json.
+
+Only documented switches are produced (see the project's formats notes). An option left unset is
+not passed, so msprof's own default applies. Not every option exists in every method: asking for
+one the method lacks is an error that names the methods that have it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from npudiag.store import write_text
+
+ON_OFF = ("on", "off")
+TASK_TIME = ("l0", "l1", "l2", "l3", "on", "off")
+AIC_METRICS = (
+    "PipeUtilization",
+    "ArithmeticUtilization",
+    "Memory",
+    "MemoryL0",
+    "MemoryUB",
+    "ResourceConflictRatio",
+    "L2Cache",
+    "MemoryAccess",
+)
+AIC_MODES = ("task-based", "sample-based")
+STORAGE_LIMIT_MB = (200, 4294967295)
+
+
+@dataclass
+class ProfileOptions:
+    """npudiag profile's collection options; None means 'leave msprof's default'."""
+
+    output: Path
+    task_time: str | None = None
+    ascendcl: str | None = None
+    runtime_api: str | None = None
+    aicpu: str | None = None
+    ai_core: str | None = None
+    aic_metrics: str | None = None
+    aic_mode: str | None = None
+    aic_freq: int | None = None
+    sys_hardware_mem: str | None = None
+    sys_hardware_mem_freq: int | None = None
+    l2: str | None = None
+    hccl: str | None = None
+    delay_s: int | None = None
+    duration_s: int | None = None
+    storage_limit_mb: int | None = None
+    extra: list[str] = field(default_factory=list)  # --msprof-arg, passed through unchanged
+
+    def validate(self) -> None:
+        def one_of(name: str, value: str | None, allowed: tuple[str, ...]) -> None:
+            if value is not None and value not in allowed:
+                raise ValueError(f"--{name} must be one of {', '.join(allowed)}, not {value!r}")
+
+        for name in ("ascendcl", "runtime_api", "aicpu", "ai_core", "sys_hardware_mem", "l2", "hccl"):
+            one_of(name.replace("_", "-"), getattr(self, name), ON_OFF)
+        one_of("task-time", self.task_time, TASK_TIME)
+        one_of("aic-metrics", self.aic_metrics, AIC_METRICS)
+        one_of("aic-mode", self.aic_mode, AIC_MODES)
+        if self.storage_limit_mb is not None and not STORAGE_LIMIT_MB[0] <= self.storage_limit_mb <= STORAGE_LIMIT_MB[1]:
+            raise ValueError(f"--storage-limit must be in [{STORAGE_LIMIT_MB[0]}, {STORAGE_LIMIT_MB[1]}] MB")
+        for name in ("delay_s", "duration_s", "aic_freq", "sys_hardware_mem_freq"):
+            v = getattr(self, name)
+            if v is not None and v <= 0:
+                raise ValueError(f"--{name.replace('_s', '').replace('_', '-')} must be positive")
+
+
+# option attribute -> msprof switch
+_CLI = {
+    "task_time": "--task-time",
+    "ascendcl": "--ascendcl",
+    "runtime_api": "--runtime-api",
+    "aicpu": "--aicpu",
+    "ai_core": "--ai-core",
+    "aic_metrics": "--aic-metrics",
+    "aic_mode": "--aic-mode",
+    "aic_freq": "--aic-freq",
+    "sys_hardware_mem": "--sys-hardware-mem",
+    "sys_hardware_mem_freq": "--sys-hardware-mem-freq",
+    "l2": "--l2",
+    "hccl": "--hccl",
+    "delay_s": "--delay",
+    "duration_s": "--duration",
+}
+# PROFILING_OPTIONS keys (environment method) and acl.json profiler keys
+_ENV = {"task_time": "task_trace", "aicpu": "aicpu", "hccl": "hccl", "aic_metrics": "aic_metrics"}
+_ACL = {"task_time": "task_time", "aicpu": "aicpu", "hccl": "hccl", "aic_metrics": "aic_metrics", "l2": "l2"}
+_METHODS = {"cli": _CLI, "env": _ENV, "acl-json": _ACL}
+
+
+def _unsupported(opts: ProfileOptions, mapping: dict[str, str], method: str) -> None:
+    for name in _CLI:
+        if getattr(opts, name) is not None and name not in mapping:
+            others = [m for m, table in _METHODS.items() if name in table]
+            flag = _CLI[name].replace("--delay", "--delay").lstrip("-")
+            raise ValueError(f"--{flag} is not available with --mode {method} (use --mode {' or '.join(others)})")
+    if opts.extra and method != "cli":
+        raise ValueError(f"--msprof-arg passes msprof switches and needs --mode cli, not {method}")
+
+
+def cli_args(opts: ProfileOptions) -> list[str]:
+    """msprof's switches, ``--name=value`` as msprof writes them, in a stable order."""
+    opts.validate()
+    args = [f"--output={opts.output}"]
+    for name, switch in _CLI.items():
+        v = getattr(opts, name)
+        if v is not None:
+            args.append(f"{switch}={v}")
+    if opts.storage_limit_mb is not None:
+        args.append(f"--storage-limit={opts.storage_limit_mb}MB")
+    return args + list(opts.extra)
+
+
+def msprof_command(msprof: Path, opts: ProfileOptions, app: list[str]) -> list[str]:
+    return [str(msprof), *cli_args(opts), *app]
+
+
+def profiling_options(opts: ProfileOptions) -> dict[str, Any]:
+    """The PROFILING_OPTIONS JSON object (environment method)."""
+    opts.validate()
+    _unsupported(opts, _ENV, "env")
+    d: dict[str, Any] = {"output": str(opts.output), "training_trace": "on"}
+    for name, key in _ENV.items():
+        v = getattr(opts, name)
+        if v is not None:
+            d[key] = v
+    d.setdefault("task_trace", "on")
+    if opts.storage_limit_mb is not None:
+        d["storage_limit"] = f"{opts.storage_limit_mb}MB"
+    return d
+
+
+def env_vars(opts: ProfileOptions) -> dict[str, str]:
+    return {"PROFILING_MODE": "true", "PROFILING_OPTIONS": json.dumps(profiling_options(opts), separators=(",", ":"))}
+
+
+def env_file_text(env: dict[str, str]) -> str:
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+
+
+def acl_profiler_section(opts: ProfileOptions) -> dict[str, Any]:
+    opts.validate()
+    _unsupported(opts, _ACL, "acl-json")
+    d: dict[str, Any] = {"switch": "on", "output": str(opts.output)}
+    for name, key in _ACL.items():
+        v = getattr(opts, name)
+        if v is not None:
+            d[key] = v
+    if opts.storage_limit_mb is not None:
+        d["storage_limit"] = f"{opts.storage_limit_mb}MB"
+    return d
+
+
+def merged_acl_json(path: Path, section: dict[str, Any]) -> dict[str, Any]:
+    """``path``'s content with its ``profiler`` section replaced; every other section (dump...) kept."""
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8") or "{}")
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not valid JSON ({exc}); fix or remove it first") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object at the top level")
+    data["profiler"] = section
+    return data
+
+
+def write_acl_json(path: Path, section: dict[str, Any]) -> dict[str, Any]:
+    data = merged_acl_json(path, section)
+    write_text(json.dumps(data, indent=4) + "\n", path)
+    return data
+
+
+def torch_schedule(start: int | None, stop: int | None) -> str:
+    """The torch_npu.profiler.schedule that profiles steps START..STOP (ProfilerStep#N numbering, from 0).
+
+    One warm-up step before START when there is room (the first profiled step pays the profiler's
+    start-up), repeat=1 as the torch_npu guide recommends.
+    """
+    first = start or 0
+    if stop is None:
+        raise ValueError("a torch_npu schedule needs --stop-step")
+    if stop < first:
+        raise ValueError("--stop-step must not be before --start-step")
+    warmup = 1 if first >= 1 else 0
+    skip = first - warmup
+    return f"torch_npu.profiler.schedule(wait=0, warmup={warmup}, active={stop - first + 1}, repeat=1, skip_first={skip})"
+
+
+_TORCH_METRICS = {m: f"AiCMetrics.{m}" for m in AIC_METRICS}
+
+
+def torch_profiler_snippet(opts: ProfileOptions, start: int | None, stop: int | None) -> str:
+    """Python for a torch_npu training loop: the same collection through torch_npu.profiler, with the
+    step window as its schedule (msprof itself has no step switches)."""
+    level = {"l0": "Level0", "l1": "Level1", "l2": "Level2", "off": "Level_none"}.get(opts.task_time or "l1", "Level1")
+    exp = [f"profiler_level=torch_npu.profiler.ProfilerLevel.{level}"]
+    if opts.aic_metrics:
+        exp.append(f"aic_metrics=torch_npu.profiler.{_TORCH_METRICS[opts.aic_metrics]}")
+    if opts.l2 == "on":
+        exp.append("l2_cache=True")
+    lines = [
+        "import torch_npu",
+        "",
+        "experimental_config = torch_npu.profiler._ExperimentalConfig(" + ", ".join(exp) + ")",
+        "with torch_npu.profiler.profile(",
+        "    activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],",
+        f"    schedule={torch_schedule(start, stop)},",
+        f"    on_trace_ready=torch_npu.profiler.tensorboard_trace_handler({str(opts.output)!r}),",
+        "    experimental_config=experimental_config,",
+        ") as prof:",
+        "    for step, batch in enumerate(loader):",
+        "        train_step(batch)",
+        "        prof.step()",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""Running the profiled child: no shell, output passed straight through, Ctrl-C forwarded.
+
+The child inherits npudiag's stdout and stderr, so its output appears as it is written (and a
+tty stays a tty). A status line with the elapsed time is drawn on stderr only when stderr is a
+terminal. SIGINT / SIGTERM sent to npudiag are forwarded to the child (msprof then stops the
+app and still writes what it collected); npudiag keeps waiting, so the partial data can be
+exported and analysed, and reports that it was interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class ChildResult:
+    returncode: int  # the child's exit code; 128 + N when a signal N ended it
+    interrupted: bool  # npudiag got SIGINT / SIGTERM and forwarded it
+    elapsed_s: float
+
+
+def _status(stop: threading.Event, started: float, label: str) -> None:
+    while not stop.wait(0.5):
+        sys.stderr.write(f"\r\x1b[2K[npudiag] {label}: {time.monotonic() - started:6.1f} s")
+        sys.stderr.flush()
+    sys.stderr.write("\r\x1b[2K")
+    sys.stderr.flush()
+
+
+def run_child(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, label: str = "profiling") -> ChildResult:
+    """Run ``argv`` and wait for it, whatever signals arrive meanwhile."""
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd)
+    except FileNotFoundError:
+        raise OSError(f"cannot run {argv[0]}: no such file") from None
+    except PermissionError:
+        raise OSError(f"cannot run {argv[0]}: permission denied (not executable?)") from None
+    interrupted = False
+
+    def forward(signum: int, _frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    stop = threading.Event()
+    ticker = None
+    if sys.stderr.isatty():
+        ticker = threading.Thread(target=_status, args=(stop, started, label), daemon=True)
+        ticker.start()
+    try:
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for safety
+                continue
+    finally:
+        stop.set()
+        if ticker is not None:
+            ticker.join(timeout=1)
+        for s, h in old.items():
+            signal.signal(s, h)
+    code = 128 - rc if rc < 0 else rc
+    return ChildResult(code, interrupted, time.monotonic() - started)
+
+
+def prof_dirs(folder: Path) -> set[Path]:
+    """PROF_* folders directly in ``folder`` or one level down (msprof writes PROF_* into --output)."""
+    if not folder.is_dir():
+        return set()
+    found = {p for p in folder.glob("PROF_*") if p.is_dir()}
+    found |= {p for p in folder.glob("*/PROF_*") if p.is_dir()}
+    return found
+
+
+def needs_export(prof: Path) -> bool:
+    """True when msprof has not written its summaries yet (no mindstudio_profiler_output CSV/JSON/db)."""
+    out = prof / "mindstudio_profiler_output"
+    if out.is_dir() and any(p.suffix in (".csv", ".json") for p in out.iterdir()):
+        return False
+    if any(prof.glob("msprof_*.db")):
+        return False
+    return not any((prof / d / "summary").is_dir() for d in os.listdir(prof) if d.startswith("device_")) if prof.is_dir() else True
