@@ -227,6 +227,74 @@ TRIAGE = pa.schema(
     ]
 )
 
+TENSORS = pa.schema(
+    [
+        ("file", pa.string()),
+        ("offset", pa.int64()),  # byte offset of the tensor data in the file (null for stats CSV rows)
+        ("source", pa.string()),  # bin (a dump file) or stats_csv (dump_data=stats)
+        ("op_type", pa.string()),
+        ("op_name", pa.string()),
+        ("task_id", pa.int64()),
+        ("stream_id", pa.int64()),
+        ("timestamp_us", pa.int64()),  # from the file name; execution order
+        ("time_dir", pa.string()),  # the YYYYMMDDHHMMSS folder
+        ("device_id", pa.int32()),
+        ("model_name", pa.string()),
+        ("model_id", pa.int64()),
+        ("iteration", pa.int64()),
+        ("io", pa.string()),  # input, output, buffer, workspace
+        ("index", pa.int32()),
+        ("dtype", pa.string()),  # DT_FLOAT, DT_BF16, ...
+        ("format", pa.string()),  # as stored: ND, NCHW, NC1HWC0, FRACTAL_NZ, ...
+        ("shape", pa.list_(pa.int64())),
+        ("original_shape", pa.list_(pa.int64())),
+        ("size_bytes", pa.int64()),
+        ("element_count", pa.int64()),
+        ("min", pa.float64()),
+        ("max", pa.float64()),
+        ("mean", pa.float64()),
+        ("std", pa.float64()),
+        ("l2norm", pa.float64()),
+        ("nan_count", pa.int64()),
+        ("pos_inf_count", pa.int64()),
+        ("neg_inf_count", pa.int64()),
+        ("zero_count", pa.int64()),
+    ]
+)
+
+COMPARE = pa.schema(
+    [
+        ("order", pa.int64()),  # execution order of the op in MY_DUMP
+        ("op_type", pa.string()),
+        ("op_name", pa.string()),
+        ("io", pa.string()),
+        ("index", pa.int32()),
+        ("golden_name", pa.string()),
+        ("dtype", pa.string()),
+        ("golden_dtype", pa.string()),
+        ("shape", pa.list_(pa.int64())),
+        ("cosine_similarity", pa.float64()),
+        ("max_absolute_error", pa.float64()),
+        ("max_relative_error", pa.float64()),
+        ("mean_absolute_error", pa.float64()),
+        ("mean_relative_error", pa.float64()),
+        ("root_mean_square_error", pa.float64()),
+        ("accumulated_relative_error", pa.float64()),
+        ("relative_euclidean_distance", pa.float64()),
+        ("kl_divergence", pa.float64()),
+        ("my_mean", pa.float64()),
+        ("my_std", pa.float64()),
+        ("golden_mean", pa.float64()),
+        ("golden_std", pa.float64()),
+        ("one_thousandth_ratio", pa.float64()),  # share of elements with relative error < 0.001
+        ("one_hundredth_ratio", pa.float64()),
+        ("my_nan_count", pa.int64()),
+        ("golden_nan_count", pa.int64()),
+        ("passed", pa.bool_()),
+        ("fail_reason", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "kernels": KERNELS,
     "api_calls": API_CALLS,

@@ -10,6 +10,7 @@ import typer
 from npudiag import __version__
 from npudiag.cli import analyze as _analyze
 from npudiag.cli import compare as _compare
+from npudiag.cli import dump as _dump
 from npudiag.cli import logs as _logs
 from npudiag.cli import profile as _profile
 from npudiag.errors import InputError
@@ -41,6 +42,7 @@ app.command("report")(_analyze.report)
 app.command("compare")(_compare.compare)
 app.command("gate")(_compare.gate_cmd)
 app.add_typer(_logs.app, name="logs")
+app.add_typer(_dump.app, name="dump")
 app.command("profile", context_settings=_profile.PROFILE_CONTEXT)(_profile.profile)
 app.command("doctor")(_profile.doctor)
 

@@ -1,0 +1,173 @@
+"""``npudiag dump``: author configs (the group's own options), ``check``, ``parse``, ``compare``. Wiring only."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from npudiag.analysis.dump_compare import Thresholds
+from npudiag.collect import dump_config as dc
+from npudiag.compare_dump import CSV_COLUMNS, compare_dumps, compare_summary, msaccucmp_csv_rows
+from npudiag.ingest_dump import parse_dump_tree
+from npudiag.report.dump_report import render_compare_terminal, render_parse_terminal
+from npudiag.report.json_report import render_json
+from npudiag.store import write_json, write_table, write_text
+
+app = typer.Typer(help="Accuracy dumps: write the acl.json dump section, check it, parse dump files, compare two dumps.")
+
+
+class Mode(str, Enum):
+    all = "all"
+    input = "input"
+    output = "output"
+
+
+class Data(str, Enum):
+    tensor = "tensor"
+    stats = "stats"
+
+
+class Level(str, Enum):
+    op = "op"
+    kernel = "kernel"
+    all = "all"
+
+
+class Fmt(str, Enum):
+    acl = "acl"
+    msprobe = "msprobe"
+
+
+@app.callback(invoke_without_command=True)
+def author(
+    ctx: typer.Context,
+    layers: str = typer.Option(None, "--layers", help="Comma-separated op names to dump (dump_list[].layer)."),
+    model: str = typer.Option(None, "--model", help="The model_name the layers belong to."),
+    mode: Mode = typer.Option(Mode.output, "--mode", help="dump_mode."),
+    path: str = typer.Option("./dump", "--path", help="dump_path (where dump files land)."),
+    steps: str = typer.Option(None, "--steps", help="Iterations to dump, e.g. 0,5-9 (dump_step)."),
+    data: Data = typer.Option(Data.tensor, "--data", help="dump_data: whole tensors or statistics only."),
+    level: Level = typer.Option(None, "--level", help="dump_level: op, kernel or all [CANN default all]."),
+    overflow: bool = typer.Option(False, "--overflow", help="Overflow dump (dump_debug on); stands alone."),
+    single_op: bool = typer.Option(False, "--single-op", help="Dump single-operator calls (dump_op_switch on)."),
+    acl_json: Path = typer.Option(Path("acl.json"), "--acl-json", help="The acl.json to write or merge into (other sections are kept)."),
+    fmt: Fmt = typer.Option(Fmt.acl, "--format", help="acl: acl.json dump section; msprobe: msprobe's config.json for PyTorch."),
+    out: Path = typer.Option(None, "--out", "-o", help="With --format msprobe: where to write config.json [default: ./config.json]."),
+) -> None:
+    """Write the acl.json dump section (or msprobe's config.json) for the layers to dump."""
+    if ctx.invoked_subcommand is not None:
+        return
+    layer_list = [x.strip() for x in layers.split(",") if x.strip()] if layers else None
+    if not (layer_list or model or overflow or single_op):
+        sys.stdout.write(ctx.get_help() + "\n")
+        raise typer.Exit(0)
+    try:
+        if fmt is Fmt.msprobe:
+            cfg = dc.msprobe_config(path, layer_list, mode.value, steps, data.value, level.value if level else None, overflow)
+            target = out or Path("config.json")
+            write_text(json.dumps(cfg, indent=4) + "\n", target)
+            sys.stderr.write(f'npudiag: wrote {target}; use it with msprobe\'s PrecisionDebugger(config_path="{target}")\n')
+            return
+        section = dc.dump_section(
+            path, layer_list, model, mode.value, steps, data.value, level.value if level else None, overflow, single_op
+        )
+        dc.write_dump_section(acl_json, section)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    sys.stdout.write(json.dumps({"dump": section}, indent=4) + "\n")
+    sys.stderr.write(f"npudiag: dump section written to {acl_json}\n{dc.usage_text(acl_json, section)}\n")
+
+
+@app.command("check")
+def check(acl_json: Path = typer.Argument(..., help="The acl.json to validate.")) -> None:
+    """Validate an acl.json dump section the way CANN's dump config converter does."""
+    problems = dc.check_acl_json(acl_json)
+    for p in problems:
+        sys.stderr.write(f"npudiag: {p}\n")
+    if problems:
+        raise typer.Exit(2)
+    sys.stdout.write(f"{acl_json}: dump section OK\n")
+
+
+@app.command("parse")
+def parse(
+    dump_path: Path = typer.Argument(..., help="A dump tree ({dump_path}/{time}/{device}/...), a folder of dump files, or one file."),
+    out: Path = typer.Option(Path("npudiag-out/dump"), "--out", "-o", help="Folder for tensors.parquet."),
+    npy: Path = typer.Option(None, "--npy", help="Also write one .npy per input/output tensor here (in its original layout)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    top: int = typer.Option(20, "--top", help="How many tensors to show."),
+) -> None:
+    """Parse binary dump files and statistics CSVs into tensors.parquet (and .npy arrays)."""
+    if not dump_path.exists():
+        sys.stderr.write(f"npudiag: {dump_path}: no such file or folder\n")
+        raise typer.Exit(2)
+    t0 = time.perf_counter()
+    run = parse_dump_tree(dump_path, npy)
+    secs = time.perf_counter() - t0
+    write_table(run.table, out / "tensors.parquet")
+    rows = run.table.sort_by([("timestamp_us", "ascending"), ("task_id", "ascending")]).to_pylist() if run.table.num_rows else []
+    summary = {
+        "files": run.files,
+        "tensors": run.table.num_rows,
+        "tensor_bytes": run.tensor_bytes,
+        "seconds": secs,
+        "errors": run.errors,
+        "out": str(out),
+    }
+    write_json(summary, out / "summary.json")
+    if json_out:
+        sys.stdout.write(render_json({**summary, "tensors_table": rows[:top]}) + "\n")
+    else:
+        render_parse_terminal({**summary, "rows": rows}, Console(), top)
+    for e in run.errors:
+        sys.stderr.write(f"npudiag: {e}\n")
+    if run.errors:
+        sys.stderr.write(f"npudiag: {len(run.errors)} file(s) skipped; the others are in {out}/tensors.parquet\n")
+        raise typer.Exit(2)
+    if run.files == 0:
+        sys.stderr.write(f"npudiag: {dump_path}: no dump files found\n")
+        raise typer.Exit(2)
+
+
+@app.command("compare")
+def compare(
+    mine: Path = typer.Argument(..., help="My dump (a dump tree or folder of dump files)."),
+    golden: Path = typer.Argument(..., help="Golden: another dump, or a folder of {op}.{input|output}.{index}.npy files."),
+    mapping: Path = typer.Option(None, "--mapping", help="CSV of my_op_name,golden_op_name for renamed ops."),
+    out: Path = typer.Option(Path("npudiag-out/dump-compare"), "--out", "-o", help="Folder for compare.parquet and result_<time>.csv."),
+    cosine: float = typer.Option(0.99, "--cosine", help="Pass when cosine similarity >= this."),
+    red: float = typer.Option(0.05, "--red", help="Pass when relative Euclidean distance < this."),
+    kl: float = typer.Option(0.005, "--kl", help="Pass when KL divergence < this."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+) -> None:
+    """Compare two dumps tensor by tensor; name the first op whose output goes wrong."""
+    for p in (mine, golden):
+        if not p.exists():
+            sys.stderr.write(f"npudiag: {p}: no such file or folder\n")
+            raise typer.Exit(2)
+    run = compare_dumps(mine, golden, mapping, Thresholds(cosine, red, kl))
+    write_table(run.table, out / "compare.parquet")
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    w.writerows(msaccucmp_csv_rows(run.table))
+    csv_path = out / f"result_{time.strftime('%Y%m%d%H%M%S')}.csv"
+    write_text(buf.getvalue(), csv_path)
+    summary = compare_summary(run)
+    summary["out"] = [str(out / "compare.parquet"), str(csv_path)]
+    if json_out:
+        sys.stdout.write(render_json(summary) + "\n")
+    else:
+        render_compare_terminal(summary, Console())
+    for e in run.errors:
+        sys.stderr.write(f"npudiag: {e}\n")
+    if run.errors:
+        raise typer.Exit(2)

@@ -1,0 +1,231 @@
+"""The acl.json ``dump`` section and msprobe's config.json: writing them, and checking them the way
+CANN's adump config converter does (keys, values, conflicts), one message per problem."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from npudiag.store import write_text
+
+DUMP_KEYS = {
+    "dump_path", "dump_list", "dump_mode", "dump_op_switch", "dump_debug", "dump_level", "dump_stats", "dump_step",
+    "dump_data", "dump_scene", "dump_kernel_data",
+}  # fmt: skip
+VALUES = {
+    "dump_mode": {"input", "output", "all"},
+    "dump_data": {"tensor", "stats"},
+    "dump_op_switch": {"on", "off"},
+    "dump_debug": {"on", "off"},
+    "dump_level": {"op", "kernel", "all"},
+    "dump_scene": {"lite_exception", "aic_err_brief_dump", "aic_err_norm_dump", "aic_err_detail_dump", "watcher"},
+    "dump_kernel_data": {"all", "printf", "tensor", "assert", "timestamp"},
+}
+STATS_ITEMS = {"Max", "Min", "Avg", "Nan", "Negative Inf", "Positive Inf", "L2norm"}
+LIST_KEYS = {"model_name", "layer", "watcher_nodes", "optype_blacklist", "opname_blacklist", "opname_range"}
+MAX_PATH = 512
+_STEP_PART = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def parse_steps(spec: str) -> str:
+    """``0,5-9`` or ``0|5-9`` -> CANN's ``dump_step`` string ``0|5-9``; ValueError on bad syntax."""
+    parts = [p.strip() for p in re.split(r"[|,]", spec) if p.strip()]
+    if not parts:
+        raise ValueError(f"steps {spec!r}: expected N or N-M parts, e.g. 0,5-9")
+    if len(parts) > 100:
+        raise ValueError(f"steps {spec!r}: at most 100 parts")
+    for p in parts:
+        m = _STEP_PART.match(p)
+        if not m:
+            raise ValueError(f"steps {spec!r}: {p!r} is not N or N-M")
+        if m.group(2) is not None and int(m.group(2)) < int(m.group(1)):
+            raise ValueError(f"steps {spec!r}: {p!r} ends before it starts")
+    return "|".join(parts)
+
+
+def dump_section(
+    path: str,
+    layers: list[str] | None = None,
+    model: str | None = None,
+    mode: str = "output",
+    steps: str | None = None,
+    data: str = "tensor",
+    level: str | None = None,
+    overflow: bool = False,
+    single_op: bool = False,
+) -> dict[str, Any]:
+    if overflow:
+        # overflow dump stands alone: CANN rejects it together with model or single-op dump
+        if layers or model or single_op:
+            raise ValueError("--overflow (dump_debug) cannot be combined with --layers/--model/--single-op")
+        section: dict[str, Any] = {"dump_path": path, "dump_debug": "on"}
+    else:
+        if layers and not model:
+            raise ValueError("--layers needs --model (the model_name the layers belong to); use --single-op for single-operator calls")
+        section = {"dump_path": path, "dump_mode": mode}
+        if single_op:
+            section["dump_op_switch"] = "on"
+            section["dump_list"] = []
+        else:
+            entry: dict[str, Any] = {"model_name": model} if model else {}
+            if layers:
+                entry["layer"] = list(layers)
+            section["dump_list"] = [entry] if entry else []
+            section["dump_op_switch"] = "off"
+        if data != "tensor":
+            section["dump_data"] = data
+        if level is not None:
+            section["dump_level"] = level
+    if steps is not None:
+        section["dump_step"] = parse_steps(steps)
+    problems = check_section(section, check_path=False)
+    if problems:
+        raise ValueError(problems[0])
+    return section
+
+
+def check_section(d: Any, check_path: bool = True) -> list[str]:
+    """Problems with an acl.json ``dump`` section, one line each (empty when CANN would accept it)."""
+    if not isinstance(d, dict):
+        return ["dump: must be a JSON object"]
+    problems = [f"dump.{k}: unknown key (CANN accepts {', '.join(sorted(DUMP_KEYS))})" for k in d if k not in DUMP_KEYS]
+    for k, allowed in VALUES.items():
+        if k in d and d[k] not in allowed:
+            problems.append(f"dump.{k}: {d[k]!r} is not one of {', '.join(sorted(allowed))}")
+    path = d.get("dump_path")
+    if path is not None:
+        if not isinstance(path, str) or not path:
+            problems.append("dump.dump_path: must be a non-empty string")
+        elif len(path) > MAX_PATH:
+            problems.append(f"dump.dump_path: {len(path)} characters, at most {MAX_PATH}")
+        elif check_path:
+            p = Path(path)
+            probe = p if p.exists() else next((a for a in p.absolute().parents if a.exists()), Path("/"))
+            if not (probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)):
+                problems.append(f"dump.dump_path: {path} is not writable (checked {probe})")
+    if "dump_step" in d:
+        try:
+            parse_steps(str(d["dump_step"]).replace(",", "|"))
+            if "," in str(d["dump_step"]):
+                problems.append("dump.dump_step: parts are separated by '|', not ','")
+        except ValueError as exc:
+            problems.append(f"dump.dump_step: {exc}")
+    if "dump_stats" in d:
+        st = d["dump_stats"]
+        if not isinstance(st, list) or not st or any(s not in STATS_ITEMS for s in st):
+            problems.append(f"dump.dump_stats: must be a non-empty list of {', '.join(sorted(STATS_ITEMS))}")
+        if d.get("dump_data") != "stats":
+            problems.append('dump.dump_stats: needs dump_data "stats" (CANN error EP0005)')
+        if "dump_scene" in d:
+            problems.append("dump.dump_stats: cannot be combined with dump_scene (EP0005)")
+    if d.get("dump_debug") == "on" and d.get("dump_op_switch") == "on":
+        problems.append("dump.dump_debug: overflow dump cannot be combined with dump_op_switch on")
+    if d.get("dump_debug") == "on" and any(isinstance(e, dict) and e for e in d.get("dump_list", []) or []):
+        problems.append("dump.dump_debug: overflow dump cannot be combined with a model dump (dump_list)")
+    if "dump_scene" in d and (d.get("dump_debug") == "on" or d.get("dump_op_switch") == "on"):
+        problems.append("dump.dump_scene: cannot be combined with dump_debug or dump_op_switch on")
+    if d.get("dump_scene") == "watcher" and d.get("dump_mode", "output") != "output":
+        problems.append('dump.dump_scene: watcher mode needs dump_mode "output"')
+    dl = d.get("dump_list")
+    if dl is not None:
+        if not isinstance(dl, list):
+            problems.append("dump.dump_list: must be a list")
+        else:
+            for i, e in enumerate(dl):
+                if not isinstance(e, dict):
+                    problems.append(f"dump.dump_list[{i}]: must be an object")
+                    continue
+                problems += [
+                    f"dump.dump_list[{i}].{k}: unknown key (CANN accepts {', '.join(sorted(LIST_KEYS))})" for k in e if k not in LIST_KEYS
+                ]
+                layer = e.get("layer")
+                if layer is not None and (not isinstance(layer, list) or any(not isinstance(x, str) or not x for x in layer)):
+                    problems.append(f"dump.dump_list[{i}].layer: must be a list of op names")
+                if layer and "model_name" not in e:
+                    problems.append(f"dump.dump_list[{i}].layer: needs model_name in the same entry")
+                if layer and d.get("dump_op_switch") == "on" and "model_name" not in e:
+                    problems.append(f"dump.dump_list[{i}]: a layer list applies to a model dump, not to dump_op_switch on")
+                for key in ("optype_blacklist", "opname_blacklist"):
+                    bl = e.get(key)
+                    if bl is not None and (
+                        not isinstance(bl, list) or len(bl) > 100 or any(not isinstance(b, dict) or "name" not in b for b in bl)
+                    ):
+                        problems.append(f'dump.dump_list[{i}].{key}: at most 100 {{"name": ..., "pos": [...]}} objects')
+                rng = e.get("opname_range")
+                if rng is not None and (
+                    not isinstance(rng, list) or any(not isinstance(r, dict) or {"begin", "end"} - set(r) for r in rng)
+                ):
+                    problems.append(f'dump.dump_list[{i}].opname_range: a list of {{"begin": op, "end": op}}')
+    if d.get("dump_op_switch", "off") == "off" and not d.get("dump_list") and d.get("dump_debug") != "on" and "dump_scene" not in d:
+        problems.append("dump: nothing to dump: give dump_list (a model and its layers), dump_op_switch on, dump_debug on or dump_scene")
+    return problems
+
+
+def check_acl_json(path: Path) -> list[str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return [f"{path}: cannot read ({exc.strerror})"]
+    except ValueError as exc:
+        return [f"{path}: not valid JSON ({exc})"]
+    if not isinstance(data, dict):
+        return [f"{path}: expected a JSON object"]
+    if "dump" not in data:
+        return [f"{path}: no dump section"]
+    return [f"{path}: {p}" for p in check_section(data["dump"])]
+
+
+def write_dump_section(path: Path, section: dict[str, Any]) -> dict[str, Any]:
+    """Write or merge ``section`` as acl.json's ``dump``; every other section (profiler...) is kept."""
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8") or "{}")
+        except ValueError as exc:
+            raise ValueError(f"{path}: not valid JSON ({exc}); fix or remove it first") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object at the top level")
+    data["dump"] = section
+    write_text(json.dumps(data, indent=4) + "\n", path)
+    return data
+
+
+def msprobe_config(
+    path: str, layers: list[str] | None, mode: str, steps: str | None, data: str, level: str | None, overflow: bool
+) -> dict[str, Any]:
+    """msprobe's config.json for PyTorch: task statistics / tensor / overflow_check."""
+    task = "overflow_check" if overflow else ("statistics" if data == "stats" else "tensor")
+    step: list[Any] = []
+    if steps:
+        for part in parse_steps(steps).split("|"):
+            step.append(part if "-" in part else int(part))
+    cfg: dict[str, Any] = {
+        "task": task,
+        "dump_path": path,
+        "rank": [],
+        "step": step,
+        "level": "L2" if level == "kernel" else "L1",
+    }
+    if overflow:
+        cfg[task] = {"overflow_nums": 1}
+    else:
+        cfg[task] = {"scope": [], "list": list(layers or []), "data_mode": ["all" if mode == "all" else mode]}
+    return cfg
+
+
+def usage_text(acl_json: Path, section: dict[str, Any]) -> str:
+    base = section.get("dump_path", "./")
+    model = next((e.get("model_name") for e in section.get("dump_list", []) if isinstance(e, dict) and e.get("model_name")), None)
+    where = (
+        f"{base}/<YYYYMMDDHHMMSS>/<device_id>/{model or '<model_name>'}/<model_id>/<iteration>/"
+        if model
+        else f"{base}/<YYYYMMDDHHMMSS>/<device_id>/"
+    )
+    return (
+        f'use it: aclInit("{acl_json}") at start-up, or aclmdlInitDump(); aclmdlSetDump("{acl_json}") before loading the model.\n'
+        f"dump files will land in {where} (ASCEND_DUMP_PATH or ASCEND_WORK_PATH, when set, take priority over dump_path)\n"
+        f"then: npudiag dump parse {base}"
+    )
