@@ -31,13 +31,14 @@ def render_parse_terminal(s: dict[str, Any], console: Console, top: int = 20) ->
         )
     t = Table(box=box.SIMPLE_HEAD, show_edge=False)
     t.add_column("op", overflow="fold", ratio=1, min_width=14)
-    for col in ("io", "dtype", "format", "shape", "min", "max", "mean", "std", "nan", "inf"):
-        t.add_column(col, no_wrap=True, justify="right" if col in ("min", "max", "mean", "std", "nan", "inf") else "left")
+    for col in ("tensor", "type", "shape", "min", "max", "mean", "nan/inf"):
+        t.add_column(col, no_wrap=True, justify="right" if col in ("min", "max", "mean", "nan/inf") else "left")
     for r in rows[:top]:
+        fmt = "" if r["format"] in ("ND", None) else f" {r['format']}"
         t.add_row(
-            r["op_name"] or "?", f"{r['io']}{r['index']}", r["dtype"], r["format"], "x".join(map(str, r["shape"] or [])),
-            _num(r["min"]), _num(r["max"]), _num(r["mean"]), _num(r["std"]), str(r["nan_count"] or 0),
-            str((r["pos_inf_count"] or 0) + (r["neg_inf_count"] or 0)),
+            r["op_name"] or "?", f"{r['io'][:3]}{r['index']}", (r["dtype"] or "").removeprefix("DT_").lower() + fmt,
+            "x".join(map(str, r["shape"] or [])), _num(r["min"]), _num(r["max"]), _num(r["mean"]),
+            f"{r['nan_count'] or 0}/{(r['pos_inf_count'] or 0) + (r['neg_inf_count'] or 0)}",
         )  # fmt: skip
     console.print(t)
     if len(rows) > top:
