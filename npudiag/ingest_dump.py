@@ -8,6 +8,7 @@ its byte offset and the rest are still parsed.
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -116,7 +117,7 @@ def _stats_rows(f: Path, base: dict[str, Any]) -> list[dict[str, Any]]:
             if len(row) != len(cols):
                 raise InputError(f, f"{len(row)} fields, the header has {len(cols)}", line=lineno)
             r = dict(zip(cols, row))
-            shape = [int(x) for x in r["Shape"].split("x") if x.strip().isdigit()]
+            shape = [n for x in r["Shape"].split("x") if (n := _int(x)) is not None]
             count = r.get("Count")
             rows.append(
                 {
@@ -124,13 +125,13 @@ def _stats_rows(f: Path, base: dict[str, Any]) -> list[dict[str, Any]]:
                     "offset": None,
                     "source": "stats_csv",
                     "io": r["Input/Output"].strip().lower(),
-                    "index": int(r["Index"]),
+                    "index": _need_int(f, lineno, "Index", r["Index"]),
                     "dtype": r["Data Type"].strip(),
                     "format": r["Format"].strip(),
                     "shape": shape,
                     "original_shape": [],
-                    "size_bytes": int(r["Data Size"]) if r["Data Size"].strip().isdigit() else None,
-                    "element_count": int(count) if count and count.strip().isdigit() else int(np.prod(shape)) if shape else None,
+                    "size_bytes": _int(r["Data Size"]),
+                    "element_count": _int(count) if count and count.strip().isdigit() else _elements(shape) if shape else None,
                     "min": _float(r.get("Min Value", "NA")),
                     "max": _float(r.get("Max Value", "NA")),
                     "mean": _float(r.get("Avg Value", "NA")),
@@ -146,7 +147,23 @@ def _stats_rows(f: Path, base: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _int(v: str | None) -> int | None:
-    return int(v) if v is not None and v.strip().isdigit() else None
+    """A count, or None where the device wrote NA (or something no int64 holds)."""
+    if v is None or not v.strip().isdigit():
+        return None
+    n = int(v)
+    return n if n < 1 << 63 else None
+
+
+def _need_int(f: Path, lineno: int, column: str, v: str) -> int:
+    n = _int(v)
+    if n is None or n >= 1 << 31:
+        raise InputError(f, f"column {column!r}: {v!r} is not a tensor index", line=lineno)
+    return n
+
+
+def _elements(shape: list[int]) -> int | None:
+    n = math.prod(shape)
+    return n if n < 1 << 63 else None
 
 
 def parse_dump_tree(root: Path, npy_dir: Path | None = None, progress: Callable[[int], None] | None = None) -> DumpRun:

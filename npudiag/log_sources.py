@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -65,10 +66,30 @@ def context_for(name: str) -> LogContext:
     return ctx
 
 
+MAX_LINE_CHARS = 1 << 20  # longer lines are cut (and say so): one 100 MB line must not cost 100s of MB
+
+
+def bounded_lines(fh: io.TextIOBase) -> Iterator[str]:
+    """Lines of ``fh``, each at most MAX_LINE_CHARS; the rest of a longer line is read and dropped."""
+    while True:
+        line = fh.readline(MAX_LINE_CHARS)
+        if not line:
+            return
+        if len(line) == MAX_LINE_CHARS and not line.endswith("\n"):
+            cut = 0
+            while True:
+                more = fh.readline(MAX_LINE_CHARS)
+                cut += len(more)
+                if not more or more.endswith("\n"):
+                    break
+            line = f"{line} [... {cut} more characters cut by npudiag]\n"
+        yield line
+
+
 def _file_lines(path: Path) -> Callable[[], Iterator[str]]:
     def lines() -> Iterator[str]:
         with open(path, encoding="utf-8", errors="replace", newline="") as fh:
-            yield from fh
+            yield from bounded_lines(fh)
 
     return lines
 
@@ -79,14 +100,14 @@ def _member_lines(archive: Path, member: str) -> Callable[[], Iterator[str]]:
             fh = tar.extractfile(member)
             if fh is None:
                 return
-            yield from io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+            yield from bounded_lines(io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline=""))
 
     return lines
 
 
 def _stdin_lines() -> Iterator[str]:
     stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="")
-    yield from stream
+    yield from bounded_lines(stream)
 
 
 def _walk(folder: Path, warnings: list[str]) -> Iterator[Path]:
@@ -101,7 +122,16 @@ def _walk(folder: Path, warnings: list[str]) -> Iterator[Path]:
             dirnames[:] = []
         for f in sorted(filenames):
             if LOG_NAME.search(f):
-                yield Path(dirpath) / f
+                p = Path(dirpath) / f
+                try:
+                    st = p.lstat()
+                except OSError as exc:
+                    warnings.append(f"{p}: cannot read ({exc.strerror})")
+                    continue
+                if not stat.S_ISREG(st.st_mode):  # FIFOs, sockets, devices and symlinks are never opened
+                    warnings.append(f"{p}: not a regular file, skipped")
+                    continue
+                yield p
 
 
 def find_sources(path: str, warnings: list[str], max_archive_bytes: int = MAX_ARCHIVE_BYTES) -> list[LogSource]:
@@ -125,6 +155,8 @@ def find_sources(path: str, warnings: list[str], max_archive_bytes: int = MAX_AR
         return out
     if p.is_file():
         return [LogSource(_ctx_for_path(p), _file_lines(p), p.stat().st_size)]
+    if not p.is_dir():
+        raise InputError(p, "not a regular file or folder (a FIFO, socket or device is never read)")
     files = list(_walk(p, warnings))
     if not files:
         raise InputError(p, "no log files (*.log, *.txt) in this folder")

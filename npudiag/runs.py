@@ -23,7 +23,7 @@ from npudiag.analysis.derive import derive
 from npudiag.discover import is_msprof_folder, is_torch_folder
 from npudiag.errors import InputError
 from npudiag.ingest import ingest
-from npudiag.store import load_outputs, output_manifest, write_json, write_table
+from npudiag.store import load_outputs, output_manifest, swap_dir, write_json, write_table
 
 
 @dataclass
@@ -124,18 +124,10 @@ def _umask() -> int:
 
 
 def replace_dir(new: Path, dest: Path) -> None:
-    """Put folder ``new`` at ``dest``. An existing ``dest`` is first renamed aside, then removed;
-    if the process dies between the two renames the old folder survives as ``.<name>.old-*``."""
-    if not dest.exists():
-        os.rename(new, dest)
-        return
-    if not dest.is_dir() or not (is_out_folder(dest) or _is_runs_of_outs(dest)):
+    """Put folder ``new`` at ``dest``, refusing to replace a folder npudiag did not write."""
+    if dest.exists() and (not dest.is_dir() or not (is_out_folder(dest) or _is_runs_of_outs(dest))):
         raise InputError(dest, "exists and is not a folder npudiag wrote; refusing to replace it")
-    old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
-    os.rmdir(old)
-    os.rename(dest, old)
-    os.rename(new, dest)
-    shutil.rmtree(old, ignore_errors=True)
+    swap_dir(new, dest)
 
 
 def _is_runs_of_outs(path: Path) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -74,25 +75,69 @@ def output_manifest(profile: Any, version: str, schema_version: int) -> dict[str
 
 class OutputWriter:
     """Writes tables in background threads (Parquet encoding releases the GIL) so the summary can
-    be computed meanwhile; ``finish`` waits for them and writes manifest.json last, so its presence
-    means the set is complete."""
+    be computed meanwhile, into a hidden sibling folder ``.<name>.tmp-*``; ``finish`` writes
+    manifest.json last and swaps the folder in, so ``out`` is either the previous complete run or
+    the new complete run, never a mixture, even after a kill -9. Stale temporary folders of
+    earlier killed runs are removed first."""
 
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        out.mkdir(parents=True, exist_ok=True)
+    def __init__(self, out: Path, force: bool = False) -> None:
+        self.out = out.absolute()
+        if self.out.exists() and not _replaceable(self.out) and not force:
+            from npudiag.errors import InputError
+
+            raise InputError(out, "exists and was not written by npudiag (no manifest.json); use --force to replace it, or another --out")
+        self.force = force
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        for stale in self.out.parent.glob(f".{self.out.name}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        self.work = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.tmp-", dir=self.out.parent))
+        os.chmod(self.work, 0o777 & ~_UMASK)
         self._pool = ThreadPoolExecutor(max_workers=2)
         self._pending: list[Future[None]] = []
 
     def submit(self, name: str, table: pa.Table) -> None:
-        self._pending.append(self._pool.submit(write_table, table, self.out / f"{name}.parquet"))
+        self._pending.append(self._pool.submit(write_table, table, self.work / f"{name}.parquet"))
 
     def finish(self, manifest: dict[str, Any]) -> None:
         try:
             for f in self._pending:
                 f.result()
+        except BaseException:
+            shutil.rmtree(self.work, ignore_errors=True)
+            raise
         finally:
             self._pool.shutdown()
-        write_json(manifest, self.out / "manifest.json")
+        write_json(manifest, self.work / "manifest.json")
+        swap_dir(self.work, self.out)
+
+    def abandon(self) -> None:
+        self._pool.shutdown(cancel_futures=True)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _replaceable(path: Path) -> bool:
+    """A folder npudiag may replace: one it wrote (manifest.json), or an empty one."""
+    if not path.is_dir():
+        return False
+    if (path / "manifest.json").is_file():
+        return True
+    try:
+        return not any(path.iterdir())
+    except OSError:
+        return False
+
+
+def swap_dir(new: Path, dest: Path) -> None:
+    """Put folder ``new`` at ``dest``: rename the old one aside, rename the new one in, delete the old.
+    A crash between the two renames leaves the old folder as ``.<name>.old-*`` beside it."""
+    if not dest.exists():
+        os.rename(new, dest)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
+    os.rmdir(old)
+    os.rename(dest, old)
+    os.rename(new, dest)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def load_outputs(out: Path) -> tuple[dict[str, pa.Table], dict[str, Any]]:

@@ -53,6 +53,7 @@ def analyze(
     html_out: Path = typer.Option(None, "--html", help="Also write one self-contained HTML page of the summary and plots."),
     rule_file: Path = typer.Option(None, "--rule-file", help="TOML file of rule options ([sync_copy] min_bytes = 65536); --rule-opt wins."),
     rule_opt: list[str] = typer.Option([], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --out folder even though npudiag did not write it."),
 ) -> None:
     """Read profiler output into Parquet tables and summarise where device time goes."""
     try:
@@ -89,7 +90,6 @@ def analyze(
         "errors": profile.errors,
         "warnings": profile.warnings,
     }
-    writer = OutputWriter(target) if read_any else None
     tables = dict(profile.tables)
     if step_window is not None or time_range is not None:
         try:
@@ -97,6 +97,7 @@ def analyze(
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         meta["window"] = {"steps": step_window, "time_us": time_range}
+    writer = OutputWriter(target, force=force) if read_any else None
     if writer is not None:
         for name, table in tables.items():
             writer.submit(name, table)

@@ -16,6 +16,7 @@ from rich.table import Table
 from npudiag.cli import analyze as _analyze
 from npudiag.collect import msprof as mp
 from npudiag.collect import toolkit
+from npudiag.collect.child import describe_exit
 from npudiag.collect.runner import needs_export, prof_dirs, run_child
 from npudiag.report.json_report import render_json
 
@@ -103,6 +104,9 @@ def profile(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print exactly what would run (command, environment, acl.json) and exit."),
     no_analyze: bool = typer.Option(False, "--no-analyze", help="Collect only; do not run the analysis."),
     out: Path = typer.Option(None, "--out", "-o", help="Analysis output folder [default: ./npudiag-out/<PROF name>]."),
+    timeout: float = typer.Option(
+        None, "--timeout", help="Stop the run (SIGTERM, then SIGKILL) after this many seconds; partial data is analysed."
+    ),
 ) -> None:
     """Collect a profile with msprof (or its env / acl.json methods), then analyze it."""
     app = list(app_argv or [])
@@ -185,9 +189,13 @@ def profile(
     env = {**os.environ, **env_extra}
     sys.stderr.write(f"npudiag: {shlex.join(argv)}\n")
     try:
-        result = run_child(argv, env=env)
+        result = run_child(argv, env=env, timeout_s=timeout)
     except OSError as exc:
         raise _fail(str(exc)) from None
+    if result.timed_out:
+        sys.stderr.write(f"npudiag: stopped after the --timeout of {timeout:g} s; analysing the partial data collected so far\n")
+    if result.returncode > 128:
+        sys.stderr.write(f"npudiag: the program was {describe_exit(result.returncode)}\n")
     if result.interrupted:
         sys.stderr.write(f"npudiag: interrupted after {result.elapsed_s:.1f} s; analysing the partial data collected so far\n")
     new = sorted(prof_dirs(opts.output) - before)
@@ -200,7 +208,7 @@ def profile(
                 sys.stderr.write(f"npudiag: {prof} has no exported summaries and msprof is not found to export them\n")
                 continue
             sys.stderr.write(f"npudiag: exporting {prof.name} (msprof --export=on)\n")
-            run_child([str(msprof), "--export=on", f"--output={prof}"], label="exporting")
+            run_child([str(msprof), "--export=on", f"--output={prof}"], label="exporting", timeout_s=timeout)
     sys.stderr.write("npudiag: collected " + ", ".join(str(p) for p in new) + "\n")
     code = result.returncode
     if not no_analyze:
@@ -211,7 +219,7 @@ def profile(
                 _analyze.analyze(
                     paths=new, out=target, top=20, by=_analyze.By.type, json_out=False, quiet=True,
                     steps=None, start_step=attempt[0], stop_step=attempt[1], time_window=None,
-                    chrome_trace=None, html_out=None, rule_file=None, rule_opt=[],
+                    chrome_trace=None, html_out=None, rule_file=None, rule_opt=[], force=False,
                 )  # fmt: skip
                 break
             except typer.BadParameter as exc:

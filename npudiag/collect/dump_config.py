@@ -93,7 +93,7 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
         return ["dump: must be a JSON object"]
     problems = [f"dump.{k}: unknown key (CANN accepts {', '.join(sorted(DUMP_KEYS))})" for k in d if k not in DUMP_KEYS]
     for k, allowed in VALUES.items():
-        if k in d and d[k] not in allowed:
+        if k in d and (not isinstance(d[k], str) or d[k] not in allowed):
             problems.append(f"dump.{k}: {d[k]!r} is not one of {', '.join(sorted(allowed))}")
     path = d.get("dump_path")
     if path is not None:
@@ -115,7 +115,7 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
             problems.append(f"dump.dump_step: {exc}")
     if "dump_stats" in d:
         st = d["dump_stats"]
-        if not isinstance(st, list) or not st or any(s not in STATS_ITEMS for s in st):
+        if not isinstance(st, list) or not st or any(not isinstance(s, str) or s not in STATS_ITEMS for s in st):
             problems.append(f"dump.dump_stats: must be a non-empty list of {', '.join(sorted(STATS_ITEMS))}")
         if d.get("dump_data") != "stats":
             problems.append('dump.dump_stats: needs dump_data "stats" (CANN error EP0005)')
@@ -175,7 +175,11 @@ def check_acl_json(path: Path) -> list[str]:
         return [f"{path}: expected a JSON object"]
     if "dump" not in data:
         return [f"{path}: no dump section"]
-    return [f"{path}: {p}" for p in check_section(data["dump"])]
+    try:
+        problems = check_section(data["dump"])
+    except (TypeError, ValueError, AttributeError) as exc:  # a shape the checks did not foresee is still one line
+        problems = [f"dump: malformed section ({exc})"]
+    return [f"{path}: {p}" for p in problems]
 
 
 def write_dump_section(path: Path, section: dict[str, Any]) -> dict[str, Any]:

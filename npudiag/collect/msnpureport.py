@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from npudiag.collect.child import describe_exit, kill_group, popen
 from npudiag.errors import InputError
 
 DRIVER_TOOL_DIRS = ["/usr/local/Ascend/driver/tools", "/usr/local/Ascend/driver/tools/msnpureport"]
@@ -171,7 +172,7 @@ def host_level_env(global_level: str | None, modules: list[str] | None, event: s
 def run_tool(tool: Path, args: list[str], cwd: Path, echo: Callable[[str], None], timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
     """Run ``tool args`` in ``cwd``, echoing its output lines; ToolError on failure or timeout."""
     try:
-        proc = subprocess.Popen([str(tool), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        proc = popen([str(tool), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     except OSError as exc:
         raise ToolError(f"cannot run {tool}: {exc.strerror}") from None
     lines: list[str] = []
@@ -187,13 +188,14 @@ def run_tool(tool: Path, args: list[str], cwd: Path, echo: Callable[[str], None]
     try:
         rc = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        kill_group(proc)
         proc.wait()
         raise ToolError(f"{tool.name} {' '.join(args)} did not finish in {timeout_s:g} s; killed") from None
     reader.join(timeout=5)
     if rc != 0:
         last = next((x for x in reversed(lines) if x.strip()), "")
-        raise ToolError(f"{tool.name} {' '.join(args)} failed with exit code {rc}" + (f": {last}" if last else ""))
+        code = 128 - rc if rc < 0 else rc
+        raise ToolError(f"{tool.name} {' '.join(args)} failed: {describe_exit(code)}" + (f": {last}" if last else ""))
     return lines
 
 

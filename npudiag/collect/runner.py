@@ -19,12 +19,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from npudiag.collect.child import kill_group, popen
+
 
 @dataclass
 class ChildResult:
     returncode: int  # the child's exit code; 128 + N when a signal N ended it
     interrupted: bool  # npudiag got SIGINT / SIGTERM and forwarded it
     elapsed_s: float
+    timed_out: bool = False
 
 
 def _status(stop: threading.Event, started: float, label: str) -> None:
@@ -35,11 +38,14 @@ def _status(stop: threading.Event, started: float, label: str) -> None:
     sys.stderr.flush()
 
 
-def run_child(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, label: str = "profiling") -> ChildResult:
-    """Run ``argv`` and wait for it, whatever signals arrive meanwhile."""
+def run_child(
+    argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, label: str = "profiling", timeout_s: float | None = None
+) -> ChildResult:
+    """Run ``argv`` and wait for it, whatever signals arrive meanwhile; after ``timeout_s`` its whole
+    process group is sent SIGTERM, then SIGKILL 10 s later."""
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd)
+        proc = popen(argv, env=env, cwd=cwd)
     except FileNotFoundError:
         raise OSError(f"cannot run {argv[0]}: no such file") from None
     except PermissionError:
@@ -58,13 +64,18 @@ def run_child(argv: list[str], env: dict[str, str] | None = None, cwd: Path | No
     if sys.stderr.isatty():
         ticker = threading.Thread(target=_status, args=(stop, started, label), daemon=True)
         ticker.start()
+    timed_out = False
     try:
-        while True:
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc, signal.SIGTERM)
             try:
+                rc = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                kill_group(proc, signal.SIGKILL)
                 rc = proc.wait()
-                break
-            except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for safety
-                continue
     finally:
         stop.set()
         if ticker is not None:
@@ -72,7 +83,7 @@ def run_child(argv: list[str], env: dict[str, str] | None = None, cwd: Path | No
         for s, h in old.items():
             signal.signal(s, h)
     code = 128 - rc if rc < 0 else rc
-    return ChildResult(code, interrupted, time.monotonic() - started)
+    return ChildResult(code, interrupted, time.monotonic() - started, timed_out)
 
 
 def prof_dirs(folder: Path) -> set[Path]:

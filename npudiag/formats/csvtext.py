@@ -127,11 +127,17 @@ def read_csv_text(
         raise InputError(path, f"not a readable CSV: {_arrow_message(exc)}") from None
     finally:
         sys.unraisablehook = previous_hook
-    if undecodable:
+    if undecodable or any(pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type) for f in table.schema):
+        # pyarrow types a column holding invalid UTF-8 as binary instead of failing
         raise InputError(path, "bytes that are not UTF-8 text", line=first_bad_utf8_line(path))
     if table.column_names and table.column_names[0].startswith("\ufeff"):
         table = table.rename_columns([table.column_names[0].lstrip("\ufeff"), *table.column_names[1:]])
     table = table.rename_columns([c.strip() for c in table.column_names])
+    seen: set[str] = set()
+    for c in table.column_names:
+        if c in seen:
+            raise InputError(path, f"column {c!r} appears twice in the header", line=1)
+        seen.add(c)
     if skipped:
         lines = _line_numbers(path, skipped[:5])
         shown = ", ".join(str(n) for n in lines)
@@ -169,7 +175,10 @@ def _line_numbers(path: Path, rows: list[tuple[int, str]]) -> list[int | str]:
 
 
 def _arrow_message(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:200]
+    text = str(exc).splitlines()[0]
+    if "straddling object" in text:
+        return "a row longer than the reader's block size (a line of many megabytes is not a profiler CSV row)"
+    return text[:200]
 
 
 def clean_text(col: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -207,14 +216,21 @@ def to_float(ct: CsvText, name: str | None, label: str | None = None) -> pa.Chun
         ) from None
 
 
-def to_int(ct: CsvText, name: str | None, label: str | None = None) -> pa.ChunkedArray | None:
+def to_int(ct: CsvText, name: str | None, label: str | None = None, bits: int = 64) -> pa.ChunkedArray | None:
+    """Column ``name`` as int64; NaN/inf become null, and a value no ``bits``-bit integer holds is an
+    InputError with its row (never a silently wrapped number)."""
     if name is None:
         return None
     raw = ct.table.column(name)
+    values = raw.cast(pa.float64(), safe=False) if pa.types.is_integer(raw.type) else to_float(ct, name, label)
+    finite = pc.if_else(pc.is_finite(values), values, pa.scalar(None, pa.float64()))
+    limit = float(1 << (bits - 1))
+    out_of_range = pc.fill_null(pc.greater_equal(pc.abs(finite), limit), False)
+    if pc.any(out_of_range).as_py():
+        i = int(pc.index(out_of_range, True).as_py())
+        raise InputError(ct.path, f"column {label or name!r} has {raw[i].as_py()!r}, too large for a {bits}-bit integer", line=i + 2)
     if pa.types.is_integer(raw.type):
         return raw.cast(pa.int64())
-    as_float = to_float(ct, name, label)
-    finite = pc.if_else(pc.is_finite(as_float), as_float, pa.scalar(None, pa.float64()))
     return pc.cast(pc.floor(finite), pa.int64(), safe=False)
 
 

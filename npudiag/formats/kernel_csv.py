@@ -31,7 +31,7 @@ from npudiag.formats.csvtext import (
 # canonical column -> (alternative source names, converter)
 _COLUMNS: dict[str, tuple[tuple[str, ...], str]] = {
     "step": (("Step Id", "Step ID"), "int"),
-    "device_id": (("Device_id", "Device ID"), "int"),
+    "device_id": (("Device_id", "Device ID"), "int32"),
     "model_id": (("Model ID",), "int"),
     "stream_id": (("Stream ID", "stream_id"), "int"),
     "task_id": (("Task ID", "task_id"), "int"),
@@ -83,8 +83,8 @@ def read_kernels(path: Path, rank: int | None = None) -> tuple[pa.Table, list[st
 
 
 def _convert(ct: CsvText, source_name: str | None, how: str) -> pa.ChunkedArray | None:
-    if how == "int":
-        return to_int(ct, source_name)
+    if how in ("int", "int32"):
+        return to_int(ct, source_name, bits=64 if how == "int" else 32)
     if how == "float":
         return to_float(ct, source_name)
     return to_text(ct, source_name)

@@ -15,7 +15,7 @@ def read_op_statistic(path: Path, rank: int | None = None) -> tuple[pa.Table, li
     n = ct.table.num_rows
     cols = {
         "rank": pa.array([rank] * n, pa.int32()),
-        "device_id": to_int(ct, ct.has("Device_id")),
+        "device_id": to_int(ct, ct.has("Device_id"), bits=32),
         "op_type": to_text(ct, "OP Type"),
         "core_type": to_text(ct, ct.has("Core Type")),
         "count": to_int(ct, "Count"),

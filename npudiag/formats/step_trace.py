@@ -34,7 +34,7 @@ def read_steps(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]
     cols: dict[str, object] = {
         "source": pa.array(["step_trace"] * n, pa.string()),
         "rank": pa.array([rank] * n, pa.int32()),
-        "device_id": to_int(ct, ct.has("Device_id")),
+        "device_id": to_int(ct, ct.has("Device_id"), bits=32),
         "step": to_int(ct, ct.has("Step", "Iteration ID")),
     }
     for canonical, name in _DURATIONS.items():
