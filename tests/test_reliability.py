@@ -236,3 +236,47 @@ def test_outputs_follow_the_umask(tmp_path: Path) -> None:
     assert r.returncode == 0
     assert stat.S_IMODE((tmp_path / "o" / "kernels.parquet").stat().st_mode) == 0o640
     assert stat.S_IMODE((tmp_path / "o").stat().st_mode) == 0o750
+
+
+def test_a_100_mb_single_line_costs_bounded_memory(tmp_path: Path) -> None:
+    import tracemalloc
+
+    import pyarrow as pa
+
+    from npudiag.ingest_logs import parse_logs
+    from npudiag.log_sources import find_sources
+
+    log = tmp_path / "plog-1_20250101000000000.log"
+    with open(log, "w") as fh:
+        fh.write("[ERROR] GE(1,p):2025-01-01-00:00:00.000.000 [g.cc:1]1 F:")
+        fh.write("y" * 100_000_000)
+        fh.write("\n[ERROR] GE(1,p):2025-01-01-00:00:01.000.000 [g.cc:2]1 F:runtime result = 507014.\n")
+    pool = pa.default_memory_pool()
+    base_arrow = pool.bytes_allocated()
+    tracemalloc.start()
+    run = parse_logs(find_sources(str(log), []), tmp_path / "e.parquet")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert run.totals["records"] == 2 and "507014" in run.problems["error_codes"][1].as_py()
+    assert "more characters cut by npudiag" in run.problems["message"][0].as_py()
+    assert peak < 32 << 20 and pool.bytes_allocated() - base_arrow < 32 << 20  # stated bound: 32 MB each (1 MB line cap)
+    csv = tmp_path / "op_summary_20260605155140.csv"
+    with open(csv, "w") as fh:
+        fh.write("Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,Task Type,Task Start Time(us),Task Duration(us)\n")
+        fh.write("0," + "9" * 100_000_000 + "\n")
+    tracemalloc.start()
+    with pytest.raises(InputError, match="longer than the reader's block size"):
+        read_kernels(csv)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 32 << 20
+
+
+def test_no_shell_eval_or_pickle_in_the_package() -> None:
+    import re
+
+    pkg = ROOT / "npudiag"
+    for f in pkg.rglob("*.py"):
+        text = f.read_text()
+        assert "shell=True" not in text, f
+        assert not re.search(r"\beval\(|\bexec\(|pickle|yaml\.load\(|allow_pickle=True|os\.system\(", text), f
