@@ -116,6 +116,7 @@ STEPS = pa.schema(
         ("communication_us", pa.float64()),
         ("free_us", pa.float64()),
         ("bubble_us", pa.float64()),
+        ("communication_not_overlapped_exclude_receive_us", pa.float64()),
         ("preparing_us", pa.float64()),
         ("fp_bp_us", pa.float64()),  # msprof FP to BP Time
         ("data_aug_bound_us", pa.float64()),
@@ -292,6 +293,38 @@ COMPARE = pa.schema(
         ("golden_nan_count", pa.int64()),
         ("passed", pa.bool_()),
         ("fail_reason", pa.string()),
+    ]
+)
+
+CLUSTER_STEPS = pa.schema(
+    [
+        ("step", pa.int64()),
+        ("rank", pa.int32()),
+        ("device_id", pa.int32()),
+        ("computing_us", pa.float64()),
+        ("communication_not_overlapped_us", pa.float64()),
+        ("overlapped_us", pa.float64()),
+        ("communication_us", pa.float64()),
+        ("free_us", pa.float64()),
+        ("stage_us", pa.float64()),  # the step's time on this rank
+        ("bubble_us", pa.float64()),
+        ("communication_not_overlapped_exclude_receive_us", pa.float64()),
+        ("source", pa.string()),  # step_trace (the rank's step_trace_time.csv) or kernels (computed)
+    ]
+)
+
+SLOW_RANKS = pa.schema(
+    [
+        ("step", pa.int64()),
+        ("rank", pa.int32()),
+        ("stage_us", pa.float64()),
+        ("median_stage_us", pa.float64()),
+        ("excess_us", pa.float64()),
+        ("excess_pct", pa.float64()),
+        ("robust_z", pa.float64()),  # (stage - median) / (1.4826 * MAD)
+        ("cause", pa.string()),  # computing, communication, free, bubble: the phase that grew most vs the median rank
+        ("cause_excess_us", pa.float64()),
+        ("slower_ops", pa.string()),  # JSON: ops slower than on the median rank, largest first
     ]
 )
 

@@ -9,6 +9,7 @@ import typer
 
 from npudiag import __version__
 from npudiag.cli import analyze as _analyze
+from npudiag.cli import cluster as _cluster
 from npudiag.cli import compare as _compare
 from npudiag.cli import dump as _dump
 from npudiag.cli import logs as _logs
@@ -45,6 +46,7 @@ app.add_typer(_logs.app, name="logs")
 app.add_typer(_dump.app, name="dump")
 app.command("profile", context_settings=_profile.PROFILE_CONTEXT)(_profile.profile)
 app.command("doctor")(_profile.doctor)
+app.command("cluster")(_cluster.cluster)
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ _DURATIONS = {
     "communication_us": "Communication",
     "free_us": "Free",
     "bubble_us": "Bubble",
+    "communication_not_overlapped_exclude_receive_us": "Communication(Not Overlapped and Exclude Receive)",
     "preparing_us": "Preparing",
     "fp_bp_us": "FP to BP Time(us)",
     "data_aug_bound_us": "Data Aug Bound(us)",

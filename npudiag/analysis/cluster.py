@@ -1,0 +1,160 @@
+"""Cross-rank analysis: the per-step phases of every rank, which ranks are slow, and why.
+
+Per step and rank the phases are step_trace_time.csv's (computing, communication not overlapped,
+overlapped, communication, free, stage, bubble), read from the rank's own step_trace file where it
+exists, else computed from its kernels with the same definitions (step_breakdown).
+
+A rank is slow in a step when its stage time exceeds the median over ranks by more than
+``threshold`` (5 %, as msprof-analyze's max−min rule) AND by more than ``z`` robust standard
+deviations (1.4826 × MAD), so one noisy rank among identical ones is not flagged and a whole
+cluster of equal ranks never is. The cause is the phase that grew most against the median of the
+other ranks; where kernels exist, the ops slower than on the median rank are listed too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag.analysis.compare import diff_ops
+from npudiag.schemas import CLUSTER_STEPS, SLOW_RANKS
+
+PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_us"]
+PHASE_NAMES = {"computing_us": "computing", "communication_not_overlapped_us": "communication", "free_us": "free", "bubble_us": "bubble"}
+
+
+def rank_steps(tables: dict[str, pa.Table]) -> pa.Table:
+    """One row per (step, rank)."""
+    steps = tables["steps"]
+    rows: list[dict[str, Any]] = []
+    have = set()
+    if steps.num_rows:
+        for r in steps.to_pylist():
+            key = (r["step"], r["rank"])
+            have.add(key)
+            rows.append(
+                {
+                    "step": r["step"],
+                    "rank": r["rank"],
+                    "device_id": r["device_id"],
+                    "computing_us": r["computing_us"],
+                    "communication_not_overlapped_us": r["communication_not_overlapped_us"],
+                    "overlapped_us": r["overlapped_us"],
+                    "communication_us": r["communication_us"],
+                    "free_us": r["free_us"],
+                    "stage_us": r["step_time_us"],
+                    "bubble_us": r["bubble_us"],
+                    "communication_not_overlapped_exclude_receive_us": r["communication_not_overlapped_exclude_receive_us"],
+                    "source": "step_trace",
+                }
+            )
+    sb = tables.get("step_breakdown")
+    ranks_with_trace = {r for _, r in have}
+    if sb is not None and sb.num_rows:
+        for r in sb.to_pylist():
+            if r["rank"] in ranks_with_trace:
+                continue
+            rows.append(
+                {
+                    "step": r["step"],
+                    "rank": r["rank"],
+                    "device_id": None,
+                    "computing_us": r["computing_us"],
+                    "communication_not_overlapped_us": r["communication_not_overlapped_us"],
+                    "overlapped_us": r["overlapped_us"],
+                    "communication_us": r["communication_us"],
+                    "free_us": r["free_us"],
+                    "stage_us": r["step_time_us"],
+                    "bubble_us": 0.0,
+                    "communication_not_overlapped_exclude_receive_us": r["communication_not_overlapped_us"],
+                    "source": "kernels",
+                }
+            )
+    t = pa.Table.from_pylist(rows, schema=CLUSTER_STEPS) if rows else CLUSTER_STEPS.empty_table()
+    return t.sort_by([("step", "ascending"), ("rank", "ascending")]) if t.num_rows else t
+
+
+def _slower_ops(tables: dict[str, pa.Table], slow_rank: int, median_rank: int, top: int = 5) -> list[dict[str, Any]]:
+    k = tables["kernels"]
+    if k.num_rows == 0:
+        return []
+    mine = k.filter(pc.fill_null(pc.equal(k["rank"], slow_rank), False))
+    ref = k.filter(pc.fill_null(pc.equal(k["rank"], median_rank), False))
+    if mine.num_rows == 0 or ref.num_rows == 0:
+        return []
+    d = diff_ops([{"kernels": ref}], [{"kernels": mine}])
+    out = []
+    for r in d.to_pylist():
+        if r["delta_total_us"] > 0:
+            out.append({"op": r["key"], "delta_us": r["delta_total_us"], "ratio": r["ratio"], "median_rank_us": r["base_total_us"]})
+        if len(out) == top:
+            break
+    return out
+
+
+def slow_ranks(table: pa.Table, tables: dict[str, pa.Table] | None = None, threshold: float = 0.05, z: float = 3.0) -> pa.Table:
+    rows = []
+    if table.num_rows == 0:
+        return SLOW_RANKS.empty_table()
+    for step in sorted(set(table["step"].to_pylist()), key=lambda s: (s is None, s)):
+        sub = table.filter(pc.equal(table["step"], step)) if step is not None else table.filter(pc.is_null(table["step"]))
+        stage = np.array([v if v is not None else np.nan for v in sub["stage_us"].to_pylist()], float)
+        if len(stage) < 3 or np.isnan(stage).all():
+            continue
+        med = float(np.nanmedian(stage))
+        mad = float(np.nanmedian(np.abs(stage - med)))
+        sigma = 1.4826 * mad
+        ranks = sub["rank"].to_pylist()
+        median_rank = ranks[int(np.nanargmin(np.abs(stage - med)))]
+        phases = {p: np.array([v if v is not None else 0.0 for v in sub[p].to_pylist()], float) for p in PHASES}
+        for i, s in enumerate(stage):
+            excess = s - med
+            if not (excess > threshold * med and (sigma == 0 or excess > z * sigma)):
+                continue
+            others = np.arange(len(stage)) != i
+            growth = {p: float(v[i] - np.median(v[others])) for p, v in phases.items()}
+            cause = max(growth, key=lambda p: growth[p])
+            slower = _slower_ops(tables, ranks[i], median_rank) if tables is not None and cause == "computing_us" else []
+            rows.append(
+                {
+                    "step": step,
+                    "rank": ranks[i],
+                    "stage_us": float(s),
+                    "median_stage_us": med,
+                    "excess_us": float(excess),
+                    "excess_pct": 100.0 * excess / med if med else None,
+                    "robust_z": float(excess / sigma) if sigma > 0 else None,
+                    "cause": PHASE_NAMES[cause],
+                    "cause_excess_us": growth[cause],
+                    "slower_ops": json.dumps(slower),
+                }
+            )
+    return pa.Table.from_pylist(rows, schema=SLOW_RANKS) if rows else SLOW_RANKS.empty_table()
+
+
+CLUSTER_CSV_HEADER = [
+    "Step", "Type", "Index", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble",
+    "Communication(Not Overlapped and Exclude Receive)",
+]  # fmt: skip
+
+
+def cluster_csv_rows(table: pa.Table) -> list[list[str]]:
+    """msprof-analyze's cluster_step_trace_time.csv rows (Type ``rank``, Index the rank id)."""
+    out = []
+    for r in table.to_pylist():
+        names = ["computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "free_us", "stage_us", "bubble_us",
+                 "communication_not_overlapped_exclude_receive_us"]  # fmt: skip
+        vals = [r[n] for n in names]
+        out.append(
+            ["" if r["step"] is None else str(r["step"]), "rank", str(r["rank"]), *["" if v is None else repr(float(v)) for v in vals]]
+        )
+    return out
+
+
+def phase_median(table: pa.Table, column: str) -> float | None:
+    values = np.array([v for v in table[column].to_pylist() if v is not None], float)
+    return float(np.median(values)) if len(values) else None

@@ -1,0 +1,67 @@
+"""npudiag cluster: per-rank step phases match the ranks' own step_trace files; slow ranks and their cause."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from npudiag.schemas import CLUSTER_STEPS, SLOW_RANKS
+from npudiag.testing.generate import Variation, write_torch_profile
+
+from .conftest import CORPUS
+from .helpers import run_cli
+
+FOUR = CORPUS / "msinsight-st-cann83rc1-level2-4rank"
+
+
+def test_four_real_ranks_match_their_step_trace_files(tmp_path: Path) -> None:
+    if not FOUR.is_dir():
+        pytest.skip(f"4-rank corpus not present at {FOUR} (only in the project workspace)")
+    r = run_cli("cluster", FOUR, "--out", tmp_path, "--json")
+    assert r.returncode == 0, r.stderr
+    ours = list(csv.reader((tmp_path / "cluster_step_trace_time.csv").open()))
+    ref_header = (CORPUS / "mstt-cluster-analysis-output" / "cluster_step_trace_time.csv").open().readline().strip().split(",")
+    assert ours[0] == ref_header  # msprof-analyze's cluster_step_trace_time.csv columns
+    by_rank = {int(row[2]): row for row in ours[1:]}
+    for rank in range(4):
+        src = list(csv.DictReader((FOUR / f"rank_{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").open()))[0]
+        row = dict(zip(ours[0], by_rank[rank]))
+        assert row["Step"] == src["Step"] and row["Type"] == "rank"
+        for col in ("Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble",
+                    "Communication(Not Overlapped and Exclude Receive)"):  # fmt: skip
+            assert float(row[col]) == float(src[col]), (rank, col)
+    assert pq.read_schema(tmp_path / "cluster_steps.parquet").equals(CLUSTER_STEPS)
+    assert json.loads(r.stdout)["slow_ranks"] == []  # all four stages are within 0.1 % of each other
+
+
+def test_slow_rank_and_its_cause(tmp_path: Path) -> None:
+    root = tmp_path / "ranks"
+    for rank in range(8):
+        scale = {"MatMulV3": 1.3} if rank == 5 else {}
+        write_torch_profile(
+            root, kernels=1500, seed=4, steps=5, rank=rank, copies=2, variation=Variation(rank, 0.01, scale), repeat_steps=True
+        )
+    (root / "ground_truth.json").unlink()
+    r = run_cli("cluster", root, "--out", tmp_path / "out", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["ranks"] == 8 and data["steps"] == 5
+    slow = data["slow_ranks"]
+    assert {s["rank"] for s in slow} == {5} and len(slow) == 5
+    assert all(s["cause"] == "computing" and s["excess_pct"] > 5 for s in slow)
+    assert json.loads(slow[0]["slower_ops"])[0]["op"] == "MatMulV3"
+    assert pq.read_schema(tmp_path / "out" / "cluster_slow_ranks.parquet").equals(SLOW_RANKS)
+    shown = run_cli("cluster", root, "--out", tmp_path / "out2")
+    assert "Slow ranks" in shown.stdout and "MatMulV3" in shown.stdout
+
+
+def test_equal_ranks_have_no_slow_rank(tmp_path: Path) -> None:
+    root = tmp_path / "ranks"
+    for rank in range(6):
+        write_torch_profile(root, kernels=1200, seed=4, steps=4, rank=rank, copies=2, variation=Variation(rank, 0.01), repeat_steps=True)
+    r = run_cli("cluster", root, "--out", tmp_path / "out", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["slow_ranks"] == []
