@@ -328,6 +328,37 @@ SLOW_RANKS = pa.schema(
     ]
 )
 
+COMM_LINKS = pa.schema(
+    [
+        ("rank", pa.int32()),  # the rank whose communication_matrix.json holds the row
+        ("step", pa.string()),  # as the file names it, e.g. step13
+        ("kind", pa.string()),  # p2p or collective
+        ("op_group", pa.string()),  # e.g. batchsendrecv-top1@3985310405473756128
+        ("op_name", pa.string()),
+        ("src_rank", pa.int32()),
+        ("dst_rank", pa.int32()),
+        ("transport", pa.string()),  # HCCS, RDMA, PCIE, SDMA, LOCAL
+        ("size_bytes", pa.int64()),  # Transit Size(MB) x 1e6
+        ("time_us", pa.float64()),
+        ("bandwidth_gbps", pa.float64()),
+    ]
+)
+
+COMM_OPS = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("step", pa.string()),
+        ("kind", pa.string()),
+        ("op_name", pa.string()),  # hcom_allReduce__868_0_1@group
+        ("start_us", pa.float64()),
+        ("elapse_us", pa.float64()),
+        ("transit_us", pa.float64()),
+        ("wait_us", pa.float64()),
+        ("synchronization_us", pa.float64()),
+        ("idle_us", pa.float64()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "kernels": KERNELS,
     "api_calls": API_CALLS,

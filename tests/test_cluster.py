@@ -65,3 +65,39 @@ def test_equal_ranks_have_no_slow_rank(tmp_path: Path) -> None:
         write_torch_profile(root, kernels=1200, seed=4, steps=4, rank=rank, copies=2, variation=Variation(rank, 0.01), repeat_steps=True)
     r = run_cli("cluster", root, "--out", tmp_path / "out", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["slow_ranks"] == []
+
+
+def test_communication_links_and_wait_skew_from_the_real_files(tmp_path: Path) -> None:
+    if not FOUR.is_dir():
+        pytest.skip(f"4-rank corpus not present at {FOUR} (only in the project workspace)")
+    from npudiag.formats.communication import read_communication, read_matrix
+    from npudiag.schemas import COMM_LINKS, COMM_OPS
+
+    out = FOUR / "rank_0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    links = read_matrix(out / "communication_matrix.json", 0)
+    assert links.schema.equals(COMM_LINKS) and links.num_rows > 0
+    first = next(r for r in links.to_pylist() if r["op_group"] == "batchsendrecv-top1@3985310405473756128" and r["transport"] == "HCCS")
+    assert (first["src_rank"], first["dst_rank"], first["size_bytes"]) == (0, 1, 8388608)
+    for r in links.to_pylist():  # the file's bandwidth is its size over its time (GB = 1e9 bytes)
+        if r["time_us"] and r["size_bytes"]:
+            assert r["bandwidth_gbps"] == pytest.approx(r["size_bytes"] / (r["time_us"] * 1e3), rel=0.01, abs=0.01)
+    ops = read_communication(out / "communication.json", 0)
+    assert ops.schema.equals(COMM_OPS) and "p2p" in ops["kind"].to_pylist()
+    r = run_cli("cluster", FOUR, "--out", tmp_path, "--json")
+    data = json.loads(r.stdout)
+    assert {x["transport"] for x in data["links"]} == {"LOCAL", "HCCS"}
+    skew = data["wait_skew"][0]
+    assert skew["skew_us"] == skew["max_wait_us"] - skew["min_wait_us"] > 0 and skew["late_rank"] in range(4)
+
+
+def test_bad_communication_json_is_one_line(tmp_path: Path) -> None:
+    from npudiag.errors import InputError
+    from npudiag.formats.communication import read_matrix
+
+    p = tmp_path / "communication_matrix.json"
+    p.write_text('{"step1": {"p2p": {"g": {"0-1": {"Transit Size(MB)": "big"}}}}}')
+    with pytest.raises(InputError, match="expected a number"):
+        read_matrix(p, 0)
+    p.write_text('{"step1": ')
+    with pytest.raises(InputError, match="not valid JSON"):
+        read_matrix(p, 0)

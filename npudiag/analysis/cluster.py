@@ -158,3 +158,71 @@ def cluster_csv_rows(table: pa.Table) -> list[list[str]]:
 def phase_median(table: pa.Table, column: str) -> float | None:
     values = np.array([v for v in table[column].to_pylist() if v is not None], float)
     return float(np.median(values)) if len(values) else None
+
+
+def slow_links(links: pa.Table, factor: float = 0.5, min_bytes: int = 1_000_000) -> list[dict[str, Any]]:
+    """Links whose bandwidth is below ``factor`` x the median of links of the same transport (ignoring
+    LOCAL copies and transfers under ``min_bytes``, whose bandwidth is latency, not link speed)."""
+    out: list[dict[str, Any]] = []
+    if links.num_rows == 0:
+        return out
+    rows = [
+        r
+        for r in links.to_pylist()
+        if r["transport"] not in (None, "LOCAL") and (r["size_bytes"] or 0) >= min_bytes and r["bandwidth_gbps"]
+    ]
+    by_transport: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_transport.setdefault(r["transport"], []).append(r)
+    for rs in by_transport.values():
+        med = float(np.median([r["bandwidth_gbps"] for r in rs]))
+        for r in rs:
+            if r["bandwidth_gbps"] < factor * med:
+                out.append({**r, "median_bandwidth_gbps": med, "ratio": r["bandwidth_gbps"] / med})
+    out.sort(key=lambda r: r["ratio"])
+    return out
+
+
+def link_summary(links: pa.Table) -> list[dict[str, Any]]:
+    """Per transport: links, bytes, time and the bandwidth they reached (size / time)."""
+    links = links.filter(pc.fill_null(pc.greater(links["size_bytes"], 0), False))
+    if links.num_rows == 0:
+        return []
+    g = links.group_by("transport").aggregate(
+        [("size_bytes", "sum"), ("time_us", "sum"), ("size_bytes", "count"), ("bandwidth_gbps", "min")]
+    )
+    out = []
+    for r in g.to_pylist():
+        t = r["time_us_sum"] or 0.0
+        out.append(
+            {
+                "transport": r["transport"],
+                "links": r["size_bytes_count"],
+                "bytes": r["size_bytes_sum"],
+                "time_us": t,
+                "bandwidth_gbps": (r["size_bytes_sum"] / (t * 1e3)) if t else None,
+                "min_link_bandwidth_gbps": r["bandwidth_gbps_min"],
+            }
+        )
+    return sorted(out, key=lambda r: -(r["bytes"] or 0))
+
+
+def wait_skew(ops: pa.Table, top: int = 10) -> list[dict[str, Any]]:
+    """Per collective (step, op) seen on several ranks: the spread of wait time. The rank that waited
+    least is the one the others waited for (it arrived last)."""
+    if ops.num_rows == 0:
+        return []
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in ops.to_pylist():
+        if r["wait_us"] is not None and r["rank"] is not None:
+            groups.setdefault((r["step"], r["op_name"]), []).append(r)
+    out = []
+    for (step, op), rs in groups.items():
+        if len(rs) < 2:
+            continue
+        waits = [r["wait_us"] for r in rs]
+        late = min(rs, key=lambda r: r["wait_us"])
+        out.append({"step": step, "op_name": op, "ranks": len(rs), "max_wait_us": max(waits), "min_wait_us": min(waits),
+                    "skew_us": max(waits) - min(waits), "late_rank": late["rank"]})  # fmt: skip
+    out.sort(key=lambda r: -r["skew_us"])
+    return out[:top]

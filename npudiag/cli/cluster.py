@@ -7,17 +7,30 @@ import io
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import typer
 from rich.console import Console
 
-from npudiag.analysis.cluster import CLUSTER_CSV_HEADER, cluster_csv_rows, phase_median, rank_steps, slow_ranks
+from npudiag.analysis.cluster import (
+    CLUSTER_CSV_HEADER,
+    cluster_csv_rows,
+    link_summary,
+    phase_median,
+    rank_steps,
+    slow_links,
+    slow_ranks,
+    wait_skew,
+)  # fmt: skip
 from npudiag.analysis.derive import derive
 from npudiag.analysis.gate import parse_percent
+from npudiag.discover import communication_files
 from npudiag.errors import InputError
+from npudiag.formats.communication import read_communication, read_matrix
 from npudiag.ingest import ingest
-from npudiag.report.cluster_report import render_cluster_terminal
+from npudiag.report.cluster_report import render_cluster_terminal, render_comm_terminal
 from npudiag.report.json_report import render_json
+from npudiag.schemas import COMM_LINKS, COMM_OPS
 from npudiag.store import write_table, write_text
 
 
@@ -42,6 +55,19 @@ def cluster(
     tables, _ = derive(profile.tables)
     steps = rank_steps(tables)
     slow = slow_ranks(steps, tables, thr)
+    links_parts, ops_parts = [], []
+    for rank, matrix, comm in communication_files(path):
+        try:
+            if matrix is not None:
+                links_parts.append(read_matrix(matrix, rank))
+            if comm is not None:
+                ops_parts.append(read_communication(comm, rank))
+        except InputError as exc:
+            profile.errors.append(exc.one_line())
+    links = pa.concat_tables(links_parts) if links_parts else COMM_LINKS.empty_table()
+    comm_ops = pa.concat_tables(ops_parts) if ops_parts else COMM_OPS.empty_table()
+    write_table(links, out / "cluster_links.parquet")
+    write_table(comm_ops, out / "cluster_comm_ops.parquet")
     write_table(steps, out / "cluster_steps.parquet")
     write_table(slow, out / "cluster_slow_ranks.parquet")
     buf = io.StringIO()
@@ -61,6 +87,9 @@ def cluster(
         "threshold": thr,
         "per_step": per_step,
         "slow_ranks": slow.to_pylist(),
+        "links": link_summary(links),
+        "slow_links": slow_links(links),
+        "wait_skew": wait_skew(comm_ops),
         "out": str(out),
         "warnings": profile.warnings,
         "errors": profile.errors,
@@ -68,7 +97,9 @@ def cluster(
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
     else:
-        render_cluster_terminal(summary, Console())
+        console = Console()
+        render_cluster_terminal(summary, console)
+        render_comm_terminal(summary, console)
     for e in profile.errors:
         sys.stderr.write(f"npudiag: {e}\n")
     if profile.errors:

@@ -62,3 +62,36 @@ def render_cluster_terminal(s: dict[str, Any], console: Console, max_ranks: int 
         console.print(t)
     else:
         console.print(Text("No slow rank: every rank is within the threshold of the median (or within its noise).", style="green"))
+
+
+def render_comm_terminal(s: dict[str, Any], console: Console) -> None:
+    if s["links"]:
+        t = Table(title="Communication by transport", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+        for col in ("transport", "links", "bytes", "time", "GB/s", "slowest link GB/s"):
+            t.add_column(col, justify="right" if col != "transport" else "left")
+        for r in s["links"]:
+            bw = "-" if r["bandwidth_gbps"] is None else f"{r['bandwidth_gbps']:.1f}"
+            t.add_row(
+                r["transport"] or "?",
+                str(r["links"]),
+                f"{(r['bytes'] or 0) / 1e6:,.1f} MB",
+                fmt_us(r["time_us"]),
+                bw,
+                f"{r['min_link_bandwidth_gbps'] or 0:.1f}",
+            )
+        console.print(t)
+    for r in s["slow_links"][:10]:
+        link = f"slow link {r['src_rank']}->{r['dst_rank']} ({r['transport']}, {r['op_name']}): {r['bandwidth_gbps']:.1f} GB/s"
+        console.print(Text(f"{link}, {r['ratio'] * 100:.0f}% of the median {r['median_bandwidth_gbps']:.1f} GB/s", style="red"))
+    if s["wait_skew"]:
+        t = Table(
+            title="Collectives with the widest wait-time spread (others waited for the late rank)",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+        )
+        for col in ("step", "op", "ranks", "max wait", "min wait", "late rank"):
+            t.add_column(col, overflow="fold")
+        for r in s["wait_skew"][:10]:
+            t.add_row(r["step"], r["op_name"], str(r["ranks"]), fmt_us(r["max_wait_us"]), fmt_us(r["min_wait_us"]), str(r["late_rank"]))
+        console.print(t)

@@ -1,0 +1,99 @@
+"""torch_npu's communication_matrix.json (per link) and communication.json (per collective op).
+
+Both are ``{step: {"p2p"|"collective": {op: ...}}}``. The matrix gives, per ``"src-dst"`` rank
+pair, Transport Type, Transit Size(MB) (10^6 bytes: 8 MiB shows as 8.388608), Transit Time(ms),
+Bandwidth(GB/s), Op Name; communication.json gives each op's Communication Time Info (Start
+Timestamp(us), Elapse / Transit / Wait / Synchronization / Idle Time(ms)). The "Total Op Info"
+entries are totals, skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from npudiag.errors import InputError
+from npudiag.schemas import COMM_LINKS, COMM_OPS
+
+_LINK = re.compile(r"^(\d+)-(\d+)$")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(path, f"cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(path, "bytes that are not UTF-8 text", offset=exc.start) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON ({exc.msg})", line=exc.lineno) from None
+    if not isinstance(data, dict):
+        raise InputError(path, "expected a JSON object of steps")
+    return data
+
+
+def _num(path: Path, d: dict, key: str) -> float | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InputError(path, f"{key!r} is {v!r}, expected a number")
+    return float(v)
+
+
+def read_matrix(path: Path, rank: int | None) -> pa.Table:
+    rows = []
+    for step, kinds in _load(path).items():
+        if not isinstance(kinds, dict):
+            raise InputError(path, f"step {step!r}: expected an object of p2p / collective")
+        for kind, ops in kinds.items():
+            for group, links in (ops or {}).items():
+                if not isinstance(links, dict) or group.startswith("Total"):
+                    continue
+                for pair, info in links.items():
+                    m = _LINK.match(pair)
+                    if not m or not isinstance(info, dict):
+                        continue
+                    size_mb = _num(path, info, "Transit Size(MB)")
+                    time_ms = _num(path, info, "Transit Time(ms)")
+                    rows.append(
+                        {
+                            "rank": rank, "step": step, "kind": kind, "op_group": group, "op_name": info.get("Op Name"),
+                            "src_rank": int(m.group(1)), "dst_rank": int(m.group(2)), "transport": info.get("Transport Type"),
+                            "size_bytes": round(size_mb * 1e6) if size_mb is not None else None,
+                            "time_us": time_ms * 1000 if time_ms is not None else None,
+                            "bandwidth_gbps": _num(path, info, "Bandwidth(GB/s)"),
+                        }
+                    )  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=COMM_LINKS) if rows else COMM_LINKS.empty_table()
+
+
+def read_communication(path: Path, rank: int | None) -> pa.Table:
+    rows = []
+    for step, kinds in _load(path).items():
+        if not isinstance(kinds, dict):
+            raise InputError(path, f"step {step!r}: expected an object of p2p / collective")
+        for kind, ops in kinds.items():
+            for op, info in (ops or {}).items():
+                if op.startswith("Total") or not isinstance(info, dict):
+                    continue
+                t = info.get("Communication Time Info") or {}
+                if not isinstance(t, dict):
+                    continue
+
+                def ms(key: str, t: dict = t) -> float | None:
+                    v = _num(path, t, key)
+                    return v * 1000 if v is not None else None
+
+                rows.append(
+                    {
+                        "rank": rank, "step": step, "kind": kind, "op_name": op, "start_us": _num(path, t, "Start Timestamp(us)"),
+                        "elapse_us": ms("Elapse Time(ms)"), "transit_us": ms("Transit Time(ms)"), "wait_us": ms("Wait Time(ms)"),
+                        "synchronization_us": ms("Synchronization Time(ms)"), "idle_us": ms("Idle Time(ms)"),
+                    }
+                )  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=COMM_OPS) if rows else COMM_OPS.empty_table()
