@@ -8,8 +8,10 @@ and why. A file that fails is recorded with its one-line reason and the rest sti
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
+import os
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -202,6 +204,49 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(tables, promote_options="permissive")
 
 
+@dataclass
+class UnitResult:
+    parts: dict[str, list[pa.Table]]
+    info: dict
+    warnings: list[str]
+    errors: list[str]
+    record: dict[Path, InputFile]
+
+
+def _read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None) -> UnitResult:
+    """Everything one unit (rank) contributes; runs in a worker process for multi-rank inputs."""
+    warnings: list[str] = []
+    errors: list[str] = []
+    parts: dict[str, list[pa.Table]] = {"kernels": [], "api_calls": [], "op_statistic": [], "api_statistic": [], "steps": [], "copies": []}
+    r = _UnitReader(u, record, warnings, errors, progress)
+    kernels, kernel_source = r.kernels()
+    api = r.api_calls()
+    dev_copies = r.device_copies()
+    if kernels is not None:
+        parts["kernels"].append(kernels)
+    if api is not None:
+        parts["api_calls"].append(api)
+    parts["op_statistic"].extend(r._csv("op_statistic", read_op_statistic))
+    parts["api_statistic"].extend(r._csv("api_statistic", read_api_statistic))
+    parts["steps"].extend(r._csv("step_trace", read_steps))
+    copies = build_copies(kernels, api, dev_copies)
+    if copies.num_rows:
+        parts["copies"].append(copies)
+    # files of kinds not used (e.g. task_time when op_summary was read) are listed as unused
+    if kernel_source in ("kernel_details", "op_summary") and "db" in u.files:
+        warnings.append(f"{u.path}: text exports and a .db are both present; kernels were read from the {kernel_source} CSV")
+    info = {"path": str(u.path), "kind": u.kind, "rank": u.rank, "kernel_source": kernel_source, "unread_files": [str(p) for p in u.unread]}
+    return UnitResult(parts, info, warnings, errors, record)
+
+
+def _workers(units: int) -> int:
+    """Processes for reading ``units`` ranks: one per core, never more than ranks; NPUDIAG_WORKERS overrides."""
+    env = os.environ.get("NPUDIAG_WORKERS")
+    if env and env.isdigit():
+        return max(1, min(int(env), units))
+    return max(1, min(units, os.cpu_count() or 1)) if units > 1 else 1
+
+
 def ingest(
     paths: list[Path], progress: Progress | None = None, *, total: Callable[[int], None] | None = None, hash_inputs: bool = True
 ) -> Profile:
@@ -231,40 +276,41 @@ def ingest(
     if total is not None:
         total(sum(r.size_bytes for r in record.values()))
 
+    parts: dict[str, list[pa.Table]] = {name: [] for name in schemas.TABLES}
+    unit_info = []
+    workers = _workers(len(units))
+    results: list[Future[UnitResult]] = []
+    procs = None
+    if workers > 1:
+        # one process per rank at a time: readers are CPU-bound Python + Arrow; a rank that fails
+        # only fails its own files. Started before any thread exists in this process (fork safety).
+        procs = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+        results = [procs.submit(_read_unit, u, {f: record[f] for fs in u.files.values() for f in fs}, None) for u in units]
+
     hashes: dict[Path, Future[str]] = {}
     pool = ThreadPoolExecutor(max_workers=1) if hash_inputs and record else None
     if pool is not None:
         hashes = {p: pool.submit(_sha256, p) for p in record}
 
-    parts: dict[str, list[pa.Table]] = {name: [] for name in schemas.TABLES}
-    unit_info = []
-    for u in units:
-        r = _UnitReader(u, record, warnings, errors, progress)
-        kernels, kernel_source = r.kernels()
-        api = r.api_calls()
-        dev_copies = r.device_copies()
-        if kernels is not None:
-            parts["kernels"].append(kernels)
-        if api is not None:
-            parts["api_calls"].append(api)
-        parts["op_statistic"].extend(r._csv("op_statistic", read_op_statistic))
-        parts["api_statistic"].extend(r._csv("api_statistic", read_api_statistic))
-        parts["steps"].extend(r._csv("step_trace", read_steps))
-        copies = build_copies(kernels, api, dev_copies)
-        if copies.num_rows:
-            parts["copies"].append(copies)
-        # files of kinds not used (e.g. task_time when op_summary was read) are listed as unused
-        if kernel_source in ("kernel_details", "op_summary") and "db" in u.files:
-            warnings.append(f"{u.path}: text exports and a .db are both present; kernels were read from the {kernel_source} CSV")
-        unit_info.append(
-            {
-                "path": str(u.path),
-                "kind": u.kind,
-                "rank": u.rank,
-                "kernel_source": kernel_source,
-                "unread_files": [str(p) for p in u.unread],
-            }
-        )
+    for i, u in enumerate(units):
+        if procs is not None:
+            try:
+                res = results[i].result()
+            except Exception as exc:  # noqa: BLE001 - a worker that died takes only its rank down
+                errors.append(f"{u.path}: reading this rank failed ({type(exc).__name__}: {exc})")
+                continue
+            record.update(res.record)
+            if progress is not None:
+                progress(sum(r.size_bytes for r in res.record.values()))
+        else:
+            res = _read_unit(u, record, progress)
+        for name, ts in res.parts.items():
+            parts[name].extend(ts)
+        warnings.extend(res.warnings)
+        errors.extend(res.errors)
+        unit_info.append(res.info)
+    if procs is not None:
+        procs.shutdown()
 
     tables = {}
     for name, ps in parts.items():
