@@ -45,6 +45,36 @@ def write_table(table: pa.Table, path: Path) -> None:
     _atomic_write(path, lambda fh: pq.write_table(table, fh, compression="snappy"))
 
 
+def _rank_partitioning():
+    import pyarrow.dataset as ds
+
+    return ds.partitioning(pa.schema([("rank", pa.int32())]), flavor="hive")
+
+
+def write_rank_dataset(table: pa.Table, folder: Path) -> None:
+    """A hive-partitioned dataset (``rank=N/part-0.parquet``) that DuckDB, pyarrow.dataset and Spark
+    read with partition pruning. Written inside the run's temporary folder, so it appears whole."""
+    import pyarrow.dataset as ds
+
+    ds.write_dataset(
+        table,
+        folder,
+        format="parquet",
+        partitioning=_rank_partitioning(),
+        basename_template="part-{i}.parquet",
+        existing_data_behavior="overwrite_or_ignore",
+        file_options=ds.ParquetFileFormat().make_write_options(compression="snappy"),
+    )
+
+
+def read_rank_dataset(folder: Path, schema: pa.Schema) -> pa.Table:
+    import pyarrow.dataset as ds
+
+    t = ds.dataset(folder, format="parquet", partitioning=_rank_partitioning()).to_table()
+    cols = [n for n in schema.names if n in t.column_names] + [n for n in t.column_names if n not in schema.names]
+    return t.select(cols)
+
+
 def write_json(obj: Any, path: Path) -> None:
     data = json.dumps(obj, indent=2, ensure_ascii=False, default=str).encode() + b"\n"
     _atomic_write(path, lambda fh: fh.write(data))
@@ -95,8 +125,12 @@ class OutputWriter:
         self._pool = ThreadPoolExecutor(max_workers=2)
         self._pending: list[Future[None]] = []
 
-    def submit(self, name: str, table: pa.Table) -> None:
-        self._pending.append(self._pool.submit(write_table, table, self.work / f"{name}.parquet"))
+    def submit(self, name: str, table: pa.Table, partition_by_rank: bool = False) -> None:
+        """``name.parquet``, or with ``partition_by_rank`` a hive dataset ``name/rank=N/part-0.parquet``."""
+        if partition_by_rank and "rank" in table.column_names:
+            self._pending.append(self._pool.submit(write_rank_dataset, table, self.work / name))
+        else:
+            self._pending.append(self._pool.submit(write_table, table, self.work / f"{name}.parquet"))
 
     def finish(self, manifest: dict[str, Any]) -> None:
         try:
@@ -154,6 +188,12 @@ def load_outputs(out: Path) -> tuple[dict[str, pa.Table], dict[str, Any]]:
     tables = {}
     for name, schema in TABLES.items():
         path = out / f"{name}.parquet"
+        if (out / name).is_dir():
+            try:
+                tables[name] = read_rank_dataset(out / name, schema)
+            except Exception as exc:  # noqa: BLE001 - any parquet failure is bad input here
+                raise InputError(out / name, f"unreadable Parquet dataset ({str(exc).splitlines()[0][:120]})") from None
+            continue
         if not path.is_file():
             tables[name] = schema.empty_table()
             continue

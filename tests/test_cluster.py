@@ -101,3 +101,30 @@ def test_bad_communication_json_is_one_line(tmp_path: Path) -> None:
     p.write_text('{"step1": ')
     with pytest.raises(InputError, match="not valid JSON"):
         read_matrix(p, 0)
+
+
+def test_many_ranks_write_hive_partitioned_datasets(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from npudiag.store import load_outputs
+
+    root = tmp_path / "ranks"
+    for rank in range(4):
+        write_torch_profile(root, kernels=600, seed=4, steps=3, rank=rank, copies=2, variation=Variation(rank, 0.01), repeat_steps=True)
+    out = tmp_path / "out"
+    r = run_cli("analyze", root, "--out", out, "--quiet", "--json")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (out / "kernels").iterdir()) == ["rank=0", "rank=1", "rank=2", "rank=3"]
+    assert (out / "kernels" / "rank=2" / "part-0.parquet").is_file() and (out / "hot_ops.parquet").is_file()
+    part = ds.partitioning(pa.schema([("rank", pa.int32())]), flavor="hive")
+    d = ds.dataset(out / "kernels", format="parquet", partitioning=part)
+    pruned = d.to_table(filter=ds.field("rank") == 2)
+    assert pruned.num_rows == 600 and set(pruned["rank"].to_pylist()) == {2}
+    tables, manifest = load_outputs(out)
+    assert tables["kernels"].num_rows == 2400 and tables["kernels"].column_names[:3] == ["source", "rank", "device_id"]
+    assert "hive" in manifest["layout"]
+    shown = run_cli("report", out, "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["profile"]["ranks"] == 4
+    single = run_cli("analyze", root, "--out", tmp_path / "serial", "--quiet", "--json", env={"NPUDIAG_WORKERS": "1"})
+    assert json.loads(single.stdout)["profile"] == json.loads(r.stdout)["profile"]  # the process pool changes nothing

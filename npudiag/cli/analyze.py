@@ -6,6 +6,7 @@ import sys
 from enum import Enum
 from pathlib import Path
 
+import pyarrow.compute as pc
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeElapsedColumn, TransferSpeedColumn
@@ -98,18 +99,21 @@ def analyze(
             raise typer.BadParameter(str(exc)) from None
         meta["window"] = {"steps": step_window, "time_us": time_range}
     writer = OutputWriter(target, force=force) if read_any else None
+    ranks = {r for t in tables.values() if "rank" in t.column_names for r in pc.unique(t["rank"]).to_pylist()}
+    by_rank = len(ranks) > 1  # many ranks: hive-partitioned datasets (kernels/rank=N/part-0.parquet)
     if writer is not None:
         for name, table in tables.items():
-            writer.submit(name, table)
+            writer.submit(name, table, partition_by_rank=by_rank)
     tables, skipped = derive(tables, overrides)
     if writer is not None:
         for name in DERIVED:
-            writer.submit(name, tables[name])
+            writer.submit(name, tables[name], partition_by_rank=by_rank)
         meta["out"] = str(target)
     summary = build_summary(tables, top=top, by=by.value, meta=meta, rules_skipped=skipped)
     if writer is not None:
         manifest = output_manifest(profile, __version__, SCHEMA_VERSION)
         manifest["rules"] = {"options": overrides, "skipped": skipped}
+        manifest["layout"] = "hive-partitioned by rank: <table>/rank=N/part-0.parquet" if by_rank else "one <table>.parquet per table"
         writer.finish(manifest)
     if chrome_trace is not None:
         traces = [Path(f.path) for f in profile.inputs if f.kind == "trace" and f.used_for and f.error is None]
