@@ -22,3 +22,12 @@ STANDIN_BIN = Path(__file__).resolve().parent / "bin"
 def with_standins(env: dict[str, str] | None = None) -> dict[str, str]:
     """An environment whose PATH finds the stand-in vendor tools (msnpureport) first."""
     return {**(env or {}), "PATH": f"{STANDIN_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def msprof_standin_path(bin_dir: Path) -> dict[str, str]:
+    """Put an ``msprof`` on a fresh PATH that runs tests/standins/msprof.py with this interpreter."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    wrapper = bin_dir / "msprof"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve().parent / "standins" / "msprof.py"}" "$@"\n')
+    wrapper.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}

@@ -14,9 +14,7 @@ import pytest
 
 from npudiag.collect import msprof as mp
 
-from .helpers import run_cli
-
-STANDIN = Path(__file__).resolve().parent / "standins" / "msprof.py"
+from .helpers import msprof_standin_path, run_cli
 
 APP = """
 import json, os, sys, time
@@ -37,14 +35,9 @@ sys.exit(int(os.environ.get("APP_EXIT", "0")))
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "msprof"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{STANDIN}" "$@"\n')
-    wrapper.chmod(0o755)
     (tmp_path / "app.py").write_text(APP)
     return {
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        **msprof_standin_path(tmp_path / "bin"),
         "MSPROF_ARGS_LOG": str(tmp_path / "msprof_args.txt"),
         "APP_RECORD": str(tmp_path / "app_record.json"),
         "NPUDIAG_ROOT": str(Path(__file__).resolve().parent.parent),

@@ -27,7 +27,7 @@ from npudiag.testing.dump_writer import Tensor, dump_file_name, model_dump_dir, 
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 
 from .conftest import ROOT
-from .helpers import run_cli
+from .helpers import msprof_standin_path, run_cli
 
 BAD = Path(__file__).resolve().parent / "fixtures" / "bad"
 READERS = {"kernel_details": read_kernels, "op_statistic": read_op_statistic, "trace_view": read_trace, "Op": read_dump}
@@ -169,12 +169,7 @@ def test_hostile_folders_finish_and_say_what_was_skipped(tmp_path: Path) -> None
 
 @pytest.fixture
 def msprof_env(tmp_path: Path) -> dict[str, str]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    w = bin_dir / "msprof"
-    w.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve().parent / "standins" / "msprof.py"}" "$@"\n')
-    w.chmod(0o755)
-    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path)}
+    return {**msprof_standin_path(tmp_path / "bin"), "HOME": str(tmp_path)}
 
 
 def test_hanging_child_is_stopped_by_timeout(tmp_path: Path, msprof_env: dict[str, str]) -> None:

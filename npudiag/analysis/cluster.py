@@ -27,53 +27,35 @@ PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_
 PHASE_NAMES = {"computing_us": "computing", "communication_not_overlapped_us": "communication", "free_us": "free", "bubble_us": "bubble"}
 
 
+def _phase_row(r: dict[str, Any], source: str) -> dict[str, Any]:
+    """A CLUSTER_STEPS row from a steps row (step_trace) or a step_breakdown row (kernels)."""
+    from_trace = source == "step_trace"
+    return {
+        "step": r["step"],
+        "rank": r["rank"],
+        "device_id": r["device_id"] if from_trace else None,
+        "computing_us": r["computing_us"],
+        "communication_not_overlapped_us": r["communication_not_overlapped_us"],
+        "overlapped_us": r["overlapped_us"],
+        "communication_us": r["communication_us"],
+        "free_us": r["free_us"],
+        "stage_us": r["step_time_us"],
+        "bubble_us": r["bubble_us"] if from_trace else 0.0,
+        "communication_not_overlapped_exclude_receive_us": r[
+            "communication_not_overlapped_exclude_receive_us" if from_trace else "communication_not_overlapped_us"
+        ],
+        "source": source,
+    }
+
+
 def rank_steps(tables: dict[str, pa.Table]) -> pa.Table:
-    """One row per (step, rank)."""
+    """One row per (step, rank): the rank's step_trace rows where it has them, else its kernels' breakdown."""
     steps = tables["steps"]
-    rows: list[dict[str, Any]] = []
-    have = set()
-    if steps.num_rows:
-        for r in steps.to_pylist():
-            key = (r["step"], r["rank"])
-            have.add(key)
-            rows.append(
-                {
-                    "step": r["step"],
-                    "rank": r["rank"],
-                    "device_id": r["device_id"],
-                    "computing_us": r["computing_us"],
-                    "communication_not_overlapped_us": r["communication_not_overlapped_us"],
-                    "overlapped_us": r["overlapped_us"],
-                    "communication_us": r["communication_us"],
-                    "free_us": r["free_us"],
-                    "stage_us": r["step_time_us"],
-                    "bubble_us": r["bubble_us"],
-                    "communication_not_overlapped_exclude_receive_us": r["communication_not_overlapped_exclude_receive_us"],
-                    "source": "step_trace",
-                }
-            )
+    rows = [_phase_row(r, "step_trace") for r in steps.to_pylist()] if steps.num_rows else []
+    ranks_with_trace = {r["rank"] for r in rows}
     sb = tables.get("step_breakdown")
-    ranks_with_trace = {r for _, r in have}
     if sb is not None and sb.num_rows:
-        for r in sb.to_pylist():
-            if r["rank"] in ranks_with_trace:
-                continue
-            rows.append(
-                {
-                    "step": r["step"],
-                    "rank": r["rank"],
-                    "device_id": None,
-                    "computing_us": r["computing_us"],
-                    "communication_not_overlapped_us": r["communication_not_overlapped_us"],
-                    "overlapped_us": r["overlapped_us"],
-                    "communication_us": r["communication_us"],
-                    "free_us": r["free_us"],
-                    "stage_us": r["step_time_us"],
-                    "bubble_us": 0.0,
-                    "communication_not_overlapped_exclude_receive_us": r["communication_not_overlapped_us"],
-                    "source": "kernels",
-                }
-            )
+        rows += [_phase_row(r, "kernels") for r in sb.to_pylist() if r["rank"] not in ranks_with_trace]
     t = pa.Table.from_pylist(rows, schema=CLUSTER_STEPS) if rows else CLUSTER_STEPS.empty_table()
     return t.sort_by([("step", "ascending"), ("rank", "ascending")]) if t.num_rows else t
 

@@ -11,23 +11,18 @@ import numpy as np
 BLOCK = 1 << 23  # elements per block (32 MB of float32)
 
 
+def _no_values(out: dict[str, Any], nan: int, pinf: int, ninf: int, zero: int) -> dict[str, Any]:
+    """The statistics of a tensor without a finite element: only the counts mean anything."""
+    none = dict.fromkeys(("min", "max", "mean", "std", "l2norm"))
+    return {**out, **none, "nan_count": nan, "pos_inf_count": pinf, "neg_inf_count": ninf, "zero_count": zero}
+
+
 def tensor_stats(a: np.ndarray) -> dict[str, Any]:
     flat = a.reshape(-1)
     n = flat.size
     out: dict[str, Any] = {"element_count": int(n)}
     if n == 0:
-        return {
-            **out,
-            "min": None,
-            "max": None,
-            "mean": None,
-            "std": None,
-            "l2norm": None,
-            "nan_count": 0,
-            "pos_inf_count": 0,
-            "neg_inf_count": 0,
-            "zero_count": 0,
-        }
+        return _no_values(out, 0, 0, 0, 0)
     if np.iscomplexobj(flat):
         flat = np.abs(flat)
     is_float = flat.dtype.kind == "f"
@@ -55,18 +50,7 @@ def tensor_stats(a: np.ndarray) -> dict[str, Any]:
         s += float(np.add.reduce(b64))
         sq += float(np.dot(b64, b64))
     if finite_n == 0:
-        return {
-            **out,
-            "min": None,
-            "max": None,
-            "mean": None,
-            "std": None,
-            "l2norm": None,
-            "nan_count": nan,
-            "pos_inf_count": pinf,
-            "neg_inf_count": ninf,
-            "zero_count": zero,
-        }
+        return _no_values(out, nan, pinf, ninf, zero)
     mean = s / finite_n
     var = max(sq / finite_n - mean * mean, 0.0)
     return {
