@@ -51,15 +51,14 @@ def parse_logs(
     levels: Counter[str] = Counter()
     files: Counter[str] = Counter()
     errors: list[str] = []
-    lines = 0
-    kept, dropped = [0], [0]
+    lines = kept = dropped = 0
 
     def run(writer: pq.ParquetWriter | None) -> None:
-        nonlocal lines
+        nonlocal lines, kept, dropped
         for src in sources:
             parser = LogParser(src.ctx)
             try:
-                for batch in _batches(parser, src):
+                for batch in parser.parse(src.open_lines()):
                     if device is not None:
                         batch = batch.filter(pc.fill_null(pc.equal(batch["device_id"], device), False))
                     if writer is not None:
@@ -67,13 +66,12 @@ def parse_logs(
                     for lv, n in zip(*_value_counts(batch["level"])):
                         levels[lv] += n
                     files[src.ctx.file] += batch.num_rows
-                    keep = _problem_rows(batch)
-                    if kept[0] < MAX_PROBLEM_ROWS:
-                        keep = keep.slice(0, MAX_PROBLEM_ROWS - kept[0])
+                    found = _problem_rows(batch)
+                    keep = found.slice(0, max(MAX_PROBLEM_ROWS - kept, 0))
+                    if keep.num_rows:
                         problems.append(keep)
-                        kept[0] += keep.num_rows
-                    else:
-                        dropped[0] += keep.num_rows
+                    kept += keep.num_rows
+                    dropped += found.num_rows - keep.num_rows
             except InputError as exc:
                 errors.append(exc.one_line())
             except (OSError, EOFError, ValueError) as exc:  # a truncated archive member, an unreadable file
@@ -102,17 +100,11 @@ def parse_logs(
         "errors": levels.get("ERROR", 0) + levels.get("FATAL", 0),
         "warnings": levels.get("WARNING", 0),
         "by_level": dict(levels),
-        "problem_records_not_triaged": dropped[0],
+        "problem_records_not_triaged": dropped,
     }
-    if dropped[0]:
-        errors_note = f"triage looked at the first {MAX_PROBLEM_ROWS:,} error records; {dropped[0]:,} later ones are only counted"
-        totals["note"] = errors_note
+    if dropped:
+        totals["note"] = f"triage looked at the first {MAX_PROBLEM_ROWS:,} error records; {dropped:,} later ones are only counted"
     return LogsRun(table, totals, errors)
-
-
-def _batches(parser: LogParser, src: LogSource):
-    yield from parser.feed(src.open_lines())
-    yield from parser.finish()
 
 
 def _value_counts(arr: pa.Array) -> tuple[list[str], list[int]]:

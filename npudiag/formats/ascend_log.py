@@ -297,6 +297,11 @@ class LogParser:
             if len(self._cols["file"]) >= self.batch_rows:
                 yield self._batch()
 
+    def parse(self, lines: Iterable[str]) -> Iterator[pa.RecordBatch]:
+        """All of one file: its lines, then the last open record."""
+        yield from self.feed(lines)
+        yield from self.finish()
+
     def finish(self) -> Iterator[pa.RecordBatch]:
         self._close()
         if self._cols["file"]:
@@ -439,15 +444,8 @@ class LogParser:
         return rec
 
 
-def parse_lines(lines: Iterable[str], ctx: LogContext, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """Stream ``lines`` (one file) into LOG_EVENTS batches."""
-    parser = LogParser(ctx, batch_rows)
-    yield from parser.feed(lines)
-    yield from parser.finish()
-
-
 def parse_text(text: str, ctx: LogContext | None = None, vectorised: bool = True) -> pa.Table:
     """A whole text at once (tests, short pasted excerpts)."""
     parser = LogParser(ctx or LogContext("-"), vectorised=vectorised)
-    batches = [*parser.feed(text.splitlines()), *parser.finish()]
+    batches = list(parser.parse(text.splitlines()))
     return pa.Table.from_batches(batches, schema=LOG_EVENTS)
