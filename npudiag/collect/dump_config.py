@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from npudiag.store import write_text
+from npudiag.collect import acl_json
 
 DUMP_KEYS = {
     "dump_path", "dump_list", "dump_mode", "dump_op_switch", "dump_debug", "dump_level", "dump_stats", "dump_step",
@@ -184,17 +184,7 @@ def check_acl_json(path: Path) -> list[str]:
 
 def write_dump_section(path: Path, section: dict[str, Any]) -> dict[str, Any]:
     """Write or merge ``section`` as acl.json's ``dump``; every other section (profiler...) is kept."""
-    data: dict[str, Any] = {}
-    if path.exists():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8") or "{}")
-        except ValueError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc}); fix or remove it first") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a JSON object at the top level")
-    data["dump"] = section
-    write_text(json.dumps(data, indent=4) + "\n", path)
-    return data
+    return acl_json.write_section(path, "dump", section)
 
 
 def msprobe_config(

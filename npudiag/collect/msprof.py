@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from npudiag.store import write_text
+from npudiag.collect import acl_json
 
 ON_OFF = ("on", "off")
 TASK_TIME = ("l0", "l1", "l2", "l3", "on", "off")
@@ -159,23 +159,11 @@ def acl_profiler_section(opts: ProfileOptions) -> dict[str, Any]:
 
 
 def merged_acl_json(path: Path, section: dict[str, Any]) -> dict[str, Any]:
-    """``path``'s content with its ``profiler`` section replaced; every other section (dump...) kept."""
-    data: dict[str, Any] = {}
-    if path.exists():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8") or "{}")
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc}); fix or remove it first") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a JSON object at the top level")
-    data["profiler"] = section
-    return data
+    return acl_json.merged(path, "profiler", section)
 
 
 def write_acl_json(path: Path, section: dict[str, Any]) -> dict[str, Any]:
-    data = merged_acl_json(path, section)
-    write_text(json.dumps(data, indent=4) + "\n", path)
-    return data
+    return acl_json.write_section(path, "profiler", section)
 
 
 def torch_schedule(start: int | None, stop: int | None) -> str:
