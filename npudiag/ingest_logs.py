@@ -21,7 +21,7 @@ from npudiag.errors import InputError
 from npudiag.formats.ascend_log import LogParser
 from npudiag.log_sources import LogSource
 from npudiag.schemas import LOG_EVENTS
-from npudiag.store import _atomic_write
+from npudiag.store import atomic_write
 
 QUIET_LEVELS = pa.array(["INFO", "DEBUG", "EVENT", "TRACE", "WARNING"])  # kept for triage only when they carry an error code
 MAX_PROBLEM_ROWS = 500_000  # triage looks at the first this many problem records; counts cover all
@@ -89,7 +89,7 @@ def parse_logs(
             finally:
                 writer.close()
 
-        _atomic_write(events_path, write)
+        atomic_write(events_path, write)
     else:
         run(None)
     table = pa.Table.from_batches(problems, schema=LOG_EVENTS) if problems else LOG_EVENTS.empty_table()

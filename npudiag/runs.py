@@ -9,9 +9,7 @@ profile of several ranks, as ``analyze`` reads it.
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from npudiag.analysis.derive import derive
 from npudiag.discover import is_msprof_folder, is_torch_folder
 from npudiag.errors import InputError
 from npudiag.ingest import ingest
-from npudiag.store import load_outputs, output_manifest, swap_dir, write_json, write_table
+from npudiag.store import load_outputs, output_manifest, swap_dir, temp_sibling_dir, write_json, write_table
 
 
 @dataclass
@@ -89,7 +87,7 @@ def load_side(path: Path, rule_options: dict[str, dict[str, Any]] | None = None)
 
 
 def _write_run(run: Run, folder: Path) -> None:
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     for name, table in run.tables.items():
         write_table(table, folder / f"{name}.parquet")
     write_json({**run.manifest, "stored_from": str(run.path)}, folder / "manifest.json")
@@ -100,27 +98,17 @@ def store_runs(runs: list[Run], dest: Path) -> None:
     everything is written to a sibling temporary folder first, then swapped in by rename, so a
     reader sees the old baseline or the new one, never a mixture."""
     dest = dest.absolute()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    tmp = temp_sibling_dir(dest)
     try:
         if len(runs) == 1:
-            for name, table in runs[0].tables.items():
-                write_table(table, tmp / f"{name}.parquet")
-            write_json({**runs[0].manifest, "stored_from": str(runs[0].path)}, tmp / "manifest.json")
+            _write_run(runs[0], tmp)
         else:
             for i, run in enumerate(runs, 1):
                 _write_run(run, tmp / f"run_{i:03d}")
-        os.chmod(tmp, 0o777 & ~_umask())
         replace_dir(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def replace_dir(new: Path, dest: Path) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from npudiag.collect.child import describe_exit, kill_group, popen
 from npudiag.errors import InputError
+from npudiag.store import atomic_write
 
 DRIVER_TOOL_DIRS = ["/usr/local/Ascend/driver/tools", "/usr/local/Ascend/driver/tools/msnpureport"]
 EXPORT_TYPES = {"all": "0", "slog": "1", "bbox": "2", "stackcore": "3", "vmcore": "4", "module": "5"}
@@ -262,15 +263,12 @@ def write_archive(folder: Path) -> Path:
     target = folder.with_name(folder.name + ".tar.gz")
     if target.exists():
         raise InputError(target, "already exists; not overwritten")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder.parent)
-    os.close(fd)
-    try:
-        with tarfile.open(tmp, "w:gz") as tar:
+
+    def write(fh) -> None:
+        with tarfile.open(fileobj=fh, mode="w:gz") as tar:
             tar.add(folder, arcname=folder.name)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    atomic_write(target, write)
     return target
 
 

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 import pyarrow as pa
 
 from npudiag.formats.jsonstream import iter_events
-from npudiag.store import _atomic_write
+from npudiag.store import atomic_write
 
 _NPUDIAG_PID = 1
 
@@ -132,4 +132,4 @@ def write_chrome_trace(
         text.flush()
         text.detach()
 
-    _atomic_write(path, write)
+    atomic_write(path, write)

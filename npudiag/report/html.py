@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.report.terminal import copy_numbers, fmt_pct, fmt_us, hot_op_numbers
-from npudiag.store import _atomic_write
+from npudiag.store import atomic_write
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -166,4 +166,4 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
 
 def write_html(path: Path, summary: dict[str, Any], copies: pa.Table) -> None:
     data = render_html(summary, copies).encode("utf-8")
-    _atomic_write(path, lambda fh: fh.write(data))
+    atomic_write(path, lambda fh: fh.write(data))
