@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import posixpath
 import re
 import stat
 import sys
@@ -146,7 +147,7 @@ def find_sources(path: str, warnings: list[str], max_archive_bytes: int = MAX_AR
             members = check_members(p, tar, max_archive_bytes)
         out = []
         for m in members:
-            if m.isfile() and LOG_NAME.search(posixpath_basename(m.name)):
+            if m.isfile() and LOG_NAME.search(posixpath.basename(m.name)):
                 ctx = context_for(m.name)
                 ctx.file = f"{p}!{m.name}"
                 out.append(LogSource(ctx, _member_lines(p, m.name), m.size))
@@ -154,20 +155,11 @@ def find_sources(path: str, warnings: list[str], max_archive_bytes: int = MAX_AR
             raise InputError(p, "no log files (*.log, *.txt) in the archive")
         return out
     if p.is_file():
-        return [LogSource(_ctx_for_path(p), _file_lines(p), p.stat().st_size)]
+        return [LogSource(context_for(str(p)), _file_lines(p), p.stat().st_size)]
     if not p.is_dir():
         raise InputError(p, "not a regular file or folder (a FIFO, socket or device is never read)")
     files = list(_walk(p, warnings))
     if not files:
         raise InputError(p, "no log files (*.log, *.txt) in this folder")
-    return [LogSource(_ctx_for_path(f, p), _file_lines(f), f.stat().st_size) for f in files]
+    return [LogSource(context_for(str(f)), _file_lines(f), f.stat().st_size) for f in files]
 
-
-def posixpath_basename(name: str) -> str:
-    return name.rstrip("/").rsplit("/", 1)[-1]
-
-
-def _ctx_for_path(f: Path, root: Path | None = None) -> LogContext:
-    ctx = context_for(f.as_posix())
-    ctx.file = str(f)
-    return ctx
