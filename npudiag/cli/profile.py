@@ -159,7 +159,6 @@ def profile(
         return
     if not app and emit is not Emit.command:
         raise typer.BadParameter("give the program to profile: npudiag profile [OPTIONS] ./app [ARGS]...")
-    checks = toolkit.doctor()
     msprof = toolkit.find_msprof(toolkit.find_toolkit()[0])
     argv = [str(msprof or "msprof"), *cli, *app] if mode is Mode.cli or emit is Emit.command else app
     if emit is Emit.command:
@@ -177,7 +176,7 @@ def profile(
         sys.stdout.write("\n".join(lines) + "\n")
         return
     if mode is Mode.cli and msprof is None:
-        raise _fail(toolkit.first_problem(checks, "msprof") or "msprof not found")
+        raise _fail(toolkit.first_problem(toolkit.doctor(), "msprof") or "msprof not found")
     if acl_section is not None:
         try:
             mp.write_acl_json(acl_json, acl_section)
