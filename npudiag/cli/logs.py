@@ -58,7 +58,7 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
     summary["input_warnings"] = warnings
     if out is not None:
         write_table(triage, out / "triage.parquet")
-        write_json({k: v for k, v in summary.items()}, out / "summary.json")
+        write_json(summary, out / "summary.json")
         summary["out"] = str(out)
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")

@@ -10,7 +10,6 @@ exported and analysed, and reports that it was interrupted.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -102,4 +101,4 @@ def needs_export(prof: Path) -> bool:
         return False
     if any(prof.glob("msprof_*.db")):
         return False
-    return not any((prof / d / "summary").is_dir() for d in os.listdir(prof) if d.startswith("device_")) if prof.is_dir() else True
+    return not any(p.is_dir() for p in prof.glob("device_*/summary"))  # CANN <= 7 exports into device_N/summary
