@@ -17,9 +17,7 @@ _COUNT_ROWS = {"kernels", "steps", "copies", "findings"}
 def _value(name: str, v: float | None) -> str:
     if v is None:
         return "-"
-    if name in _COUNT_ROWS:
-        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
-    return fmt_us(v)
+    return _count(v) if name in _COUNT_ROWS else fmt_us(v)
 
 
 def _ratio(r: float | None) -> Text:
@@ -31,6 +29,7 @@ def _ratio(r: float | None) -> Text:
 
 
 def _count(v: float) -> str:
+    """Per-run counts: whole for one run, one decimal for a mean over repeated runs."""
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
 
 
