@@ -162,4 +162,3 @@ def find_sources(path: str, warnings: list[str], max_archive_bytes: int = MAX_AR
     if not files:
         raise InputError(p, "no log files (*.log, *.txt) in this folder")
     return [LogSource(context_for(str(f)), _file_lines(f), f.stat().st_size) for f in files]
-
