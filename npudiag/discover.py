@@ -22,6 +22,8 @@ KINDS: dict[str, re.Pattern[str]] = {
     "step_trace": re.compile(r"^step_trace(_time)?(_slice_\d+)?(_\d+)*\.csv$"),
     "trace": re.compile(r"^(trace_view|msprof(_slice_\d+)?(_\d+)*|task_time(_slice_\d+)?(_\d+)*)\.json$"),
     "db": re.compile(r"^(msprof_\d+|ascend_pytorch_profiler(_\d+)?)\.db$"),
+    "communication_matrix": re.compile(r"^communication_matrix\.json$"),
+    "communication": re.compile(r"^communication\.json$"),
 }
 # files we recognise and list in the manifest but do not read into tables yet
 KNOWN_UNREAD = re.compile(
@@ -186,17 +188,3 @@ def assign_ranks(units: list[Unit]) -> None:
             nxt += 1
         u.rank = nxt
         taken.add(nxt)
-
-
-def communication_files(path: Path) -> list[tuple[int | None, Path | None, Path | None]]:
-    """(rank, communication_matrix.json, communication.json) of every torch_npu unit under ``path``,
-    with the same ranks ``ingest`` assigns."""
-    units = discover(path, [])
-    assign_ranks(units)
-    out = []
-    for u in units:
-        base = u.path / "ASCEND_PROFILER_OUTPUT" if u.kind == "torch_npu" else u.path
-        matrix, comm = base / "communication_matrix.json", base / "communication.json"
-        if matrix.is_file() or comm.is_file():
-            out.append((u.rank, matrix if matrix.is_file() else None, comm if comm.is_file() else None))
-    return out

@@ -8,10 +8,8 @@ and why. A file that fails is recorded with its one-line reason and the rest sti
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
-import os
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from npudiag.analysis.copies import build_copies
 from npudiag.discover import Unit, assign_ranks, discover
 from npudiag.errors import InputError
 from npudiag.formats.api_statistic import read_api_statistic
+from npudiag.formats.communication import read_communication, read_matrix
 from npudiag.formats.kernel_csv import read_kernels
 from npudiag.formats.msprof_db import read_db
 from npudiag.formats.op_statistic import read_op_statistic
@@ -109,6 +108,20 @@ class _UnitReader:
             self.warnings.extend(warns)
             self.record[path].used_for.append(kind)
             out.append(table)
+        return out
+
+    def _json(self, kind: str, reader) -> list[pa.Table]:
+        """communication(_matrix).json: one table per file, rank taken from the unit."""
+        out = []
+        for path in self.unit.files.get(kind, []):
+            try:
+                out.append(reader(path, self.unit.rank))
+            except _READ_ERRORS as exc:
+                self._fail(path, _as_input_error(path, exc))
+                continue
+            finally:
+                self._done(path)
+            self.record[path].used_for.append("comm_links" if kind == "communication_matrix" else "comm_ops")
         return out
 
     def trace(self) -> TraceTables | None:
@@ -213,11 +226,14 @@ class UnitResult:
     record: dict[Path, InputFile]
 
 
+READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops")
+
+
 def _read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None) -> UnitResult:
     """Everything one unit (rank) contributes; runs in a worker process for multi-rank inputs."""
     warnings: list[str] = []
     errors: list[str] = []
-    parts: dict[str, list[pa.Table]] = {"kernels": [], "api_calls": [], "op_statistic": [], "api_statistic": [], "steps": [], "copies": []}
+    parts: dict[str, list[pa.Table]] = {name: [] for name in READ_TABLES}
     r = _UnitReader(u, record, warnings, errors, progress)
     kernels, kernel_source = r.kernels()
     api = r.api_calls()
@@ -229,6 +245,8 @@ def _read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None
     parts["op_statistic"].extend(r._csv("op_statistic", read_op_statistic))
     parts["api_statistic"].extend(r._csv("api_statistic", read_api_statistic))
     parts["steps"].extend(r._csv("step_trace", read_steps))
+    parts["comm_links"].extend(r._json("communication_matrix", read_matrix))
+    parts["comm_ops"].extend(r._json("communication", read_communication))
     copies = build_copies(kernels, api, dev_copies)
     if copies.num_rows:
         parts["copies"].append(copies)
@@ -239,18 +257,30 @@ def _read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None
     return UnitResult(parts, info, warnings, errors, record)
 
 
-def _workers(units: int) -> int:
-    """Processes for reading ``units`` ranks: one per core, never more than ranks; NPUDIAG_WORKERS overrides."""
-    env = os.environ.get("NPUDIAG_WORKERS")
-    if env and env.isdigit():
-        return max(1, min(int(env), units))
-    return max(1, min(units, os.cpu_count() or 1)) if units > 1 else 1
+def conform_parts(parts: dict[str, list[pa.Table]]) -> dict[str, pa.Table]:
+    """The read tables, each in its declared schema (an empty table where nothing was read)."""
+    tables = {}
+    for name in READ_TABLES:
+        schema = schemas.TABLES[name]
+        ps = parts.get(name, [])
+        tables[name] = schemas.conform(_concat(ps), schema, keep_extra=(name == "kernels")) if ps else schema.empty_table()
+    return tables
 
 
-def ingest(
-    paths: list[Path], progress: Progress | None = None, *, total: Callable[[int], None] | None = None, hash_inputs: bool = True
-) -> Profile:
-    """Read ``paths`` (profile folders, parents of many, or single files) into canonical tables."""
+@dataclass
+class Found:
+    """What discovery found under the paths a user gave: units (ranks) and every file of them."""
+
+    units: list[Unit]
+    record: dict[Path, InputFile]
+    warnings: list[str]
+    errors: list[str]
+
+    def record_of(self, u: Unit) -> dict[Path, InputFile]:
+        return {f: self.record[f] for fs in u.files.values() for f in fs}
+
+
+def find_units(paths: list[Path]) -> Found:
     warnings: list[str] = []
     errors: list[str] = []
     units: list[Unit] = []
@@ -263,7 +293,6 @@ def ingest(
             errors.append(f"{p}: no profiler output found (expected a PROF_* or *_ascend_pt folder, or summary CSV / trace JSON files)")
         units.extend(found)
     assign_ranks(units)
-
     record: dict[Path, InputFile] = {}
     for u in units:
         for kind, files in u.files.items():
@@ -273,55 +302,64 @@ def ingest(
                 except OSError:
                     size = 0
                 record[f] = InputFile(str(f), kind, u.rank, size)
+    return Found(units, record, warnings, errors)
+
+
+def _read_unit_job(job: tuple[Unit, dict[Path, InputFile]]) -> UnitResult:
+    return _read_unit(job[0], job[1], None)
+
+
+def ingest(
+    paths: list[Path],
+    progress: Progress | None = None,
+    *,
+    total: Callable[[int], None] | None = None,
+    hash_inputs: bool = True,
+    found: Found | None = None,
+) -> Profile:
+    """Read ``paths`` (profile folders, parents of many, or single files) into canonical tables, in
+    memory. Many ranks are read in a local process pool; ``npudiag.rank_job`` is the path that
+    writes each rank's tables from its own task instead, for clusters too big to hold."""
+    from npudiag.executors import LocalPool, default_workers
+
+    found = found if found is not None else find_units(paths)
+    units, record, warnings, errors = found.units, found.record, found.warnings, found.errors
     if total is not None:
         total(sum(r.size_bytes for r in record.values()))
 
-    parts: dict[str, list[pa.Table]] = {name: [] for name in schemas.TABLES}
-    unit_info = []
-    workers = _workers(len(units))
-    results: list[Future[UnitResult]] = []
-    procs = None
-    if workers > 1:
-        # one process per rank at a time: readers are CPU-bound Python + Arrow; a rank that fails
-        # only fails its own files. Started before any thread exists in this process (fork safety).
-        procs = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
-        results = [procs.submit(_read_unit, u, {f: record[f] for fs in u.files.values() for f in fs}, None) for u in units]
-
+    parts: dict[str, list[pa.Table]] = {name: [] for name in READ_TABLES}
     hashes: dict[Path, Future[str]] = {}
     pool = ThreadPoolExecutor(max_workers=1) if hash_inputs and record else None
     if pool is not None:
         hashes = {p: pool.submit(_sha256, p) for p in record}
 
-    for i, u in enumerate(units):
-        if procs is not None:
-            try:
-                res = results[i].result()
-            except Exception as exc:  # noqa: BLE001 - a worker that died takes only its rank down
-                errors.append(f"{u.path}: reading this rank failed ({type(exc).__name__}: {exc})")
+    results: dict[int, UnitResult] = {}
+    failed: dict[int, str] = {}
+    workers = default_workers(len(units)) if len(units) > 1 else 1
+    if workers > 1:
+        jobs = [(u, found.record_of(u)) for u in units]
+        for i, res in LocalPool(workers).run(_read_unit_job, jobs):
+            if isinstance(res, BaseException):
+                failed[i] = f"{units[i].path}: reading this rank failed ({type(res).__name__}: {res})"
                 continue
             record.update(res.record)
             if progress is not None:
                 progress(sum(r.size_bytes for r in res.record.values()))
-        else:
-            res = _read_unit(u, record, progress)
+            results[i] = res
+    else:
+        for i, u in enumerate(units):
+            results[i] = _read_unit(u, record, progress)
+    errors.extend(failed[i] for i in sorted(failed))
+    unit_info = []
+    for i in sorted(results):
+        res = results[i]
         for name, ts in res.parts.items():
             parts[name].extend(ts)
         warnings.extend(res.warnings)
         errors.extend(res.errors)
         unit_info.append(res.info)
-    if procs is not None:
-        procs.shutdown()
 
-    tables = {}
-    for name, ps in parts.items():
-        if name in ("hot_ops", "findings", "step_breakdown"):  # derived by analysis, not read
-            continue
-        schema = schemas.TABLES[name]
-        if ps:
-            t = _concat(ps)
-            tables[name] = schemas.conform(t, schema, keep_extra=(name == "kernels"))
-        else:
-            tables[name] = schema.empty_table()
+    tables = conform_parts(parts)
     if pool is not None:
         for p, fut in hashes.items():
             try:

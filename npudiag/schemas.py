@@ -340,7 +340,7 @@ COMM_LINKS = pa.schema(
         ("transport", pa.string()),  # HCCS, RDMA, PCIE, SDMA, LOCAL
         ("size_bytes", pa.int64()),  # Transit Size(MB) x 1e6
         ("time_us", pa.float64()),
-        ("bandwidth_gbps", pa.float64()),
+        ("bandwidth_gbps", pa.float64()),  # GB/s: 1e9 bytes per second, as the file's Bandwidth(GB/s)
     ]
 )
 
@@ -369,6 +369,8 @@ TABLES: dict[str, pa.Schema] = {
     "hot_ops": HOT_OPS,
     "findings": FINDINGS,
     "step_breakdown": STEP_BREAKDOWN,
+    "comm_links": COMM_LINKS,
+    "comm_ops": COMM_OPS,
 }
 
 

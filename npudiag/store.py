@@ -68,10 +68,17 @@ def write_rank_dataset(table: pa.Table, folder: Path) -> None:
     )
 
 
-def read_rank_dataset(folder: Path, schema: pa.Schema) -> pa.Table:
+def read_rank_dataset(folder: Path, schema: pa.Schema, ranks: list[int] | None = None) -> pa.Table:
+    """The dataset as one table (only ``ranks``' partitions when given). Ranks may differ in their
+    extra columns (PMU metrics of one collection but not another), so the files' schemas are
+    unified rather than the first one's taken."""
     import pyarrow.dataset as ds
 
-    t = ds.dataset(folder, format="parquet", partitioning=_rank_partitioning()).to_table()
+    files = ds.dataset(folder, format="parquet", partitioning=_rank_partitioning())
+    unified = pa.unify_schemas([f.physical_schema for f in files.get_fragments()] + [pa.schema([("rank", pa.int32())])],
+                               promote_options="permissive")  # fmt: skip
+    d = ds.dataset(folder, format="parquet", partitioning=_rank_partitioning(), schema=unified)
+    t = d.to_table(filter=ds.field("rank").isin(ranks) if ranks is not None else None)
     cols = [n for n in schema.names if n in t.column_names] + [n for n in t.column_names if n not in schema.names]
     return t.select(cols)
 
@@ -182,7 +189,23 @@ def swap_dir(new: Path, dest: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_outputs(out: Path) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+def load_rank_rows(out: Path, name: str, ranks: list[int]) -> pa.Table:
+    """Only ``ranks``' rows of one table of an ``--out`` folder: partition pruning where it is a
+    dataset, a filter where it is one file."""
+    import pyarrow.compute as pc
+
+    from npudiag.schemas import TABLES
+
+    if (out / name).is_dir():
+        return read_rank_dataset(out / name, TABLES[name], ranks)
+    if (out / f"{name}.parquet").is_file():
+        t = read_table(out / f"{name}.parquet")
+        return t.filter(pc.fill_null(pc.is_in(t["rank"], pa.array(ranks, pa.int32())), False))
+    return TABLES[name].empty_table()
+
+
+def load_outputs(out: Path, names: tuple[str, ...] | None = None) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+    """The tables (all, or ``names``) and manifest of an ``analyze --out`` folder."""
     from npudiag.errors import InputError
     from npudiag.schemas import TABLES
 
@@ -195,6 +218,8 @@ def load_outputs(out: Path) -> tuple[dict[str, pa.Table], dict[str, Any]]:
         raise InputError(manifest_path, f"unreadable manifest ({exc})") from None
     tables = {}
     for name, schema in TABLES.items():
+        if names is not None and name not in names:
+            continue
         path = out / f"{name}.parquet"
         if (out / name).is_dir():
             try:

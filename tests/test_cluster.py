@@ -128,3 +128,21 @@ def test_many_ranks_write_hive_partitioned_datasets(tmp_path: Path) -> None:
     assert shown.returncode == 0 and json.loads(shown.stdout)["profile"]["ranks"] == 4
     single = run_cli("analyze", root, "--out", tmp_path / "serial", "--quiet", "--json", env={"NPUDIAG_WORKERS": "1"})
     assert json.loads(single.stdout)["profile"] == json.loads(r.stdout)["profile"]  # the process pool changes nothing
+
+
+def test_cluster_table_agrees_with_msprof_analyze_on_the_same_ranks(tmp_path: Path) -> None:
+    """msprof-analyze 26.2.0 was run on the same 4 real ranks (tests/fixtures/msprof_analyze/SOURCES.md)."""
+    if not FOUR.is_dir():
+        pytest.skip(f"4-rank corpus not present at {FOUR} (only in the project workspace)")
+    theirs = list(csv.DictReader((Path(__file__).parent / "fixtures" / "msprof_analyze" / "4rank_cluster_step_trace_time.csv").open()))
+    r = run_cli("cluster", FOUR, "--out", tmp_path / "c", "--json")
+    assert r.returncode == 0, r.stderr
+    ours = {row["Index"]: row for row in csv.DictReader((tmp_path / "c" / "cluster_step_trace_time.csv").open())}
+    rank_rows = [t for t in theirs if t["Type"] == "rank"]
+    assert len(rank_rows) == len(ours) == 4
+    for t in rank_rows:
+        o = ours[t["Index"]]
+        assert o["Step"] == t["Step"]
+        for col in o:
+            if col not in ("Step", "Type", "Index"):
+                assert float(o[col]) == float(t[col]), (t["Index"], col)

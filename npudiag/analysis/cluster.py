@@ -14,6 +14,7 @@ other ranks; where kernels exist, the ops slower than on the median rank are lis
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -60,8 +61,11 @@ def rank_steps(tables: dict[str, pa.Table]) -> pa.Table:
     return t.sort_by([("step", "ascending"), ("rank", "ascending")]) if t.num_rows else t
 
 
-def _slower_ops(tables: dict[str, pa.Table], slow_rank: int, median_rank: int, top: int = 5) -> list[dict[str, Any]]:
-    k = tables["kernels"]
+KernelsOf = Callable[[list[int]], pa.Table]
+
+
+def _slower_ops(kernels_of: KernelsOf, slow_rank: int, median_rank: int, top: int = 5) -> list[dict[str, Any]]:
+    k = kernels_of([slow_rank, median_rank])
     if k.num_rows == 0:
         return []
     mine = k.filter(pc.fill_null(pc.equal(k["rank"], slow_rank), False))
@@ -78,7 +82,9 @@ def _slower_ops(tables: dict[str, pa.Table], slow_rank: int, median_rank: int, t
     return out
 
 
-def slow_ranks(table: pa.Table, tables: dict[str, pa.Table] | None = None, threshold: float = 0.05, z: float = 3.0) -> pa.Table:
+def slow_ranks(table: pa.Table, kernels_of: KernelsOf | None = None, threshold: float = 0.05, z: float = 3.0) -> pa.Table:
+    """Slow (step, rank) rows with their cause. ``kernels_of(ranks)`` returns those ranks' kernels,
+    so only the slow rank and the median rank are ever read, not the whole cluster."""
     rows = []
     if table.num_rows == 0:
         return SLOW_RANKS.empty_table()
@@ -100,7 +106,7 @@ def slow_ranks(table: pa.Table, tables: dict[str, pa.Table] | None = None, thres
             others = np.arange(len(stage)) != i
             growth = {p: float(v[i] - np.median(v[others])) for p, v in phases.items()}
             cause = max(growth, key=lambda p: growth[p])
-            slower = _slower_ops(tables, ranks[i], median_rank) if tables is not None and cause == "computing_us" else []
+            slower = _slower_ops(kernels_of, ranks[i], median_rank) if kernels_of is not None and cause == "computing_us" else []
             rows.append(
                 {
                     "step": step,

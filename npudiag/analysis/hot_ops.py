@@ -74,3 +74,48 @@ def hot_ops(kernels: pa.Table, by: str = "type") -> pa.Table:
 def hot_ops_table(kernels: pa.Table) -> pa.Table:
     """What ``hot_ops.parquet`` holds: the aggregate by op type and by op name, one after the other."""
     return pa.concat_tables([hot_ops(kernels, "type"), hot_ops(kernels, "name")])
+
+
+def merge_hot_ops(parts: list[pa.Table]) -> pa.Table:
+    """``hot_ops_table`` of the union of several ranks' kernels, from each rank's own table.
+
+    Counts, totals, minima and maxima add up exactly; ``ranks`` adds up because every part holds
+    distinct ranks; task types are the union; shares are re-taken of the new grand total."""
+    parts = [p for p in parts if p.num_rows]
+    if not parts:
+        return schemas.empty("hot_ops")
+    if len(parts) == 1:
+        return parts[0]
+    t = pa.concat_tables(parts, promote_options="permissive")
+    out = []
+    for by in ("type", "name"):
+        sub = t.filter(pc.equal(t["group_by"], by))
+        if sub.num_rows == 0:
+            continue
+        g = sub.group_by("key").aggregate([("count", "sum"), ("total_us", "sum"), ("min_us", "min"), ("max_us", "max"), ("ranks", "sum")])
+        split = pc.split_pattern(pc.fill_null(sub["task_types"], ""), ";")
+        flat = pa.table({"key": pc.take(sub["key"], pc.list_parent_indices(split)), "tt": pc.list_flatten(split)}).filter(
+            pc.not_equal(pc.list_flatten(split), "")
+        )
+        tts = flat.group_by("key").aggregate([("tt", "distinct")])
+        tt_of = dict(zip(tts["key"].to_pylist(), (";".join(sorted(v)) for v in tts["tt_distinct"].to_pylist())))
+        total = pc.sum(g["total_us_sum"]).as_py() or 0.0
+        s = g["total_us_sum"]
+        count = g["count_sum"]
+        share = pc.multiply(pc.divide(s, total), 100.0) if total > 0 else pa.nulls(g.num_rows, pa.float64())
+        merged = pa.table(
+            {
+                "group_by": pa.array([by] * g.num_rows, pa.string()),
+                "key": g["key"],
+                "task_types": pa.array([tt_of.get(k, "") for k in g["key"].to_pylist()], pa.string()),
+                "ranks": g["ranks_sum"].cast(pa.int32()),
+                "count": count,
+                "total_us": s,
+                "avg_us": pc.divide(s, count.cast(pa.float64())),
+                "min_us": g["min_us_min"],
+                "max_us": g["max_us_max"],
+                "share_pct": share,
+            }
+        )
+        out.append(schemas.conform(merged, schemas.HOT_OPS).sort_by([("total_us", "descending"), ("key", "ascending")]))
+    return pa.concat_tables(out) if out else schemas.empty("hot_ops")

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.analysis.hot_ops import hot_ops
+from npudiag.analysis.hot_ops import hot_ops_table, merge_hot_ops
 from npudiag.analysis.timeline import base_ns, intervals, union_length
 
 
@@ -54,15 +54,21 @@ def _per_rank(kernels: pa.Table) -> list[dict[str, Any]]:
     return out
 
 
-def _task_types(kernels: pa.Table) -> list[dict[str, Any]]:
-    if kernels.num_rows == 0:
-        return []
+def task_type_totals(kernels: pa.Table) -> pa.Table:
+    """Count and summed duration per task type: the mergeable part of the task-type table."""
     t = pa.table({"task_type": pc.coalesce(kernels["task_type"], "unknown"), "d": pc.coalesce(kernels["duration_us"], 0.0)})
-    g = t.group_by("task_type").aggregate([("d", "count"), ("d", "sum")]).sort_by([("d_sum", "descending")])
-    total = sum(g["d_sum"].to_pylist()) or 0.0
+    g = t.group_by("task_type").aggregate([("d", "count"), ("d", "sum")])
+    return pa.table({"task_type": g["task_type"], "count": g["d_count"], "total_us": g["d_sum"]})
+
+
+def _task_types(totals: pa.Table) -> list[dict[str, Any]]:
+    if totals.num_rows == 0:
+        return []
+    g = totals.group_by("task_type").aggregate([("count", "sum"), ("total_us", "sum")]).sort_by([("total_us_sum", "descending")])
+    total = sum(g["total_us_sum"].to_pylist()) or 0.0
     return [
         {"task_type": tt, "count": c, "total_us": s, "share_pct": 100.0 * s / total if total else None}
-        for tt, c, s in zip(g["task_type"].to_pylist(), g["d_count"].to_pylist(), g["d_sum"].to_pylist())
+        for tt, c, s in zip(g["task_type"].to_pylist(), g["count_sum"].to_pylist(), g["total_us_sum"].to_pylist())
     ]
 
 
@@ -122,6 +128,97 @@ def _findings(findings: pa.Table) -> list[dict[str, Any]]:
     return rows
 
 
+_COPY_COLUMNS = ["side", "direction", "mode", "size_bytes", "duration_us"]
+
+
+def summary_parts(tables: dict[str, pa.Table]) -> dict[str, Any]:
+    """What the summary needs from a table set, in a form that adds up over ranks (``merge_parts``),
+    so ranks analysed apart (process pool, Dask) give the summary one process would."""
+    from npudiag import schemas
+
+    kernels = tables["kernels"]
+    hot = tables.get("hot_ops")
+    if hot is None or (hot.num_rows == 0 and kernels.num_rows):
+        hot = hot_ops_table(kernels)
+    return {
+        "per_rank": _per_rank(kernels),
+        "kernels": kernels.num_rows,
+        "kernel_time_us": float(pc.sum(pc.coalesce(kernels["duration_us"], 0.0)).as_py() or 0.0) if kernels.num_rows else 0.0,
+        "task_types": task_type_totals(kernels),
+        "hot_ops": hot,
+        "copies": tables["copies"].select(_COPY_COLUMNS),
+        "api_calls": tables["api_calls"].num_rows,
+        "steps": tables["steps"],
+        "step_breakdown": tables.get("step_breakdown", schemas.empty("step_breakdown")),
+        "findings": tables.get("findings", schemas.empty("findings")),
+    }
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+
+
+def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ``summary_parts`` from those of several ranks (given in rank order)."""
+    if len(parts) == 1:
+        return parts[0]
+    per_rank = [r for p in parts for r in p["per_rank"]]
+    per_rank.sort(key=lambda r: (r["rank"] is None, r["rank"]))
+    findings = _concat([p["findings"] for p in parts])
+    if findings.num_rows:
+        findings = findings.sort_by([("time_lost_us", "descending"), ("rule_id", "ascending")])
+    return {
+        "per_rank": per_rank,
+        "kernels": sum(p["kernels"] for p in parts),
+        "kernel_time_us": sum(p["kernel_time_us"] for p in parts),
+        "task_types": _concat([p["task_types"] for p in parts]),
+        "hot_ops": merge_hot_ops([p["hot_ops"] for p in parts]),
+        "copies": _concat([p["copies"] for p in parts]),
+        "api_calls": sum(p["api_calls"] for p in parts),
+        "steps": _concat([p["steps"] for p in parts]),
+        "step_breakdown": _concat([p["step_breakdown"] for p in parts]),
+        "findings": findings,
+    }
+
+
+def summary_from_parts(
+    parts: dict[str, Any],
+    *,
+    top: int = 20,
+    by: str = "type",
+    meta: dict[str, Any] | None = None,
+    rules_skipped: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    if by not in ("type", "name"):
+        raise ValueError(f"by must be 'type' or 'name', not {by!r}")
+    per_rank = parts["per_rank"]
+    span = sum(r["span_us"] for r in per_rank)
+    busy = sum(r["busy_us"] for r in per_rank)
+    hot_all = parts["hot_ops"]
+    hot = hot_all.filter(pc.equal(hot_all["group_by"], by))
+    return {
+        **(meta or {}),
+        "profile": {
+            "ranks": len(per_rank),
+            "kernels": parts["kernels"],
+            "kernel_time_us": parts["kernel_time_us"],
+            "span_us": span,
+            "device_busy_us": busy,
+            "device_busy_pct": 100.0 * busy / span if span > 0 else None,
+            "api_calls": parts["api_calls"],
+            "steps": parts["steps"].num_rows,
+        },
+        "per_rank": per_rank,
+        "task_types": _task_types(parts["task_types"]),
+        "hot_ops": {"by": by, "total_groups": hot.num_rows, "top": hot.slice(0, top).to_pylist()},
+        "copies": _copies(parts["copies"]),
+        "steps": _steps(parts["steps"]),
+        "step_breakdown": parts["step_breakdown"].slice(0, 50).to_pylist(),
+        "findings": _findings(parts["findings"]),
+        "rules_skipped": rules_skipped or {},
+    }
+
+
 def build_summary(
     tables: dict[str, pa.Table],
     *,
@@ -130,29 +227,4 @@ def build_summary(
     meta: dict[str, Any] | None = None,
     rules_skipped: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    kernels = tables["kernels"]
-    per_rank = _per_rank(kernels)
-    span = sum(r["span_us"] for r in per_rank)
-    busy = sum(r["busy_us"] for r in per_rank)
-    hot = hot_ops(kernels, by)
-    return {
-        **(meta or {}),
-        "profile": {
-            "ranks": len(per_rank),
-            "kernels": kernels.num_rows,
-            "kernel_time_us": float(pc.sum(pc.coalesce(kernels["duration_us"], 0.0)).as_py() or 0.0) if kernels.num_rows else 0.0,
-            "span_us": span,
-            "device_busy_us": busy,
-            "device_busy_pct": 100.0 * busy / span if span > 0 else None,
-            "api_calls": tables["api_calls"].num_rows,
-            "steps": tables["steps"].num_rows,
-        },
-        "per_rank": per_rank,
-        "task_types": _task_types(kernels),
-        "hot_ops": {"by": by, "total_groups": hot.num_rows, "top": hot.slice(0, top).to_pylist()},
-        "copies": _copies(tables["copies"]),
-        "steps": _steps(tables["steps"]),
-        "step_breakdown": tables["step_breakdown"].slice(0, 50).to_pylist() if "step_breakdown" in tables else [],
-        "findings": _findings(tables["findings"]) if "findings" in tables else [],
-        "rules_skipped": rules_skipped or {},
-    }
+    return summary_from_parts(summary_parts(tables), top=top, by=by, meta=meta, rules_skipped=rules_skipped)

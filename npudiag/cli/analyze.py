@@ -6,18 +6,19 @@ import sys
 from enum import Enum
 from pathlib import Path
 
-import pyarrow.compute as pc
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeElapsedColumn, TransferSpeedColumn
+from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TransferSpeedColumn
 
 from npudiag import SCHEMA_VERSION, __version__
 from npudiag.analysis.derive import DERIVED, derive
 from npudiag.analysis.markers import markers
 from npudiag.analysis.rules import load_rule_file, parse_rule_options
-from npudiag.analysis.summary import build_summary
+from npudiag.analysis.summary import build_summary, summary_from_parts
 from npudiag.analysis.window import apply_window, parse_steps, parse_time
-from npudiag.ingest import ingest
+from npudiag.executors import choose_backend
+from npudiag.ingest import find_units, ingest
+from npudiag.rank_job import analyze_ranks
 from npudiag.report.chrome_trace import write_chrome_trace
 from npudiag.report.html import write_html
 from npudiag.report.json_report import render_json
@@ -55,6 +56,10 @@ def analyze(
     rule_file: Path = typer.Option(None, "--rule-file", help="TOML file of rule options ([sync_copy] min_bytes = 65536); --rule-opt wins."),
     rule_opt: list[str] = typer.Option([], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out folder even though npudiag did not write it."),
+    scheduler: str = typer.Option(
+        None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT); inputs and --out on shared storage."
+    ),
+    dask: bool = typer.Option(False, "--dask", help="Run the per-rank work on a local Dask cluster (one worker per core)."),
 ) -> None:
     """Read profiler output into Parquet tables and summarise where device time goes."""
     try:
@@ -69,28 +74,22 @@ def analyze(
         raise typer.BadParameter(str(exc)) from None
     err = Console(stderr=True)
     show_progress = not quiet and not json_out and err.is_terminal
-    if show_progress:
-        with Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as bar:
-            task = bar.add_task("reading", total=None)
-            profile = ingest(paths, lambda n: bar.advance(task, n), total=lambda t: bar.update(task, total=t))
-    else:
-        profile = ingest(paths)
+    found = find_units(paths)
     target = out if out is not None else _default_out(paths)
+    if len(found.units) > 1 or scheduler or dask:
+        if scheduler or dask:  # workers elsewhere resolve paths themselves: give them absolute ones
+            target = target.absolute()
+        _analyze_ranks(found, target, paths, force, choose_backend(len(found.units), scheduler, dask), overrides, step_window,
+                       time_range, top, by, json_out, show_progress, err, chrome_trace, html_out)  # fmt: skip
+        return
+    if show_progress:
+        with _bytes_bar(err) as bar:
+            task = bar.add_task("reading", total=None)
+            profile = ingest(paths, lambda n: bar.advance(task, n), total=lambda t: bar.update(task, total=t), found=found)
+    else:
+        profile = ingest(paths, found=found)
     read_any = any(f.used_for for f in profile.inputs)
-    meta = {
-        "npudiag_version": __version__,
-        "title": ", ".join(str(p) for p in paths),
-        "errors": profile.errors,
-        "warnings": profile.warnings,
-    }
+    meta = _meta(paths, profile.errors, profile.warnings)
     tables = dict(profile.tables)
     if step_window is not None or time_range is not None:
         try:
@@ -99,38 +98,89 @@ def analyze(
             raise typer.BadParameter(str(exc)) from None
         meta["window"] = {"steps": step_window, "time_us": time_range}
     writer = OutputWriter(target, force=force) if read_any else None
-    ranks = {r for t in tables.values() if "rank" in t.column_names for r in pc.unique(t["rank"]).to_pylist()}
-    by_rank = len(ranks) > 1  # many ranks: hive-partitioned datasets (kernels/rank=N/part-0.parquet)
     if writer is not None:
         for name, table in tables.items():
-            writer.submit(name, table, partition_by_rank=by_rank)
+            writer.submit(name, table)
     tables, skipped = derive(tables, overrides)
     if writer is not None:
         for name in DERIVED:
-            writer.submit(name, tables[name], partition_by_rank=by_rank)
+            writer.submit(name, tables[name])
         meta["out"] = str(target)
     summary = build_summary(tables, top=top, by=by.value, meta=meta, rules_skipped=skipped)
     if writer is not None:
         manifest = output_manifest(profile, __version__, SCHEMA_VERSION)
         manifest["rules"] = {"options": overrides, "skipped": skipped}
-        manifest["layout"] = "hive-partitioned by rank: <table>/rank=N/part-0.parquet" if by_rank else "one <table>.parquet per table"
+        manifest["layout"] = "one <table>.parquet per table"
         writer.finish(manifest)
     if chrome_trace is not None:
         traces = [Path(f.path) for f in profile.inputs if f.kind == "trace" and f.used_for and f.error is None]
         write_chrome_trace(chrome_trace, tables, markers(tables), summary["findings"], traces)
     if html_out is not None:
         write_html(html_out, summary, tables["copies"])
+    _finish(summary, json_out, profile.errors, read_any)
+
+
+def _bytes_bar(err: Console) -> Progress:
+    return Progress(
+        "[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeElapsedColumn(),
+        console=err, transient=True,
+    )  # fmt: skip
+
+
+def _meta(paths: list[Path], errors: list[str], warnings: list[str]) -> dict:
+    return {"npudiag_version": __version__, "title": ", ".join(str(p) for p in paths), "errors": errors, "warnings": warnings}
+
+
+def _finish(summary: dict, json_out: bool, errors: list[str], read_any: bool) -> None:
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
     else:
         render_terminal(summary, Console())
     # plain writes: an error stays one line whatever the terminal width
-    for line in profile.errors:
+    for line in errors:
         sys.stderr.write(f"npudiag: {line}\n")
-    if profile.errors or not read_any:
-        if not read_any and not profile.errors:
+    if errors or not read_any:
+        if not read_any and not errors:
             sys.stderr.write("npudiag: nothing to analyze: no profiler data was read\n")
         raise typer.Exit(2)
+
+
+def _analyze_ranks(found, target, paths, force, backend, overrides, step_window, time_range, top, by, json_out, show_progress, err,
+                   chrome_trace, html_out) -> None:  # fmt: skip
+    """Many ranks: one task per rank (local pool or Dask), each writing its own partitions."""
+    writer = OutputWriter(target, force=force)
+    try:
+        kwargs = {"rule_options": overrides, "steps": step_window, "time_us": time_range}
+        if show_progress:
+            with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          console=err, transient=True) as bar:  # fmt: skip
+                task = bar.add_task(f"ranks ({backend.name})", total=len(found.units))
+                result = analyze_ranks(found, writer, backend, on_rank=lambda n: bar.advance(task, n), **kwargs)
+        else:
+            result = analyze_ranks(found, writer, backend, **kwargs)
+    except BaseException:
+        writer.abandon()
+        raise
+    meta = _meta(paths, result.errors, result.warnings)
+    if step_window is not None or time_range is not None:
+        meta["window"] = {"steps": step_window, "time_us": time_range, "time_origin": "each rank's first kernel"}
+    if result.read_any:
+        manifest = result.manifest(__version__, SCHEMA_VERSION)
+        manifest["rules"] = {"options": overrides, "skipped": result.skipped}
+        manifest["layout"] = "hive-partitioned by rank: <table>/rank=N/part-0.parquet"
+        writer.finish(manifest)
+        meta["out"] = str(target)
+    else:
+        writer.abandon()
+    summary = summary_from_parts(result.parts, top=top, by=by.value, meta=meta, rules_skipped=result.skipped)
+    if result.read_any and (chrome_trace is not None or html_out is not None):
+        tables, _ = load_outputs(target)  # the whole profile, only when a whole-profile view is asked for
+        if chrome_trace is not None:
+            traces = [Path(f.path) for f in result.inputs if f.kind == "trace" and f.used_for and f.error is None]
+            write_chrome_trace(chrome_trace, tables, markers(tables), summary["findings"], traces)
+        if html_out is not None:
+            write_html(html_out, summary, tables["copies"])
+    _finish(summary, json_out, result.errors, result.read_any)
 
 
 def report(

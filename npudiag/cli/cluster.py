@@ -7,11 +7,11 @@ import io
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import typer
 from rich.console import Console
 
+from npudiag import SCHEMA_VERSION, __version__
 from npudiag.analysis.cluster import (
     CLUSTER_CSV_HEADER,
     cluster_csv_rows,
@@ -22,50 +22,63 @@ from npudiag.analysis.cluster import (
     slow_ranks,
     wait_skew,
 )  # fmt: skip
-from npudiag.analysis.derive import derive
 from npudiag.analysis.gate import parse_percent
-from npudiag.discover import communication_files
 from npudiag.errors import InputError
-from npudiag.formats.communication import read_communication, read_matrix
-from npudiag.ingest import ingest
+from npudiag.executors import choose_backend
+from npudiag.ingest import find_units
+from npudiag.rank_job import analyze_ranks
 from npudiag.report.cluster_report import render_cluster_terminal, render_comm_terminal
 from npudiag.report.json_report import render_json
-from npudiag.schemas import COMM_LINKS, COMM_OPS
-from npudiag.store import write_table, write_text
+from npudiag.runs import is_out_folder
+from npudiag.store import OutputWriter, load_outputs, load_rank_rows, write_table, write_text
 
 
 def cluster(
-    path: Path = typer.Argument(..., help="A folder of rank folders (*_ascend_pt with profiler_info_N.json, or PROF_* per device)."),
+    path: Path = typer.Argument(
+        ..., help="A folder of rank folders (*_ascend_pt with profiler_info_N.json, or PROF_* per device), or an 'analyze --out' folder."
+    ),
     threshold: str = typer.Option(
         "5%", "--threshold", help="A rank is slow when its step is this much over the median (and beyond noise)."
     ),
     out: Path = typer.Option(
-        Path("npudiag-out/cluster"), "--out", "-o", help="Folder for cluster_*.parquet and cluster_step_trace_time.csv."
+        Path("npudiag-out/cluster"), "--out", "-o", help="Folder for cluster_*.parquet, cluster_step_trace_time.csv and tables/."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+    scheduler: str = typer.Option(None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT)."),
+    dask: bool = typer.Option(False, "--dask", help="Run the per-rank work on a local Dask cluster."),
 ) -> None:
     """Which rank is slow in each step, and why (compute, communication wait, free time, slower ops)."""
     try:
         thr = parse_percent(threshold)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    profile = ingest([path], hash_inputs=False)
-    if not any(f.used_for for f in profile.inputs):
-        raise InputError(path, profile.errors[0] if profile.errors else "no profiler data found")
-    tables, _ = derive(profile.tables)
-    steps = rank_steps(tables)
-    slow = slow_ranks(steps, tables, thr)
-    links_parts, ops_parts = [], []
-    for rank, matrix, comm in communication_files(path):
+    errors: list[str] = []
+    warnings: list[str] = []
+    if is_out_folder(path):
+        dataset = path
+    else:
+        dataset = (out / "tables").absolute()
+        found = find_units([path])
+        if not found.units:
+            raise InputError(path, found.errors[0] if found.errors else "no profiler data found")
+        writer = OutputWriter(dataset)
         try:
-            if matrix is not None:
-                links_parts.append(read_matrix(matrix, rank))
-            if comm is not None:
-                ops_parts.append(read_communication(comm, rank))
-        except InputError as exc:
-            profile.errors.append(exc.one_line())
-    links = pa.concat_tables(links_parts) if links_parts else COMM_LINKS.empty_table()
-    comm_ops = pa.concat_tables(ops_parts) if ops_parts else COMM_OPS.empty_table()
+            result = analyze_ranks(found, writer, choose_backend(len(found.units), scheduler, dask), hash_inputs=False)
+        except BaseException:
+            writer.abandon()
+            raise
+        if not result.read_any:
+            writer.abandon()
+            raise InputError(path, result.errors[0] if result.errors else "no profiler data found")
+        manifest = result.manifest(__version__, SCHEMA_VERSION)
+        manifest["layout"] = "hive-partitioned by rank: <table>/rank=N/part-0.parquet"
+        manifest["rules"] = {"options": {}, "skipped": result.skipped}
+        writer.finish(manifest)
+        errors, warnings = result.errors, result.warnings
+    tables, _ = load_outputs(dataset, names=("steps", "step_breakdown", "comm_links", "comm_ops"))
+    steps = rank_steps(tables)
+    slow = slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
+    links, comm_ops = tables["comm_links"], tables["comm_ops"]
     write_table(links, out / "cluster_links.parquet")
     write_table(comm_ops, out / "cluster_comm_ops.parquet")
     write_table(steps, out / "cluster_steps.parquet")
@@ -91,8 +104,9 @@ def cluster(
         "slow_links": slow_links(links),
         "wait_skew": wait_skew(comm_ops),
         "out": str(out),
-        "warnings": profile.warnings,
-        "errors": profile.errors,
+        "tables": str(dataset),
+        "warnings": warnings,
+        "errors": errors,
     }
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
@@ -100,7 +114,7 @@ def cluster(
         console = Console()
         render_cluster_terminal(summary, console)
         render_comm_terminal(summary, console)
-    for e in profile.errors:
+    for e in errors:
         sys.stderr.write(f"npudiag: {e}\n")
-    if profile.errors:
+    if errors:
         raise typer.Exit(2)

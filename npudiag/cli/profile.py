@@ -218,7 +218,7 @@ def profile(
                 _analyze.analyze(
                     paths=new, out=target, top=20, by=_analyze.By.type, json_out=False, quiet=True,
                     steps=None, start_step=attempt[0], stop_step=attempt[1], time_window=None,
-                    chrome_trace=None, html_out=None, rule_file=None, rule_opt=[], force=False,
+                    chrome_trace=None, html_out=None, rule_file=None, rule_opt=[], force=False, scheduler=None, dask=False,
                 )  # fmt: skip
                 break
             except typer.BadParameter as exc:

@@ -8,13 +8,25 @@ was skipped (the data it needs is not in this profile), like ``nsys analyze``'s 
 from __future__ import annotations
 
 from npudiag.analysis.rules.base import (
+    PROFILE_WIDE,
     Finding,
     RuleContext,
     Skipped,
     findings_table,
     load_rule_file,
+    options_for,
     parse_rule_options,
     run_rules,
 )
 
-__all__ = ["Finding", "RuleContext", "Skipped", "findings_table", "load_rule_file", "parse_rule_options", "run_rules"]
+__all__ = [
+    "PROFILE_WIDE",
+    "Finding",
+    "options_for",
+    "RuleContext",
+    "Skipped",
+    "findings_table",
+    "load_rule_file",
+    "parse_rule_options",
+    "run_rules",
+]

@@ -134,12 +134,25 @@ def load_rule_file(path: Path) -> dict[str, dict[str, float]]:
         raise ValueError(f"{path}: {exc}".replace("--rule-opt ", "")) from None
 
 
-def run_rules(tables: dict[str, pa.Table], overrides: dict[str, dict[str, float]] | None = None) -> tuple[list[Finding], dict[str, str]]:
+# rules that look at the profile as a whole (shares of all device time), not rank by rank: where
+# ranks are analysed apart they run once, over what the ranks add up to (npudiag.rank_job)
+PROFILE_WIDE = ("hot_op",)
+
+
+def options_for(rule_id: str, overrides: dict[str, dict[str, float]] | None = None) -> dict[str, float]:
+    return {**_registry()[rule_id][1], **(overrides or {}).get(rule_id, {})}
+
+
+def run_rules(
+    tables: dict[str, pa.Table], overrides: dict[str, dict[str, float]] | None = None, exclude: tuple[str, ...] = ()
+) -> tuple[list[Finding], dict[str, str]]:
     """All findings, most time lost first, and the rules skipped with their reasons."""
     ctx = RuleContext(tables)
     findings: list[Finding] = []
     skipped: dict[str, str] = {}
     for rule_id, (fn, defaults) in _registry().items():
+        if rule_id in exclude:
+            continue
         opts = {**defaults, **(overrides or {}).get(rule_id, {})}
         try:
             findings.extend(fn(ctx, opts))

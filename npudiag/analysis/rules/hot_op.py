@@ -19,21 +19,43 @@ _NO_BOUND = "No pipe is above the bound ratio: likely latency- or launch-bound; 
 _RATIOS = ("aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio", "aic_scalar_ratio", "aiv_scalar_ratio")
 
 
+def ratio_sums(kernels: pa.Table) -> pa.Table:
+    """Per op type and PMU ratio column: the sum and count of known values. Adds up over ranks, so
+    the rule can run once over a whole cluster from each rank's sums."""
+    cols = [n for n in _RATIOS if n in kernels.column_names and pa.types.is_floating(kernels[n].type)]
+    if not cols or kernels.num_rows == 0:
+        return pa.table({"key": pa.array([], pa.string()), "ratio": pa.array([], pa.string()), "sum": pa.array([], pa.float64()),
+                         "count": pa.array([], pa.int64())})  # fmt: skip
+    t = pa.table({"key": pc.coalesce(kernels["op_type"], kernels["op_name"]), **{n: kernels[n] for n in cols}})
+    g = t.group_by("key").aggregate([(n, agg) for n in cols for agg in ("sum", "count")])
+    parts = [
+        pa.table({"key": g["key"], "ratio": pa.array([n] * g.num_rows, pa.string()), "sum": g[f"{n}_sum"], "count": g[f"{n}_count"]})
+        for n in cols
+    ]
+    return pa.concat_tables(parts)
+
+
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     kernels = ctx.table("kernels")
     if kernels.num_rows == 0:
         raise Skipped("no device tasks in this profile")
+    return findings_from(hot_ops(kernels, "type"), ratio_sums(kernels), opts)
+
+
+def findings_from(hot_by_type: pa.Table, sums: pa.Table, opts: dict[str, float]) -> list[Finding]:
+    """The findings from the op-type aggregate and the PMU ratio sums (of one rank or of all)."""
+    means: dict[str, dict[str, float]] = {}
+    if sums.num_rows:
+        g = sums.group_by(["key", "ratio"]).aggregate([("sum", "sum"), ("count", "sum")])
+        for key, ratio, total, n in zip(g["key"].to_pylist(), g["ratio"].to_pylist(), g["sum_sum"].to_pylist(), g["count_sum"].to_pylist()):
+            if n:
+                means.setdefault(key, {})[ratio] = total / n
     out = []
-    for row in hot_ops(kernels, "type").to_pylist():
+    for row in hot_by_type.to_pylist():
         if (row["share_pct"] or 0.0) < 100.0 * opts["min_share"]:
             continue
-        sel = kernels.filter(pc.fill_null(pc.equal(pc.coalesce(kernels["op_type"], kernels["op_name"]), row["key"]), False))
-        ratios = {}
-        for name in _RATIOS:
-            if name in sel.column_names and pa.types.is_floating(sel[name].type):
-                mean = pc.mean(sel[name]).as_py()
-                if mean is not None:
-                    ratios[name] = round(mean, 3)
+        known = means.get(row["key"], {})
+        ratios = {name: round(known[name], 3) for name in _RATIOS if name in known}
         bound = None
         if ratios:
             top = max(ratios, key=ratios.get)

@@ -1,0 +1,173 @@
+"""Where per-rank tasks run: in this process, in a local process pool, or on a Dask cluster.
+
+Every backend takes a picklable module-level function and a list of jobs and yields
+``(index, result)`` or ``(index, exception)`` as tasks finish, so the caller reports a failed rank
+and keeps the others. Scheduling across machines is Dask's (``distributed``), never ours: npudiag
+only submits tasks and collects their small results; the tasks write their tables themselves to
+a path every worker reaches.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Task = Callable[[Any], Any]
+CONNECT_TIMEOUT_S = 10
+
+
+class WorkerDied(RuntimeError):
+    """The process running a task ended without returning (a crash, the OOM killer, a signal)."""
+
+
+class Backend(Protocol):
+    name: str
+
+    def run(self, fn: Task, jobs: Sequence[Any]) -> Iterator[tuple[int, Any]]: ...
+
+
+def default_workers(tasks: int) -> int:
+    """One process per core, never more than tasks; NPUDIAG_WORKERS overrides."""
+    env = os.environ.get("NPUDIAG_WORKERS", "")
+    if env.isdigit() and int(env) > 0:
+        return max(1, min(int(env), tasks))
+    return max(1, min(tasks, os.cpu_count() or 1))
+
+
+@dataclass
+class InProcess:
+    name: str = "one process"
+
+    def run(self, fn: Task, jobs: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        for i, job in enumerate(jobs):
+            try:
+                yield i, fn(job)
+            except Exception as exc:  # noqa: BLE001 - one failed task is that task's result
+                yield i, exc
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    # forkserver: workers fork from a clean server process, not from this one, which may already
+    # hold threads (Rich's refresh thread, Parquet writers); fork after threads can deadlock
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["npudiag.rank_job", "npudiag.ingest"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+@dataclass
+class LocalPool:
+    """A process pool on this machine that survives a worker dying.
+
+    At most ``workers`` tasks are in flight, so when the pool breaks the suspects are known: those
+    tasks are each run again alone in a fresh one-process pool, which names the one that really
+    kills its process (reported as :class:`WorkerDied`) and completes the others; tasks not yet
+    started go on in a new pool. A crash costs one rank, never the rest of the run.
+    """
+
+    workers: int
+    name: str = "process pool"
+
+    def _new_pool(self, workers: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context())
+
+    def _alone(self, fn: Task, job: Any) -> Any:
+        pool = self._new_pool(1)
+        try:
+            return pool.submit(fn, job).result()
+        except BrokenProcessPool:
+            return WorkerDied("the worker process died while running this task (crash, out of memory or a signal)")
+        except Exception as exc:  # noqa: BLE001 - the task's own error is its result
+            return exc
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def run(self, fn: Task, jobs: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        pending = list(range(len(jobs)))
+        pending.reverse()  # pop() from the end: jobs start in order
+        while pending:
+            pool = self._new_pool(min(self.workers, len(pending)))
+            running: dict[Future[Any], int] = {}
+            broken = False
+            try:
+                while pending or running:
+                    while pending and len(running) < self.workers:
+                        i = pending.pop()
+                        running[pool.submit(fn, jobs[i])] = i
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        i = running.pop(fut)
+                        try:
+                            yield i, fut.result()
+                        except BrokenProcessPool:
+                            running[fut] = i  # a suspect: retried alone below
+                            broken = True
+                        except Exception as exc:  # noqa: BLE001
+                            yield i, exc
+                    if broken:
+                        break
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+            if broken:
+                for fut, i in sorted(running.items(), key=lambda kv: kv[1]):
+                    if fut.done() and not fut.cancelled() and fut.exception() is None:
+                        yield i, fut.result()  # finished before the pool broke
+                    else:
+                        yield i, self._alone(fn, jobs[i])
+
+
+@dataclass
+class DaskCluster:
+    """Tasks on a Dask distributed cluster: an existing scheduler (``tcp://HOST:PORT``), or, with no
+    address, a LocalCluster of one single-threaded worker process per core on loopback."""
+
+    address: str | None = None
+    workers: int | None = None
+    name: str = "dask"
+
+    def run(self, fn: Task, jobs: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        try:
+            from distributed import Client, LocalCluster, as_completed
+        except ImportError:
+            raise RuntimeError("the Dask backend needs the 'distributed' extra: pip install 'npudiag[distributed]'") from None
+        cluster = None
+        if self.address is None:
+            n = self.workers or default_workers(len(jobs))
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None)
+            client = Client(cluster)
+        else:
+            try:
+                client = Client(self.address, timeout=CONNECT_TIMEOUT_S)
+            except (OSError, TimeoutError, ValueError) as exc:
+                from npudiag.errors import InputError
+
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise InputError(self.address, f"cannot reach the Dask scheduler ({reason})") from None
+        try:
+            futures = [client.submit(fn, job, pure=False) for job in jobs]
+            index = {f.key: i for i, f in enumerate(futures)}
+            for fut in as_completed(futures):
+                i = index[fut.key]
+                try:
+                    yield i, fut.result()
+                except Exception as exc:  # noqa: BLE001 - includes KilledWorker: that rank only
+                    yield i, exc
+                fut.release()
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def choose_backend(tasks: int, scheduler: str | None = None, dask: bool = False) -> Backend:
+    """``--scheduler ADDRESS`` or ``--dask``: Dask; else a local pool, or this process for one task."""
+    if scheduler or dask:
+        return DaskCluster(scheduler)
+    workers = default_workers(tasks)
+    return LocalPool(workers) if workers > 1 else InProcess()

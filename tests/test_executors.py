@@ -1,0 +1,38 @@
+"""The local process pool: results per task, a task's exception stays its own, and a worker process
+that dies takes only its own task down (the pool is rebuilt and the suspects retried alone)."""
+
+from __future__ import annotations
+
+from npudiag.executors import InProcess, LocalPool, WorkerDied, choose_backend
+from npudiag.testing.tasks import square_or_die
+
+
+def _collect(backend, jobs):
+    got = dict(backend.run(square_or_die, jobs))
+    assert sorted(got) == list(range(len(jobs)))  # every task reports exactly once
+    return got
+
+
+def test_pool_returns_every_result() -> None:
+    got = _collect(LocalPool(2), [(n, "ok") for n in range(12)])
+    assert got == {n: n * n for n in range(12)}
+
+
+def test_an_exception_is_that_task_only() -> None:
+    jobs = [(n, "raise" if n == 4 else "ok") for n in range(8)]
+    for backend in (LocalPool(2), InProcess()):
+        got = _collect(backend, jobs)
+        assert isinstance(got[4], ValueError) and "task 4 failed" in str(got[4])
+        assert all(got[n] == n * n for n in range(8) if n != 4)
+
+
+def test_a_dead_worker_fails_only_its_own_task() -> None:
+    jobs = [(n, "exit" if n in (3, 9) else "ok") for n in range(14)]
+    got = _collect(LocalPool(2), jobs)
+    assert isinstance(got[3], WorkerDied) and isinstance(got[9], WorkerDied)
+    assert all(got[n] == n * n for n in range(14) if n not in (3, 9))
+
+
+def test_choose_backend() -> None:
+    assert isinstance(choose_backend(1), InProcess)
+    assert choose_backend(5, scheduler="tcp://127.0.0.1:1").name == "dask"
