@@ -194,3 +194,24 @@ def analyze_ranks(
                 skipped.setdefault(rule_id, why)
     writer.submit("hot_ops", parts["hot_ops"])
     return RanksResult(parts, skipped, list(record.values()), [o.info for o in ordered], warnings, errors, row_counts, backend.name)
+
+
+def summary_parts_of_dataset(out: Path) -> dict[str, Any] | None:
+    """The summary parts of a partitioned ``--out`` folder, holding one rank in memory at a time
+    (``npudiag report`` on a cluster); None when the folder is not partitioned."""
+    from npudiag.store import dataset_ranks, load_outputs, load_rank_rows
+
+    ranks = dataset_ranks(out)
+    if not ranks:
+        return None
+    parts = []
+    for rank in ranks:
+        tables = {name: load_rank_rows(out, name, [rank]) for name in ("kernels", "copies", "api_calls", "steps", "step_breakdown")}
+        tables["findings"] = schemas.empty("findings")
+        parts.append(summary_parts(tables))
+    merged = merge_parts(parts)
+    whole, _ = load_outputs(out, names=("hot_ops", "findings"))
+    findings = whole["findings"]
+    if findings.num_rows:
+        findings = findings.sort_by([("time_lost_us", "descending"), ("rule_id", "ascending")])
+    return {**merged, "hot_ops": whole["hot_ops"] if whole["hot_ops"].num_rows else merged["hot_ops"], "findings": findings}

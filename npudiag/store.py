@@ -197,11 +197,28 @@ def load_rank_rows(out: Path, name: str, ranks: list[int]) -> pa.Table:
     from npudiag.schemas import TABLES
 
     if (out / name).is_dir():
-        return read_rank_dataset(out / name, TABLES[name], ranks)
+        parts = []
+        for rank in ranks:  # straight to the partitions' files: no footer of any other rank is read
+            for f in sorted((out / name / f"rank={rank}").glob("*.parquet")):
+                t = read_table(f)
+                parts.append(t.append_column("rank", pa.array([rank] * t.num_rows, pa.int32())))
+        if not parts:
+            return TABLES[name].empty_table()
+        t = pa.concat_tables(parts, promote_options="permissive")
+        schema = TABLES[name]
+        return t.select([n for n in schema.names if n in t.column_names] + [n for n in t.column_names if n not in schema.names])
     if (out / f"{name}.parquet").is_file():
         t = read_table(out / f"{name}.parquet")
         return t.filter(pc.fill_null(pc.is_in(t["rank"], pa.array(ranks, pa.int32())), False))
     return TABLES[name].empty_table()
+
+
+def dataset_ranks(out: Path, name: str = "kernels") -> list[int]:
+    """The ranks of a partitioned table, from its folder names; [] where it is one file."""
+    folder = out / name
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name[5:]) for p in folder.iterdir() if p.name.startswith("rank=") and p.name[5:].isdigit())
 
 
 def load_outputs(out: Path, names: tuple[str, ...] | None = None) -> tuple[dict[str, pa.Table], dict[str, Any]]:

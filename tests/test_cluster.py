@@ -126,6 +126,9 @@ def test_many_ranks_write_hive_partitioned_datasets(tmp_path: Path) -> None:
     assert "hive" in manifest["layout"]
     shown = run_cli("report", out, "--json")
     assert shown.returncode == 0 and json.loads(shown.stdout)["profile"]["ranks"] == 4
+    again, first = json.loads(shown.stdout), json.loads(r.stdout)
+    for key in ("profile", "per_rank", "task_types", "hot_ops", "copies", "steps", "step_breakdown", "findings", "rules_skipped"):
+        assert again[key] == first[key], key  # report, rank by rank, rebuilds analyze's summary exactly
     single = run_cli("analyze", root, "--out", tmp_path / "serial", "--quiet", "--json", env={"NPUDIAG_WORKERS": "1"})
     assert json.loads(single.stdout)["profile"] == json.loads(r.stdout)["profile"]  # the process pool changes nothing
 

@@ -14,11 +14,11 @@ from npudiag import SCHEMA_VERSION, __version__
 from npudiag.analysis.derive import DERIVED, derive
 from npudiag.analysis.markers import markers
 from npudiag.analysis.rules import load_rule_file, parse_rule_options
-from npudiag.analysis.summary import build_summary, summary_from_parts
+from npudiag.analysis.summary import build_summary, summary_from_parts, summary_parts
 from npudiag.analysis.window import apply_window, parse_steps, parse_time
 from npudiag.executors import choose_backend
 from npudiag.ingest import find_units, ingest
-from npudiag.rank_job import analyze_ranks
+from npudiag.rank_job import analyze_ranks, summary_parts_of_dataset
 from npudiag.report.chrome_trace import write_chrome_trace
 from npudiag.report.html import write_html
 from npudiag.report.json_report import render_json
@@ -190,7 +190,12 @@ def report(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
-    tables, manifest = load_outputs(out)
+    parts = summary_parts_of_dataset(out) if (out / "manifest.json").is_file() else None
+    if parts is not None:  # many ranks: rank by rank, never the whole cluster in memory
+        manifest = load_outputs(out, names=())[1]
+    else:
+        tables, manifest = load_outputs(out)
+        parts = summary_parts(tables)
     meta = {
         "npudiag_version": __version__,
         "title": str(out),
@@ -198,7 +203,7 @@ def report(
         "warnings": manifest.get("warnings", []),
     }
     rules = manifest.get("rules", {})
-    summary = build_summary(tables, top=top, by=by.value, meta=meta, rules_skipped=rules.get("skipped", {}))
+    summary = summary_from_parts(parts, top=top, by=by.value, meta=meta, rules_skipped=rules.get("skipped", {}))
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
     else:
