@@ -24,6 +24,7 @@ from npudiag.formats.communication import read_communication, read_matrix
 from npudiag.formats.kernel_csv import read_kernels
 from npudiag.formats.msprof_db import read_db
 from npudiag.formats.op_statistic import read_op_statistic
+from npudiag.formats.profiler_metadata import read_distributed_args
 from npudiag.formats.step_trace import read_steps
 from npudiag.formats.trace_json import TraceTables, read_trace
 
@@ -254,6 +255,12 @@ def _read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None
     if kernel_source in ("kernel_details", "op_summary") and "db" in u.files:
         warnings.append(f"{u.path}: text exports and a .db are both present; kernels were read from the {kernel_source} CSV")
     info = {"path": str(u.path), "kind": u.kind, "rank": u.rank, "kernel_source": kernel_source, "unread_files": [str(p) for p in u.unread]}
+    if u.kind == "torch_npu":
+        args, warning = read_distributed_args(u.path / "profiler_metadata.json")
+        if warning:
+            warnings.append(warning)
+        if args is not None:
+            info["distributed_args"] = args
     return UnitResult(parts, info, warnings, errors, record)
 
 

@@ -77,7 +77,10 @@ def run_rank(job: RankJob) -> RankOutcome:
     """Read, derive and write one rank; a problem in its files is in ``errors``, not raised."""
     unit, staging = job.unit, Path(job.staging)
     res = _read_unit(unit, job.record, None)
-    tables = conform_parts(res.parts)
+    # one chunk per column: Arrow sums chunk by chunk, and the readers' chunk boundaries are not the
+    # same in every process (a pool worker and a Dask worker differed), which moved totals in the
+    # last bit; with one chunk the tables a rank writes do not depend on where it ran
+    tables = {name: t.combine_chunks() for name, t in conform_parts(res.parts).items()}
     row_counts = {name: t.num_rows for name, t in tables.items()}
     if job.hash_inputs:
         for path, rec in res.record.items():
@@ -88,8 +91,8 @@ def run_rank(job: RankJob) -> RankOutcome:
     if job.steps is not None or job.time_us is not None:
         try:
             tables = apply_window(tables, job.steps, job.time_us)
-        except ValueError as exc:
-            res.errors.append(f"{unit.path}: {exc}")
+        except ValueError as exc:  # a rank that cannot be cut to the window is left out, not counted whole
+            raise RuntimeError(str(exc)) from None
     try:
         tables["hot_ops"] = hot_ops_table(tables["kernels"])
         findings, skipped = run_rules(tables, job.rule_options, exclude=PROFILE_WIDE)

@@ -309,7 +309,12 @@ CLUSTER_STEPS = pa.schema(
         ("stage_us", pa.float64()),  # the step's time on this rank
         ("bubble_us", pa.float64()),
         ("communication_not_overlapped_exclude_receive_us", pa.float64()),
+        ("preparing_us", pa.float64()),  # step_trace_time.csv Preparing, where the rank's file has it
         ("source", pa.string()),  # step_trace (the rank's step_trace_time.csv) or kernels (computed)
+        # Megatron position of the rank, from profiler_metadata.json distributed_args (null without)
+        ("dp_index", pa.int32()),
+        ("pp_index", pa.int32()),
+        ("tp_index", pa.int32()),
     ]
 )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from npudiag import schemas
@@ -192,6 +192,7 @@ def test_trace_json(tmp_path_factory, op, arg, flips) -> None:
     st.integers(0, 1 << 20),
     st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=8),
 )
+@example("none", 0, [(569160, 128)])  # found by the fuzzer: a table name in sqlite_master made non-UTF-8
 def test_sqlite_export(tmp_path_factory, op, arg, flips) -> None:
     def check(r) -> None:
         _conforms(r[0], schemas.KERNELS)

@@ -45,8 +45,46 @@ def _phase_row(r: dict[str, Any], source: str) -> dict[str, Any]:
         "communication_not_overlapped_exclude_receive_us": r[
             "communication_not_overlapped_exclude_receive_us" if from_trace else "communication_not_overlapped_us"
         ],
+        "preparing_us": r.get("preparing_us") if from_trace else None,
         "source": source,
     }
+
+
+def parallel_indices(args: dict[str, Any] | None) -> dict[int, tuple[int, int, int]] | None:
+    """Rank -> (DP, PP, TP index) from profiler_metadata.json ``distributed_args``, with Megatron's
+    rank order (TP fastest, then DP, PP slowest), as msprof-analyze's cluster_step_trace_time.csv
+    reports them; None when the arguments are missing or inconsistent (world != TP x PP x DP)."""
+    if not isinstance(args, dict):
+        return None
+    keys = ("world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+            "context_parallel_size", "expert_model_parallel_size")  # fmt: skip
+    vals = {k: args.get(k, 1) for k in keys}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vals.values()):
+        return None
+    world = vals["world_size"]
+    tp, pp, dp, cp, ep = (max(1, vals[k]) for k in keys[1:])
+    # CP > 1: msprof-analyze 26 places no rank either (its partition fails), so neither do we
+    if world < 1 or world != tp * pp * dp or dp % ep or cp != 1:
+        return None
+    per_stage = world // pp
+    out = {}
+    for rank in range(world):
+        stage, offset = divmod(rank, per_stage)
+        dp_index, k = divmod(offset, tp)
+        position = stage * tp + k  # place in the rank's model-parallel group
+        out[rank] = (dp_index, position // tp, position % tp)
+    return out
+
+
+def with_parallel(table: pa.Table, indices: dict[int, tuple[int, int, int]] | None) -> pa.Table:
+    """``table`` (CLUSTER_STEPS) with the DP/PP/TP index columns filled from ``indices``."""
+    if not indices or table.num_rows == 0:
+        return table
+    ranks = table["rank"].to_pylist()
+    for i, name in enumerate(("dp_index", "pp_index", "tp_index")):
+        col = pa.array([indices[r][i] if r in indices else None for r in ranks], pa.int32())
+        table = table.set_column(table.schema.get_field_index(name), name, col)
+    return table
 
 
 def rank_steps(tables: dict[str, pa.Table]) -> pa.Table:
@@ -128,19 +166,41 @@ CLUSTER_CSV_HEADER = [
     "Step", "Type", "Index", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble",
     "Communication(Not Overlapped and Exclude Receive)",
 ]  # fmt: skip
+PARALLEL_HEADER = ["DP Index", "PP Index", "TP Index"]
+_CSV_VALUES = ["computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "free_us", "stage_us", "bubble_us",
+               "communication_not_overlapped_exclude_receive_us"]  # fmt: skip
 
 
-def cluster_csv_rows(table: pa.Table) -> list[list[str]]:
-    """msprof-analyze's cluster_step_trace_time.csv rows (Type ``rank``, Index the rank id)."""
+def _num(v: Any) -> str:
+    return "" if v is None else repr(float(v))
+
+
+def cluster_csv(table: pa.Table) -> tuple[list[str], list[list[str]]]:
+    """msprof-analyze's cluster_step_trace_time.csv: header and rows.
+
+    As msprof-analyze 26 writes it: the ranks' own step_trace columns (Preparing where their files
+    have it), DP/PP/TP Index where profiler_metadata.json gives consistent distributed_args, then
+    one ``stage`` row per step and pipeline stage (the ranks of one PP index) holding each column's
+    maximum over those ranks, Index the ranks as a tuple ``(0, 1)``."""
+    rows = table.to_pylist()
+    preparing = any(r["preparing_us"] is not None for r in rows)
+    parallel = any(r["pp_index"] is not None for r in rows)
+    names = _CSV_VALUES + (["preparing_us"] if preparing else [])
+    header = CLUSTER_CSV_HEADER + (["Preparing"] if preparing else []) + (PARALLEL_HEADER if parallel else [])
     out = []
-    for r in table.to_pylist():
-        names = ["computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "free_us", "stage_us", "bubble_us",
-                 "communication_not_overlapped_exclude_receive_us"]  # fmt: skip
-        vals = [r[n] for n in names]
-        out.append(
-            ["" if r["step"] is None else str(r["step"]), "rank", str(r["rank"]), *["" if v is None else repr(float(v)) for v in vals]]
-        )
-    return out
+    for r in rows:
+        idx = [("NA" if r[n] is None else str(r[n])) for n in ("dp_index", "pp_index", "tp_index")] if parallel else []
+        out.append(["" if r["step"] is None else str(r["step"]), "rank", str(r["rank"]), *[_num(r[n]) for n in names], *idx])
+    if parallel:
+        stages: dict[tuple[Any, int], list[dict[str, Any]]] = {}
+        for r in rows:
+            if r["pp_index"] is not None:
+                stages.setdefault((r["step"], r["pp_index"]), []).append(r)
+        for (step, _), members in sorted(stages.items(), key=lambda kv: ((kv[0][0] is None, kv[0][0]), kv[0][1])):
+            ranks = tuple(sorted(m["rank"] for m in members))
+            top = [max((m[n] for m in members if m[n] is not None), default=None) for n in names]
+            out.append(["" if step is None else str(step), "stage", str(ranks), *[_num(v) for v in top], "NA", "NA", "NA"])
+    return header, out
 
 
 def phase_median(table: pa.Table, column: str) -> float | None:

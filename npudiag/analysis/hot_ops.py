@@ -39,7 +39,7 @@ def hot_ops(kernels: pa.Table, by: str = "type") -> pa.Table:
             "duration_us": pc.coalesce(kernels["duration_us"], 0.0),
         }
     )
-    g = t.group_by("key").aggregate(
+    g = t.group_by("key", use_threads=False).aggregate(
         [
             ("duration_us", "count"),
             ("duration_us", "sum"),
@@ -92,12 +92,14 @@ def merge_hot_ops(parts: list[pa.Table]) -> pa.Table:
         sub = t.filter(pc.equal(t["group_by"], by))
         if sub.num_rows == 0:
             continue
-        g = sub.group_by("key").aggregate([("count", "sum"), ("total_us", "sum"), ("min_us", "min"), ("max_us", "max"), ("ranks", "sum")])
+        g = sub.group_by("key", use_threads=False).aggregate(
+            [("count", "sum"), ("total_us", "sum"), ("min_us", "min"), ("max_us", "max"), ("ranks", "sum")]
+        )
         split = pc.split_pattern(pc.fill_null(sub["task_types"], ""), ";")
         flat = pa.table({"key": pc.take(sub["key"], pc.list_parent_indices(split)), "tt": pc.list_flatten(split)}).filter(
             pc.not_equal(pc.list_flatten(split), "")
         )
-        tts = flat.group_by("key").aggregate([("tt", "distinct")])
+        tts = flat.group_by("key", use_threads=False).aggregate([("tt", "distinct")])
         tt_of = dict(zip(tts["key"].to_pylist(), (";".join(sorted(v)) for v in tts["tt_distinct"].to_pylist())))
         total = pc.sum(g["total_us_sum"]).as_py() or 0.0
         s = g["total_us_sum"]

@@ -57,14 +57,18 @@ def _per_rank(kernels: pa.Table) -> list[dict[str, Any]]:
 def task_type_totals(kernels: pa.Table) -> pa.Table:
     """Count and summed duration per task type: the mergeable part of the task-type table."""
     t = pa.table({"task_type": pc.coalesce(kernels["task_type"], "unknown"), "d": pc.coalesce(kernels["duration_us"], 0.0)})
-    g = t.group_by("task_type").aggregate([("d", "count"), ("d", "sum")])
+    g = t.group_by("task_type", use_threads=False).aggregate([("d", "count"), ("d", "sum")])
     return pa.table({"task_type": g["task_type"], "count": g["d_count"], "total_us": g["d_sum"]})
 
 
 def _task_types(totals: pa.Table) -> list[dict[str, Any]]:
     if totals.num_rows == 0:
         return []
-    g = totals.group_by("task_type").aggregate([("count", "sum"), ("total_us", "sum")]).sort_by([("total_us_sum", "descending")])
+    g = (
+        totals.group_by("task_type", use_threads=False)
+        .aggregate([("count", "sum"), ("total_us", "sum")])
+        .sort_by([("total_us_sum", "descending")])
+    )
     total = sum(g["total_us_sum"].to_pylist()) or 0.0
     return [
         {"task_type": tt, "count": c, "total_us": s, "share_pct": 100.0 * s / total if total else None}
@@ -84,7 +88,9 @@ def _copies(copies: pa.Table) -> dict[str, Any]:
             "d": pc.coalesce(copies["duration_us"], 0.0),
         }
     )
-    g = t.group_by(["side", "direction", "mode"]).aggregate([("d", "count"), ("d", "sum"), ("size", "sum"), ("size", "count")])
+    g = t.group_by(["side", "direction", "mode"], use_threads=False).aggregate(
+        [("d", "count"), ("d", "sum"), ("size", "sum"), ("size", "count")]
+    )
     g = g.sort_by([("d_sum", "descending")])
     rows = []
     side_totals: dict[str, float] = {}

@@ -13,14 +13,15 @@ from rich.console import Console
 
 from npudiag import SCHEMA_VERSION, __version__
 from npudiag.analysis.cluster import (
-    CLUSTER_CSV_HEADER,
-    cluster_csv_rows,
+    cluster_csv,
     link_summary,
+    parallel_indices,
     phase_median,
     rank_steps,
     slow_links,
     slow_ranks,
     wait_skew,
+    with_parallel,
 )  # fmt: skip
 from npudiag.analysis.gate import parse_percent
 from npudiag.errors import InputError
@@ -75,8 +76,9 @@ def cluster(
         manifest["rules"] = {"options": {}, "skipped": result.skipped}
         writer.finish(manifest)
         errors, warnings = result.errors, result.warnings
-    tables, _ = load_outputs(dataset, names=("steps", "step_breakdown", "comm_links", "comm_ops"))
-    steps = rank_steps(tables)
+    tables, manifest = load_outputs(dataset, names=("steps", "step_breakdown", "comm_links", "comm_ops"))
+    args = next((u["distributed_args"] for u in manifest.get("units", []) if u.get("distributed_args")), None)
+    steps = with_parallel(rank_steps(tables), parallel_indices(args))
     slow = slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
     links, comm_ops = tables["comm_links"], tables["comm_ops"]
     write_table(links, out / "cluster_links.parquet")
@@ -85,8 +87,9 @@ def cluster(
     write_table(slow, out / "cluster_slow_ranks.parquet")
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CLUSTER_CSV_HEADER)
-    w.writerows(cluster_csv_rows(steps))
+    header, rows = cluster_csv(steps)
+    w.writerow(header)
+    w.writerows(rows)
     write_text(buf.getvalue(), out / "cluster_step_trace_time.csv")
     per_step = []
     for step in sorted(set(steps["step"].to_pylist()), key=lambda s: (s is None, s)):

@@ -50,6 +50,8 @@ def _open(path: Path) -> sqlite3.Connection:
         con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"not a readable SQLite database ({exc})") from None
+    except UnicodeDecodeError as exc:  # a damaged schema: table names that are not UTF-8
+        raise InputError(path, f"damaged SQLite schema (a name is not UTF-8 at byte {exc.start})") from None
     return con
 
 
@@ -57,6 +59,8 @@ def tables_in(path: Path) -> set[str]:
     con = _open(path)
     try:
         return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"damaged SQLite schema (a name is not UTF-8 at byte {exc.start})") from None
     finally:
         con.close()
 

@@ -27,7 +27,7 @@ def ratio_sums(kernels: pa.Table) -> pa.Table:
         return pa.table({"key": pa.array([], pa.string()), "ratio": pa.array([], pa.string()), "sum": pa.array([], pa.float64()),
                          "count": pa.array([], pa.int64())})  # fmt: skip
     t = pa.table({"key": pc.coalesce(kernels["op_type"], kernels["op_name"]), **{n: kernels[n] for n in cols}})
-    g = t.group_by("key").aggregate([(n, agg) for n in cols for agg in ("sum", "count")])
+    g = t.group_by("key", use_threads=False).aggregate([(n, agg) for n in cols for agg in ("sum", "count")])
     parts = [
         pa.table({"key": g["key"], "ratio": pa.array([n] * g.num_rows, pa.string()), "sum": g[f"{n}_sum"], "count": g[f"{n}_count"]})
         for n in cols
@@ -46,7 +46,7 @@ def findings_from(hot_by_type: pa.Table, sums: pa.Table, opts: dict[str, float])
     """The findings from the op-type aggregate and the PMU ratio sums (of one rank or of all)."""
     means: dict[str, dict[str, float]] = {}
     if sums.num_rows:
-        g = sums.group_by(["key", "ratio"]).aggregate([("sum", "sum"), ("count", "sum")])
+        g = sums.group_by(["key", "ratio"], use_threads=False).aggregate([("sum", "sum"), ("count", "sum")])
         for key, ratio, total, n in zip(g["key"].to_pylist(), g["ratio"].to_pylist(), g["sum_sum"].to_pylist(), g["count_sum"].to_pylist()):
             if n:
                 means.setdefault(key, {})[ratio] = total / n
