@@ -34,10 +34,10 @@ KERNEL_SOURCES = ("kernel_details", "op_summary", "db", "task_time", "trace")
 Progress = Callable[[int], None]
 # what a reader may raise on input no real tool writes; turned into one line for that file so the
 # other files of the run are still read
-_READ_ERRORS = (InputError, pa.ArrowException, ValueError, TypeError, OverflowError, UnicodeDecodeError, OSError, RecursionError)
+READ_ERRORS = (InputError, pa.ArrowException, ValueError, TypeError, OverflowError, UnicodeDecodeError, OSError, RecursionError)
 
 
-def _as_input_error(path: Path, exc: BaseException) -> InputError:
+def as_input_error(path: Path, exc: BaseException) -> InputError:
     if isinstance(exc, InputError):
         return exc
     if isinstance(exc, OSError):
@@ -68,7 +68,7 @@ class Profile:
         return self.tables.get(name, schemas.empty(name))
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(1 << 22):
@@ -101,8 +101,8 @@ class _UnitReader:
         for path in self.unit.files.get(kind, []):
             try:
                 table, warns = reader(path, self.unit.rank)
-            except _READ_ERRORS as exc:
-                self._fail(path, _as_input_error(path, exc))
+            except READ_ERRORS as exc:
+                self._fail(path, as_input_error(path, exc))
                 continue
             finally:
                 self._done(path)
@@ -117,8 +117,8 @@ class _UnitReader:
         for path in self.unit.files.get(kind, []):
             try:
                 out.append(reader(path, self.unit.rank))
-            except _READ_ERRORS as exc:
-                self._fail(path, _as_input_error(path, exc))
+            except READ_ERRORS as exc:
+                self._fail(path, as_input_error(path, exc))
                 continue
             finally:
                 self._done(path)
@@ -131,8 +131,8 @@ class _UnitReader:
             for path in self.unit.files.get("trace", []):
                 try:
                     parts.append((path, read_trace(path, self.unit.rank, self.progress)))
-                except _READ_ERRORS as exc:
-                    self._fail(path, _as_input_error(path, exc))
+                except READ_ERRORS as exc:
+                    self._fail(path, as_input_error(path, exc))
             self._trace = None
             if parts:
                 for _, t in parts:
@@ -152,8 +152,8 @@ class _UnitReader:
             for path in self.unit.files.get("db", []):
                 try:
                     k, a, warns = read_db(path, self.unit.rank)
-                except _READ_ERRORS as exc:
-                    self._fail(path, _as_input_error(path, exc))
+                except READ_ERRORS as exc:
+                    self._fail(path, as_input_error(path, exc))
                     continue
                 finally:
                     self._done(path)
@@ -230,7 +230,7 @@ class UnitResult:
 READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops")
 
 
-def _read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None) -> UnitResult:
+def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None) -> UnitResult:
     """Everything one unit (rank) contributes; runs in a worker process for multi-rank inputs."""
     warnings: list[str] = []
     errors: list[str] = []
@@ -313,7 +313,7 @@ def find_units(paths: list[Path]) -> Found:
 
 
 def _read_unit_job(job: tuple[Unit, dict[Path, InputFile]]) -> UnitResult:
-    return _read_unit(job[0], job[1], None)
+    return read_unit(job[0], job[1], None)
 
 
 def ingest(
@@ -338,7 +338,7 @@ def ingest(
     hashes: dict[Path, Future[str]] = {}
     pool = ThreadPoolExecutor(max_workers=1) if hash_inputs and record else None
     if pool is not None:
-        hashes = {p: pool.submit(_sha256, p) for p in record}
+        hashes = {p: pool.submit(sha256_of, p) for p in record}
 
     results: dict[int, UnitResult] = {}
     failed: dict[int, str] = {}
@@ -355,7 +355,7 @@ def ingest(
             results[i] = res
     else:
         for i, u in enumerate(units):
-            results[i] = _read_unit(u, record, progress)
+            results[i] = read_unit(u, record, progress)
     errors.extend(failed[i] for i in sorted(failed))
     unit_info = []
     for i in sorted(results):

@@ -29,7 +29,7 @@ from npudiag.analysis.summary import merge_parts, summary_parts
 from npudiag.analysis.window import apply_window
 from npudiag.discover import Unit
 from npudiag.executors import Backend
-from npudiag.ingest import _READ_ERRORS, READ_TABLES, Found, InputFile, _as_input_error, _read_unit, _sha256, conform_parts
+from npudiag.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit, sha256_of
 from npudiag.store import OutputWriter, write_table
 
 # the tables written per rank; hot_ops is one file for the whole profile
@@ -76,7 +76,7 @@ def write_partition(staging: Path, name: str, rank: int | None, table: pa.Table,
 def run_rank(job: RankJob) -> RankOutcome:
     """Read, derive and write one rank; a problem in its files is in ``errors``, not raised."""
     unit, staging = job.unit, Path(job.staging)
-    res = _read_unit(unit, job.record, None)
+    res = read_unit(unit, job.record, None)
     # one chunk per column: Arrow sums chunk by chunk, and the readers' chunk boundaries are not the
     # same in every process (a pool worker and a Dask worker differed), which moved totals in the
     # last bit; with one chunk the tables a rank writes do not depend on where it ran
@@ -85,7 +85,7 @@ def run_rank(job: RankJob) -> RankOutcome:
     if job.hash_inputs:
         for path, rec in res.record.items():
             try:
-                rec.sha256 = _sha256(path)
+                rec.sha256 = sha256_of(path)
             except OSError:
                 rec.sha256 = None
     if job.steps is not None or job.time_us is not None:
@@ -99,8 +99,8 @@ def run_rank(job: RankJob) -> RankOutcome:
         tables["findings"] = findings_table(findings)
         tables["step_breakdown"] = step_breakdown(tables)
         sums = ratio_sums(tables["kernels"])
-    except _READ_ERRORS as exc:  # values no real profile holds: this rank fails alone, named
-        raise RuntimeError(_as_input_error(unit.path, exc).one_line()) from None
+    except READ_ERRORS as exc:  # values no real profile holds: this rank fails alone, named
+        raise RuntimeError(as_input_error(unit.path, exc).one_line()) from None
     for name in RANK_TABLES:
         if tables[name].num_rows:
             write_partition(staging, name, unit.rank, tables[name])
