@@ -111,20 +111,6 @@ class _UnitReader:
             out.append(table)
         return out
 
-    def _json(self, kind: str, reader) -> list[pa.Table]:
-        """communication(_matrix).json: one table per file, rank taken from the unit."""
-        out = []
-        for path in self.unit.files.get(kind, []):
-            try:
-                out.append(reader(path, self.unit.rank))
-            except READ_ERRORS as exc:
-                self._fail(path, as_input_error(path, exc))
-                continue
-            finally:
-                self._done(path)
-            self.record[path].used_for.append("comm_links" if kind == "communication_matrix" else "comm_ops")
-        return out
-
     def trace(self) -> TraceTables | None:
         if self._trace is False:
             parts = []
@@ -138,9 +124,9 @@ class _UnitReader:
                 for _, t in parts:
                     self.warnings.extend(t.warnings)
                 self._trace = TraceTables(
-                    _concat([t.kernels for _, t in parts]),
-                    _concat([t.api_calls for _, t in parts]),
-                    _concat([t.device_copies for _, t in parts]),
+                    schemas.concat([t.kernels for _, t in parts]),
+                    schemas.concat([t.api_calls for _, t in parts]),
+                    schemas.concat([t.device_copies for _, t in parts]),
                 )
                 self._trace_paths = [p for p, _ in parts]
         return self._trace  # type: ignore[return-value]
@@ -161,7 +147,7 @@ class _UnitReader:
                 kernels.append(k)
                 apis.append(a)
                 self._db_paths.append(path)
-            self._db = (_concat(kernels), _concat(apis)) if kernels else None
+            self._db = (schemas.concat(kernels), schemas.concat(apis)) if kernels else None
         return self._db  # type: ignore[return-value]
 
     def _mark(self, paths: list[Path], use: str) -> None:
@@ -187,7 +173,7 @@ class _UnitReader:
             reader = read_kernels
             tables = self._csv(source, reader)
             if tables:
-                return _concat(tables), source
+                return schemas.concat(tables), source
         return None, None
 
     def api_calls(self) -> pa.Table | None:
@@ -210,12 +196,6 @@ class _UnitReader:
                 self._mark(self._trace_paths, "copies")
                 return t.device_copies
         return None
-
-
-def _concat(tables: list[pa.Table]) -> pa.Table:
-    if len(tables) == 1:
-        return tables[0]
-    return pa.concat_tables(tables, promote_options="permissive")
 
 
 @dataclass
@@ -246,8 +226,8 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
     parts["op_statistic"].extend(r._csv("op_statistic", read_op_statistic))
     parts["api_statistic"].extend(r._csv("api_statistic", read_api_statistic))
     parts["steps"].extend(r._csv("step_trace", read_steps))
-    parts["comm_links"].extend(r._json("communication_matrix", read_matrix))
-    parts["comm_ops"].extend(r._json("communication", read_communication))
+    parts["comm_links"].extend(r._csv("communication_matrix", lambda path, rank: (read_matrix(path, rank), [])))
+    parts["comm_ops"].extend(r._csv("communication", lambda path, rank: (read_communication(path, rank), [])))
     copies = build_copies(kernels, api, dev_copies)
     if copies.num_rows:
         parts["copies"].append(copies)
@@ -270,7 +250,7 @@ def conform_parts(parts: dict[str, list[pa.Table]]) -> dict[str, pa.Table]:
     for name in READ_TABLES:
         schema = schemas.TABLES[name]
         ps = parts.get(name, [])
-        tables[name] = schemas.conform(_concat(ps), schema, keep_extra=(name == "kernels")) if ps else schema.empty_table()
+        tables[name] = schemas.conform(schemas.concat(ps), schema, keep_extra=(name == "kernels")) if ps else schema.empty_table()
     return tables
 
 

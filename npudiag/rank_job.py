@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from npudiag import schemas
 from npudiag.analysis.hot_ops import hot_ops_table
-from npudiag.analysis.rules import PROFILE_WIDE, findings_table, options_for, run_rules
+from npudiag.analysis.rules import PROFILE_WIDE, findings_table, options_for, run_rules, sort_findings
 from npudiag.analysis.rules.hot_op import findings_from, ratio_sums
 from npudiag.analysis.step_breakdown import step_breakdown
 from npudiag.analysis.summary import merge_parts, summary_parts
@@ -30,11 +30,10 @@ from npudiag.analysis.window import apply_window
 from npudiag.discover import Unit
 from npudiag.executors import Backend
 from npudiag.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit, sha256_of
-from npudiag.store import OutputWriter, write_table
+from npudiag.store import OutputWriter, partition_path, write_partition
 
 # the tables written per rank; hot_ops is one file for the whole profile
 RANK_TABLES = (*READ_TABLES, "findings", "step_breakdown")
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 @dataclass
@@ -60,17 +59,6 @@ class RankOutcome:
     parts: dict[str, Any]
     skipped: dict[str, str]
     ratio_sums: pa.Table
-
-
-def partition_path(staging: Path, name: str, rank: int | None, part: str = "0") -> Path:
-    return staging / name / f"rank={NULL_PARTITION if rank is None else rank}" / f"part-{part}.parquet"
-
-
-def write_partition(staging: Path, name: str, rank: int | None, table: pa.Table, part: str = "0") -> None:
-    """One rank's slice of a hive dataset; the rank lives in the folder name, not in the file, as
-    pyarrow.dataset, DuckDB and Spark write and expect it."""
-    body = table.drop_columns(["rank"]) if "rank" in table.column_names else table
-    write_table(body, partition_path(staging, name, rank, part))
 
 
 def run_rank(job: RankJob) -> RankOutcome:
@@ -188,13 +176,11 @@ def analyze_ranks(
     wide, skipped = _profile_wide(parts, ordered, overrides)
     if wide.num_rows:
         write_partition(staging, "findings", None, wide, part="profile")
-        merged = pa.concat_tables([parts["findings"], wide])
-        parts = {**parts, "findings": merged.sort_by([("time_lost_us", "descending"), ("rule_id", "ascending")])}
-    # a rule is skipped for the profile when no rank could run it
-    for o in ordered:
-        for rule_id, why in o.skipped.items():
-            if all(rule_id in other.skipped for other in ordered):
-                skipped.setdefault(rule_id, why)
+        parts = {**parts, "findings": sort_findings(pa.concat_tables([parts["findings"], wide]))}
+    # a rule is skipped for the profile when no rank could run it; the first rank's reason stands
+    if ordered:
+        for rule_id in set.intersection(*(set(o.skipped) for o in ordered)):
+            skipped.setdefault(rule_id, ordered[0].skipped[rule_id])
     writer.submit("hot_ops", parts["hot_ops"])
     return RanksResult(parts, skipped, list(record.values()), [o.info for o in ordered], warnings, errors, row_counts, backend.name)
 
@@ -214,7 +200,5 @@ def summary_parts_of_dataset(out: Path) -> dict[str, Any] | None:
         parts.append(summary_parts(tables))
     merged = merge_parts(parts)
     whole, _ = load_outputs(out, names=("hot_ops", "findings"))
-    findings = whole["findings"]
-    if findings.num_rows:
-        findings = findings.sort_by([("time_lost_us", "descending"), ("rule_id", "ascending")])
+    findings = sort_findings(whole["findings"])
     return {**merged, "hot_ops": whole["hot_ops"] if whole["hot_ops"].num_rows else merged["hot_ops"], "findings": findings}

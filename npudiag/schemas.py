@@ -379,6 +379,11 @@ TABLES: dict[str, pa.Schema] = {
 }
 
 
+def concat(tables: list[pa.Table]) -> pa.Table:
+    """Tables of one kind from several files or ranks; columns one of them lacks become nulls."""
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+
+
 def empty(name: str) -> pa.Table:
     return TABLES[name].empty_table()
 

@@ -52,20 +52,19 @@ def _rank_partitioning():
     return ds.partitioning(pa.schema([("rank", pa.int32())]), flavor="hive")
 
 
-def write_rank_dataset(table: pa.Table, folder: Path) -> None:
-    """A hive-partitioned dataset (``rank=N/part-0.parquet``) that DuckDB, pyarrow.dataset and Spark
-    read with partition pruning. Written inside the run's temporary folder, so it appears whole."""
-    import pyarrow.dataset as ds
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # the folder pyarrow, DuckDB and Spark use for a null rank
 
-    ds.write_dataset(
-        table,
-        folder,
-        format="parquet",
-        partitioning=_rank_partitioning(),
-        basename_template="part-{i}.parquet",
-        existing_data_behavior="overwrite_or_ignore",
-        file_options=ds.ParquetFileFormat().make_write_options(compression="snappy"),
-    )
+
+def partition_path(folder: Path, name: str, rank: int | None, part: str = "0") -> Path:
+    """Where one rank's slice of table ``name`` lives: ``name/rank=N/part-0.parquet``."""
+    return folder / name / f"rank={NULL_PARTITION if rank is None else rank}" / f"part-{part}.parquet"
+
+
+def write_partition(folder: Path, name: str, rank: int | None, table: pa.Table, part: str = "0") -> None:
+    """One rank's slice of a hive-partitioned dataset that DuckDB, pyarrow.dataset and Spark read with
+    partition pruning. The rank lives in the folder name, not in the file, as those readers expect."""
+    body = table.drop_columns(["rank"]) if "rank" in table.column_names else table
+    write_table(body, partition_path(folder, name, rank, part))
 
 
 def read_rank_dataset(folder: Path, schema: pa.Schema, ranks: list[int] | None = None) -> pa.Table:
@@ -131,12 +130,9 @@ class OutputWriter:
         self._pool = ThreadPoolExecutor(max_workers=2)
         self._pending: list[Future[None]] = []
 
-    def submit(self, name: str, table: pa.Table, partition_by_rank: bool = False) -> None:
-        """``name.parquet``, or with ``partition_by_rank`` a hive dataset ``name/rank=N/part-0.parquet``."""
-        if partition_by_rank and "rank" in table.column_names:
-            self._pending.append(self._pool.submit(write_rank_dataset, table, self.work / name))
-        else:
-            self._pending.append(self._pool.submit(write_table, table, self.work / f"{name}.parquet"))
+    def submit(self, name: str, table: pa.Table) -> None:
+        """``name.parquet``, written in the background."""
+        self._pending.append(self._pool.submit(write_table, table, self.work / f"{name}.parquet"))
 
     def finish(self, manifest: dict[str, Any]) -> None:
         try:
@@ -199,7 +195,7 @@ def load_rank_rows(out: Path, name: str, ranks: list[int]) -> pa.Table:
     if (out / name).is_dir():
         parts = []
         for rank in ranks:  # straight to the partitions' files: no footer of any other rank is read
-            for f in sorted((out / name / f"rank={rank}").glob("*.parquet")):
+            for f in sorted(partition_path(out, name, rank).parent.glob("*.parquet")):
                 t = read_table(f)
                 parts.append(t.append_column("rank", pa.array([rank] * t.num_rows, pa.int32())))
         if not parts:

@@ -49,22 +49,26 @@ def hot_ops(kernels: pa.Table, by: str = "type") -> pa.Table:
             ("rank", "count_distinct"),
         ]
     )
-    total = pc.sum(t["duration_us"]).as_py() or 0.0
-    count = g["duration_us_count"]
-    s = g["duration_us_sum"]
-    share = pc.multiply(pc.divide(s, total), 100.0) if total > 0 else pa.nulls(g.num_rows, pa.float64())
     task_types = [";".join(sorted(v)) for v in g["task_type_distinct"].to_pylist()]
+    grand = pc.sum(t["duration_us"]).as_py() or 0.0  # every row's duration, as op_statistic's Ratio(%)
+    return _hot_table(by, g["key"], task_types, g["rank_count_distinct"], g["duration_us_count"], g["duration_us_sum"],
+                      g["duration_us_min"], g["duration_us_max"], grand)  # fmt: skip
+
+
+def _hot_table(by: str, key, task_types: list[str], ranks, count, total, low, high, grand: float) -> pa.Table:
+    """The HOT_OPS rows from per-key aggregates, shares taken of ``grand``, largest first."""
+    share = pc.multiply(pc.divide(total, grand), 100.0) if grand > 0 else pa.nulls(len(key), pa.float64())
     out = pa.table(
         {
-            "group_by": pa.array([by] * g.num_rows, pa.string()),
-            "key": g["key"],
+            "group_by": pa.array([by] * len(key), pa.string()),
+            "key": key,
             "task_types": pa.array(task_types, pa.string()),
-            "ranks": g["rank_count_distinct"].cast(pa.int32()),
+            "ranks": ranks.cast(pa.int32()),
             "count": count,
-            "total_us": s,
-            "avg_us": pc.divide(s, count.cast(pa.float64())),
-            "min_us": g["duration_us_min"],
-            "max_us": g["duration_us_max"],
+            "total_us": total,
+            "avg_us": pc.divide(total, count.cast(pa.float64())),
+            "min_us": low,
+            "max_us": high,
             "share_pct": share,
         }
     )
@@ -101,23 +105,8 @@ def merge_hot_ops(parts: list[pa.Table]) -> pa.Table:
         )
         tts = flat.group_by("key", use_threads=False).aggregate([("tt", "distinct")])
         tt_of = dict(zip(tts["key"].to_pylist(), (";".join(sorted(v)) for v in tts["tt_distinct"].to_pylist())))
-        total = pc.sum(g["total_us_sum"]).as_py() or 0.0
-        s = g["total_us_sum"]
-        count = g["count_sum"]
-        share = pc.multiply(pc.divide(s, total), 100.0) if total > 0 else pa.nulls(g.num_rows, pa.float64())
-        merged = pa.table(
-            {
-                "group_by": pa.array([by] * g.num_rows, pa.string()),
-                "key": g["key"],
-                "task_types": pa.array([tt_of.get(k, "") for k in g["key"].to_pylist()], pa.string()),
-                "ranks": g["ranks_sum"].cast(pa.int32()),
-                "count": count,
-                "total_us": s,
-                "avg_us": pc.divide(s, count.cast(pa.float64())),
-                "min_us": g["min_us_min"],
-                "max_us": g["max_us_max"],
-                "share_pct": share,
-            }
-        )
-        out.append(schemas.conform(merged, schemas.HOT_OPS).sort_by([("total_us", "descending"), ("key", "ascending")]))
+        task_types = [tt_of.get(k, "") for k in g["key"].to_pylist()]
+        grand = pc.sum(g["total_us_sum"]).as_py() or 0.0
+        out.append(_hot_table(by, g["key"], task_types, g["ranks_sum"], g["count_sum"], g["total_us_sum"], g["min_us_min"], g["max_us_max"],
+                              grand))  # fmt: skip
     return pa.concat_tables(out) if out else schemas.empty("hot_ops")

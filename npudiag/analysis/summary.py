@@ -13,7 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from npudiag import schemas
 from npudiag.analysis.hot_ops import hot_ops_table, merge_hot_ops
+from npudiag.analysis.rules import sort_findings
 from npudiag.analysis.timeline import base_ns, intervals, union_length
 
 
@@ -140,8 +142,6 @@ _COPY_COLUMNS = ["side", "direction", "mode", "size_bytes", "duration_us"]
 def summary_parts(tables: dict[str, pa.Table]) -> dict[str, Any]:
     """What the summary needs from a table set, in a form that adds up over ranks (``merge_parts``),
     so ranks analysed apart (process pool, Dask) give the summary one process would."""
-    from npudiag import schemas
-
     kernels = tables["kernels"]
     hot = tables.get("hot_ops")
     if hot is None or (hot.num_rows == 0 and kernels.num_rows):
@@ -160,29 +160,23 @@ def summary_parts(tables: dict[str, pa.Table]) -> dict[str, Any]:
     }
 
 
-def _concat(tables: list[pa.Table]) -> pa.Table:
-    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
-
-
 def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """One ``summary_parts`` from those of several ranks (given in rank order)."""
     if len(parts) == 1:
         return parts[0]
     per_rank = [r for p in parts for r in p["per_rank"]]
     per_rank.sort(key=lambda r: (r["rank"] is None, r["rank"]))
-    findings = _concat([p["findings"] for p in parts])
-    if findings.num_rows:
-        findings = findings.sort_by([("time_lost_us", "descending"), ("rule_id", "ascending")])
+    findings = sort_findings(schemas.concat([p["findings"] for p in parts]))
     return {
         "per_rank": per_rank,
         "kernels": sum(p["kernels"] for p in parts),
         "kernel_time_us": sum(p["kernel_time_us"] for p in parts),
-        "task_types": _concat([p["task_types"] for p in parts]),
+        "task_types": schemas.concat([p["task_types"] for p in parts]),
         "hot_ops": merge_hot_ops([p["hot_ops"] for p in parts]),
-        "copies": _concat([p["copies"] for p in parts]),
+        "copies": schemas.concat([p["copies"] for p in parts]),
         "api_calls": sum(p["api_calls"] for p in parts),
-        "steps": _concat([p["steps"] for p in parts]),
-        "step_breakdown": _concat([p["step_breakdown"] for p in parts]),
+        "steps": schemas.concat([p["steps"] for p in parts]),
+        "step_breakdown": schemas.concat([p["step_breakdown"] for p in parts]),
         "findings": findings,
     }
 

@@ -79,11 +79,46 @@ def analyze(
     if len(found.units) > 1 or scheduler or dask:
         if scheduler or dask:  # workers elsewhere resolve paths themselves: give them absolute ones
             target = target.absolute()
-        _analyze_ranks(found, target, paths, force, choose_backend(len(found.units), scheduler, dask), overrides, step_window,
-                       time_range, top, by, json_out, show_progress, err, chrome_trace, html_out)  # fmt: skip
-        return
-    if show_progress:
-        with _bytes_bar(err) as bar:
+        backend = choose_backend(len(found.units), scheduler, dask)
+        summary, inputs, errors, read_any = _analyze_ranks(
+            found, target, paths, force, backend, overrides, step_window, time_range, top, by, err if show_progress else None
+        )
+        tables = None  # the whole profile is never in memory; loaded below only for a whole-profile view
+    else:
+        summary, tables, inputs, errors, read_any = _analyze_one(
+            found, target, paths, force, overrides, step_window, time_range, top, by, err if show_progress else None
+        )
+    if read_any and (chrome_trace is not None or html_out is not None):
+        if tables is None:
+            tables, _ = load_outputs(target)
+        if chrome_trace is not None:
+            traces = [Path(f.path) for f in inputs if f.kind == "trace" and f.used_for and f.error is None]
+            write_chrome_trace(chrome_trace, tables, markers(tables), summary["findings"], traces)
+        if html_out is not None:
+            write_html(html_out, summary, tables["copies"])
+    if json_out:
+        sys.stdout.write(render_json(summary) + "\n")
+    else:
+        render_terminal(summary, Console())
+    # plain writes: an error stays one line whatever the terminal width
+    for line in errors:
+        sys.stderr.write(f"npudiag: {line}\n")
+    if errors or not read_any:
+        if not read_any and not errors:
+            sys.stderr.write("npudiag: nothing to analyze: no profiler data was read\n")
+        raise typer.Exit(2)
+
+
+def _meta(paths: list[Path], errors: list[str], warnings: list[str]) -> dict:
+    return {"npudiag_version": __version__, "title": ", ".join(str(p) for p in paths), "errors": errors, "warnings": warnings}
+
+
+def _analyze_one(found, target, paths, force, overrides, step_window, time_range, top, by, err: Console | None):
+    """One rank (or loose files): every table in memory, written as one file each."""
+    if err is not None:
+        bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                       TimeElapsedColumn(), console=err, transient=True)  # fmt: skip
+        with bar:
             task = bar.add_task("reading", total=None)
             profile = ingest(paths, lambda n: bar.advance(task, n), total=lambda t: bar.update(task, total=t), found=found)
     else:
@@ -112,46 +147,15 @@ def analyze(
         manifest["rules"] = {"options": overrides, "skipped": skipped}
         manifest["layout"] = "one <table>.parquet per table"
         writer.finish(manifest)
-    if chrome_trace is not None:
-        traces = [Path(f.path) for f in profile.inputs if f.kind == "trace" and f.used_for and f.error is None]
-        write_chrome_trace(chrome_trace, tables, markers(tables), summary["findings"], traces)
-    if html_out is not None:
-        write_html(html_out, summary, tables["copies"])
-    _finish(summary, json_out, profile.errors, read_any)
+    return summary, tables, profile.inputs, profile.errors, read_any
 
 
-def _bytes_bar(err: Console) -> Progress:
-    return Progress(
-        "[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeElapsedColumn(),
-        console=err, transient=True,
-    )  # fmt: skip
-
-
-def _meta(paths: list[Path], errors: list[str], warnings: list[str]) -> dict:
-    return {"npudiag_version": __version__, "title": ", ".join(str(p) for p in paths), "errors": errors, "warnings": warnings}
-
-
-def _finish(summary: dict, json_out: bool, errors: list[str], read_any: bool) -> None:
-    if json_out:
-        sys.stdout.write(render_json(summary) + "\n")
-    else:
-        render_terminal(summary, Console())
-    # plain writes: an error stays one line whatever the terminal width
-    for line in errors:
-        sys.stderr.write(f"npudiag: {line}\n")
-    if errors or not read_any:
-        if not read_any and not errors:
-            sys.stderr.write("npudiag: nothing to analyze: no profiler data was read\n")
-        raise typer.Exit(2)
-
-
-def _analyze_ranks(found, target, paths, force, backend, overrides, step_window, time_range, top, by, json_out, show_progress, err,
-                   chrome_trace, html_out) -> None:  # fmt: skip
+def _analyze_ranks(found, target, paths, force, backend, overrides, step_window, time_range, top, by, err: Console | None):
     """Many ranks: one task per rank (local pool or Dask), each writing its own partitions."""
     writer = OutputWriter(target, force=force)
     try:
         kwargs = {"rule_options": overrides, "steps": step_window, "time_us": time_range}
-        if show_progress:
+        if err is not None:
             with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           console=err, transient=True) as bar:  # fmt: skip
                 task = bar.add_task(f"ranks ({backend.name})", total=len(found.units))
@@ -173,14 +177,7 @@ def _analyze_ranks(found, target, paths, force, backend, overrides, step_window,
     else:
         writer.abandon()
     summary = summary_from_parts(result.parts, top=top, by=by.value, meta=meta, rules_skipped=result.skipped)
-    if result.read_any and (chrome_trace is not None or html_out is not None):
-        tables, _ = load_outputs(target)  # the whole profile, only when a whole-profile view is asked for
-        if chrome_trace is not None:
-            traces = [Path(f.path) for f in result.inputs if f.kind == "trace" and f.used_for and f.error is None]
-            write_chrome_trace(chrome_trace, tables, markers(tables), summary["findings"], traces)
-        if html_out is not None:
-            write_html(html_out, summary, tables["copies"])
-    _finish(summary, json_out, result.errors, result.read_any)
+    return summary, result.inputs, result.errors, result.read_any
 
 
 def report(

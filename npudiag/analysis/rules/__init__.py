@@ -17,6 +17,7 @@ from npudiag.analysis.rules.base import (
     options_for,
     parse_rule_options,
     run_rules,
+    sort_findings,
 )
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "load_rule_file",
     "parse_rule_options",
     "run_rules",
+    "sort_findings",
 ]

@@ -162,6 +162,14 @@ def run_rules(
     return findings, skipped
 
 
+def sort_findings(table: pa.Table) -> pa.Table:
+    """A findings table in ``run_rules``' order: most time lost first (none counts as 0), then rule id."""
+    if table.num_rows < 2:
+        return table
+    key = pa.table({"lost": pc.fill_null(table["time_lost_us"], 0.0), "rule": table["rule_id"]})
+    return table.take(pc.sort_indices(key, sort_keys=[("lost", "descending"), ("rule", "ascending")]))
+
+
 def findings_table(findings: list[Finding]) -> pa.Table:
     return pa.table(
         {
