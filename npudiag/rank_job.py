@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.analysis.hot_ops import hot_ops_table
@@ -30,7 +31,7 @@ from npudiag.analysis.window import apply_window
 from npudiag.discover import Unit
 from npudiag.executors import Backend
 from npudiag.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit, sha256_of
-from npudiag.store import OutputWriter, partition_path, write_partition
+from npudiag.store import OutputWriter, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
 
 # the tables written per rank; hot_ops is one file for the whole profile
 RANK_TABLES = (*READ_TABLES, "findings", "step_breakdown")
@@ -128,7 +129,7 @@ def _profile_wide(parts: dict[str, Any], outcomes: list[RankOutcome], overrides:
     if parts["kernels"] == 0:
         return schemas.empty("findings"), {"hot_op": "no device tasks in this profile"}
     hot = parts["hot_ops"]
-    by_type = hot.filter(pa.compute.equal(hot["group_by"], "type"))
+    by_type = hot.filter(pc.equal(hot["group_by"], "type"))
     sums = pa.concat_tables([o.ratio_sums for o in outcomes])
     return findings_table(findings_from(by_type, sums, options_for("hot_op", overrides))), {}
 
@@ -179,8 +180,9 @@ def analyze_ranks(
         parts = {**parts, "findings": sort_findings(pa.concat_tables([parts["findings"], wide]))}
     # a rule is skipped for the profile when no rank could run it; the first rank's reason stands
     if ordered:
-        for rule_id in set.intersection(*(set(o.skipped) for o in ordered)):
-            skipped.setdefault(rule_id, ordered[0].skipped[rule_id])
+        for rule_id, why in ordered[0].skipped.items():
+            if all(rule_id in o.skipped for o in ordered[1:]):
+                skipped.setdefault(rule_id, why)
     writer.submit("hot_ops", parts["hot_ops"])
     return RanksResult(parts, skipped, list(record.values()), [o.info for o in ordered], warnings, errors, row_counts, backend.name)
 
@@ -188,8 +190,6 @@ def analyze_ranks(
 def summary_parts_of_dataset(out: Path) -> dict[str, Any] | None:
     """The summary parts of a partitioned ``--out`` folder, holding one rank in memory at a time
     (``npudiag report`` on a cluster); None when the folder is not partitioned."""
-    from npudiag.store import dataset_ranks, load_outputs, load_rank_rows
-
     ranks = dataset_ranks(out)
     if not ranks:
         return None
