@@ -111,7 +111,7 @@ class RanksResult:
     def read_any(self) -> bool:
         return any(f.used_for for f in self.inputs)
 
-    def manifest(self, version: str, schema_version: int) -> dict[str, Any]:
+    def manifest(self, version: str, schema_version: int, rule_options: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
         return {
             "npudiag_version": version,
             "schema_version": schema_version,
@@ -120,6 +120,8 @@ class RanksResult:
             "row_counts": self.row_counts,
             "warnings": self.warnings,
             "errors": self.errors,
+            "rules": {"options": rule_options or {}, "skipped": self.skipped},
+            "layout": "hive-partitioned by rank: <table>/rank=N/part-0.parquet",
             "backend": self.backend,
         }
 

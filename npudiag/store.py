@@ -67,19 +67,21 @@ def write_partition(folder: Path, name: str, rank: int | None, table: pa.Table, 
     write_table(body, partition_path(folder, name, rank, part))
 
 
-def read_rank_dataset(folder: Path, schema: pa.Schema, ranks: list[int] | None = None) -> pa.Table:
-    """The dataset as one table (only ``ranks``' partitions when given). Ranks may differ in their
-    extra columns (PMU metrics of one collection but not another), so the files' schemas are
-    unified rather than the first one's taken."""
+def _schema_first(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``t`` with the declared columns in their declared order, then its extra (metric) columns."""
+    return t.select([n for n in schema.names if n in t.column_names] + [n for n in t.column_names if n not in schema.names])
+
+
+def read_rank_dataset(folder: Path, schema: pa.Schema) -> pa.Table:
+    """The dataset as one table. Ranks may differ in their extra columns (PMU metrics of one
+    collection but not another), so the files' schemas are unified rather than the first one's taken."""
     import pyarrow.dataset as ds
 
     files = ds.dataset(folder, format="parquet", partitioning=_rank_partitioning())
     unified = pa.unify_schemas([f.physical_schema for f in files.get_fragments()] + [pa.schema([("rank", pa.int32())])],
                                promote_options="permissive")  # fmt: skip
     d = ds.dataset(folder, format="parquet", partitioning=_rank_partitioning(), schema=unified)
-    t = d.to_table(filter=ds.field("rank").isin(ranks) if ranks is not None else None)
-    cols = [n for n in schema.names if n in t.column_names] + [n for n in t.column_names if n not in schema.names]
-    return t.select(cols)
+    return _schema_first(d.to_table(), schema)
 
 
 def write_json(obj: Any, path: Path) -> None:
@@ -200,9 +202,7 @@ def load_rank_rows(out: Path, name: str, ranks: list[int]) -> pa.Table:
                 parts.append(t.append_column("rank", pa.array([rank] * t.num_rows, pa.int32())))
         if not parts:
             return TABLES[name].empty_table()
-        t = pa.concat_tables(parts, promote_options="permissive")
-        schema = TABLES[name]
-        return t.select([n for n in schema.names if n in t.column_names] + [n for n in t.column_names if n not in schema.names])
+        return _schema_first(pa.concat_tables(parts, promote_options="permissive"), TABLES[name])
     if (out / f"{name}.parquet").is_file():
         t = read_table(out / f"{name}.parquet")
         return t.filter(pc.fill_null(pc.is_in(t["rank"], pa.array(ranks, pa.int32())), False))

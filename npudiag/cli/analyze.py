@@ -169,10 +169,7 @@ def _analyze_ranks(found, target, paths, force, backend, overrides, step_window,
     if step_window is not None or time_range is not None:
         meta["window"] = {"steps": step_window, "time_us": time_range, "time_origin": "each rank's first kernel"}
     if result.read_any:
-        manifest = result.manifest(__version__, SCHEMA_VERSION)
-        manifest["rules"] = {"options": overrides, "skipped": result.skipped}
-        manifest["layout"] = "hive-partitioned by rank: <table>/rank=N/part-0.parquet"
-        writer.finish(manifest)
+        writer.finish(result.manifest(__version__, SCHEMA_VERSION, overrides))
         meta["out"] = str(target)
     else:
         writer.abandon()

@@ -71,10 +71,7 @@ def cluster(
         if not result.read_any:
             writer.abandon()
             raise InputError(path, result.errors[0] if result.errors else "no profiler data found")
-        manifest = result.manifest(__version__, SCHEMA_VERSION)
-        manifest["layout"] = "hive-partitioned by rank: <table>/rank=N/part-0.parquet"
-        manifest["rules"] = {"options": {}, "skipped": result.skipped}
-        writer.finish(manifest)
+        writer.finish(result.manifest(__version__, SCHEMA_VERSION))
         errors, warnings = result.errors, result.warnings
     tables, manifest = load_outputs(dataset, names=("steps", "step_breakdown", "comm_links", "comm_ops"))
     args = next((u["distributed_args"] for u in manifest.get("units", []) if u.get("distributed_args")), None)
