@@ -5,4 +5,4 @@ Arrow tables, ``npudiag.analysis`` computes summaries from them, and ``npudiag.r
 """
 
 __version__ = "0.1.0"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2

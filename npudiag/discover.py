@@ -12,25 +12,39 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# file kind -> file name pattern (matched on the name only)
+# file kind -> file name pattern (matched on the name only); any suffix after the documented stem
+# (``_20260605155140``, ``_slice_0``, ``_rank0``) is accepted, as the tools and users add them
 KINDS: dict[str, re.Pattern[str]] = {
-    "kernel_details": re.compile(r"^kernel_details(_\d+)?\.csv$"),
-    "op_summary": re.compile(r"^op_summary(_slice_\d+)?(_\d+)*\.csv$"),
-    "task_time": re.compile(r"^task_time(_slice_\d+)?(_\d+)*\.csv$"),
-    "op_statistic": re.compile(r"^op_statistic(_slice_\d+)?(_\d+)*\.csv$"),
-    "api_statistic": re.compile(r"^api_statistic(_slice_\d+)?(_\d+)*\.csv$"),
-    "step_trace": re.compile(r"^step_trace(_time)?(_slice_\d+)?(_\d+)*\.csv$"),
-    "trace": re.compile(r"^(trace_view|msprof(_slice_\d+)?(_\d+)*|task_time(_slice_\d+)?(_\d+)*)\.json$"),
-    "db": re.compile(r"^(msprof_\d+|ascend_pytorch_profiler(_\d+)?)\.db$"),
-    "communication_matrix": re.compile(r"^communication_matrix\.json$"),
-    "communication": re.compile(r"^communication\.json$"),
+    "kernel_details": re.compile(r"^kernel_details[^/]*\.csv$"),
+    "op_summary": re.compile(r"^op_summary[^/]*\.csv$"),
+    "task_time": re.compile(r"^task_time[^/]*\.csv$"),
+    "op_statistic": re.compile(r"^op_statistic[^/]*\.csv$"),
+    "api_statistic": re.compile(r"^api_statistic[^/]*\.csv$"),
+    "step_trace": re.compile(r"^step_trace[^/]*\.csv$"),
+    "trace": re.compile(r"^(trace_view|msprof(?!_tx))[^/]*\.json$"),
+    "task_time_json": re.compile(r"^task_time[^/]*\.json$"),
+    "step_trace_json": re.compile(r"^step_trace[^/]*\.json$"),
+    "hccl_json": re.compile(r"^hccl_\d[^/]*\.json$"),
+    "db": re.compile(r"^(msprof_[^/]*|ascend_pytorch_profiler[^/]*)\.db$"),
+    "analysis_db": re.compile(r"^analysis\.db$"),
+    "communication_matrix": re.compile(r"^communication_matrix[^/]*\.json$"),
+    "communication": re.compile(r"^communication(_\d+)?\.json$"),
 }
 # files we recognise and list in the manifest but do not read into tables yet
 KNOWN_UNREAD = re.compile(
     r"^(npu_mem|npu_module_mem|memory_record|operator_memory|operator_details|l2_cache|communication"
-    r"|communication_matrix|communication_statistic|hccl_statistic|fusion_op|aicpu|msprof_tx|ai_core_utilization"
-    r"|data_preprocess|analysis|step_trace)[\w]*\.(csv|json|db)$"
+    r"|communication_statistic|hccl_statistic|fusion_op|aicpu|msprof_tx|ai_core_utilization"
+    r"|data_preprocess|cluster_|hbm|llc|pcie|hccs|nic|roce|soc_pmu|dvpp|ddr|cpu_usage|sys_mem|host_)[\w]*\.(csv|json|db)$"
 )
+# CSV headers by kind: a CSV whose name says nothing is recognised by these columns
+HEADERS: dict[str, tuple[frozenset[str], ...]] = {
+    "kernel_details": (frozenset({"Name", "Accelerator Core", "Start Time(us)", "Duration(us)"}),),
+    "op_summary": (frozenset({"Op Name", "Task Type", "Task Start Time(us)", "Task Duration(us)"}),),
+    "task_time": (frozenset({"kernel_name", "kernel_type", "task_start(us)", "task_time(us)"}),),
+    "op_statistic": (frozenset({"OP Type", "Core Type", "Count", "Total Time(us)"}),),
+    "api_statistic": (frozenset({"API Name", "Level", "Time(us)", "Count"}),),
+    "step_trace": (frozenset({"Step", "Computing", "Stage"}), frozenset({"Iteration ID", "Iteration Time(us)"})),
+}
 MAX_DEPTH = 8
 
 
@@ -44,11 +58,15 @@ class Unit:
     files: dict[str, list[Path]] = field(default_factory=dict)
     unread: list[Path] = field(default_factory=list)
 
-    def add(self, path: Path) -> bool:
+    def add(self, path: Path, *, sniff: bool = False) -> bool:
+        """File ``path`` under its kind; with ``sniff``, a CSV of unknown name is recognised by its header."""
         kind = classify(path.name)
+        if kind is None and KNOWN_UNREAD.match(path.name):
+            self.unread.append(path)
+            return False
+        if kind is None and sniff and path.name.lower().endswith(".csv"):
+            kind = kind_by_header(path)
         if kind is None:
-            if KNOWN_UNREAD.match(path.name):
-                self.unread.append(path)
             return False
         self.files.setdefault(kind, []).append(path)
         return True
@@ -57,6 +75,22 @@ class Unit:
 def classify(name: str) -> str | None:
     for kind, pattern in KINDS.items():
         if pattern.match(name):
+            return kind
+    return None
+
+
+def kind_by_header(path: Path) -> str | None:
+    """The kind of a CSV from its header line (the first 1 MiB at most), None when it fits none."""
+    try:
+        if not path.is_file():
+            return None
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 20)
+        names = {n.strip().strip('"') for n in first.decode("utf-8-sig", "replace").split(",")}
+    except OSError:
+        return None
+    for kind, alternatives in HEADERS.items():
+        if any(need <= names for need in alternatives):
             return kind
     return None
 
@@ -86,7 +120,7 @@ def _torch_rank(folder: Path) -> int | None:
 def _torch_unit(folder: Path) -> Unit:
     unit = Unit(folder, "torch_npu", _torch_rank(folder))
     for f in _files(folder / "ASCEND_PROFILER_OUTPUT"):
-        unit.add(f)
+        unit.add(f, sniff=True)
     return unit
 
 
@@ -95,7 +129,7 @@ def _msprof_units(folder: Path) -> list[Unit]:
     if out.is_dir():
         unit = Unit(folder, "msprof")
         for f in _files(out) + _files(folder):
-            unit.add(f)
+            unit.add(f, sniff=True)
         return [unit]
     units = []
     for dev in sorted(folder.glob("device_*")):
@@ -105,13 +139,13 @@ def _msprof_units(folder: Path) -> list[Unit]:
         unit = Unit(dev, "msprof", int(m.group(1)))
         for sub in ("summary", "timeline"):
             for f in _files(dev / sub):
-                unit.add(f)
+                unit.add(f, sniff=True)
         if unit.files:
             units.append(unit)
     if not units:
         unit = Unit(folder, "msprof")
         for f in _files(folder):
-            unit.add(f)
+            unit.add(f, sniff=True)
         units.append(unit)
     return units
 
@@ -128,8 +162,11 @@ def discover(path: Path, skipped: list[str]) -> list[Unit]:
     """Units under ``path``. Unreadable folders and symlink loops are noted in ``skipped``."""
     if path.is_file():
         unit = Unit(path, "file")
-        if not unit.add(path):
-            skipped.append(f"{path}: not a profiler file npudiag reads (expected {', '.join(KINDS)})")
+        if not unit.add(path, sniff=True):
+            skipped.append(
+                f"{path}: not a profiler file npudiag reads: neither its name nor its header matches a known format "
+                "(kernel_details / op_summary / task_time / op_statistic / api_statistic / step_trace CSV, trace JSON, .db)"
+            )
             return []
         return [unit]
     units: list[Unit] = []
@@ -157,7 +194,7 @@ def _walk(folder: Path, depth: int, units: list[Unit], seen: set[tuple[int, int]
         return
     loose = Unit(folder, "msprof")
     for f in _files(folder):
-        loose.add(f)
+        loose.add(f, sniff=True)
     if loose.files:
         units.append(loose)
         return
@@ -175,8 +212,21 @@ def _walk(folder: Path, depth: int, units: list[Unit], seen: set[tuple[int, int]
         _walk(child, depth + 1, units, seen, skipped)
 
 
-def assign_ranks(units: list[Unit]) -> None:
-    """Give every unit a distinct rank: its own when known, else the next free number."""
+def duplicate_ranks(units: list[Unit]) -> dict[int, list[Unit]]:
+    """Ranks that more than one unit declares, with those units."""
+    by_rank: dict[int, list[Unit]] = {}
+    for u in units:
+        if u.rank is not None:
+            by_rank.setdefault(u.rank, []).append(u)
+    return {r: us for r, us in sorted(by_rank.items()) if len(us) > 1}
+
+
+def assign_ranks(units: list[Unit]) -> list[str]:
+    """Give every unit a distinct rank: its own when it declares one, else the next free number.
+
+    A rank declared by several units stays with the first; the others get free numbers, and the
+    returned warnings name them (merging their data under one rank would mix two processes)."""
+    dups = duplicate_ranks(units)
     used = {u.rank for u in units if u.rank is not None}
     taken: set[int] = set()
     nxt = 0
@@ -188,3 +238,8 @@ def assign_ranks(units: list[Unit]) -> None:
             nxt += 1
         u.rank = nxt
         taken.add(nxt)
+    warnings = []
+    for rank, us in dups.items():
+        moved = "; ".join(f"{u.path} is read as rank {u.rank}" for u in us[1:])
+        warnings.append(f"rank {rank} is declared by {len(us)} folders; {us[0].path} keeps it, {moved}")
+    return warnings

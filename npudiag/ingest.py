@@ -12,13 +12,17 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from npudiag import schemas
+from npudiag import schemas, tasks
 from npudiag.analysis.copies import build_copies
+from npudiag.assemble import assign_steps_by_time, duplicate_steps, merge_steps, name_comm_tasks, split_tasks
 from npudiag.discover import Unit, assign_ranks, discover
 from npudiag.errors import InputError
+from npudiag.formats.analysis_db import read_analysis_db
 from npudiag.formats.api_statistic import read_api_statistic
 from npudiag.formats.communication import read_communication, read_matrix
 from npudiag.formats.kernel_csv import read_kernels
@@ -27,9 +31,7 @@ from npudiag.formats.op_statistic import read_op_statistic
 from npudiag.formats.profiler_metadata import read_distributed_args
 from npudiag.formats.step_trace import read_steps
 from npudiag.formats.trace_json import TraceTables, read_trace
-
-# which source gives a unit's kernels, best first (kernel_details carries Step Id)
-KERNEL_SOURCES = ("kernel_details", "op_summary", "db", "task_time", "trace")
+from npudiag.tasks import merge_counts
 
 Progress = Callable[[int], None]
 # what a reader may raise on input no real tool writes; turned into one line for that file so the
@@ -77,7 +79,7 @@ def sha256_of(path: Path) -> str:
 
 
 class _UnitReader:
-    """Reads one unit's files, caching each file's result so a kernel source falls back cleanly."""
+    """Reads one unit's files, each at most once, recording per file what it was used for."""
 
     def __init__(self, unit: Unit, record: dict[Path, InputFile], warnings: list[str], errors: list[str], progress: Progress | None):
         self.unit = unit
@@ -85,117 +87,72 @@ class _UnitReader:
         self.warnings = warnings
         self.errors = errors
         self.progress = progress
-        self._trace: TraceTables | None | bool = False  # False: not read yet
-        self._db: tuple[pa.Table, pa.Table] | None | bool = False
+        self._cache: dict[str, list[tuple[Path, Any]]] = {}
 
     def _fail(self, path: Path, exc: InputError) -> None:
         self.record[path].error = exc.one_line()
         self.errors.append(exc.one_line())
 
-    def _done(self, path: Path) -> None:
-        if self.progress is not None:
-            self.progress(self.record[path].size_bytes)
-
-    def _csv(self, kind: str, reader) -> list[pa.Table]:
-        out = []
-        for path in self.unit.files.get(kind, []):
-            try:
-                table, warns = reader(path, self.unit.rank)
-            except READ_ERRORS as exc:
-                self._fail(path, as_input_error(path, exc))
-                continue
-            finally:
-                self._done(path)
-            self.warnings.extend(warns)
-            self.record[path].used_for.append(kind)
-            out.append(table)
-        return out
-
-    def trace(self) -> TraceTables | None:
-        if self._trace is False:
-            parts = []
-            for path in self.unit.files.get("trace", []):
+    def read(self, kind: str) -> list[tuple[Path, Any]]:
+        """(path, result) of every readable file of ``kind``; a file that fails is one error line."""
+        if kind not in self._cache:
+            out = []
+            reader = _READERS[kind]
+            for path in self.unit.files.get(kind, []):
                 try:
-                    parts.append((path, read_trace(path, self.unit.rank, self.progress)))
-                except READ_ERRORS as exc:
-                    self._fail(path, as_input_error(path, exc))
-            self._trace = None
-            if parts:
-                for _, t in parts:
-                    self.warnings.extend(t.warnings)
-                self._trace = TraceTables(
-                    schemas.concat([t.kernels for _, t in parts]),
-                    schemas.concat([t.api_calls for _, t in parts]),
-                    schemas.concat([t.device_copies for _, t in parts]),
-                )
-                self._trace_paths = [p for p, _ in parts]
-        return self._trace  # type: ignore[return-value]
-
-    def db(self) -> tuple[pa.Table, pa.Table] | None:
-        if self._db is False:
-            kernels, apis = [], []
-            self._db_paths = []
-            for path in self.unit.files.get("db", []):
-                try:
-                    k, a, warns = read_db(path, self.unit.rank)
+                    result = reader(path, self.unit.rank)
                 except READ_ERRORS as exc:
                     self._fail(path, as_input_error(path, exc))
                     continue
                 finally:
-                    self._done(path)
+                    if self.progress is not None:
+                        self.progress(self.record[path].size_bytes)
+                warns = result[1] if isinstance(result, tuple) else result.warnings
                 self.warnings.extend(warns)
-                kernels.append(k)
-                apis.append(a)
-                self._db_paths.append(path)
-            self._db = (schemas.concat(kernels), schemas.concat(apis)) if kernels else None
-        return self._db  # type: ignore[return-value]
+                out.append((path, result[0] if isinstance(result, tuple) else result))
+            self._cache[kind] = out
+        return self._cache[kind]
 
-    def _mark(self, paths: list[Path], use: str) -> None:
-        for p in paths:
-            self.record[p].used_for.append(use)
+    def use(self, kind: str, what: str, paths: list[Path] | None = None) -> None:
+        for p in paths if paths is not None else [p for p, _ in self._cache.get(kind, [])]:
+            if what not in self.record[p].used_for:
+                self.record[p].used_for.append(what)
 
-    def kernels(self) -> tuple[pa.Table | None, str | None]:
-        for source in KERNEL_SOURCES:
-            if source not in self.unit.files:
-                continue
-            if source == "trace":
-                t = self.trace()
-                if t is not None and t.kernels.num_rows:
-                    self._mark(self._trace_paths, "kernels")
-                    return t.kernels, source
-                continue
-            if source == "db":
-                d = self.db()
-                if d is not None and d[0].num_rows:
-                    self._mark(self._db_paths, "kernels")
-                    return d[0], source
-                continue
-            reader = read_kernels
-            tables = self._csv(source, reader)
-            if tables:
-                return schemas.concat(tables), source
-        return None, None
+    def traces(self, kind: str) -> list[TraceTables]:
+        return [t for _, t in self.read(kind)]
 
-    def api_calls(self) -> pa.Table | None:
-        if "trace" in self.unit.files:
-            t = self.trace()
-            if t is not None and t.api_calls.num_rows:
-                self._mark(self._trace_paths, "api_calls")
-                return t.api_calls
-        if "db" in self.unit.files:
-            d = self.db()
-            if d is not None and d[1].num_rows:
-                self._mark(self._db_paths, "api_calls")
-                return d[1]
-        return None
+    def tables_of(self, kind: str) -> list[pa.Table]:
+        return [t for _, t in self.read(kind)]
 
-    def device_copies(self) -> pa.Table | None:
-        if "trace" in self.unit.files:
-            t = self.trace()
-            if t is not None and t.device_copies.num_rows:
-                self._mark(self._trace_paths, "copies")
-                return t.device_copies
-        return None
+
+def _read_trace_file(path: Path, rank: int | None) -> TraceTables:
+    return read_trace(path, rank)
+
+
+_READERS: dict[str, Callable[[Path, int | None], Any]] = {
+    "kernel_details": read_kernels,
+    "op_summary": read_kernels,
+    "task_time": read_kernels,
+    "op_statistic": read_op_statistic,
+    "api_statistic": read_api_statistic,
+    "step_trace": read_steps,
+    "trace": _read_trace_file,
+    "task_time_json": _read_trace_file,
+    "step_trace_json": _read_trace_file,
+    "hccl_json": _read_trace_file,
+    "db": read_db,
+    "analysis_db": read_analysis_db,
+    "communication_matrix": lambda path, rank: (read_matrix(path, rank), []),
+    "communication": lambda path, rank: (read_communication(path, rank), []),
+}
+# which file gives a unit's device tasks, best first (kernel_details carries Step Id); per-iteration
+# trace files of one kind are read together, in time order
+TASK_SOURCES = ("kernel_details", "op_summary", "db", "task_time", "task_time_json", "trace")
+KERNEL_SOURCES = TASK_SOURCES
+_CSV_SOURCES = ("kernel_details", "op_summary", "task_time")
+_TRACE_FAMILY = ("task_time_json", "trace")  # files whose tasks are the device timeline
+_COMM_FAMILY = ("hccl_json", "trace")  # files whose HCCL process has the ops and plane tasks
+_KERNEL_EXTRA_DROP = ("size_bytes", "direction", "launch_ns", "comm_op_id")
 
 
 @dataclass
@@ -207,7 +164,39 @@ class UnitResult:
     record: dict[Path, InputFile]
 
 
-READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops")
+READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops", "comm_tasks")
+
+
+def _by_time(tables: list[pa.Table]) -> pa.Table | None:
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return None
+    t = schemas.concat(tables)
+    return t.sort_by([("start_ns", "ascending")]) if len(tables) > 1 else t
+
+
+def _first_kind(r: _UnitReader, kinds: tuple[str, ...], get: Callable[[Any], pa.Table], use: str) -> pa.Table | None:
+    """The rows ``get`` takes from the first kind of ``kinds`` whose files hold any, marked as used."""
+    for kind in kinds:
+        if kind not in r.unit.files:
+            continue
+        parts = [(p, get(t)) for p, t in r.read(kind)]
+        table = _by_time([t for _, t in parts])
+        if table is not None:
+            r.use(kind, use, [p for p, t in parts if t.num_rows])
+            return table
+    return None
+
+
+def _launch_ns(kernels: pa.Table, api: pa.Table | None) -> pa.Array | None:
+    """Each kernel's launch time: the trace's HostToDevice flow, else the host call with its connection id."""
+    launch = kernels["launch_ns"] if "launch_ns" in kernels.column_names else None
+    if api is not None and api.num_rows and "connection_id" in kernels.column_names:
+        calls = api.filter(pc.is_valid(api["connection_id"]))
+        if calls.num_rows:
+            by_conn = pc.take(calls["start_ns"], pc.index_in(kernels["connection_id"], value_set=calls["connection_id"]))
+            launch = by_conn if launch is None else pc.coalesce(launch, by_conn)
+    return launch
 
 
 def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None) -> UnitResult:
@@ -216,25 +205,118 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
     errors: list[str] = []
     parts: dict[str, list[pa.Table]] = {name: [] for name in READ_TABLES}
     r = _UnitReader(u, record, warnings, errors, progress)
-    kernels, kernel_source = r.kernels()
-    api = r.api_calls()
-    dev_copies = r.device_copies()
+    hccl_streams: set[int] = set()
+    for kind in ("hccl_json", "trace", "task_time_json"):
+        if kind in u.files:
+            for t in r.traces(kind):
+                hccl_streams |= t.hccl_streams
+
+    kernels: pa.Table | None = None
+    kernel_source: str | None = None
+    dev_copies: pa.Table | None = None
+    comm_tasks: pa.Table | None = None
+    counts: list[dict[str, dict[str, int]]] = []
+    unknown: set[str] = set()
+    db_api: pa.Table | None = None
+    for source in TASK_SOURCES:
+        if source not in u.files:
+            continue
+        if source == "db":
+            dbs = r.read("db")
+            rows = [(p, d) for p, d in dbs if d.kernels.num_rows]
+            if not rows:
+                continue
+            kernels = _by_time([d.kernels for _, d in rows])
+            dev_copies = _by_time([d.copies for _, d in rows])
+            comm_tasks = _by_time([d.comm_tasks for _, d in rows])
+            db_api = _by_time([d.api_calls for _, d in rows])
+            counts += [d.task_counts for _, d in rows]
+            r.use("db", "kernels", [p for p, _ in rows])
+        else:
+            get = (lambda t: t) if source in _CSV_SOURCES else (lambda t: t.tasks)
+            table = _first_kind(r, (source,), get, "kernels")
+            if table is None:
+                continue
+            split = split_tasks(table, hccl_streams)
+            kernels, dev_copies, comm_tasks = split.kernels, split.device_copies, split.comm_tasks
+            counts.append(split.counts)
+            unknown |= set(split.unknown_types)
+        kernel_source = source
+        break
+    if kernel_source in _CSV_SOURCES:
+        # the CSV holds the kernels; the device timeline of the same run gives copies and the rest
+        timeline = _first_kind(r, _TRACE_FAMILY, lambda t: t.tasks, "copies")
+        if timeline is not None:
+            split = split_tasks(timeline, hccl_streams)
+            dev_copies, comm_tasks = split.device_copies, split.comm_tasks
+            counts.append(split.counts)
+    if kernels is not None and kernel_source != "db" and not pc.any(pc.equal(kernels["task_class"], tasks.COMMUNICATION)).as_py():
+        ops = _first_kind(r, _COMM_FAMILY, lambda t: t.comm_ops, "kernels")
+        if ops is not None:
+            kernels = schemas.concat([kernels, ops]).sort_by([("start_ns", "ascending")])
+    if kernel_source != "db":
+        planes = _first_kind(r, _COMM_FAMILY, lambda t: t.comm_tasks, "comm_tasks")
+        if planes is not None:
+            comm_tasks = planes
+    if unknown:
+        warnings.append(f"{u.path}: task types {', '.join(sorted(unknown))} are not in npudiag's task table; counted as compute")
+
+    api = _first_kind(r, ("trace",), lambda t: t.api_calls, "api_calls")
+    if api is None and db_api is not None and db_api.num_rows:
+        api = db_api
+        r.use("db", "api_calls")
+
+    step_parts = r.tables_of("step_trace") + [t["steps"] for t in r.tables_of("analysis_db")]
+    step_parts += [d.steps for d in r.tables_of("db")]
+    step_parts += [t.steps for t in r.traces("step_trace_json")] + [t.steps for t in r.traces("trace")]
+    dup = duplicate_steps(step_parts)
+    if dup:
+        warnings.append(f"{u.path}: step {', '.join(map(str, dup[:5]))} appear(s) more than once in one step file; each counted once")
+    steps = merge_steps(step_parts)
+    if steps.num_rows:
+        steps = _fill(steps, "rank", u.rank, pa.int32())
+        for kind in ("step_trace", "analysis_db", "db", "step_trace_json", "trace"):
+            r.use(kind, "steps", [p for p, t in r.read(kind) if _steps_of(kind, t).num_rows] if kind in u.files else [])
+
     if kernels is not None:
+        kernels = assign_steps_by_time(kernels, steps, _launch_ns(kernels, api))
+        kernels = kernels.drop_columns([c for c in _KERNEL_EXTRA_DROP if c in kernels.column_names])
         parts["kernels"].append(kernels)
+        if comm_tasks is not None:
+            comm_tasks = name_comm_tasks(comm_tasks, kernels)
     if api is not None:
         parts["api_calls"].append(api)
-    parts["op_statistic"].extend(r._csv("op_statistic", read_op_statistic))
-    parts["api_statistic"].extend(r._csv("api_statistic", read_api_statistic))
-    parts["steps"].extend(r._csv("step_trace", read_steps))
-    parts["comm_links"].extend(r._csv("communication_matrix", lambda path, rank: (read_matrix(path, rank), [])))
-    parts["comm_ops"].extend(r._csv("communication", lambda path, rank: (read_communication(path, rank), [])))
-    copies = build_copies(kernels, api, dev_copies)
+    if comm_tasks is not None and comm_tasks.num_rows:
+        parts["comm_tasks"].append(comm_tasks)
+    if steps.num_rows:
+        parts["steps"].append(steps)
+    parts["op_statistic"].extend(r.tables_of("op_statistic"))
+    parts["api_statistic"].extend(r.tables_of("api_statistic"))
+    r.use("op_statistic", "op_statistic")
+    r.use("api_statistic", "api_statistic")
+    for name, kind in (("comm_links", "communication_matrix"), ("comm_ops", "communication")):
+        tables = r.tables_of(kind)
+        if any(t.num_rows for t in tables):
+            parts[name].extend(tables)
+            r.use(kind, name)
+        elif "analysis_db" in u.files:
+            found = [(p, t[name]) for p, t in r.read("analysis_db") if t[name].num_rows]
+            parts[name].extend(t for _, t in found)
+            r.use("analysis_db", name, [p for p, _ in found])
+    copies = build_copies(dev_copies, api)
     if copies.num_rows:
         parts["copies"].append(copies)
-    # files of kinds not used (e.g. task_time when op_summary was read) are listed as unused
     if kernel_source in ("kernel_details", "op_summary") and "db" in u.files:
         warnings.append(f"{u.path}: text exports and a .db are both present; kernels were read from the {kernel_source} CSV")
-    info = {"path": str(u.path), "kind": u.kind, "rank": u.rank, "kernel_source": kernel_source, "unread_files": [str(p) for p in u.unread]}
+    info = {
+        "path": str(u.path),
+        "kind": u.kind,
+        "rank": u.rank,
+        "kernel_source": kernel_source,
+        "holds": sorted(name for name, ts in parts.items() if any(t.num_rows for t in ts)),
+        "task_counts": merge_counts(counts),
+        "unread_files": [str(p) for p in u.unread],
+    }
     if u.kind == "torch_npu":
         args, warning = read_distributed_args(u.path / "profiler_metadata.json")
         if warning:
@@ -242,6 +324,21 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
         if args is not None:
             info["distributed_args"] = args
     return UnitResult(parts, info, warnings, errors, record)
+
+
+def _steps_of(kind: str, result: Any) -> pa.Table:
+    if kind == "analysis_db":
+        return result["steps"]
+    if kind in ("db", "trace", "step_trace_json"):
+        return result.steps
+    return result
+
+
+def _fill(table: pa.Table, name: str, value, type_: pa.DataType) -> pa.Table:
+    if value is None:
+        return table
+    i = table.schema.get_field_index(name)
+    return table.set_column(i, name, pc.coalesce(table[name], pa.scalar(value, type_)))
 
 
 def conform_parts(parts: dict[str, list[pa.Table]]) -> dict[str, pa.Table]:
@@ -271,6 +368,7 @@ def find_units(paths: list[Path]) -> Found:
     warnings: list[str] = []
     errors: list[str] = []
     units: list[Unit] = []
+    seen: dict[Path, Path] = {}  # resolved unit folder / file -> the path it was first found under
     for p in paths:
         if not p.exists():
             errors.append(f"{p}: no such file or folder")
@@ -278,8 +376,14 @@ def find_units(paths: list[Path]) -> Found:
         found = discover(p, errors if p.is_file() else warnings)
         if not found and p.is_dir():
             errors.append(f"{p}: no profiler output found (expected a PROF_* or *_ascend_pt folder, or summary CSV / trace JSON files)")
-        units.extend(found)
-    assign_ranks(units)
+        for u in found:
+            key = u.path.resolve()
+            if key in seen:
+                warnings.append(f"{u.path}: the same profile as {seen[key]} (given twice); read once")
+                continue
+            seen[key] = u.path
+            units.append(u)
+    warnings.extend(assign_ranks(units))
     record: dict[Path, InputFile] = {}
     for u in units:
         for kind, files in u.files.items():

@@ -22,11 +22,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
-from npudiag.analysis.hot_ops import hot_ops_table
-from npudiag.analysis.rules import PROFILE_WIDE, findings_table, options_for, run_rules, sort_findings
+from npudiag.analysis.derive import derive
+from npudiag.analysis.rules import PROFILE_WIDE, findings_table, options_for, sort_findings
 from npudiag.analysis.rules.hot_op import findings_from, ratio_sums
-from npudiag.analysis.step_breakdown import step_breakdown
-from npudiag.analysis.summary import merge_parts, summary_parts
+from npudiag.analysis.step_breakdown import step_time_warnings
+from npudiag.analysis.summary import DATA_TABLES, merge_parts, summary_parts
 from npudiag.analysis.window import apply_window
 from npudiag.discover import Unit
 from npudiag.executors import Backend
@@ -34,7 +34,7 @@ from npudiag.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_
 from npudiag.store import OutputWriter, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
 
 # the tables written per rank; hot_ops is one file for the whole profile
-RANK_TABLES = (*READ_TABLES, "findings", "step_breakdown")
+RANK_TABLES = (*READ_TABLES, "findings", "finding_intervals", "step_breakdown")
 
 
 @dataclass
@@ -83,10 +83,8 @@ def run_rank(job: RankJob) -> RankOutcome:
         except ValueError as exc:  # a rank that cannot be cut to the window is left out, not counted whole
             raise RuntimeError(str(exc)) from None
     try:
-        tables["hot_ops"] = hot_ops_table(tables["kernels"])
-        findings, skipped = run_rules(tables, job.rule_options, exclude=PROFILE_WIDE)
-        tables["findings"] = findings_table(findings)
-        tables["step_breakdown"] = step_breakdown(tables)
+        tables, skipped = derive(tables, job.rule_options, exclude=PROFILE_WIDE)
+        res.warnings.extend(step_time_warnings(tables["step_breakdown"]))
         sums = ratio_sums(tables["kernels"])
     except READ_ERRORS as exc:  # values no real profile holds: this rank fails alone, named
         raise RuntimeError(as_input_error(unit.path, exc).one_line()) from None
@@ -191,13 +189,14 @@ def analyze_ranks(
 
 def summary_parts_of_dataset(out: Path) -> dict[str, Any] | None:
     """The summary parts of a partitioned ``--out`` folder, holding one rank in memory at a time
-    (``npudiag report`` on a cluster); None when the folder is not partitioned."""
-    ranks = dataset_ranks(out)
+    (``npudiag report`` on a cluster); None when the folder is not partitioned. Every rank with
+    data in any table counts, as in ``analyze``."""
+    ranks = sorted({r for name in RANK_TABLES for r in dataset_ranks(out, name)})
     if not ranks:
         return None
     parts = []
     for rank in ranks:
-        tables = {name: load_rank_rows(out, name, [rank]) for name in ("kernels", "copies", "api_calls", "steps", "step_breakdown")}
+        tables = {name: load_rank_rows(out, name, [rank]) for name in (*DATA_TABLES, "step_breakdown", "finding_intervals")}
         tables["findings"] = schemas.empty("findings")
         parts.append(summary_parts(tables))
     merged = merge_parts(parts)

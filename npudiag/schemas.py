@@ -23,6 +23,7 @@ KERNELS = pa.schema(
         ("op_type", pa.string()),
         ("op_state", pa.string()),
         ("task_type", pa.string()),  # AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, HCCL, ...
+        ("task_class", pa.string()),  # compute or communication (npudiag.tasks: one rule for every source)
         ("start_us", pa.float64()),  # absolute, local Unix time (float64: 0.25 us resolution at today's epoch)
         ("start_ns", pa.int64()),  # the same instant exactly, parsed from the text; interval arithmetic uses it
         ("duration_us", pa.float64()),
@@ -120,6 +121,29 @@ STEPS = pa.schema(
         ("preparing_us", pa.float64()),
         ("fp_bp_us", pa.float64()),  # msprof FP to BP Time
         ("data_aug_bound_us", pa.float64()),
+        ("iteration_refresh_us", pa.float64()),  # msprof Iteration Refresh (BP end to iteration end)
+        ("reduce_us", pa.float64()),  # msprof: summed Reduce ranges of the iteration (gradient all-reduce)
+    ]
+)
+
+COMM_TASKS = pa.schema(
+    [
+        ("source", pa.string()),  # db, trace (HCCL plane tasks), hccl_json, hardware (sub-tasks seen only on HCCL streams)
+        ("rank", pa.int32()),
+        ("op_name", pa.string()),  # the communication op the task belongs to (hcom_allReduce__868_0_1)
+        ("plane_id", pa.int32()),
+        ("task_type", pa.string()),  # Notify_Wait, Notify_Record, Memcpy, Reduce_Inline, RDMASend, Write Value, ...
+        ("start_us", pa.float64()),
+        ("start_ns", pa.int64()),
+        ("duration_us", pa.float64()),
+        ("stream_id", pa.int64()),
+        ("task_id", pa.int64()),
+        ("src_rank", pa.int64()),  # 4294967295 (no rank) is null
+        ("dst_rank", pa.int64()),
+        ("transport", pa.string()),  # SDMA, RDMA, LOCAL
+        ("link_type", pa.string()),  # ON_CHIP, HCCS, PCIE, ROCE, SIO, ...
+        ("size_bytes", pa.int64()),
+        ("bandwidth_gbps", pa.float64()),  # GB/s (1e9 bytes per second), as the trace writes it
     ]
 )
 
@@ -140,6 +164,7 @@ HOT_OPS = pa.schema(
 
 FINDINGS = pa.schema(
     [
+        ("finding_id", pa.string()),  # rule_id:rank:n, the key of its rows in finding_intervals
         ("rule_id", pa.string()),
         ("severity", pa.string()),  # info, warning, critical
         ("rank", pa.int32()),
@@ -154,15 +179,30 @@ FINDINGS = pa.schema(
 STEP_BREAKDOWN = pa.schema(
     [
         ("rank", pa.int32()),
-        ("step", pa.int64()),
-        ("step_time_us", pa.float64()),
+        ("step", pa.int64()),  # null: a profile without steps (one row for the whole window)
+        ("start_us", pa.float64()),  # the step's first device task
+        ("step_time_us", pa.float64()),  # = computing + communication not overlapped + copy not overlapped + free
         ("computing_us", pa.float64()),
         ("communication_us", pa.float64()),
         ("overlapped_us", pa.float64()),
         ("communication_not_overlapped_us", pa.float64()),
         ("copy_not_overlapped_us", pa.float64()),
         ("free_us", pa.float64()),
-        ("step_time_source", pa.string()),  # step_trace or kernels
+        ("device_busy_us", pa.float64()),  # computing + communication not overlapped + copy not overlapped
+        ("kernels", pa.int64()),  # kernels counted in the step
+        ("kernel_time_us", pa.float64()),  # their summed duration
+        ("profiler_step_time_us", pa.float64()),  # what the profiler's step file says (null without one)
+        ("step_time_source", pa.string()),  # step_trace, kernels, or task_span (the profiler's was shorter than the tasks)
+    ]
+)
+
+FINDING_INTERVALS = pa.schema(
+    [
+        ("finding_id", pa.string()),  # findings.finding_id
+        ("rule_id", pa.string()),
+        ("rank", pa.int32()),
+        ("start_us", pa.float64()),  # absolute, as the tables' start_us
+        ("end_us", pa.float64()),
     ]
 )
 
@@ -374,8 +414,10 @@ TABLES: dict[str, pa.Schema] = {
     "hot_ops": HOT_OPS,
     "findings": FINDINGS,
     "step_breakdown": STEP_BREAKDOWN,
+    "finding_intervals": FINDING_INTERVALS,
     "comm_links": COMM_LINKS,
     "comm_ops": COMM_OPS,
+    "comm_tasks": COMM_TASKS,
 }
 
 

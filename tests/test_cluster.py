@@ -77,8 +77,9 @@ def test_communication_links_and_wait_skew_from_the_real_files(tmp_path: Path) -
     out = FOUR / "rank_0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     links = read_matrix(out / "communication_matrix.json", 0)
     assert links.schema.equals(COMM_LINKS) and links.num_rows > 0
-    first = next(r for r in links.to_pylist() if r["op_group"] == "batchsendrecv-top1@3985310405473756128" and r["transport"] == "HCCS")
-    assert (first["src_rank"], first["dst_rank"], first["size_bytes"]) == (0, 1, 8388608)
+    first = next(r for r in links.to_pylist() if r["op_group"] == "batchsendrecv-total@3985310405473756128" and r["transport"] == "HCCS")
+    assert (first["src_rank"], first["dst_rank"]) == (0, 1)
+    assert not [r for r in links.to_pylist() if "-top1@" in r["op_group"] or "-middle@" in r["op_group"]]
     for r in links.to_pylist():  # the file's bandwidth is its size over its time (GB = 1e9 bytes)
         if r["time_us"] and r["size_bytes"]:
             assert r["bandwidth_gbps"] == pytest.approx(r["size_bytes"] / (r["time_us"] * 1e3), rel=0.01, abs=0.01)
@@ -87,6 +88,20 @@ def test_communication_links_and_wait_skew_from_the_real_files(tmp_path: Path) -
     r = run_cli("cluster", FOUR, "--out", tmp_path, "--json")
     data = json.loads(r.stdout)
     assert {x["transport"] for x in data["links"]} == {"LOCAL", "HCCS"}
+    # the links' totals are the matrix's "-total@" rows, recomputed here with the json module
+    raw_mb = raw_ms = 0.0
+    for rank_dir in sorted(FOUR.glob("rank_*_ascend_pt")):
+        matrix = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json").read_text())
+        for kinds in matrix.values():
+            for ops_ in kinds.values():
+                for group, pairs in ops_.items():
+                    if "-total@" in group:
+                        for info in pairs.values():
+                            if info["Transport Type"] == "HCCS":
+                                raw_mb += info["Transit Size(MB)"]
+                                raw_ms += info["Transit Time(ms)"]
+    hccs = next(x for x in data["links"] if x["transport"] == "HCCS")
+    assert hccs["bytes"] == pytest.approx(raw_mb * 1e6, rel=1e-6) and hccs["time_us"] == pytest.approx(raw_ms * 1e3, rel=1e-6)
     skew = data["wait_skew"][0]
     assert skew["skew_us"] == skew["max_wait_us"] - skew["min_wait_us"] > 0 and skew["late_rank"] in range(4)
 

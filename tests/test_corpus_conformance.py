@@ -85,18 +85,31 @@ TRACES = corpus_files("**/trace_view.json") + corpus_files("**/msprof_*.json")
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: str(p.relative_to(CORPUS)))
 def test_trace_reader_matches_json_load(path: Path) -> None:
+    """Every X event lands in exactly one part: device tasks, step markers, comm ops, plane tasks, host calls."""
     events = json.loads(path.read_text(encoding="utf-8"))
+    events = events["traceEvents"] if isinstance(events, dict) else events
     procs = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
-    hw = [e for e in events if e.get("ph") == "X" and procs.get(e["pid"]) == "Ascend Hardware"]
-    cann = [e for e in events if e.get("ph") == "X" and procs.get(e["pid"]) == "CANN"]
-    copies = [e for e in hw if "MEMCPY" in e["name"].upper()]
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    xs = [e for e in events if e.get("ph") == "X"]
+
+    def thread(e: dict) -> str:
+        return threads.get((e["pid"], e["tid"]), "")
+
+    hw = [e for e in xs if procs.get(e["pid"]) == "Ascend Hardware" and not thread(e).startswith("Step Trace")]
+    markers = [e for e in xs if procs.get(e["pid"]) == "Ascend Hardware" and thread(e).startswith("Step Trace")]
+    hccl = [e for e in xs if procs.get(e["pid"]) in ("HCCL", "Communication")]
+    planes = [e for e in hccl if thread(e).startswith("Plane")]
+    ops = [e for e in hccl if not thread(e).startswith("Plane")]
+    cann = [e for e in xs if procs.get(e["pid"]) == "CANN"]
     t = read_trace(path)
-    hw_rows = t.kernels.filter(pc.not_equal(t.kernels["task_type"], "HCCL"))
-    assert hw_rows.num_rows == len(hw)
-    assert pc.sum(hw_rows["duration_us"]).as_py() == pytest.approx(sum(e["dur"] for e in hw), rel=1e-9)
+    assert t.tasks.num_rows == len(hw)
+    assert pc.sum(t.tasks["duration_us"]).as_py() == pytest.approx(sum(e["dur"] for e in hw), rel=1e-9)
+    assert t.tasks["start_us"].to_pylist() == [float(e["ts"]) for e in hw]
+    assert t.comm_ops.num_rows == len(ops) and t.comm_tasks.num_rows == len(planes)
     assert t.api_calls.num_rows == len(cann)
-    assert t.device_copies.num_rows == len(copies)
-    assert t.kernels["start_us"].to_pylist()[: len(hw)] == [float(e["ts"]) for e in hw]
+    iterations = {int(e["name"].split()[-1]) for e in markers if e["name"].startswith("Iteration ") and "Refresh" not in e["name"]}
+    if iterations:
+        assert set(t.steps["step"].to_pylist()) == iterations
 
 
 def test_whole_corpus_ingests_without_errors(corpus: Path) -> None:

@@ -180,8 +180,11 @@ def test_step_trace(tmp_path_factory, op, arg, flips) -> None:
 @given(*MUT)
 def test_trace_json(tmp_path_factory, op, arg, flips) -> None:
     def check(t) -> None:
-        _conforms(t.kernels, schemas.KERNELS)
+        _conforms(t.tasks, schemas.KERNELS)
+        _conforms(t.comm_ops, schemas.KERNELS)
+        _conforms(t.comm_tasks, schemas.COMM_TASKS)
         _conforms(t.api_calls, schemas.API_CALLS)
+        _conforms(t.steps, schemas.STEPS)
 
     _expect(_write(tmp_path_factory, "trace_view.json", op, arg, flips), read_trace, check)
 
@@ -195,8 +198,10 @@ def test_trace_json(tmp_path_factory, op, arg, flips) -> None:
 @example("none", 0, [(569160, 128)])  # found by the fuzzer: a table name in sqlite_master made non-UTF-8
 def test_sqlite_export(tmp_path_factory, op, arg, flips) -> None:
     def check(r) -> None:
-        _conforms(r[0], schemas.KERNELS)
-        _conforms(r[1], schemas.API_CALLS)
+        _conforms(r.kernels, schemas.KERNELS)
+        _conforms(r.copies, schemas.COPIES)
+        _conforms(r.comm_tasks, schemas.COMM_TASKS)
+        _conforms(r.api_calls, schemas.API_CALLS)
 
     _expect(_write(tmp_path_factory, "msprof_20260605155140.db", op, arg, flips), read_db, check)
 
@@ -209,7 +214,7 @@ def test_sqlite_with_missing_and_retyped_columns(tmp_path) -> None:
     con.execute("UPDATE COMPUTE_TASK_INFO SET blockDim = 'lots'")
     con.commit()
     con.close()
-    _expect(p, read_db, lambda r: _conforms(r[0], schemas.KERNELS))
+    _expect(p, read_db, lambda r: _conforms(r.kernels, schemas.KERNELS))
 
 
 @SETTINGS

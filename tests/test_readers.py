@@ -54,15 +54,27 @@ def test_task_time_csv(corpus: Path) -> None:
 
 
 def test_db_reader_on_generated_export(tmp_path: Path) -> None:
+    import sqlite3
+
     gt = write_msprof_profile(tmp_path, kernels=200, copies=5, db=True, text=False)
     db = next(Path(gt.profile_dir).glob("msprof_*.db"))
-    kernels, api, warnings = read_db(db, rank=0)
-    assert warnings == []
-    assert kernels.num_rows == 200 + 5
-    assert api.num_rows == 5 and set(api["name"].to_pylist()) == {"aclrtMemcpy"} and set(api["level"].to_pylist()) == {"acl"}
+    t = read_db(db, rank=0)
+    assert t.warnings == []
+    assert t.kernels.num_rows == gt.kernels  # compute kernels and one row per communication op
+    assert t.copies.num_rows == 5 and set(t.copies["direction"].to_pylist()) == {"H2D"}
+    assert t.api_calls.num_rows == t.kernels.num_rows + 5 and set(t.api_calls["level"].to_pylist()) <= {"acl", "communication"}
+    # recomputed with sqlite3 alone: device time per op type of the compute tasks and the comm ops
+    con = sqlite3.connect(db)
+    sid = dict(con.execute("SELECT id, value FROM STRING_IDS"))
+    raw: dict[str, float] = {}
+    for op_type, ns in con.execute("SELECT c.opType, t.endNs - t.startNs FROM TASK t JOIN COMPUTE_TASK_INFO c USING (globalTaskId)"):
+        raw[sid[op_type]] = raw.get(sid[op_type], 0.0) + ns / 1e3
+    for op_type, ns in con.execute("SELECT opType, endNs - startNs FROM COMMUNICATION_OP"):
+        raw[sid[op_type]] = raw.get(sid[op_type], 0.0) + ns / 1e3
+    con.close()
     by_type: dict[str, float] = {}
-    for r in kernels.to_pylist():
-        if r["op_type"]:
-            by_type[r["op_type"]] = by_type.get(r["op_type"], 0.0) + r["duration_us"]
-    for op, v in gt.by_type.items():
-        assert by_type[op] == pytest.approx(v["total_us"], rel=1e-6)
+    for r in t.kernels.to_pylist():
+        by_type[r["op_type"]] = by_type.get(r["op_type"], 0.0) + r["duration_us"]
+    assert by_type.keys() == raw.keys()
+    for op, v in raw.items():
+        assert by_type[op] == pytest.approx(v, abs=1e-6)

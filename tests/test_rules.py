@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from npudiag.analysis.rules import parse_rule_options, run_rules
+from npudiag.analysis.rules.base import severity_for
 from npudiag.analysis.timeline import merge, overlap_with
 from npudiag.ingest import ingest
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
@@ -66,8 +67,9 @@ def test_device_idle_finds_planted_gaps(planted) -> None:
 def test_aicpu_and_hot_op(planted) -> None:
     gt, _, rules, _ = planted
     aicpu = rules["aicpu_ops"]
-    assert [f.evidence["op_type"] for f in aicpu] == ["NonZero"]
+    assert [f.evidence["op"] for f in aicpu] == ["NonZero"]
     assert aicpu[0].time_lost_us == pytest.approx(gt.by_type["NonZero"]["total_us"], rel=1e-9)
+    assert aicpu[0].severity == severity_for(aicpu[0].time_lost_us / aicpu[0].evidence["span_us"], 0.03, 0.10)
     hot = {f.evidence["op_type"] for f in rules["hot_op"]}
     assert {"MatMulV3", "FlashAttentionScore"} <= hot
 

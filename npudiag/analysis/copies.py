@@ -1,7 +1,7 @@
 """The ``copies`` table: every memory copy seen on the device or on the host.
 
-Device side: MEMCPY tasks on a stream (from the trace, with msprof's ``size(B)`` and ``operation``
-args when present, else MEMCPY rows of the kernel table). Host side: copy API calls
+Device side: the copy-class device tasks of :mod:`npudiag.tasks` (MEMCPY tasks on a stream, with
+msprof's ``size(B)`` and ``operation`` args, or the .db's MEMCPY_INFO, when present). Host side: copy API calls
 (aclrtMemcpy*, runtime MemCopySync / MemcpyAsync...). A runtime-level copy call nested inside an
 AscendCL-level copy call on the same thread is the same copy and is dropped. A device copy whose
 ``connection_id`` links it to a host copy call takes that call's sync/async mode, and the call
@@ -80,33 +80,6 @@ def _host_copies(api: pa.Table) -> pa.Table:
     )
 
 
-def _device_copies_from_kernels(kernels: pa.Table) -> pa.Table:
-    name = pc.coalesce(kernels["op_name"], "")
-    ttype = pc.coalesce(kernels["task_type"], "")
-    mask = pc.or_(pc.match_substring(name, "MEMCPY", ignore_case=True), pc.match_substring(ttype, "MEMCPY", ignore_case=True))
-    k = kernels.filter(mask)
-    n = k.num_rows
-    conn = k["connection_id"] if "connection_id" in k.column_names else pa.nulls(n, pa.int64())
-    return schemas.conform(
-        pa.table(
-            {
-                "source": k["source"],
-                "rank": k["rank"],
-                "side": pa.array(["device"] * n, pa.string()),
-                "name": k["op_name"],
-                "direction": pa.array(["unknown"] * n, pa.string()),
-                "start_us": k["start_us"],
-                "start_ns": k["start_ns"],
-                "duration_us": k["duration_us"],
-                "stream_id": k["stream_id"],
-                "mode": pa.array(["unknown"] * n, pa.string()),
-                "connection_id": conn,
-            }
-        ),
-        schemas.COPIES,
-    )
-
-
 def _link(device: pa.Table, host: pa.Table) -> tuple[pa.Table, pa.Table]:
     """Join device copies and the host copy calls that launched them (same connection id): the
     device copy takes the call's sync/async mode, the call takes the copy's size and direction."""
@@ -128,13 +101,9 @@ def _link(device: pa.Table, host: pa.Table) -> tuple[pa.Table, pa.Table]:
     return device, host
 
 
-def build_copies(kernels: pa.Table | None, api_calls: pa.Table | None, device_copies: pa.Table | None) -> pa.Table:
-    if device_copies is not None and device_copies.num_rows:
-        device = device_copies
-    elif kernels is not None and kernels.num_rows:
-        device = _device_copies_from_kernels(kernels)
-    else:
-        device = schemas.empty("copies")
+def build_copies(device_copies: pa.Table | None, api_calls: pa.Table | None) -> pa.Table:
+    """Device copy tasks (the task model's copy class) and host copy calls, linked and sorted."""
+    device = device_copies if device_copies is not None and device_copies.num_rows else schemas.empty("copies")
     host = _host_copies(api_calls) if api_calls is not None and api_calls.num_rows else schemas.empty("copies")
     device, host = _link(device, host)
     parts = [t for t in (device, host) if t.num_rows]

@@ -1,7 +1,8 @@
-"""The tables analysis derives from the read ones: hot ops, findings and the per-step breakdown.
+"""The tables analysis derives from the read ones: hot ops, the per-step breakdown, findings and the
+time ranges the findings own.
 
-One function so that ``analyze``, ``compare`` and ``gate`` derive them the same way from a raw
-profile; an ``--out`` folder already holds them.
+One function so that ``analyze`` (one rank in memory, or each rank in its own task), ``compare``
+and ``gate`` derive them the same way from a raw profile; an ``--out`` folder already holds them.
 """
 
 from __future__ import annotations
@@ -12,18 +13,21 @@ import pyarrow as pa
 
 from npudiag.analysis.hot_ops import hot_ops_table
 from npudiag.analysis.rules import findings_table, run_rules
+from npudiag.analysis.rules.base import intervals_table
 from npudiag.analysis.step_breakdown import step_breakdown
 
-DERIVED = ("hot_ops", "findings", "step_breakdown")
+DERIVED = ("hot_ops", "step_breakdown", "findings", "finding_intervals")
 
 
 def derive(
-    tables: dict[str, pa.Table], rule_options: dict[str, dict[str, Any]] | None = None
+    tables: dict[str, pa.Table], rule_options: dict[str, dict[str, Any]] | None = None, exclude: tuple[str, ...] = ()
 ) -> tuple[dict[str, pa.Table], dict[str, str]]:
-    """Return ``tables`` plus the derived ones, and the rules that were skipped (rule id -> reason)."""
+    """Return ``tables`` plus the derived ones, and the rules that were skipped (rule id -> reason).
+    ``exclude`` leaves out rules run elsewhere (the profile-wide ones, when ranks run apart)."""
     out = dict(tables)
     out["hot_ops"] = hot_ops_table(out["kernels"])
-    findings, skipped = run_rules(out, rule_options or {})
-    out["findings"] = findings_table(findings)
     out["step_breakdown"] = step_breakdown(out)
+    findings, skipped = run_rules(out, rule_options or {}, exclude=exclude)
+    out["findings"] = findings_table(findings)
+    out["finding_intervals"] = intervals_table(findings)
     return out, skipped

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.analysis.hot_ops import hot_ops_table, merge_hot_ops
+from npudiag.analysis.quantities import clipped_union_us, timeline
 from npudiag.analysis.rules import sort_findings
-from npudiag.analysis.timeline import base_ns, intervals, union_length
 
 
 def _f(x: Any) -> float | None:
@@ -26,31 +25,63 @@ def _f(x: Any) -> float | None:
     return None if x != x else x
 
 
-def _per_rank(kernels: pa.Table) -> list[dict[str, Any]]:
+# the tables that say a rank holds data, and what kind (a rank of only step / comm files counts)
+DATA_TABLES = ("kernels", "copies", "api_calls", "steps", "op_statistic", "api_statistic", "comm_ops", "comm_links", "comm_tasks")
+
+
+def _ranks_of(table: pa.Table) -> list:
+    return pc.unique(table["rank"]).to_pylist() if table.num_rows and "rank" in table.column_names else []
+
+
+def ranks_present(tables: dict[str, pa.Table]) -> dict[str, list[str]]:
+    """Rank (as text, for JSON) -> the tables holding rows of it."""
+    out: dict[str, list[str]] = {}
+    for name in DATA_TABLES:
+        t = tables.get(name)
+        if t is None:
+            continue
+        for r in _ranks_of(t):
+            out.setdefault("none" if r is None else str(r), []).append(name)
+    return out
+
+
+def _rank_sel(t: pa.Table, rank) -> pa.Table:
+    if t.num_rows == 0:
+        return t
+    if rank is None:
+        return t.filter(pc.is_null(t["rank"]))
+    return t.filter(pc.fill_null(pc.equal(t["rank"], rank), False))
+
+
+def _per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
+    """The glossary's per-rank figures (npudiag.analysis.quantities), one row per rank with device tasks."""
+    kernels = tables["kernels"]
+    copies = tables["copies"]
+    device = copies.filter(pc.fill_null(pc.equal(copies["side"], "device"), False)) if copies.num_rows else copies
+    owned = tables.get("finding_intervals", schemas.empty("finding_intervals"))
+    ranks = sorted(set(_ranks_of(kernels)) | set(_ranks_of(device)), key=lambda r: (r is None, r))
+    single = len(ranks) == 1
     out: list[dict[str, Any]] = []
-    if kernels.num_rows == 0:
-        return out
-    ranks = pc.fill_null(kernels["rank"], -1).to_numpy()
-    base = base_ns(kernels)
-    starts_all, ends_all = intervals(kernels, base) if not pc.any(pc.is_null(kernels["start_us"])).as_py() else (None, None)
-    for rank in np.unique(ranks).tolist():
-        mask = ranks == rank
-        if starts_all is not None:
-            s, e = starts_all[mask], ends_all[mask]
-        else:
-            s, e = intervals(kernels.filter(pa.array(mask)), base)
-        d = e - s
-        span = float(e.max() - s.min()) if len(s) else 0.0
-        busy = union_length(s, e)
+    for rank in ranks:
+        k = kernels if single else _rank_sel(kernels, rank)
+        c = device if single else _rank_sel(device, rank)
+        tl = timeline(k, c)
+        span, busy = tl.span_us, tl.busy_us
+        start = tl.start_us()
+        mine = owned if single else _rank_sel(owned, rank)
+        lost = 0.0
+        if mine.num_rows and start is not None:
+            lost = clipped_union_us(mine["start_us"].to_numpy(), mine["end_us"].to_numpy(), start, start + span)
         out.append(
             {
-                "rank": None if rank == -1 else int(rank),
-                "kernels": int(mask.sum()),
-                "start_us": base / 1000.0 + float(s.min()) if len(s) else None,
+                "rank": rank,
+                "kernels": k.num_rows,
+                "start_us": start,
                 "span_us": span,
                 "busy_us": busy,
                 "busy_pct": 100.0 * busy / span if span > 0 else None,
-                "kernel_time_us": float(d.sum()),
+                "kernel_time_us": float(pc.sum(pc.fill_null(k["duration_us"], 0.0)).as_py() or 0.0) if k.num_rows else 0.0,
+                "time_lost_us": lost,
             }
         )
     return out
@@ -123,10 +154,12 @@ def _copies(copies: pa.Table) -> dict[str, Any]:
     }
 
 
-def _steps(steps: pa.Table, limit: int = 50) -> list[dict[str, Any]]:
-    cols = ["rank", "step", "step_time_us", "computing_us", "communication_not_overlapped_us", "free_us"]
-    rows = steps.select(cols).to_pylist()
-    return rows[:limit]
+_STEP_KEYS = ["rank", "step", "step_time_us", "computing_us", "communication_not_overlapped_us", "copy_not_overlapped_us", "free_us"]
+
+
+def _steps(breakdown: pa.Table, limit: int = 50) -> list[dict[str, Any]]:
+    """The step phases, from the step breakdown (the one definition), first ``limit`` rows."""
+    return breakdown.select(_STEP_KEYS).slice(0, limit).to_pylist()
 
 
 def _findings(findings: pa.Table) -> list[dict[str, Any]]:
@@ -147,7 +180,8 @@ def summary_parts(tables: dict[str, pa.Table]) -> dict[str, Any]:
     if hot is None or (hot.num_rows == 0 and kernels.num_rows):
         hot = hot_ops_table(kernels)
     return {
-        "per_rank": _per_rank(kernels),
+        "per_rank": _per_rank(tables),
+        "ranks_present": ranks_present(tables),
         "kernels": kernels.num_rows,
         "kernel_time_us": float(pc.sum(pc.coalesce(kernels["duration_us"], 0.0)).as_py() or 0.0) if kernels.num_rows else 0.0,
         "task_types": task_type_totals(kernels),
@@ -167,8 +201,13 @@ def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     per_rank = [r for p in parts for r in p["per_rank"]]
     per_rank.sort(key=lambda r: (r["rank"] is None, r["rank"]))
     findings = sort_findings(schemas.concat([p["findings"] for p in parts]))
+    present: dict[str, list[str]] = {}
+    for p in parts:
+        for r, names in p["ranks_present"].items():
+            present[r] = sorted(set(present.get(r, [])) | set(names))
     return {
         "per_rank": per_rank,
+        "ranks_present": present,
         "kernels": sum(p["kernels"] for p in parts),
         "kernel_time_us": sum(p["kernel_time_us"] for p in parts),
         "task_types": schemas.concat([p["task_types"] for p in parts]),
@@ -192,31 +231,53 @@ def summary_from_parts(
     if by not in ("type", "name"):
         raise ValueError(f"by must be 'type' or 'name', not {by!r}")
     per_rank = parts["per_rank"]
-    span = sum(r["span_us"] for r in per_rank)
+    rank_spans = sum(r["span_us"] for r in per_rank)
     busy = sum(r["busy_us"] for r in per_rank)
+    starts = [r["start_us"] for r in per_rank if r["start_us"] is not None]
+    ends = [r["start_us"] + r["span_us"] for r in per_rank if r["start_us"] is not None]
+    wall = max(ends) - min(starts) if starts else 0.0
     hot_all = parts["hot_ops"]
     hot = hot_all.filter(pc.equal(hot_all["group_by"], by))
+    present = parts["ranks_present"]
+    with_kernels = {str(r["rank"]) for r in per_rank if r["kernels"]}
+    partial = {r: names for r, names in sorted(present.items(), key=lambda kv: _rank_key(kv[0])) if r not in with_kernels}
     return {
         **(meta or {}),
         "profile": {
-            "ranks": len(per_rank),
+            "ranks": len(present),
+            "ranks_with_kernels": len(with_kernels),
+            "ranks_without_kernels": partial,
             "kernels": parts["kernels"],
             "kernel_time_us": parts["kernel_time_us"],
-            "span_us": span,
+            "span_us": wall,
+            "rank_span_sum_us": rank_spans,
             "device_busy_us": busy,
-            "device_busy_pct": 100.0 * busy / span if span > 0 else None,
+            "device_busy_pct": 100.0 * busy / rank_spans if rank_spans > 0 else None,
+            "time_lost_us": sum(r["time_lost_us"] for r in per_rank),
             "api_calls": parts["api_calls"],
-            "steps": parts["steps"].num_rows,
+            "steps": _distinct_steps(parts["steps"], parts["step_breakdown"]),
         },
         "per_rank": per_rank,
         "task_types": _task_types(parts["task_types"]),
         "hot_ops": {"by": by, "total_groups": hot.num_rows, "top": hot.slice(0, top).to_pylist()},
         "copies": _copies(parts["copies"]),
-        "steps": _steps(parts["steps"]),
+        "steps": _steps(parts["step_breakdown"]),
         "step_breakdown": parts["step_breakdown"].slice(0, 50).to_pylist(),
         "findings": _findings(parts["findings"]),
         "rules_skipped": rules_skipped or {},
     }
+
+
+def _rank_key(r: str) -> tuple:
+    return (not r.lstrip("-").isdigit(), int(r) if r.lstrip("-").isdigit() else 0, r)
+
+
+def _distinct_steps(steps: pa.Table, breakdown: pa.Table) -> int:
+    """How many distinct step ids the profile has (a step on 8 ranks is one step)."""
+    ids = set(pc.drop_null(steps["step"]).to_pylist()) if steps.num_rows else set()
+    if breakdown.num_rows:
+        ids |= set(pc.drop_null(breakdown["step"]).to_pylist())
+    return len(ids)
 
 
 def build_summary(

@@ -14,6 +14,7 @@ from npudiag import SCHEMA_VERSION, __version__
 from npudiag.analysis.derive import DERIVED, derive
 from npudiag.analysis.markers import markers
 from npudiag.analysis.rules import load_rule_file, parse_rule_options
+from npudiag.analysis.step_breakdown import step_time_warnings
 from npudiag.analysis.summary import build_summary, summary_from_parts, summary_parts
 from npudiag.analysis.window import apply_window, parse_steps, parse_time
 from npudiag.executors import choose_backend
@@ -137,6 +138,7 @@ def _analyze_one(found, target, paths, force, overrides, step_window, time_range
         for name, table in tables.items():
             writer.submit(name, table)
     tables, skipped = derive(tables, overrides)
+    profile.warnings.extend(step_time_warnings(tables["step_breakdown"]))
     if writer is not None:
         for name in DERIVED:
             writer.submit(name, tables[name])

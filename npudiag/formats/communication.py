@@ -5,6 +5,11 @@ pair, Transport Type, Transit Size(MB) (10^6 bytes: 8 MiB shows as 8.388608), Tr
 Bandwidth(GB/s), Op Name; communication.json gives each op's Communication Time Info (Start
 Timestamp(us), Elapse / Transit / Wait / Synchronization / Idle Time(ms)). The "Total Op Info"
 entries are totals, skipped.
+
+The matrix groups each op kind's links several ways: ``allreduce-total@<group>`` holds every link's
+totals; ``-top1`` / ``-middle`` / ``-bottom1..3`` are sample ops (the slowest, a middle one, the
+fastest) whose links the total already holds, so they are skipped: adding them counted each byte
+3 to 4 times. Groups of any other name (one op's links) are kept.
 """
 
 from __future__ import annotations
@@ -20,6 +25,21 @@ from npudiag.errors import InputError
 from npudiag.schemas import COMM_LINKS, COMM_OPS
 
 _LINK = re.compile(r"^(\d+)-(\d+)$")
+_SAMPLE_GROUP = re.compile(r"-(top\d+|middle|bottom\d+)(@|$)")
+
+
+def is_sample_group(group: str) -> bool:
+    """``allreduce-top1@...``: a sample op's links, which the ``-total@`` group already counts."""
+    return _SAMPLE_GROUP.search(group) is not None
+
+
+def _kinds(path: Path, step: str, kinds: object) -> dict[str, dict]:
+    if not isinstance(kinds, dict):
+        raise InputError(path, f"step {step!r}: expected an object of p2p / collective")
+    for kind, ops in kinds.items():
+        if ops is not None and not isinstance(ops, dict):
+            raise InputError(path, f"step {step!r}, {kind!r}: expected an object of communication ops, found {type(ops).__name__}")
+    return {k: v or {} for k, v in kinds.items()}
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -48,11 +68,9 @@ def _num(path: Path, d: dict, key: str) -> float | None:
 def read_matrix(path: Path, rank: int | None) -> pa.Table:
     rows = []
     for step, kinds in _load(path).items():
-        if not isinstance(kinds, dict):
-            raise InputError(path, f"step {step!r}: expected an object of p2p / collective")
-        for kind, ops in kinds.items():
-            for group, links in (ops or {}).items():
-                if not isinstance(links, dict) or group.startswith("Total"):
+        for kind, ops in _kinds(path, step, kinds).items():
+            for group, links in ops.items():
+                if not isinstance(links, dict) or group.startswith("Total") or is_sample_group(group):
                     continue
                 for pair, info in links.items():
                     m = _LINK.match(pair)
@@ -75,10 +93,8 @@ def read_matrix(path: Path, rank: int | None) -> pa.Table:
 def read_communication(path: Path, rank: int | None) -> pa.Table:
     rows = []
     for step, kinds in _load(path).items():
-        if not isinstance(kinds, dict):
-            raise InputError(path, f"step {step!r}: expected an object of p2p / collective")
-        for kind, ops in kinds.items():
-            for op, info in (ops or {}).items():
+        for kind, ops in _kinds(path, step, kinds).items():
+            for op, info in ops.items():
                 if op.startswith("Total") or not isinstance(info, dict):
                     continue
                 t = info.get("Communication Time Info") or {}

@@ -1,13 +1,26 @@
-"""msprof_*.json / trace_view.json (Chrome trace) → ``kernels``, ``api_calls`` and device ``copies``.
+"""msprof_*.json / trace_view.json / task_time_*.json / hccl_*.json / step_trace_*.json (Chrome
+trace) → device tasks, communication ops and sub-tasks, host API calls and steps.
 
 Which process an event belongs to is only known from ``ph:"M"`` ``process_name`` metadata, which
-may come after the events, so complete events are collected with their pid and sorted into tables
-at the end. Python-side torch events (``cat`` cpu_op, python_function, enqueue, dequeue), counters and
-flows are skipped: the tables here describe device tasks and CANN host API calls.
+may come after the events, so complete events are collected with their pid/tid and sorted into
+tables at the end:
+
+- ``Ascend Hardware`` events are device tasks, classified later by :mod:`npudiag.tasks` (compute,
+  copy, HCCL sub-task, sync...), except the step-trace markers msprof puts on a ``Step Trace``
+  thread there (``Iteration N``, ``FP_BP Time N``, ``Iteration Refresh N``, ``Reduce_N_M``),
+  which become steps;
+- ``HCCL`` / ``Communication`` events are communication ops (group threads) or, on ``Plane N``
+  threads, HCCL's sub-tasks with their ranks, transport, size and bandwidth;
+- ``CANN`` events are host API calls; ``Step Trace`` processes (step_trace_*.json) give steps;
+- torch_npu's ``ProfilerStep#N`` host ranges give steps where nothing else does, and its
+  HostToDevice flows give each device task's launch time, which places the task in its step.
+
+Python-side torch events, counters and the Overlap Analysis / memory processes are skipped.
 """
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,17 +37,28 @@ from npudiag.formats.jsonstream import iter_events
 HARDWARE = "Ascend Hardware"
 CANN = "CANN"
 HCCL = {"HCCL", "Communication"}
-_NEEDED = {HARDWARE, CANN, *HCCL}
+STEP_TRACE = "Step Trace"
+PYTHON = "Python"
+_NEEDED = {HARDWARE, CANN, STEP_TRACE, PYTHON, *HCCL}
 _SKIP_CATS = {"cpu_op", "python_function", "enqueue", "dequeue", "user_annotation", "gpu_user_annotation"}
 _OPERATION = {"host to device": "H2D", "device to host": "D2H", "device to device": "D2D", "host to host": "H2H"}
 _LEVEL_PREFIX = {"AscendCL": "acl", "Runtime": "runtime", "Node": "node", "HCCL": "hccl", "Model": "model"}
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_MARKER = re.compile(r"^(Iteration Refresh|Iteration|FP_BP Time|Data_aug Bound|Reduce)[ _](\d+)(?:_\d+)?$")
+NO_RANK = 4294967295
 
 
 @dataclass
 class TraceTables:
-    kernels: pa.Table
+    """What one trace file holds, each part in its canonical schema (``tasks`` in the kernels
+    schema plus ``connection_id``, ``size_bytes``, ``direction`` and ``launch_ns``)."""
+
+    tasks: pa.Table
+    comm_ops: pa.Table
+    comm_tasks: pa.Table
     api_calls: pa.Table
-    device_copies: pa.Table
+    steps: pa.Table
+    hccl_streams: set[int] = field(default_factory=set)
     device_ids: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -50,16 +74,21 @@ def _num(value: object) -> float:
 
 
 MISSING = -(2**63)  # "no value" in the int64 columns kept while streaming
-# column -> arg names, first present wins (older CANN writes "Stream Id", HCCL ops "model id")
+# column -> arg names, first present wins (older CANN writes "Stream Id", HCCL ops "model id",
+# HCCL plane tasks lower-case names)
 _INT_ARGS = {
-    "stream": ("Physic Stream Id", "Stream Id"),
-    "task": ("Task Id",),
+    "stream": ("Physic Stream Id", "Stream Id", "stream id"),
+    "task": ("Task Id", "task id"),
     "model": ("Model Id", "model id"),
     "connection": ("connection_id",),
-    "size": ("size(B)",),
+    "size": ("size(B)", "size(Byte)"),
     "thread": ("Thread Id",),
+    "src": ("src rank",),
+    "dst": ("dst rank",),
+    "plane": ("plane id",),
 }
-_STR_ARGS = ("Task Type", "operation", "level")
+_STR_ARGS = {"type": ("Task Type", "task type"), "operation": ("operation",), "level": ("level",), "transport": ("transport type",),
+             "link": ("link type",), "bandwidth": ("bandwidth(GB/s)",)}  # fmt: skip
 
 
 def _code(value: object) -> int:
@@ -89,7 +118,7 @@ def _exact_ns(ts: object, as_float: float) -> int:
 
 
 class _Columns:
-    """Typed columns kept while streaming (about 130 bytes an event); strings are interned."""
+    """Typed columns kept while streaming (about 150 bytes an event); strings are interned."""
 
     def __init__(self) -> None:
         self.pid = array("q")
@@ -98,12 +127,13 @@ class _Columns:
         self.ts_ns = array("q")
         self.dur = array("d")
         self.name: list[str] = []
+        self.cat: list[str | None] = []
         self.ints = {k: array("q") for k in _INT_ARGS}
         self.strs: dict[str, list[str | None]] = {k: [] for k in _STR_ARGS}
         self._intern: dict[str, str] = {}
         self.other_pids: dict[object, int] = {}
         self._int_items = tuple((_INT_ARGS[k], col.append) for k, col in self.ints.items())
-        self._str_items = tuple((k, col.append) for k, col in self.strs.items())
+        self._str_items = tuple((_STR_ARGS[k], col.append) for k, col in self.strs.items())
         self._int_appends = tuple(a for _, a in self._int_items)
         self._str_appends = tuple(a for _, a in self._str_items)
 
@@ -124,6 +154,8 @@ class _Columns:
         if nm.__class__ is not str:
             nm = str(nm)
         self.name.append(intern.setdefault(nm, nm))
+        cat = ev.get("cat")
+        self.cat.append(cat if cat is None or cat.__class__ is str else str(cat))
         self.ts.append(t)
         self.ts_ns.append(_exact_ns(ev.get("ts"), t))
         d = ev.get("dur")
@@ -137,17 +169,23 @@ class _Columns:
             return
         get = a.get
         for keys, append in self._int_items:
-            v = get(keys[0])
-            if v is None and len(keys) > 1:
-                v = get(keys[1])
+            v = None
+            for k in keys:
+                v = get(k)
+                if v is not None:
+                    break
             if v is None:
                 append(MISSING)
             elif v.__class__ is int and MISSING < v < 2**63:
                 append(v)
             else:
                 append(_code(v))
-        for key, append in self._str_items:
-            v = get(key)
+        for keys, append in self._str_items:
+            v = None
+            for k in keys:
+                v = get(k)
+                if v is not None:
+                    break
             if v is None:
                 append(None)
             else:
@@ -165,17 +203,24 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
     thread_names: dict[tuple[int, int], str] = {}
     cols = _Columns()
     bad_ts = 0
+    flows: dict[int, int] = {}  # HostToDevice flow id (the connection id) -> host launch time, ns
     skip_pids: set[object] = set()  # processes already named and not needed (Overlap Analysis, HBM, ...)
     for ev in iter_events(path, progress):
         ph = ev.get("ph")
         if ph == "X":
-            if ev.get("cat") in _SKIP_CATS or ev.get("pid") in skip_pids:
+            cat = ev.get("cat")
+            if (cat in _SKIP_CATS and not str(ev.get("name", "")).startswith("ProfilerStep#")) or ev.get("pid") in skip_pids:
                 continue
             t = _num(ev.get("ts"))
             if t != t:  # NaN
                 bad_ts += 1
                 continue
             cols.add(ev, t)
+        elif ph == "s":
+            if ev.get("cat") == "HostToDevice":
+                fid, t = _code(ev.get("id")), _num(ev.get("ts"))
+                if fid != MISSING and t == t:
+                    flows[fid] = _exact_ns(ev.get("ts"), t)
         elif ph == "M":
             a = ev.get("args") if isinstance(ev.get("args"), dict) else {}
             pid = cols.pid_code(ev.get("pid"))
@@ -202,20 +247,39 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
         pids = [p for p, n in process_names.items() if n in names]
         return np.nonzero(np.isin(pid, np.array(pids, dtype=np.int64)))[0] if pids else np.array([], dtype=np.int64)
 
+    def on_threads(rows: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+        names = {k for k, v in thread_names.items() if test(v)}
+        if not names or not len(rows):
+            return np.zeros(len(rows), bool)
+        return np.array([(int(pid[i]), int(tid[i])) in names for i in rows], dtype=bool)
+
     hw = rows_of({HARDWARE})
+    marker_rows = hw[on_threads(hw, lambda n: n.startswith(STEP_TRACE))]
+    hw = hw[~on_threads(hw, lambda n: n.startswith(STEP_TRACE))]
+    marker_rows = np.concatenate([marker_rows, rows_of({STEP_TRACE})]).astype(np.int64)
     hccl = rows_of(HCCL)
-    if len(hccl) and thread_names:
-        plane = np.array([thread_names.get((int(pid[i]), int(tid[i])), "").startswith("Plane") for i in hccl], dtype=bool)
-        hccl = hccl[~plane]
+    plane = on_threads(hccl, lambda n: n.startswith("Plane"))
+    planes, ops = hccl[plane], hccl[~plane]
     cann = rows_of({CANN})
-    copies = hw[np.array(["MEMCPY" in cols.name[i].upper() for i in hw], dtype=bool)] if len(hw) else hw
+    py = rows_of({PYTHON})
+    step_rows = py[np.array([_PROFILER_STEP.match(cols.name[i]) is not None for i in py], dtype=bool)] if len(py) else py
+    streams = _take_int(cols, "stream", planes)
+    plane_ids = np.array([_plane_of(thread_names.get((int(pid[i]), int(tid[i])), "")) for i in planes], dtype=np.int64)
     return TraceTables(
-        _kernel_table(cols, hw, hccl, rank, device_id),
+        _task_table(cols, hw, rank, device_id, flows),
+        _comm_op_table(cols, ops, rank, device_id),
+        _comm_task_table(cols, planes, plane_ids, rank),
         _api_table(cols, cann, rank),
-        _copy_table(cols, copies, rank),
+        _step_table(cols, marker_rows, step_rows, rank, device_id),
+        {int(s) for s in streams if s != MISSING},
         device_ids,
         warnings,
     )
+
+
+def _plane_of(thread: str) -> int:
+    m = re.match(r"Plane (\d+)", thread)
+    return int(m.group(1)) if m else MISSING
 
 
 def _device_from_label(label: str) -> int | None:
@@ -240,60 +304,128 @@ def _first(*candidates: np.ndarray) -> np.ndarray:
     return out
 
 
-def _stream(cols: _Columns, rows: np.ndarray) -> np.ndarray:
-    return _first(_take_int(cols, "stream", rows), cols.np(cols.tid)[rows])
-
-
 def _strs(values: list, rows: np.ndarray) -> pa.Array:
     return pa.array([values[i] for i in rows], pa.string())
 
 
-def _kernel_table(cols: _Columns, hw: np.ndarray, hccl: np.ndarray, rank, device_id) -> pa.Table:
-    rows = np.concatenate([hw, hccl]).astype(np.int64)
+def _common(cols: _Columns, rows: np.ndarray, rank, device_id) -> dict[str, pa.Array]:
     n = len(rows)
-    task_type = [cols.strs["Task Type"][i] for i in hw] + ["HCCL"] * len(hccl)
+    return {
+        "source": pa.repeat(pa.scalar("trace"), n),
+        "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
+        "device_id": pa.repeat(pa.scalar(device_id, pa.int32()), n),
+        "op_name": _strs(cols.name, rows),
+        "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
+        "start_ns": pa.array(cols.np(cols.ts_ns)[rows], pa.int64()),
+        "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
+    }
+
+
+def _model(cols: _Columns, rows: np.ndarray) -> pa.Array:
     model = _take_int(cols, "model", rows)
-    model = np.where(model == NO_MODEL_ID, MISSING, model)
-    stream = np.concatenate([_stream(cols, hw), np.full(len(hccl), MISSING, np.int64)])
+    return _int_col(np.where(model == NO_MODEL_ID, MISSING, model))
+
+
+def _task_table(cols: _Columns, rows: np.ndarray, rank, device_id, flows: dict[int, int]) -> pa.Table:
+    conn = _take_int(cols, "connection", rows)
+    launch = np.array([flows.get(int(c), MISSING) if c != MISSING else MISSING for c in conn], dtype=np.int64) if flows else None
+    op = cols.strs["operation"]
     table = pa.table(
         {
-            "source": pa.repeat(pa.scalar("trace"), n),
-            "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
-            "device_id": pa.repeat(pa.scalar(device_id, pa.int32()), n),
-            "model_id": _int_col(model),
-            "stream_id": _int_col(stream),
+            **_common(cols, rows, rank, device_id),
+            "model_id": _model(cols, rows),
+            "stream_id": _int_col(_first(_take_int(cols, "stream", rows), cols.np(cols.tid)[rows])),
             "task_id": _int_col(_take_int(cols, "task", rows)),
-            "op_name": _strs(cols.name, rows),
-            "task_type": pa.array(task_type, pa.string()),
-            "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
-            "start_ns": pa.array(cols.np(cols.ts_ns)[rows], pa.int64()),
-            "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
+            "task_type": _strs(cols.strs["type"], rows),
+            "connection_id": _int_col(conn),
+            "size_bytes": _int_col(_take_int(cols, "size", rows)),
+            "direction": pa.array([_OPERATION.get((op[i] or "").lower(), "unknown") for i in rows], pa.string()),
+            "launch_ns": _int_col(launch) if launch is not None else pa.nulls(len(rows), pa.int64()),
+        }
+    )
+    return schemas.conform(table, schemas.KERNELS, keep_extra=True)
+
+
+def _comm_op_table(cols: _Columns, rows: np.ndarray, rank, device_id) -> pa.Table:
+    n = len(rows)
+    table = pa.table(
+        {
+            **_common(cols, rows, rank, device_id),
+            "model_id": _model(cols, rows),
+            "task_type": pa.repeat(pa.scalar("HCCL"), n),
+            "task_class": pa.repeat(pa.scalar("communication"), n),
             "connection_id": _int_col(_take_int(cols, "connection", rows)),
         }
     )
     return schemas.conform(table, schemas.KERNELS, keep_extra=True)
 
 
-def _copy_table(cols: _Columns, rows: np.ndarray, rank) -> pa.Table:
+def _rank_col(values: np.ndarray) -> pa.Array:
+    return _int_col(np.where(values == NO_RANK, MISSING, values))
+
+
+def _comm_task_table(cols: _Columns, rows: np.ndarray, plane_ids: np.ndarray, rank) -> pa.Table:
     n = len(rows)
-    op = cols.strs["operation"]
+    bw = [_num(cols.strs["bandwidth"][i]) for i in rows]
     table = pa.table(
         {
             "source": pa.repeat(pa.scalar("trace"), n),
             "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
-            "side": pa.repeat(pa.scalar("device"), n),
-            "name": _strs(cols.name, rows),
-            "direction": pa.array([_OPERATION.get((op[i] or "").lower(), "unknown") for i in rows], pa.string()),
-            "size_bytes": _int_col(_take_int(cols, "size", rows)),
+            "plane_id": pa.array(np.where(plane_ids == MISSING, 0, plane_ids), pa.int32(), mask=plane_ids == MISSING),
+            "task_type": _strs(cols.strs["type"], rows),
             "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
             "start_ns": pa.array(cols.np(cols.ts_ns)[rows], pa.int64()),
             "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
-            "stream_id": _int_col(_stream(cols, rows)),
-            "mode": pa.repeat(pa.scalar("unknown"), n),
-            "connection_id": _int_col(_take_int(cols, "connection", rows)),
+            "stream_id": _int_col(_take_int(cols, "stream", rows)),
+            "task_id": _int_col(_take_int(cols, "task", rows)),
+            "src_rank": _rank_col(_take_int(cols, "src", rows)),
+            "dst_rank": _rank_col(_take_int(cols, "dst", rows)),
+            "transport": _strs(cols.strs["transport"], rows),
+            "link_type": _strs(cols.strs["link"], rows),
+            "size_bytes": _int_col(_take_int(cols, "size", rows)),
+            "bandwidth_gbps": pa.array(bw, pa.float64(), mask=np.isnan(np.array(bw, float)) if n else None),
         }
     )
-    return schemas.conform(table, schemas.COPIES)
+    table = table.set_column(table.schema.get_field_index("task_type"), "task_type", _fill_type(table["task_type"], cols, rows))
+    return schemas.conform(table, schemas.COMM_TASKS)
+
+
+def _fill_type(types: pa.ChunkedArray, cols: _Columns, rows: np.ndarray) -> pa.Array:
+    """A plane task's type is its ``task type`` arg, else its name (both say Notify_Wait, Memcpy...)."""
+    return pa.array([t if t is not None else cols.name[i] for t, i in zip(types.to_pylist(), rows)], pa.string())
+
+
+def _step_table(cols: _Columns, markers: np.ndarray, profiler_steps: np.ndarray, rank, device_id) -> pa.Table:
+    """Steps from msprof's step-trace markers (by iteration id), else torch_npu's ProfilerStep#N ranges."""
+    steps: dict[int, dict] = {}
+    ts, dur = cols.np(cols.ts), cols.np(cols.dur)
+    for i in markers:
+        m = _MARKER.match(cols.name[i])
+        if not m:
+            continue
+        kind, step = m.group(1), int(m.group(2))
+        row = steps.setdefault(step, {"step": step})
+        d = float(dur[i]) if dur[i] == dur[i] else None
+        if kind == "Iteration":
+            row["start_us"], row["step_time_us"] = float(ts[i]), d
+            row["end_us"] = float(ts[i]) + d if d is not None else None
+        elif kind == "FP_BP Time":
+            row["fp_bp_us"] = d
+        elif kind == "Iteration Refresh":
+            row["iteration_refresh_us"] = d
+        elif kind == "Data_aug Bound":
+            row["data_aug_bound_us"] = d
+        elif kind == "Reduce":
+            row["reduce_us"] = (row.get("reduce_us") or 0.0) + (d or 0.0)
+    source = "step_trace"
+    if not steps:
+        source = "trace"
+        for i in profiler_steps:
+            step = int(_PROFILER_STEP.match(cols.name[i]).group(1))  # type: ignore[union-attr]
+            d = float(dur[i]) if dur[i] == dur[i] else None
+            steps.setdefault(step, {"step": step, "start_us": float(ts[i]), "end_us": float(ts[i]) + d if d is not None else None})
+    rows = [{"source": source, "rank": rank, "device_id": device_id, **steps[k]} for k in sorted(steps)]
+    return pa.Table.from_pylist(rows, schema=schemas.STEPS) if rows else schemas.empty("steps")
 
 
 def _api_table(cols: _Columns, rows: np.ndarray, rank) -> pa.Table:

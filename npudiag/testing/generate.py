@@ -376,24 +376,32 @@ def write_torch_profile(
     malloc_us: float = 300.0,
     variation: Variation | None = None,
     repeat_steps: bool = False,
+    export: str = "text",
+    overlap_analysis: bool = False,
 ) -> GroundTruth:
     """``mallocs_per_step`` plants that many aclrtMalloc + aclrtFree pairs at the start of every step;
     ``variation`` makes this one run of the ``seed`` workload among many (noise, a slower op);
-    ``repeat_steps`` makes every step run the same op sequence, as a training loop does."""
+    ``repeat_steps`` makes every step run the same op sequence, as a training loop does.
+    ``export="db"`` writes torch_npu's db export instead of the text files
+    (``ascend_pytorch_profiler_{rank}.db`` and ``analysis.db``); ``overlap_analysis`` adds the
+    OVERLAP_ANALYSIS table MindStudio Insight writes into a .db it opens."""
+    if export not in ("text", "db"):
+        raise ValueError(f"export must be 'text' or 'db', not {export!r}")
     kinds, start, dur, gaps, step = _plan(kernels, seed, steps, variation=variation, repeat_steps=repeat_steps)
     gt = _truth("torch_npu", kinds, dur)
     folder = out / f"npudiag-host_{2647914 + rank}_20251127192734{rank:03d}_ascend_pt"
     prof = folder / "ASCEND_PROFILER_OUTPUT"
     prof.mkdir(parents=True, exist_ok=True)
-    _write_csv(prof / "kernel_details.csv", KERNEL_DETAILS_HEADER, _kernel_rows(kinds, start, dur, gaps, step, True, seed))
-    _op_statistic(prof / "op_statistic.csv", gt, kinds, dur, device_col=True)
+    if export == "text":
+        _write_csv(prof / "kernel_details.csv", KERNEL_DETAILS_HEADER, _kernel_rows(kinds, start, dur, gaps, step, True, seed))
+        _op_statistic(prof / "op_statistic.csv", gt, kinds, dur, device_col=True)
     info = {
         "config": {
             "common_config": {
                 "activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
                 "schedule": {"wait": 0, "active": steps, "warmup": 1, "repeat": 1, "skip_first": 0},
             },
-            "experimental_config": {"_profiler_level": "Level1", "_aic_metrics": "ACL_AICORE_PIPE_UTILIZATION", "_export_type": ["text"]},
+            "experimental_config": {"_profiler_level": "Level1", "_aic_metrics": "ACL_AICORE_PIPE_UTILIZATION", "_export_type": [export]},
         },
         "torch_npu_version": "2.7.1",
         "cann_version": "8.3.RC1",
@@ -406,11 +414,21 @@ def write_torch_profile(
         sel = step == s
         comp = float(dur[sel & (np.array([OP_MIX[k][2] for k in kinds]) != "HCCL")].sum())
         comm = float(dur[sel & (np.array([OP_MIX[k][2] for k in kinds]) == "HCCL")].sum())
-        stage = float(start[sel][-1] + dur[sel][-1] - start[sel][0])
+        # torch_npu's Stage: first task start to last task end, exactly (relative first: an absolute
+        # float64 at today's epoch resolves only 0.25 us)
+        stage = float(((start[sel] - start[sel][0]) + dur[sel]).max())
         rows.append(
             ["0", str(s), repr(comp), repr(comm), "0.0", repr(comm), repr(max(stage - comp - comm, 0.0)), repr(stage), "0", repr(comm), "0"]
         )
         gt.steps.append(int(s))
+    if export == "db":
+        _write_db(prof / f"ascend_pytorch_profiler_{rank}.db", kinds, start, dur, copies, copy_bytes, copy_us, step=step, rank=rank,
+                  overlap_analysis=overlap_analysis)  # fmt: skip
+        _write_analysis_db(prof / "analysis.db", rows)
+        gt.copies = {"count": copies, "bytes_each": copy_bytes, "device_us_each": copy_us, "mode": "sync"}
+        gt.profile_dir = str(folder)
+        (out / "ground_truth.json").write_text(json.dumps(gt.__dict__, indent=2), encoding="utf-8")
+        return gt
     _write_csv(
         prof / "step_trace_time.csv",
         [
@@ -471,27 +489,117 @@ def write_msprof_profile(
     return gt
 
 
-def _write_db(path: Path, kinds, start, dur, copies: int, copy_bytes: int, copy_us: float) -> None:
-    """An msprof export database with the documented TASK / COMPUTE_TASK_INFO / STRING_IDS / CANN_API tables."""
+_DB_SCHEMA = """
+CREATE TABLE STRING_IDS (id INTEGER PRIMARY KEY,value TEXT);
+CREATE TABLE ENUM_API_TYPE (id INTEGER PRIMARY KEY,name TEXT);
+CREATE TABLE ENUM_HCCL_TRANSPORT_TYPE (id INTEGER PRIMARY KEY,name TEXT);
+CREATE TABLE ENUM_HCCL_LINK_TYPE (id INTEGER PRIMARY KEY,name TEXT);
+CREATE TABLE ENUM_MEMCPY_OPERATION (id INTEGER PRIMARY KEY,name TEXT);
+CREATE TABLE NPU_INFO (id INTEGER,name TEXT);
+CREATE TABLE META_DATA (name TEXT,value TEXT);
+CREATE TABLE TASK (startNs INTEGER,endNs INTEGER,deviceId INTEGER,connectionId INTEGER,globalTaskId INTEGER,globalPid INTEGER,
+                   taskType INTEGER,contextId INTEGER,streamId INTEGER,taskId INTEGER,modelId INTEGER);
+CREATE TABLE COMPUTE_TASK_INFO (name INTEGER,globalTaskId INTEGER PRIMARY KEY,blockDim INTEGER,mixBlockDim INTEGER,taskType INTEGER,
+                   opType INTEGER,inputFormats INTEGER,inputDataTypes INTEGER,inputShapes INTEGER,outputFormats INTEGER,
+                   outputDataTypes INTEGER,outputShapes INTEGER,attrInfo INTEGER,opState INTEGER,hf32Eligible INTEGER);
+CREATE TABLE COMMUNICATION_TASK_INFO (name INTEGER,globalTaskId INTEGER,taskType INTEGER,planeId INTEGER,groupName INTEGER,
+                   notifyId INTEGER,rdmaType INTEGER,srcRank INTEGER,dstRank INTEGER,transportType INTEGER,size INTEGER,
+                   dataType INTEGER,linkType INTEGER,opId INTEGER,isMaster INTEGER,bandwidth NUMERIC);
+CREATE TABLE COMMUNICATION_OP (opName INTEGER,startNs INTEGER,endNs INTEGER,connectionId INTEGER,groupName INTEGER,
+                   opId INTEGER PRIMARY KEY,relay INTEGER,retry INTEGER,dataType INTEGER,algType INTEGER,count NUMERIC,
+                   opType INTEGER,deviceId INTEGER);
+CREATE TABLE MEMCPY_INFO (globalTaskId NUMERIC PRIMARY KEY,size NUMERIC,memcpyOperation NUMERIC);
+CREATE TABLE CANN_API (startNs INTEGER,endNs INTEGER,type INTEGER,globalTid INTEGER,connectionId INTEGER PRIMARY KEY,name INTEGER);
+"""
+_RUNTIME_TYPE = {"AI_CORE": "KERNEL_AICORE", "AI_VECTOR_CORE": "KERNEL_AIVEC", "AI_CPU": "KERNEL_AICPU", "MIX_AIC": "MIX_AIC"}
+_HCCL_STREAM = 4
+_SUBTASKS = (("Notify_Wait", 0.55, 0), ("Memcpy", 0.2, 1 << 20), ("Reduce_Inline", 0.15, 1 << 20), ("Notify_Record", 0.02, 0))
+
+
+def _write_analysis_db(path: Path, step_rows: list[list[str]]) -> None:
+    """torch_npu's analysis.db: StepTraceTime holds what step_trace_time.csv holds (µs)."""
     if path.exists():
         path.unlink()
     con = sqlite3.connect(path)
-    con.executescript(
-        """
-        CREATE TABLE STRING_IDS (id INTEGER PRIMARY KEY, value TEXT);
-        CREATE TABLE ENUM_API_TYPE (id INTEGER PRIMARY KEY, name TEXT);
-        CREATE TABLE TASK (startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, globalTaskId INTEGER,
-                           globalPid INTEGER, taskType INTEGER, contextId INTEGER, streamId INTEGER, taskId INTEGER, modelId INTEGER);
-        CREATE TABLE COMPUTE_TASK_INFO (name INTEGER, globalTaskId INTEGER, blockDim INTEGER, mixBlockDim INTEGER, taskType INTEGER,
-                           opType INTEGER, inputFormats INTEGER, inputDataTypes INTEGER, inputShapes INTEGER, outputFormats INTEGER,
-                           outputDataTypes INTEGER, outputShapes INTEGER, attrInfo INTEGER, opState INTEGER, hf32Eligible INTEGER);
-        CREATE TABLE CANN_API (startNs INTEGER, endNs INTEGER, type INTEGER, globalTid INTEGER, connectionId INTEGER, name INTEGER);
-        """
+    con.execute(
+        "CREATE TABLE StepTraceTime (step TEXT, computing NUMERIC, communication_not_overlapped NUMERIC, overlapped NUMERIC, "
+        "communication NUMERIC, free NUMERIC, stage NUMERIC, bubble NUMERIC, communication_not_overlapped_and_exclude_receive NUMERIC, "
+        "preparing NUMERIC)"
     )
-    con.executemany(
-        "INSERT INTO ENUM_API_TYPE VALUES (?, ?)",
-        [(20000, "acl"), (15000, "model"), (10000, "node"), (5500, "communication"), (5000, "runtime")],
-    )
+    con.executemany("INSERT INTO StepTraceTime VALUES (?,?,?,?,?,?,?,?,?,?)", [(r[1], *map(float, r[2:])) for r in step_rows])
+    con.commit()
+    con.close()
+
+
+def overlap_analysis_rows(compute: list[tuple[int, int]], comm: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """MindStudio Insight's OVERLAP_ANALYSIS rows (type 0 Computing, 1 Communication, 2 Communication
+    (Not Overlapped), 3 Free): the merged compute and communication blocks, then the
+    not-overlapped parts of communication and the gaps between blocks, as Insight writes them when
+    it opens a .db (compute tasks with startNs == endNs left out)."""
+
+    def merged(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        out: list[list[int]] = []
+        for s, e in sorted(iv):
+            if out and s <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], e)
+            else:
+                out.append([s, e])
+        return [(s, e) for s, e in out]
+
+    mc = merged([(s, e) for s, e in compute if s != e])
+    mm = merged(comm)
+    rows = [(s, e, 0) for s, e in mc] + [(s, e, 1) for s, e in mm]
+    blocks = merged(mc + mm)
+    for a, b in zip(blocks, blocks[1:]):
+        rows.append((a[1], b[0], 3))
+    # not overlapped: each communication block minus the compute blocks
+    j = 0
+    for s, e in mm:
+        cur = s
+        while j < len(mc) and mc[j][1] <= s:
+            j += 1
+        k = j
+        while k < len(mc) and mc[k][0] < e:
+            if mc[k][0] > cur:
+                rows.append((cur, mc[k][0], 2))
+            cur = max(cur, mc[k][1])
+            k += 1
+        if cur < e:
+            rows.append((cur, e, 2))
+    return rows
+
+
+def _write_db(
+    path: Path,
+    kinds,
+    start,
+    dur,
+    copies: int,
+    copy_bytes: int,
+    copy_us: float,
+    *,
+    step=None,
+    rank: int | None = None,
+    overlap_analysis: bool = False,
+) -> None:
+    """A profiler export database in the documented layout (msprof docs, msprof_db.md): compute
+    kernels in TASK + COMPUTE_TASK_INFO, each communication op in COMMUNICATION_OP with its HCCL
+    sub-tasks in TASK + COMMUNICATION_TASK_INFO on HCCL's stream (plus the per-op task HCCL puts
+    there, which has no info row), MEMCPY tasks with MEMCPY_INFO, EVENT record/wait tasks, and the
+    host calls in CANN_API. ``step`` adds torch_npu's STEP_TIME and RANK_DEVICE_MAP;
+    ``overlap_analysis`` adds the table MindStudio Insight writes into a .db it opens."""
+    if path.exists():
+        path.unlink()
+    con = sqlite3.connect(path)
+    con.executescript(_DB_SCHEMA)
+    con.executemany("INSERT INTO ENUM_API_TYPE VALUES (?, ?)",
+                    [(20000, "acl"), (15000, "model"), (10000, "node"), (5500, "communication"), (5000, "runtime")])  # fmt: skip
+    con.executemany("INSERT INTO ENUM_HCCL_TRANSPORT_TYPE VALUES (?, ?)", [(0, "SDMA"), (1, "RDMA"), (2, "LOCAL"), (65535, "INVALID_TYPE")])
+    con.executemany("INSERT INTO ENUM_HCCL_LINK_TYPE VALUES (?, ?)", [(0, "ON_CHIP"), (1, "HCCS"), (2, "PCIE"), (65535, "INVALID_TYPE")])
+    operations = [(0, "host to host"), (1, "host to device"), (2, "device to host"), (3, "device to device"), (65535, "other")]
+    con.executemany("INSERT INTO ENUM_MEMCPY_OPERATION VALUES (?, ?)", operations)
+    con.execute("INSERT INTO NPU_INFO VALUES (0, 'Ascend910B2')")
+    con.execute("INSERT INTO META_DATA VALUES ('SCHEMA_VERSION', '1.1.1')")
     ids: dict[str, int] = {}
 
     def sid(s: str) -> int:
@@ -499,46 +607,77 @@ def _write_db(path: Path, kinds, start, dur, copies: int, copy_bytes: int, copy_
             ids[s] = len(ids)
         return ids[s]
 
-    tasks, infos, apis = [], [], []
-    g = 0
+    pid = 2647914 + (rank or 0)
+    tid = (pid << 32) | pid
+    tasks, infos, comm_infos, comm_ops, apis, memcpy = [], [], [], [], [], []
+    compute_iv, comm_iv = [], []
+    g = conn = 0
+    op_id = 0
+    group = sid("90.91.105.46%enp189s0f0_60000_0_1736410538306028")
     for i in range(len(kinds)):
         op_type, name, ttype, _, _, shapes, dtypes = OP_MIX[kinds[i]]
         s_ns = int(round(start[i] * 1000))
         e_ns = s_ns + int(round(dur[i] * 1000))
-        tasks.append(
-            (s_ns, e_ns, 0, g + 1, g, 2647914, sid("KERNEL_AICORE" if ttype != "HCCL" else "HCCL"), 4294967295, 2, 34473 + i, NO_MODEL)
-        )
-        infos.append(
-            (
-                sid(name),
-                g,
-                40,
-                0,
-                sid(ttype),
-                sid(op_type),
-                sid("ND"),
-                sid(dtypes),
-                sid(shapes.strip('"')),
-                sid("ND"),
-                sid(dtypes),
-                sid(shapes.strip('"')),
-                sid(""),
-                sid("dynamic"),
-                sid("NO"),
-            )
-        )
+        conn += 1
+        if ttype == "HCCL":
+            op_id += 1
+            comm_ops.append((sid(name), s_ns, e_ns, conn, group, op_id, 0, 0, 4, sid("MESH-RING"), 4097000, sid(op_type), 0))
+            comm_iv.append((s_ns, e_ns))
+            apis.append((s_ns - 15000, s_ns - 5000, 5500, tid, conn, sid("hcom_allReduce_")))
+            # HCCL's own per-op task on its stream, with no info row
+            tasks.append((s_ns, e_ns, 0, conn, g, pid, sid("AI_CORE"), 4294967295, _HCCL_STREAM, 1000 + i, NO_MODEL))
+            g += 1
+            t = s_ns
+            for k, (sub, share, nbytes) in enumerate(_SUBTASKS):
+                d = int((e_ns - s_ns) * share)
+                tasks.append((t, t + d, 0, conn, g, pid, sid("Notify Wait" if "Notify" in sub else "SDMA"), 4294967295, _HCCL_STREAM,
+                              1000 + i, NO_MODEL))  # fmt: skip
+                bw = nbytes / (d / 1e9) if d and nbytes else 0
+                comm_infos.append((sid(name), g, sid(sub), k % 2, group, k, 65535, rank or 0, 1, 0, nbytes, 4, 1 if nbytes else 0,
+                                   op_id, 1, bw))  # fmt: skip
+                g += 1
+                t += d
+            continue
+        apis.append((s_ns - 12000, s_ns - 7500, 20000, tid, conn, sid("aclnn" + op_type)))
+        tasks.append((s_ns, e_ns, 0, conn, g, pid, sid(_RUNTIME_TYPE.get(ttype, ttype)), 4294967295, 2, 34473 + i, NO_MODEL))
+        infos.append((sid(name), g, 40, 0, sid(ttype), sid(op_type), sid("ND"), sid(dtypes), sid(shapes.strip('"')), sid("ND"),
+                      sid(dtypes), sid(shapes.strip('"')), sid(""), sid("dynamic"), sid("NO")))  # fmt: skip
+        compute_iv.append((s_ns, e_ns))
         g += 1
+        if kinds[i] == 0 and i % 7 == 0:  # an event hand-over to the HCCL stream now and then
+            tasks.append((e_ns, e_ns + 20, 0, conn, g, pid, sid("EVENT_RECORD"), 4294967295, 2, 90000 + i, NO_MODEL))
+            g += 1
     t = int(round((start[-1] + dur[-1] + 100.0) * 1000))
     for _ in range(copies):
-        apis.append((t, t + int((copy_us + 20.0) * 1000), 20000, 2647914, g + 1, sid("aclrtMemcpy")))
-        tasks.append(
-            (t + 10000, t + 10000 + int(copy_us * 1000), 0, g + 1, g, 2647914, sid("MEMCPY_ASYNC"), 4294967295, 2, 90000 + g, NO_MODEL)
-        )
+        conn += 1
+        apis.append((t, t + int((copy_us + 20.0) * 1000), 20000, tid, conn, sid("aclrtMemcpy")))
+        tasks.append((t + 10000, t + 10000 + int(copy_us * 1000), 0, conn, g, pid, sid("MEMCPY_ASYNC"), 4294967295, 2, 90000 + g,
+                      NO_MODEL))  # fmt: skip
+        memcpy.append((g, copy_bytes, 1))
         g += 1
         t += int((copy_us + 200.0) * 1000)
     con.executemany("INSERT INTO TASK VALUES (?,?,?,?,?,?,?,?,?,?,?)", tasks)
     con.executemany("INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", infos)
+    con.executemany("INSERT INTO COMMUNICATION_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", comm_infos)
+    con.executemany("INSERT INTO COMMUNICATION_OP VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", comm_ops)
+    con.executemany("INSERT INTO MEMCPY_INFO VALUES (?,?,?)", memcpy)
     con.executemany("INSERT INTO CANN_API VALUES (?,?,?,?,?,?)", apis)
+    if step is not None:
+        con.execute("CREATE TABLE RANK_DEVICE_MAP (rankId INTEGER, deviceId INTEGER)")
+        con.execute("INSERT INTO RANK_DEVICE_MAP VALUES (?, 0)", (rank or 0,))
+        con.execute("CREATE TABLE STEP_TIME (id INTEGER, startNs INTEGER, endNs INTEGER)")
+        rows = []
+        for sv in sorted(set(step.tolist())):
+            sel = step == sv
+            lo = int(round(float(start[sel].min()) * 1000)) - 20000
+            hi = int(round(float((start[sel] + dur[sel]).max()) * 1000)) + 5000
+            rows.append((int(sv), lo, hi))
+        con.executemany("INSERT INTO STEP_TIME VALUES (?, ?, ?)", rows)
+    if overlap_analysis:
+        con.execute("CREATE TABLE OVERLAP_ANALYSIS (id INTEGER PRIMARY KEY AUTOINCREMENT, deviceId integer, startNs integer, "
+                    "endNs integer, type integer)")  # fmt: skip
+        con.executemany("INSERT INTO OVERLAP_ANALYSIS (deviceId, startNs, endNs, type) VALUES (0, ?, ?, ?)",
+                        overlap_analysis_rows(compute_iv, comm_iv))  # fmt: skip
     con.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", [(v, k) for k, v in ids.items()])
     con.commit()
     con.close()

@@ -3,16 +3,18 @@
 aclrtMalloc / aclrtFree (and the runtime's DevMalloc / DevFree, rtMalloc / rtFree) inside the loop
 cost host time every iteration; CANN's guidance is to allocate once before the loop. Calls are
 counted at the AscendCL level when the timeline has it (the runtime calls nested in them are the
-same allocations). Time lost: their host time in the steps after the first."""
+same allocations). Time lost: their host time in the steps after the first (the finding owns those
+call ranges)."""
 
 from __future__ import annotations
 
 import re
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, step_starts
+from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, spans_of, step_starts
 
 RULE_ID = "alloc_in_loop"
 OPTIONS = {"min_steps": 2.0, "warning_share": 0.01, "critical_share": 0.05}
@@ -55,6 +57,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 int(sel.sum()),
                 rank,
                 {"apis": sorted(set(calls["name"].to_pylist())), "calls_per_step": per_step},
+                spans_of(calls.filter(pa.array(sel))),
             )
         )
     return out

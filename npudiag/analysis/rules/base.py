@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
-from npudiag.analysis.timeline import intervals
+from npudiag.analysis.quantities import Timeline, timeline
 from npudiag.tomlfile import read_toml
 
 
@@ -27,6 +27,10 @@ class Finding:
     count: int
     rank: int | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+    # the time ranges this finding owns (absolute µs start, end): what ``time_lost_us`` is made of,
+    # so a summary counts a range once however many findings name it
+    intervals: tuple[np.ndarray, np.ndarray] | None = None
+    finding_id: str = ""
 
 
 class Skipped(Exception):
@@ -38,15 +42,21 @@ class RuleContext:
     """The tables a rule may read, plus derived per-rank facts computed once."""
 
     tables: dict[str, pa.Table]
+    _timelines: dict[Any, Timeline] = field(default_factory=dict)
 
     def table(self, name: str) -> pa.Table:
         return self.tables.get(name, schemas.empty(name))
 
     def ranks(self) -> list[int | None]:
-        k = self.table("kernels")
-        if k.num_rows == 0:
-            return []
-        return sorted(pc.unique(k["rank"]).to_pylist(), key=lambda r: (r is None, r))
+        """Ranks with device tasks (kernels or device copies)."""
+        seen: set = set()
+        for name in ("kernels", "copies"):
+            t = self.table(name)
+            if name == "copies" and t.num_rows:
+                t = t.filter(pc.fill_null(pc.equal(t["side"], "device"), False))
+            if t.num_rows:
+                seen |= set(pc.unique(t["rank"]).to_pylist())
+        return sorted(seen, key=lambda r: (r is None, r))
 
     def for_rank(self, name: str, rank: int | None) -> pa.Table:
         t = self.table(name)
@@ -67,13 +77,15 @@ class RuleContext:
         span = span or lost_us
         return severity_for(lost_us / span if span else 0.0, opts["warning_share"], opts["critical_share"])
 
+    def timeline(self, rank: int | None) -> Timeline:
+        """The rank's device timeline (kernels and device copies), built once per run of the rules."""
+        if rank not in self._timelines:
+            self._timelines[rank] = timeline(self.for_rank("kernels", rank), self.for_rank("copies", rank))
+        return self._timelines[rank]
+
     def span_us(self, rank: int | None) -> float:
-        k = self.for_rank("kernels", rank)
-        if k.num_rows == 0:
-            return 0.0
-        s = pc.fill_null(k["start_us"], np.nan).to_numpy()
-        e = s + pc.fill_null(k["duration_us"], 0.0).to_numpy()
-        return float(np.nanmax(e) - np.nanmin(s))
+        """The rank's span, as the glossary defines it (kernels and device copies)."""
+        return self.timeline(rank).span_us
 
 
 RuleFn = Callable[[RuleContext, dict[str, float]], list[Finding]]
@@ -155,9 +167,17 @@ def run_rules(
             continue
         opts = {**defaults, **(overrides or {}).get(rule_id, {})}
         try:
-            findings.extend(fn(ctx, opts))
+            found = fn(ctx, opts)
         except Skipped as why:
             skipped[rule_id] = str(why)
+            continue
+        numbered: dict[Any, int] = {}
+        for f in found:
+            numbered[f.rank] = numbered.get(f.rank, 0) + 1
+            f.finding_id = f"{f.rule_id}:{'all' if f.rank is None else f.rank}:{numbered[f.rank]}"
+            if f.intervals is not None:
+                f.evidence.setdefault("intervals", {"count": int(len(f.intervals[0])), "table": "finding_intervals"})
+        findings.extend(found)
     findings.sort(key=lambda f: (-(f.time_lost_us or 0.0), f.rule_id))
     return findings, skipped
 
@@ -173,6 +193,8 @@ def sort_findings(table: pa.Table) -> pa.Table:
 def findings_table(findings: list[Finding]) -> pa.Table:
     return pa.table(
         {
+            "finding_id": pa.array([f.finding_id or f"{f.rule_id}:{'all' if f.rank is None else f.rank}:{i + 1}"
+                                    for i, f in enumerate(findings)], pa.string()),  # fmt: skip
             "rule_id": pa.array([f.rule_id for f in findings], pa.string()),
             "severity": pa.array([f.severity for f in findings], pa.string()),
             "rank": pa.array([f.rank for f in findings], pa.int32()),
@@ -194,31 +216,40 @@ def severity_for(share: float, warning: float, critical: float) -> str:
     return "info"
 
 
-# task types that compute on the device (HCCL, SDMA, event/notify and profiling tasks do not)
-COMPUTE_TYPES = {
-    "AI_CORE",
-    "AI_VECTOR_CORE",
-    "MIX_AIC",
-    "MIX_AIV",
-    "AI_CPU",
-    "KERNEL_AICORE",
-    "KERNEL_AIVEC",
-    "KERNEL_AICPU",
-    "KERNEL_MIX_AIC",
-    "KERNEL_MIX_AIV",
-    "FFTS_PLUS",
-    "Other",
-}
+def intervals_table(findings: list[Finding]) -> pa.Table:
+    """The ``finding_intervals`` rows: every range each finding owns."""
+    parts = []
+    for f in findings:
+        if f.intervals is None or len(f.intervals[0]) == 0:
+            continue
+        s, e = (np.asarray(x, float) for x in f.intervals)
+        n = len(s)
+        parts.append(
+            pa.table(
+                {
+                    "finding_id": pa.repeat(pa.scalar(f.finding_id), n),
+                    "rule_id": pa.repeat(pa.scalar(f.rule_id), n),
+                    "rank": pa.repeat(pa.scalar(f.rank, pa.int32()), n),
+                    "start_us": pa.array(s, pa.float64()),
+                    "end_us": pa.array(e, pa.float64()),
+                },
+                schema=schemas.FINDING_INTERVALS,
+            )
+        )
+    return pa.concat_tables(parts) if parts else schemas.empty("finding_intervals")
 
 
-def compute_intervals(kernels: pa.Table, base: int) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end (us after ``base`` ns) of compute tasks; kernels with no task type (torch_npu Level0) count as compute."""
-    if kernels.num_rows == 0:
-        return np.array([], float), np.array([], float)
-    tt = kernels["task_type"]
-    is_copy = pc.fill_null(pc.match_substring(kernels["op_name"], "MEMCPY", ignore_case=True), False)
-    mask = pc.and_(pc.or_(pc.is_null(tt), pc.is_in(tt, pa.array(sorted(COMPUTE_TYPES)))), pc.invert(is_copy))
-    return intervals(kernels.filter(pc.fill_null(mask, False)), base)
+def absolute(tl: Timeline, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Timeline-relative segments as absolute µs, as findings store them."""
+    return s + tl.base / 1000.0, e + tl.base / 1000.0
+
+
+def spans_of(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) absolute µs of each row of a table with start_us / duration_us."""
+    s = pc.fill_null(table["start_us"], np.nan).to_numpy(zero_copy_only=False).astype(float)
+    e = s + np.maximum(pc.fill_null(table["duration_us"], 0.0).to_numpy(zero_copy_only=False).astype(float), 0.0)
+    ok = np.isfinite(s) & np.isfinite(e)
+    return s[ok], e[ok]
 
 
 def device_copies(ctx: RuleContext, rank: int | None) -> pa.Table:

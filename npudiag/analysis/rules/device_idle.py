@@ -1,6 +1,8 @@
 """device_idle: gaps on a rank's device timeline longer than ``min_gap_us`` between tasks.
 
-Time lost: the sum of those gaps (an upper bound: the device could not have been busier). Each of
+The gaps are those between device tasks (kernels and device copies, as the glossary's device busy
+counts them). Time lost: the sum of those gaps (an upper bound: the device could not have been
+busier); the finding owns the gaps. Each of
 the worst gaps names the host API call running across its middle, when the timeline has them,
 which says whether the host (launch-bound) or something else kept the device waiting."""
 
@@ -9,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, device_copies
-from npudiag.analysis.timeline import base_ns, intervals, merge
+from npudiag.analysis.quantities import idle_gaps
+from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, absolute
 
 RULE_ID = "device_idle"
 OPTIONS = {"min_gap_us": 1000.0, "warning_share": 0.05, "critical_share": 0.20, "worst": 5.0}
@@ -42,20 +44,17 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         raise Skipped("no device tasks in this profile")
     out = []
     for rank in ctx.ranks():
-        k = ctx.for_rank("kernels", rank)
-        c = device_copies(ctx, rank)
-        base = base_ns(k, c)
-        ks, ke = intervals(k, base)
-        cs, ce = intervals(c, base)
-        seg_s, seg_e = merge(np.concatenate([ks, cs]), np.concatenate([ke, ce]))
-        if len(seg_s) < 2:
+        tl = ctx.timeline(rank)
+        rel_s, rel_e = idle_gaps(tl)
+        if len(rel_s) == 0:
             continue
-        gap_start, gaps = seg_e[:-1] + base / 1000.0, seg_s[1:] - seg_e[:-1]
+        gaps = rel_e - rel_s
+        gap_start = rel_s + tl.base / 1000.0
         long = gaps >= opts["min_gap_us"]
         if not long.any():
             continue
         total = float(gaps[long].sum())
-        span = float(seg_e[-1] - seg_s[0])
+        span = tl.span_us
         api = ctx.for_rank("api_calls", rank)
         a_s = pc.fill_null(api["start_us"], np.nan).to_numpy() if api.num_rows else np.array([])
         a_e = a_s + (pc.fill_null(api["duration_us"], 0.0).to_numpy() if api.num_rows else 0.0)
@@ -80,6 +79,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 int(long.sum()),
                 rank,
                 {"span_us": span, "idle_by_cause_us": by_cause, "worst_gaps": worst},
+                absolute(tl, rel_s[long], rel_e[long]),
             )
         )
     return out

@@ -2,7 +2,8 @@
 
 Saving if merged, per group: the group's copy time minus the time of one copy of all its bytes,
 modelled as one of its copies' median time plus the bytes at the best bandwidth seen on that rank
-for copies of at least 1 MiB (or the group's own best when there are none)."""
+for copies of at least 1 MiB (or the group's own best when there are none). The finding owns the
+same share of each of its copies, at the copy's end: the part a merged copy would not take."""
 
 from __future__ import annotations
 
@@ -47,9 +48,11 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         small = size < opts["max_bytes"]
         if small.sum() < opts["min_count"]:
             continue
+        starts = pc.fill_null(c["start_us"], np.nan).to_numpy()
         t = pa.table(
             {
-                "step": _steps_of(ctx, rank, c["start_us"].to_numpy())[small],
+                "start": starts[small],
+                "step": _steps_of(ctx, rank, starts)[small],
                 "direction": c["direction"].filter(pa.array(small)),
                 "side": c["side"].filter(pa.array(small)),
                 "size": size[small],
@@ -68,6 +71,11 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             merged = row["dur_approximate_median"] + (row["size_sum"] / bw if bw > 0 else 0.0)
             saving = max(row["dur_sum"] - merged, 0.0)
             step = None if row["step"] == -1 else row["step"]
+            mine = sel & (t["direction"].to_numpy(zero_copy_only=False) == row["direction"])
+            mine &= t["side"].to_numpy(zero_copy_only=False) == row["side"]
+            d = t["dur"].to_numpy()[mine]
+            ends = t["start"].to_numpy()[mine] + d
+            share = saving / row["dur_sum"] if row["dur_sum"] else 0.0
             out.append(
                 Finding(
                     RULE_ID,
@@ -87,6 +95,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                         "copy_time_us": row["dur_sum"],
                         "merged_estimate_us": merged,
                     },
+                    (ends - d * share, ends),
                 )
             )
     return out

@@ -1,14 +1,14 @@
 """sync_copy: host threads blocked in synchronous copies (aclrtMemcpy and other non-Async copy APIs).
 
 Time lost: the host time spent inside those calls, which an async copy on a stream overlapped with
-compute would give back. Copies known to be H2D and smaller than ``min_bytes`` are left out, as
+compute would give back; the finding owns those call ranges. Copies known to be H2D and smaller than ``min_bytes`` are left out, as
 nsys does for small pageable copies (default 64 KiB)."""
 
 from __future__ import annotations
 
 import pyarrow.compute as pc
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped
+from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, spans_of
 
 RULE_ID = "sync_copy"
 OPTIONS = {"min_bytes": 65536.0, "warning_share": 0.01, "critical_share": 0.10}
@@ -50,6 +50,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     "side": side,
                     "worst": [{"start_us": r["start_us"], "duration_us": r["duration_us"], "name": r["name"]} for r in worst.to_pylist()],
                 },
+                spans_of(sync),
             )
         )
     return out

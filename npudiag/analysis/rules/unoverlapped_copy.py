@@ -1,15 +1,18 @@
-"""unoverlapped_copy: device time during which a copy runs and no compute task runs on any stream.
+"""unoverlapped_copy: device time during which a copy runs and neither compute nor communication does.
 
-Exposed time = |union(copies) − union(compute)|, by interval arithmetic over the whole device
-timeline of each rank (n log n). It is what overlapping those copies with compute would save."""
+Exposed time = |copies − (compute ∪ communication)|, by interval arithmetic over the whole device
+timeline of each rank (n log n): the glossary's copy-not-overlapped, the same number the step
+breakdown shows. It is what overlapping those copies with other device work would save. The
+finding owns those exposed ranges."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow.compute as pc
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, compute_intervals, device_copies
-from npudiag.analysis.timeline import base_ns, intervals, merge, overlap_with
+from npudiag.analysis.quantities import exposed_copy_segments
+from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, absolute, device_copies
+from npudiag.analysis.timeline import overlap_with
 
 RULE_ID = "unoverlapped_copy"
 OPTIONS = {"min_exposed_us": 100.0, "warning_share": 0.02, "critical_share": 0.10, "worst": 5.0}
@@ -18,21 +21,19 @@ OPTIONS = {"min_exposed_us": 100.0, "warning_share": 0.02, "critical_share": 0.1
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     copies = ctx.table("copies")
     if copies.num_rows == 0 or pc.sum(pc.equal(copies["side"], "device")).as_py() in (0, None):
-        raise Skipped("no device-side copy tasks (needs the trace JSON or MEMCPY rows in the kernel table)")
+        raise Skipped("no device-side copy tasks (needs the trace JSON, the .db, or task_time rows with MEMCPY tasks)")
     out = []
     for rank in ctx.ranks():
         c = device_copies(ctx, rank)
         if c.num_rows == 0:
             continue
-        k = ctx.for_rank("kernels", rank)
-        base = base_ns(k, c)
-        seg_s, seg_e = merge(*intervals(c, base))
-        ks, ke = merge(*compute_intervals(k, base))
-        hidden = overlap_with(ks, ke, seg_s, seg_e)
-        exposed = (seg_e - seg_s) - hidden
-        total = float(exposed.sum())
+        tl = ctx.timeline(rank)
+        es, ee = exposed_copy_segments(tl)
+        total = float((ee - es).sum())
         if total < opts["min_exposed_us"]:
             continue
+        seg_s, seg_e = tl.copies
+        exposed = overlap_with(es, ee, seg_s, seg_e)  # per merged copy range: how much of it is exposed
         order = np.argsort(-exposed)[: int(opts["worst"])]
         out.append(
             Finding(
@@ -49,13 +50,14 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     "exposed_us": total,
                     "worst_ranges": [
                         {
-                            "start_us": base / 1000.0 + float(seg_s[i]),
-                            "end_us": base / 1000.0 + float(seg_e[i]),
+                            "start_us": tl.base / 1000.0 + float(seg_s[i]),
+                            "end_us": tl.base / 1000.0 + float(seg_e[i]),
                             "exposed_us": float(exposed[i]),
                         }
                         for i in order
                     ],
                 },
+                absolute(tl, es, ee),
             )
         )
     return out
