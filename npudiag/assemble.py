@@ -125,7 +125,7 @@ def assign_steps_by_time(kernels: pa.Table, steps: pa.Table, launch_ns: pa.Array
     Kernels outside every range keep a null step."""
     if kernels.num_rows == 0 or steps.num_rows == 0 or kernels["step"].null_count == 0:
         return kernels
-    st = steps.filter(pc.and_(pc.is_valid(steps["start_us"]), pc.is_valid(steps["end_us"])))
+    st = steps.filter(pc.and_(pc.and_(pc.is_valid(steps["start_us"]), pc.is_valid(steps["end_us"])), pc.is_valid(steps["step"])))
     if st.num_rows == 0:
         return kernels
     st = st.sort_by("start_us")

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from npudiag import schemas, tasks
 from npudiag.analysis.copies import build_copies
 from npudiag.assemble import assign_steps_by_time, duplicate_steps, merge_steps, name_comm_tasks, split_tasks
-from npudiag.discover import Unit, assign_ranks, discover
+from npudiag.discover import Unit, assign_ranks, discover, duplicate_ranks
 from npudiag.errors import InputError
 from npudiag.formats.analysis_db import read_analysis_db
 from npudiag.formats.api_statistic import read_api_statistic
@@ -359,6 +359,7 @@ class Found:
     record: dict[Path, InputFile]
     warnings: list[str]
     errors: list[str]
+    duplicate_ranks: dict[int, list[str]] = field(default_factory=dict)  # rank -> the folders that all declare it
 
     def record_of(self, u: Unit) -> dict[Path, InputFile]:
         return {f: self.record[f] for fs in u.files.values() for f in fs}
@@ -383,6 +384,7 @@ def find_units(paths: list[Path]) -> Found:
                 continue
             seen[key] = u.path
             units.append(u)
+    duplicates = {r: [str(u.path) for u in us] for r, us in duplicate_ranks(units).items()}
     warnings.extend(assign_ranks(units))
     record: dict[Path, InputFile] = {}
     for u in units:
@@ -393,7 +395,7 @@ def find_units(paths: list[Path]) -> Found:
                 except OSError:
                     size = 0
                 record[f] = InputFile(str(f), kind, u.rank, size)
-    return Found(units, record, warnings, errors)
+    return Found(units, record, warnings, errors, duplicates)
 
 
 def _read_unit_job(job: tuple[Unit, dict[Path, InputFile]]) -> UnitResult:

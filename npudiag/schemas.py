@@ -201,8 +201,9 @@ FINDING_INTERVALS = pa.schema(
         ("finding_id", pa.string()),  # findings.finding_id
         ("rule_id", pa.string()),
         ("rank", pa.int32()),
-        ("start_us", pa.float64()),  # absolute, as the tables' start_us
-        ("end_us", pa.float64()),
+        ("start_ns", pa.int64()),  # absolute and exact, as the tables' start_ns
+        ("end_ns", pa.int64()),
+        ("duration_us", pa.float64()),
     ]
 )
 
@@ -345,7 +346,7 @@ CLUSTER_STEPS = pa.schema(
         ("communication_not_overlapped_us", pa.float64()),
         ("overlapped_us", pa.float64()),
         ("communication_us", pa.float64()),
-        ("free_us", pa.float64()),
+        ("free_us", pa.float64()),  # step_trace_time.csv's Free: exposed copies included
         ("stage_us", pa.float64()),  # the step's time on this rank
         ("bubble_us", pa.float64()),
         ("communication_not_overlapped_exclude_receive_us", pa.float64()),

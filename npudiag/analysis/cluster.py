@@ -2,7 +2,9 @@
 
 Per step and rank the phases are step_trace_time.csv's (computing, communication not overlapped,
 overlapped, communication, free, stage, bubble), read from the rank's own step_trace file where it
-exists, else computed from its kernels with the same definitions (step_breakdown).
+exists, else computed from its kernels with the same definitions (step_breakdown; ``free_us``
+here is step_trace_time.csv's Free, which holds the exposed copies: the breakdown's free plus
+copy not overlapped).
 
 A rank is slow in a step when its stage time exceeds the median over ranks by more than
 ``threshold`` (5 %, as msprof-analyze's max−min rule) AND by more than ``z`` robust standard
@@ -39,7 +41,8 @@ def _phase_row(r: dict[str, Any], source: str) -> dict[str, Any]:
         "communication_not_overlapped_us": r["communication_not_overlapped_us"],
         "overlapped_us": r["overlapped_us"],
         "communication_us": r["communication_us"],
-        "free_us": r["free_us"],
+        # step_trace_time.csv's Free holds the exposed copies; a kernel-derived row says the same
+        "free_us": r["free_us"] if from_trace else (r["free_us"] or 0.0) + (r["copy_not_overlapped_us"] or 0.0),
         "stage_us": r["step_time_us"],
         "bubble_us": r["bubble_us"] if from_trace else 0.0,
         "communication_not_overlapped_exclude_receive_us": r[
@@ -102,8 +105,11 @@ def rank_steps(tables: dict[str, pa.Table]) -> pa.Table:
 KernelsOf = Callable[[list[int]], pa.Table]
 
 
-def _slower_ops(kernels_of: KernelsOf, slow_rank: int, median_rank: int, top: int = 5) -> list[dict[str, Any]]:
+def _slower_ops(kernels_of: KernelsOf, slow_rank: int, median_rank: int, step: int | None, top: int = 5) -> list[dict[str, Any]]:
+    """Ops slower on ``slow_rank`` than on ``median_rank`` in ``step`` (that step's kernels only)."""
     k = kernels_of([slow_rank, median_rank])
+    if k.num_rows and step is not None and k["step"].null_count < k.num_rows:
+        k = k.filter(pc.fill_null(pc.equal(k["step"], step), False))
     if k.num_rows == 0:
         return []
     mine = k.filter(pc.fill_null(pc.equal(k["rank"], slow_rank), False))
@@ -144,7 +150,7 @@ def slow_ranks(table: pa.Table, kernels_of: KernelsOf | None = None, threshold: 
             others = np.arange(len(stage)) != i
             growth = {p: float(v[i] - np.median(v[others])) for p, v in phases.items()}
             cause = max(growth, key=lambda p: growth[p])
-            slower = _slower_ops(kernels_of, ranks[i], median_rank) if kernels_of is not None and cause == "computing_us" else []
+            slower = _slower_ops(kernels_of, ranks[i], median_rank, step) if kernels_of is not None and cause == "computing_us" else []
             rows.append(
                 {
                     "step": step,

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from npudiag import schemas
 from npudiag.analysis.hot_ops import op_key
 from npudiag.analysis.metrics import samples
+from npudiag.analysis.summary import per_rank
 
 
 def _aggregate(runs: Sequence[dict[str, pa.Table]], by: str, shapes: bool) -> pa.Table:
@@ -97,7 +98,8 @@ def _side_totals(runs: Sequence[dict[str, pa.Table]]) -> dict[str, Any]:
         "idle_us": mean([float(pc.sum(t["step_breakdown"]["free_us"]).as_py() or 0.0) for t in runs]),
         "findings": mean([t["findings"].num_rows for t in runs]),
         "findings_by_severity": {k: v / n for k, v in sorted(severities.items())},
-        "findings_time_lost_us": mean([float(pc.sum(t["findings"]["time_lost_us"]).as_py() or 0.0) for t in runs]),
+        # the glossary's time lost: the findings' ranges counted once per rank (not their sum)
+        "findings_time_lost_us": mean([sum(r["time_lost_us"] for r in per_rank(t)) for t in runs]),
     }
 
 

@@ -36,44 +36,42 @@ def _host_copies(api: pa.Table) -> pa.Table:
     calls = api.filter(keep)
     if calls.num_rows == 0:
         return schemas.empty("copies")
-    df = calls.to_pandas()
-    df["end_us"] = df["start_us"] + df["duration_us"]
-    acl = df[df["level"] == "acl"]
-    drop = np.zeros(len(df), bool)
-    if len(acl) and (df["level"] != "acl").any():
-        for tid, group in acl.groupby("thread_id", dropna=False):
-            starts = group["start_us"].to_numpy()
-            order = np.argsort(starts)
-            starts, ends = starts[order], group["end_us"].to_numpy()[order]
-            inner = (df["level"] != "acl").to_numpy() & (
-                df["thread_id"].to_numpy() == tid if tid == tid else df["thread_id"].isna().to_numpy()
-            )
-            idx = np.nonzero(inner)[0]
-            if not len(idx):
+    n = calls.num_rows
+    start = pc.fill_null(calls["start_us"], np.nan).to_numpy(zero_copy_only=False).astype(float)
+    end = start + pc.fill_null(calls["duration_us"], 0.0).to_numpy(zero_copy_only=False).astype(float)
+    is_acl = pc.fill_null(pc.equal(calls["level"], "acl"), False).to_numpy(zero_copy_only=False)
+    # a thread id that is missing is its own group (-1 can not be a real thread id here: ids are >= 0)
+    thread = pc.fill_null(calls["thread_id"], -(2**62)).to_numpy(zero_copy_only=False)
+    drop = np.zeros(n, bool)
+    if is_acl.any() and (~is_acl).any():
+        for tid in np.unique(thread[is_acl]):
+            outer = np.nonzero(is_acl & (thread == tid))[0]
+            inner = np.nonzero(~is_acl & (thread == tid))[0]
+            if not len(inner):
                 continue
-            s = df["start_us"].to_numpy()[idx]
-            e = df["end_us"].to_numpy()[idx]
-            j = np.searchsorted(starts, s, side="right") - 1
+            order = np.argsort(start[outer], kind="stable")
+            o_s, o_e = start[outer][order], end[outer][order]
+            j = np.searchsorted(o_s, start[inner], side="right") - 1
             ok = j >= 0
-            contained = np.zeros(len(idx), bool)
-            contained[ok] = ends[j[ok]] >= e[ok]
-            drop[idx[contained]] = True
-    df = df[~drop]
-    n = len(df)
+            contained = np.zeros(len(inner), bool)
+            contained[ok] = o_e[j[ok]] >= end[inner][ok]
+            drop[inner[contained]] = True
+    calls = calls.filter(pa.array(~drop))
+    m = calls.num_rows
     return schemas.conform(
         pa.table(
             {
-                "source": pa.array(df["source"].tolist(), pa.string()),
-                "rank": pa.array(df["rank"].tolist(), pa.int32()),
-                "side": pa.array(["host"] * n, pa.string()),
-                "name": pa.array(df["name"].tolist(), pa.string()),
-                "direction": pa.array(["unknown"] * n, pa.string()),
-                "start_us": pa.array(df["start_us"].to_numpy(), pa.float64()),
-                "start_ns": pa.array(df["start_ns"].tolist(), pa.int64()),
-                "duration_us": pa.array(df["duration_us"].to_numpy(), pa.float64()),
-                "thread_id": pa.array(df["thread_id"].tolist(), pa.int64()),
-                "mode": pa.array([copy_mode(x) for x in df["name"]], pa.string()),
-                "connection_id": pa.array(df["connection_id"].tolist(), pa.int64()),
+                "source": calls["source"],
+                "rank": calls["rank"],
+                "side": pa.repeat(pa.scalar("host"), m),
+                "name": calls["name"],
+                "direction": pa.repeat(pa.scalar("unknown"), m),
+                "start_us": calls["start_us"],
+                "start_ns": calls["start_ns"],
+                "duration_us": calls["duration_us"],
+                "thread_id": calls["thread_id"],
+                "mode": pa.array([copy_mode(x or "") for x in calls["name"].to_pylist()], pa.string()),
+                "connection_id": calls["connection_id"],
             }
         ),
         schemas.COPIES,

@@ -245,6 +245,13 @@ def gate(base_runs: Sequence[dict[str, pa.Table]], cur_runs: Sequence[dict[str, 
     for m in names:
         if not known_metric(m):
             raise ValueError(f"unknown metric {m!r}")
+    granularity = {side: {_granularity(t) for t in runs} for side, runs in (("baseline", base_runs), ("current", cur_runs))}
+    if granularity["baseline"] != granularity["current"] or len(granularity["baseline"]) > 1:
+        desc = {side: " and ".join(sorted(g)) for side, g in granularity.items()}
+        raise ValueError(
+            f"the baseline has {desc['baseline']} samples and the current {desc['current']}: a gate compares like with like "
+            "(profile both with steps, or compare whole runs: repeated runs without step ids on both sides)"
+        )
     step_base = samples(base_runs, "step_time_us", by=cfg.by, window=cfg.steps)
     floor_default = cfg.min_delta_step_fraction * _median(step_base)
     verdicts = []
@@ -268,6 +275,12 @@ def gate(base_runs: Sequence[dict[str, pa.Table]], cur_runs: Sequence[dict[str, 
             f"(needs about {need} per side, from steps or repeated runs); decided on the {cfg.max_regression * 100:g}% threshold alone"
         )
     return GateResult(verdicts, warnings, cfg)
+
+
+def _granularity(tables: dict[str, pa.Table]) -> str:
+    """``per-step`` when the run's breakdown has step ids, else ``whole-run`` (one sample per run)."""
+    sb = tables.get("step_breakdown")
+    return "per-step" if sb is not None and sb.num_rows and sb["step"].null_count < sb.num_rows else "whole-run"
 
 
 def _samples_needed(alpha: float) -> int:

@@ -6,10 +6,10 @@ the slowest rank (the step ends when the last rank does); other metrics are the 
 
 Metric names:
 
-- ``step_time_us``: step wall time (step_trace's Stage / Iteration Time, else the span of the step's tasks)
-- ``device_busy_us``: computing + communication not overlapped
-- ``copy_exposed_us``: device copy time overlapped by no kernel
-- ``idle_us``: free time (step time - computing - communication not overlapped)
+- ``step_time_us``: the step's time (the glossary's, npudiag.analysis.quantities)
+- ``device_busy_us``: computing + communication not overlapped + copy not overlapped
+- ``copy_exposed_us``: copy not overlapped (device copy time with neither compute nor communication)
+- ``idle_us``: free time (step time - device busy)
 - any other step_breakdown column: ``computing_us``, ``communication_us``, ``overlapped_us``, ...
 - ``op:KEY``: summed device time of op group KEY (op type, or op name with ``by="name"``)
 - ``api:NAME``: summed host time of CANN API NAME (e.g. ``api:aclrtMemcpy``) within the step
@@ -27,7 +27,6 @@ from npudiag.analysis.hot_ops import op_key
 from npudiag.schemas import STEP_BREAKDOWN
 
 ALIASES = {
-    "device_busy_us": ("computing_us", "communication_not_overlapped_us"),
     "copy_exposed_us": ("copy_not_overlapped_us",),
     "idle_us": ("free_us",),
 }

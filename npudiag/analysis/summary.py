@@ -53,7 +53,7 @@ def _rank_sel(t: pa.Table, rank) -> pa.Table:
     return t.filter(pc.fill_null(pc.equal(t["rank"], rank), False))
 
 
-def _per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
+def per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
     """The glossary's per-rank figures (npudiag.analysis.quantities), one row per rank with device tasks."""
     kernels = tables["kernels"]
     copies = tables["copies"]
@@ -70,8 +70,10 @@ def _per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
         start = tl.start_us()
         mine = owned if single else _rank_sel(owned, rank)
         lost = 0.0
-        if mine.num_rows and start is not None:
-            lost = clipped_union_us(mine["start_us"].to_numpy(), mine["end_us"].to_numpy(), start, start + span)
+        if mine.num_rows and tl.first is not None:
+            rel_s = pc.subtract(mine["start_ns"], tl.base).to_numpy(zero_copy_only=False) / 1000.0
+            rel_e = pc.subtract(mine["end_ns"], tl.base).to_numpy(zero_copy_only=False) / 1000.0
+            lost = clipped_union_us(rel_s, rel_e, tl.first, tl.last)
         out.append(
             {
                 "rank": rank,
@@ -180,7 +182,7 @@ def summary_parts(tables: dict[str, pa.Table]) -> dict[str, Any]:
     if hot is None or (hot.num_rows == 0 and kernels.num_rows):
         hot = hot_ops_table(kernels)
     return {
-        "per_rank": _per_rank(tables),
+        "per_rank": per_rank(tables),
         "ranks_present": ranks_present(tables),
         "kernels": kernels.num_rows,
         "kernel_time_us": float(pc.sum(pc.coalesce(kernels["duration_us"], 0.0)).as_py() or 0.0) if kernels.num_rows else 0.0,
@@ -215,7 +217,7 @@ def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "copies": schemas.concat([p["copies"] for p in parts]),
         "api_calls": sum(p["api_calls"] for p in parts),
         "steps": schemas.concat([p["steps"] for p in parts]),
-        "step_breakdown": schemas.concat([p["step_breakdown"] for p in parts]),
+        "step_breakdown": _by_rank(schemas.concat([p["step_breakdown"] for p in parts])),
         "findings": findings,
     }
 
@@ -266,6 +268,13 @@ def summary_from_parts(
         "findings": _findings(parts["findings"]),
         "rules_skipped": rules_skipped or {},
     }
+
+
+def _by_rank(table: pa.Table) -> pa.Table:
+    """Rows in rank order (ranks analysed apart come back in the order they were found)."""
+    if table.num_rows < 2:
+        return table
+    return table.take(pc.sort_indices(table, sort_keys=[("rank", "ascending"), ("step", "ascending")], null_placement="at_end"))
 
 
 def _rank_key(r: str) -> tuple:

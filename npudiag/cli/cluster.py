@@ -47,6 +47,9 @@ def cluster(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
     scheduler: str = typer.Option(None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT)."),
     dask: bool = typer.Option(False, "--dask", help="Run the per-rank work on a local Dask cluster."),
+    allow_duplicate_ranks: bool = typer.Option(
+        False, "--allow-duplicate-ranks", help="Merge rank folders that declare the same rank id, renumbering all but the first."
+    ),
 ) -> None:
     """Which rank is slow in each step, and why (compute, communication wait, free time, slower ops)."""
     try:
@@ -62,6 +65,13 @@ def cluster(
         found = find_units([path])
         if not found.units:
             raise InputError(path, found.errors[0] if found.errors else "no profiler data found")
+        if found.duplicate_ranks and not allow_duplicate_ranks:
+            rank, folders = next(iter(found.duplicate_ranks.items()))
+            raise InputError(
+                path,
+                f"rank {rank} is declared by {len(folders)} folders ({', '.join(folders)}); ranks of one cluster must differ "
+                "(several runs mixed?): --allow-duplicate-ranks merges them renumbered",
+            )
         writer = OutputWriter(dataset)
         try:
             result = analyze_ranks(found, writer, choose_backend(len(found.units), scheduler, dask), hash_inputs=False)

@@ -373,7 +373,8 @@ def _comm_tasks(db: _Db, task: pa.Table, info_all: pa.Table, pos: pa.Array, rank
         "rank": _repeat(rank, n, pa.int32()),
         "op_name": op_name,
         "plane_id": pc.cast(info["plane_id"], pa.int32(), safe=False),
-        "task_type": db.text(info["type"]),
+        # Level0 exports write N/A as the sub-task type: the TASK row's type (Notify Wait, SDMA...) says it
+        "task_type": pc.coalesce(db.text(info["type"]), task["task_type"]),
         "start_us": _us(task["start_ns"]),
         "start_ns": task["start_ns"],
         "duration_us": _duration_us(task["start_ns"], task["end_ns"]),

@@ -27,7 +27,7 @@ class Finding:
     count: int
     rank: int | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
-    # the time ranges this finding owns (absolute µs start, end): what ``time_lost_us`` is made of,
+    # the time ranges this finding owns (absolute ns start, end): what ``time_lost_us`` is made of,
     # so a summary counts a range once however many findings name it
     intervals: tuple[np.ndarray, np.ndarray] | None = None
     finding_id: str = ""
@@ -222,7 +222,7 @@ def intervals_table(findings: list[Finding]) -> pa.Table:
     for f in findings:
         if f.intervals is None or len(f.intervals[0]) == 0:
             continue
-        s, e = (np.asarray(x, float) for x in f.intervals)
+        s, e = (np.asarray(x, np.int64) for x in f.intervals)
         n = len(s)
         parts.append(
             pa.table(
@@ -230,8 +230,9 @@ def intervals_table(findings: list[Finding]) -> pa.Table:
                     "finding_id": pa.repeat(pa.scalar(f.finding_id), n),
                     "rule_id": pa.repeat(pa.scalar(f.rule_id), n),
                     "rank": pa.repeat(pa.scalar(f.rank, pa.int32()), n),
-                    "start_us": pa.array(s, pa.float64()),
-                    "end_us": pa.array(e, pa.float64()),
+                    "start_ns": pa.array(s, pa.int64()),
+                    "end_ns": pa.array(e, pa.int64()),
+                    "duration_us": pa.array((e - s) / 1000.0, pa.float64()),
                 },
                 schema=schemas.FINDING_INTERVALS,
             )
@@ -240,16 +241,28 @@ def intervals_table(findings: list[Finding]) -> pa.Table:
 
 
 def absolute(tl: Timeline, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Timeline-relative segments as absolute µs, as findings store them."""
-    return s + tl.base / 1000.0, e + tl.base / 1000.0
+    """Timeline-relative segments (µs after ``tl.base``) as absolute ns, as findings store them."""
+    return tl.base + np.round(np.asarray(s) * 1000.0).astype(np.int64), tl.base + np.round(np.asarray(e) * 1000.0).astype(np.int64)
 
 
-def spans_of(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) absolute µs of each row of a table with start_us / duration_us."""
-    s = pc.fill_null(table["start_us"], np.nan).to_numpy(zero_copy_only=False).astype(float)
-    e = s + np.maximum(pc.fill_null(table["duration_us"], 0.0).to_numpy(zero_copy_only=False).astype(float), 0.0)
-    ok = np.isfinite(s) & np.isfinite(e)
-    return s[ok], e[ok]
+def spans_of(table: pa.Table, share: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) absolute ns of each row of a table with start_ns / start_us and duration_us;
+    with ``share`` < 1, the last ``share`` of each row's duration."""
+    if table.num_rows == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    us = pc.fill_null(table["start_us"], np.nan).to_numpy(zero_copy_only=False).astype(float)
+    ok = np.isfinite(us) & (np.abs(us) < 9e15)
+    start = np.where(ok, np.round(np.where(ok, us, 0.0) * 1000.0), 0).astype(np.int64)
+    if "start_ns" in table.column_names:
+        exact = table["start_ns"]
+        valid = pc.is_valid(exact).to_numpy(zero_copy_only=False)
+        start = np.where(valid, pc.fill_null(exact, 0).to_numpy(zero_copy_only=False), start)
+        ok |= valid
+    d = pc.fill_null(table["duration_us"], 0.0).to_numpy(zero_copy_only=False).astype(float)
+    d = np.where(np.isfinite(d) & (d > 0) & (d < 9e12), d, 0.0)
+    end = start + np.round(d * 1000.0).astype(np.int64)
+    begin = end - np.round(d * share * 1000.0).astype(np.int64)
+    return begin[ok], end[ok]
 
 
 def device_copies(ctx: RuleContext, rank: int | None) -> pa.Table:

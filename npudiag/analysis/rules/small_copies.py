@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, step_starts
+from npudiag.analysis.rules.base import Finding, RuleContext, Skipped, spans_of, step_starts
 
 RULE_ID = "small_copies"
 OPTIONS = {"max_bytes": 65536.0, "min_count": 100.0, "warning_share": 0.01, "critical_share": 0.05}
@@ -49,9 +49,9 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         if small.sum() < opts["min_count"]:
             continue
         starts = pc.fill_null(c["start_us"], np.nan).to_numpy()
+        small_rows = c.filter(pa.array(small))
         t = pa.table(
             {
-                "start": starts[small],
                 "step": _steps_of(ctx, rank, starts)[small],
                 "direction": c["direction"].filter(pa.array(small)),
                 "side": c["side"].filter(pa.array(small)),
@@ -73,8 +73,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             step = None if row["step"] == -1 else row["step"]
             mine = sel & (t["direction"].to_numpy(zero_copy_only=False) == row["direction"])
             mine &= t["side"].to_numpy(zero_copy_only=False) == row["side"]
-            d = t["dur"].to_numpy()[mine]
-            ends = t["start"].to_numpy()[mine] + d
             share = saving / row["dur_sum"] if row["dur_sum"] else 0.0
             out.append(
                 Finding(
@@ -95,7 +93,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                         "copy_time_us": row["dur_sum"],
                         "merged_estimate_us": merged,
                     },
-                    (ends - d * share, ends),
+                    spans_of(small_rows.filter(pa.array(mine)), share),
                 )
             )
     return out
