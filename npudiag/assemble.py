@@ -7,6 +7,7 @@ communication op naming its sub-tasks) and merge step rows that several files de
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -177,3 +178,35 @@ def duplicate_steps(parts: list[pa.Table]) -> list[int]:
         g = p.group_by("step", use_threads=False).aggregate([("step", "count")])
         dup |= {s for s, c in zip(g["step"].to_pylist(), g["step_count"].to_pylist()) if c > 1 and s is not None}
     return sorted(dup)
+
+
+MAX_DURATION_US = 1e12  # 11.6 days: no device task or host call is longer
+
+
+def timing_problems(table: pa.Table) -> np.ndarray:
+    """Rows whose start or duration cannot be placed on a timeline: missing, not finite, negative
+    duration, or beyond any clock. They are left out of every table (with a warning), so no sum,
+    span or union is computed from them."""
+    if table.num_rows == 0:
+        return np.zeros(0, bool)
+    start = pc.fill_null(pc.cast(table["start_us"], pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+    dur = pc.fill_null(pc.cast(table["duration_us"], pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+    bad = ~np.isfinite(start) | ~np.isfinite(dur) | (dur < 0) | (dur > MAX_DURATION_US) | (np.abs(start) > 1e17)
+    if "start_ns" in table.column_names:
+        bad |= pc.is_null(table["start_ns"]).to_numpy(zero_copy_only=False) & (np.abs(np.nan_to_num(start)) > 9e15)
+    return bad
+
+
+def drop_bad_timing(table: pa.Table, source: str, where: Callable[[int], str]) -> tuple[pa.Table, list[str]]:
+    """``table`` without the rows :func:`timing_problems` finds, and one warning naming ``source``
+    and where the first of them is (``where(row index)``)."""
+    bad = timing_problems(table)
+    if not bad.any():
+        return table, []
+    idx = np.nonzero(bad)[0]
+    first = int(idx[0])
+    row = table.slice(first, 1).to_pylist()[0]
+    why = "no start" if row.get("start_us") is None else "duration " + repr(row.get("duration_us"))
+    msg = (f"{source}: {len(idx)} row(s) with a missing, non-finite or negative start or duration were left out of every table "
+           f"(first at {where(first)}: {why})")  # fmt: skip
+    return table.filter(pa.array(~bad)), [msg]

@@ -7,10 +7,13 @@ directly. A parent folder holding many units yields them all, each becoming a ra
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from npudiag.errors import InputError
+from npudiag.safeio import inside, is_regular, load_json
 
 # file kind -> file name pattern (matched on the name only); any suffix after the documented stem
 # (``_20260605155140``, ``_slice_0``, ``_rank0``) is accepted, as the tools and users add them
@@ -95,56 +98,83 @@ def kind_by_header(path: Path) -> str | None:
     return None
 
 
-def _files(folder: Path) -> list[Path]:
+@dataclass
+class Scope:
+    """What a search may open: files under ``root`` (links out of it only with ``follow``), regular
+    files only. What it leaves out is noted, one line per file."""
+
+    root: Path
+    follow: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def allows(self, p: Path) -> bool:
+        if p.is_symlink() and not self.follow and not inside(p, self.root):
+            self.notes.append(f"{p}: a link to {os.path.realpath(p)}, outside {self.root}; not followed (--follow-symlinks reads it)")
+            return False
+        return True
+
+
+def _files(folder: Path, scope: Scope) -> list[Path]:
     try:
-        return sorted(p for p in folder.iterdir() if p.is_file())
+        entries = sorted(folder.iterdir())
     except OSError:
         return []
+    out = []
+    for p in entries:
+        if not scope.allows(p):
+            continue
+        if is_regular(p):
+            out.append(p)
+        elif p.exists() and not p.is_dir():
+            scope.notes.append(f"{p}: not a regular file (a FIFO, device or socket); not read")
+    return out
 
 
-def _torch_rank(folder: Path) -> int | None:
+def _torch_rank(folder: Path, scope: Scope) -> int | None:
     for info in sorted(folder.glob("profiler_info*.json")):
+        if not scope.allows(info):
+            continue
         try:
-            data = json.loads(info.read_text(encoding="utf-8"))
-            rank = data.get("rank_id")
-            if rank is not None and str(rank).lstrip("-").isdigit() and int(rank) >= 0:
+            data = load_json(info, 1 << 20)
+            rank = data.get("rank_id") if isinstance(data, dict) else None
+            if rank is not None and str(rank).lstrip("-").isdigit() and 0 <= int(rank) < 1 << 31:
                 return int(rank)
-        except (OSError, ValueError, AttributeError):
-            pass
+        except InputError as exc:
+            scope.notes.append(exc.one_line())
         m = re.match(r"profiler_info_(\d+)\.json$", info.name)
         if m:
             return int(m.group(1))
     return None
 
 
-def _torch_unit(folder: Path) -> Unit:
-    unit = Unit(folder, "torch_npu", _torch_rank(folder))
-    for f in _files(folder / "ASCEND_PROFILER_OUTPUT"):
+def _torch_unit(folder: Path, scope: Scope) -> Unit:
+    unit = Unit(folder, "torch_npu", _torch_rank(folder, scope))
+    for f in _files(folder / "ASCEND_PROFILER_OUTPUT", scope):
         unit.add(f, sniff=True)
     return unit
 
 
-def _msprof_units(folder: Path) -> list[Unit]:
+def _msprof_units(folder: Path, scope: Scope) -> list[Unit]:
     out = folder / "mindstudio_profiler_output"
-    if out.is_dir():
+    if out.is_dir() and scope.allows(out):
         unit = Unit(folder, "msprof")
-        for f in _files(out) + _files(folder):
+        for f in _files(out, scope) + _files(folder, scope):
             unit.add(f, sniff=True)
         return [unit]
     units = []
     for dev in sorted(folder.glob("device_*")):
         m = re.match(r"device_(\d+)$", dev.name)
-        if not m or not dev.is_dir():
+        if not m or not dev.is_dir() or not scope.allows(dev) or len(m.group(1)) > 9:
             continue
         unit = Unit(dev, "msprof", int(m.group(1)))
         for sub in ("summary", "timeline"):
-            for f in _files(dev / sub):
+            for f in _files(dev / sub, scope):
                 unit.add(f, sniff=True)
         if unit.files:
             units.append(unit)
     if not units:
         unit = Unit(folder, "msprof")
-        for f in _files(folder):
+        for f in _files(folder, scope):
             unit.add(f, sniff=True)
         units.append(unit)
     return units
@@ -158,8 +188,13 @@ def is_msprof_folder(folder: Path) -> bool:
     return folder.name.startswith("PROF_") or (folder / "mindstudio_profiler_output").is_dir()
 
 
-def discover(path: Path, skipped: list[str]) -> list[Unit]:
-    """Units under ``path``. Unreadable folders and symlink loops are noted in ``skipped``."""
+def discover(path: Path, skipped: list[str], follow_symlinks: bool = False) -> list[Unit]:
+    """Units under ``path``. Unreadable folders, symlink loops, links out of ``path`` (unless
+    ``follow_symlinks``) and files that are not regular are noted in ``skipped``."""
+    scope = Scope(path if path.is_dir() else path.parent, follow_symlinks, skipped)
+    if path.exists() and not path.is_dir() and not is_regular(path):
+        skipped.append(f"{path}: not a regular file (a FIFO, device or socket); not read")
+        return []
     if path.is_file():
         unit = Unit(path, "file")
         if not unit.add(path, sniff=True):
@@ -171,11 +206,12 @@ def discover(path: Path, skipped: list[str]) -> list[Unit]:
         return [unit]
     units: list[Unit] = []
     seen: set[tuple[int, int]] = set()
-    _walk(path, 0, units, seen, skipped)
+    _walk(path, 0, units, seen, scope)
     return units
 
 
-def _walk(folder: Path, depth: int, units: list[Unit], seen: set[tuple[int, int]], skipped: list[str]) -> None:
+def _walk(folder: Path, depth: int, units: list[Unit], seen: set[tuple[int, int]], scope: Scope) -> None:
+    skipped = scope.notes
     try:
         st = folder.stat()
     except OSError as exc:
@@ -187,13 +223,13 @@ def _walk(folder: Path, depth: int, units: list[Unit], seen: set[tuple[int, int]
         return
     seen.add(key)
     if is_torch_folder(folder):
-        units.append(_torch_unit(folder))
+        units.append(_torch_unit(folder, scope))
         return
     if is_msprof_folder(folder):
-        units.extend(_msprof_units(folder))
+        units.extend(_msprof_units(folder, scope))
         return
     loose = Unit(folder, "msprof")
-    for f in _files(folder):
+    for f in _files(folder, scope):
         loose.add(f, sniff=True)
     if loose.files:
         units.append(loose)
@@ -207,9 +243,9 @@ def _walk(folder: Path, depth: int, units: list[Unit], seen: set[tuple[int, int]
         skipped.append(f"{folder}: cannot list folder ({exc.strerror})")
         return
     for child in children:
-        if child.name.startswith("."):
+        if child.name.startswith(".") or not scope.allows(child):
             continue
-        _walk(child, depth + 1, units, seen, skipped)
+        _walk(child, depth + 1, units, seen, scope)
 
 
 def duplicate_ranks(units: list[Unit]) -> dict[int, list[Unit]]:

@@ -8,6 +8,7 @@ and why. A file that fails is recorded with its one-line reason and the rest sti
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -365,16 +366,16 @@ class Found:
         return {f: self.record[f] for fs in u.files.values() for f in fs}
 
 
-def find_units(paths: list[Path]) -> Found:
+def find_units(paths: list[Path], follow_symlinks: bool = False) -> Found:
     warnings: list[str] = []
     errors: list[str] = []
     units: list[Unit] = []
     seen: dict[Path, Path] = {}  # resolved unit folder / file -> the path it was first found under
     for p in paths:
         if not p.exists():
-            errors.append(f"{p}: no such file or folder")
+            errors.append(f"{p}: no such file or folder" if not p.is_symlink() else f"{p}: a link to nothing ({os.readlink(p)})")
             continue
-        found = discover(p, errors if p.is_file() else warnings)
+        found = discover(p, errors if p.is_file() else warnings, follow_symlinks)
         if not found and p.is_dir():
             errors.append(f"{p}: no profiler output found (expected a PROF_* or *_ascend_pt folder, or summary CSV / trace JSON files)")
         for u in found:

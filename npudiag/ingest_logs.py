@@ -27,6 +27,9 @@ QUIET_LEVELS = pa.array(["INFO", "DEBUG", "EVENT", "TRACE", "WARNING"])  # kept 
 MAX_PROBLEM_ROWS = 500_000  # triage looks at the first this many problem records; counts cover all
 
 
+WRITE_ROWS = 65_536  # rows per Parquet row group of log_events
+
+
 @dataclass
 class LogsRun:
     problems: pa.Table  # the LOG_EVENTS rows triage looks at
@@ -55,6 +58,16 @@ def parse_logs(
 
     def run(writer: pq.ParquetWriter | None) -> None:
         nonlocal lines, kept, dropped
+        pending: list[pa.RecordBatch] = []  # small files' batches, written as one row group
+        pending_rows = 0
+
+        def flush() -> None:
+            nonlocal pending_rows
+            if writer is not None and pending:
+                writer.write_table(pa.Table.from_batches(pending, schema=LOG_EVENTS))
+            pending.clear()
+            pending_rows = 0
+
         for src in sources:
             parser = LogParser(src.ctx)
             try:
@@ -62,7 +75,10 @@ def parse_logs(
                     if device is not None:
                         batch = batch.filter(pc.fill_null(pc.equal(batch["device_id"], device), False))
                     if writer is not None:
-                        writer.write_batch(batch)
+                        pending.append(batch)
+                        pending_rows += batch.num_rows
+                        if pending_rows >= WRITE_ROWS:
+                            flush()
                     for lv, n in zip(*_value_counts(batch["level"])):
                         levels[lv] += n
                     files[src.ctx.file] += batch.num_rows
@@ -79,6 +95,7 @@ def parse_logs(
             lines += parser.lines
             if progress is not None:
                 progress(src.size_bytes)
+        flush()
 
     if events_path is not None:
 
@@ -92,7 +109,8 @@ def parse_logs(
         atomic_write(events_path, write)
     else:
         run(None)
-    table = pa.Table.from_batches(problems, schema=LOG_EVENTS) if problems else LOG_EVENTS.empty_table()
+    # one chunk: triage runs dozens of kernels over it, each paying per chunk (one per file before)
+    table = pa.Table.from_batches(problems, schema=LOG_EVENTS).combine_chunks() if problems else LOG_EVENTS.empty_table()
     totals = {
         "files": len(files),
         "lines": lines,

@@ -14,11 +14,13 @@ import posixpath
 import re
 import stat
 import sys
+import tarfile
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from npudiag.archive import MAX_ARCHIVE_BYTES, check_members, is_archive, open_archive
+from npudiag.archive import MAX_ARCHIVE_BYTES, MAX_MEMBERS, check_members, is_archive, open_archive
 from npudiag.errors import InputError
 from npudiag.formats.ascend_log import LogContext
 
@@ -95,12 +97,93 @@ def _file_lines(path: Path) -> Callable[[], Iterator[str]]:
     return lines
 
 
-def _member_lines(archive: Path, member: str) -> Callable[[], Iterator[str]]:
+class _ByteLines:
+    """``readline(limit)`` over a binary stream that has only ``read`` (a member of a tar read as a
+    stream is not seekable, which TextIOWrapper needs), decoding UTF-8 with replacement."""
+
+    def __init__(self, fh) -> None:
+        import codecs
+
+        self.fh = fh
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.buf = ""
+        self.pos = 0  # lines are taken by moving this, not by copying the rest of the buffer
+        self.eof = False
+
+    def readline(self, limit: int) -> str:
+        while True:
+            stop = min(self.pos + limit, len(self.buf))
+            nl = self.buf.find("\n", self.pos, stop)
+            if nl >= 0 or stop - self.pos >= limit or self.eof:
+                end = nl + 1 if nl >= 0 else stop
+                line = self.buf[self.pos : end]
+                self.pos = end
+                return line
+            chunk = self.fh.read(1 << 20)
+            rest = self.buf[self.pos :]
+            self.pos = 0
+            self.eof = not chunk
+            self.buf = rest + (self.decoder.decode(chunk) if chunk else self.decoder.decode(b"", final=True))
+
+
+class _TarStream:
+    """Reads an archive's members in one pass when they are asked for in archive order (as ``logs
+    parse`` does): a compressed archive is decompressed once, not once per member."""
+
+    def __init__(self, archive: Path) -> None:
+        self.archive = archive
+        self.tar: tarfile.TarFile | None = None
+        self.members: Iterator[tarfile.TarInfo] | None = None
+
+    def lines(self, name: str) -> Callable[[], Iterator[str]]:
+        def gen() -> Iterator[str]:
+            for attempt in (0, 1):
+                if self.tar is None:
+                    try:
+                        self.tar = tarfile.open(self.archive, "r|*")  # noqa: SIM115 - closed when the stream ends
+                    except (tarfile.TarError, OSError, EOFError) as exc:
+                        raise InputError(self.archive, f"not a readable tar archive ({exc})") from None
+                    self.members = iter(self.tar)
+                assert self.members is not None
+                for m in self.members:
+                    if m.name == name:
+                        fh = self.tar.extractfile(m)
+                        if fh is not None:
+                            yield from bounded_lines(_ByteLines(fh))
+                        return
+                # asked out of order: start the stream again, once
+                self.tar.close()
+                self.tar = None
+                if attempt:
+                    return
+
+        return gen
+
+
+def _zip_members(archive: Path, max_bytes: int) -> list[zipfile.ZipInfo]:
+    """A zip's members after the same checks as a tar's: no absolute paths, no '..', size limits."""
+    try:
+        zf = zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InputError(archive, f"not a readable zip archive ({exc})") from None
+    with zf:
+        infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise InputError(archive, f"more than {MAX_MEMBERS} members; refusing the archive")
+    total = 0
+    for m in infos:
+        name = m.filename
+        if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":") or ".." in name.replace("\\", "/").split("/"):
+            raise InputError(archive, f"member {name!r}: an absolute path or '..'; refusing the archive")
+        total += m.file_size
+        if total > max_bytes:
+            raise InputError(archive, f"more than {max_bytes} bytes uncompressed (at member {name!r}); refusing the archive")
+    return infos
+
+
+def _zip_lines(archive: Path, name: str) -> Callable[[], Iterator[str]]:
     def lines() -> Iterator[str]:
-        with open_archive(archive) as tar:
-            fh = tar.extractfile(member)
-            if fh is None:
-                return
+        with zipfile.ZipFile(archive) as zf, zf.open(name) as fh:
             yield from bounded_lines(io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline=""))
 
     return lines
@@ -142,15 +225,26 @@ def find_sources(path: str, warnings: list[str], max_archive_bytes: int = MAX_AR
     p = Path(path)
     if not p.exists():
         raise InputError(p, "no such file or folder")
+    if p.is_file() and p.name.lower().endswith(".zip"):
+        out = []
+        for m in _zip_members(p, max_archive_bytes):
+            if not m.is_dir() and LOG_NAME.search(posixpath.basename(m.filename)):
+                ctx = context_for(m.filename)
+                ctx.file = f"{p}!{m.filename}"
+                out.append(LogSource(ctx, _zip_lines(p, m.filename), m.file_size))
+        if not out:
+            raise InputError(p, "no log files (*.log, *.txt) in the zip archive")
+        return out
     if p.is_file() and is_archive(p):
         with open_archive(p) as tar:
             members = check_members(p, tar, max_archive_bytes)
+        stream = _TarStream(p)
         out = []
         for m in members:
             if m.isfile() and LOG_NAME.search(posixpath.basename(m.name)):
                 ctx = context_for(m.name)
                 ctx.file = f"{p}!{m.name}"
-                out.append(LogSource(ctx, _member_lines(p, m.name), m.size))
+                out.append(LogSource(ctx, stream.lines(m.name), m.size))
         if not out:
             raise InputError(p, "no log files (*.log, *.txt) in the archive")
         return out

@@ -21,7 +21,15 @@ from npudiag.analysis.derive import derive
 from npudiag.discover import is_msprof_folder, is_torch_folder
 from npudiag.errors import InputError
 from npudiag.ingest import ingest
-from npudiag.store import load_outputs, output_manifest, swap_dir, temp_sibling_dir, write_json, write_table
+from npudiag.store import (
+    commit_staging,
+    is_npudiag_manifest,
+    load_outputs,
+    output_manifest,
+    temp_sibling_dir,
+    write_json,
+    write_table,
+)
 
 
 @dataclass
@@ -35,7 +43,8 @@ class Run:
 
 
 def is_out_folder(path: Path) -> bool:
-    return (path / "manifest.json").is_file()
+    """A folder ``analyze --out`` wrote: its manifest.json is npudiag's."""
+    return is_npudiag_manifest(path / "manifest.json")
 
 
 def load_run(path: Path, rule_options: dict[str, dict[str, Any]] | None = None) -> Run:
@@ -115,7 +124,7 @@ def replace_dir(new: Path, dest: Path) -> None:
     """Put folder ``new`` at ``dest``, refusing to replace a folder npudiag did not write."""
     if dest.exists() and (not dest.is_dir() or not (is_out_folder(dest) or _is_runs_of_outs(dest))):
         raise InputError(dest, "exists and is not a folder npudiag wrote; refusing to replace it")
-    swap_dir(new, dest)
+    commit_staging(new, dest)
 
 
 def _is_runs_of_outs(path: Path) -> bool:

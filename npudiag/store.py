@@ -120,15 +120,21 @@ class OutputWriter:
     earlier killed runs are removed first."""
 
     def __init__(self, out: Path, force: bool = False) -> None:
+        from npudiag.errors import InputError
+
         self.out = out.absolute()
         if self.out.exists() and not _replaceable(self.out) and not force:
-            from npudiag.errors import InputError
-
-            raise InputError(out, "exists and was not written by npudiag (no manifest.json); use --force to replace it, or another --out")
+            raise InputError(
+                out, "exists and was not written by npudiag (no npudiag manifest.json); use --force to replace it, or another --out"
+            )
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        for stale in self.out.parent.glob(f".{self.out.name}.tmp-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        self.work = temp_sibling_dir(self.out)
+        self._lock = TargetLock(self.out)
+        try:
+            remove_stale_staging(self.out)
+            self.work = temp_sibling_dir(self.out)
+        except BaseException:
+            self._lock.release()
+            raise
         self._pool = ThreadPoolExecutor(max_workers=2)
         self._pending: list[Future[None]] = []
 
@@ -145,19 +151,38 @@ class OutputWriter:
             raise
         finally:
             self._pool.shutdown()
-        write_json(manifest, self.work / "manifest.json")
-        swap_dir(self.work, self.out)
+        try:
+            write_json(manifest, self.work / "manifest.json")
+            commit_staging(self.work, self.out)
+        finally:
+            self._lock.release()
 
     def abandon(self) -> None:
         self._pool.shutdown(cancel_futures=True)
         shutil.rmtree(self.work, ignore_errors=True)
+        self._lock.release()
+
+
+STAGING_MARKER = ".npudiag-staging"  # inside every folder npudiag stages a write in: {"pid": ..., "started": ...}
+
+
+def is_npudiag_manifest(path: Path) -> bool:
+    """``path`` is a manifest.json npudiag wrote (it has npudiag's own keys), not any tool's manifest."""
+    from npudiag.errors import InputError
+    from npudiag.safeio import load_json
+
+    try:
+        data = load_json(path, 64 << 20)
+    except InputError:
+        return False
+    return isinstance(data, dict) and "npudiag_version" in data and "schema_version" in data
 
 
 def _replaceable(path: Path) -> bool:
-    """A folder npudiag may replace: one it wrote (manifest.json), or an empty one."""
-    if not path.is_dir():
+    """A folder npudiag may replace: one it wrote (its manifest.json), or an empty one."""
+    if not path.is_dir() or path.is_symlink():
         return False
-    if (path / "manifest.json").is_file():
+    if is_npudiag_manifest(path / "manifest.json"):
         return True
     try:
         return not any(path.iterdir())
@@ -165,13 +190,92 @@ def _replaceable(path: Path) -> bool:
         return False
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def remove_stale_staging(dest: Path) -> None:
+    """Delete ``.<name>.tmp-*`` folders beside ``dest`` left by killed npudiag runs: only those whose
+    marker file says npudiag made them, for a process that is gone. Anything else is left alone."""
+    from npudiag.errors import InputError
+    from npudiag.safeio import load_json
+
+    prefix = f".{dest.name}.tmp-"
+    try:
+        entries = list(os.scandir(dest.parent))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(prefix) or not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            marker = load_json(Path(entry.path) / STAGING_MARKER, 4096)
+        except InputError:
+            continue
+        pid = marker.get("pid") if isinstance(marker, dict) else None
+        if isinstance(pid, int) and not isinstance(pid, bool) and not _alive(pid):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
 def temp_sibling_dir(dest: Path) -> Path:
     """A new hidden ``.<name>.tmp-*`` folder beside ``dest`` (same file system, so it can be renamed
-    into place), with the permissions the umask gives, not mkdtemp's 0700."""
+    into place), with the permissions the umask gives, not mkdtemp's 0700, and npudiag's marker."""
+    import time
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
     os.chmod(work, 0o777 & ~_UMASK)
+    (work / STAGING_MARKER).write_text(json.dumps({"pid": os.getpid(), "started": time.time()}))
     return work
+
+
+class TargetLock:
+    """An exclusive lock on an output folder (fcntl on ``.<name>.lock`` beside it, removed on
+    release), so two runs into one ``--out`` cannot interleave: the second gets one line, exit 2."""
+
+    def __init__(self, dest: Path) -> None:
+        import fcntl
+
+        from npudiag.errors import InputError
+
+        self.path = dest.parent / f".{dest.name}.lock"
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise InputError(dest, "another npudiag run is writing this folder now; wait for it or choose another --out") from None
+            # the file may have been removed (and a new one locked) between our open and our lock
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fd: int | None = fd
+                return
+            os.close(fd)
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        os.close(self.fd)
+        self.fd = None
+
+
+def commit_staging(work: Path, dest: Path) -> None:
+    """Swap a finished ``temp_sibling_dir`` in at ``dest``, without its staging marker."""
+    with contextlib.suppress(FileNotFoundError):
+        (work / STAGING_MARKER).unlink()
+    swap_dir(work, dest)
 
 
 def swap_dir(new: Path, dest: Path) -> None:
@@ -220,15 +324,15 @@ def dataset_ranks(out: Path, name: str = "kernels") -> list[int]:
 def load_outputs(out: Path, names: tuple[str, ...] | None = None) -> tuple[dict[str, pa.Table], dict[str, Any]]:
     """The tables (all, or ``names``) and manifest of an ``analyze --out`` folder."""
     from npudiag.errors import InputError
+    from npudiag.safeio import load_json
     from npudiag.schemas import TABLES
 
     manifest_path = out / "manifest.json"
     if not manifest_path.is_file():
         raise InputError(out, "no manifest.json; expected a folder written by 'npudiag analyze --out'")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(manifest_path, f"unreadable manifest ({exc})") from None
+    manifest = load_json(manifest_path, 256 << 20)
+    if not isinstance(manifest, dict) or "npudiag_version" not in manifest:
+        raise InputError(manifest_path, "not a manifest npudiag wrote (expected a JSON object with npudiag_version)")
     tables = {}
     for name, schema in TABLES.items():
         if names is not None and name not in names:
@@ -247,4 +351,20 @@ def load_outputs(out: Path, names: tuple[str, ...] | None = None) -> tuple[dict[
             tables[name] = read_table(path)
         except Exception as exc:  # noqa: BLE001 - any parquet failure is bad input here
             raise InputError(path, f"unreadable Parquet file ({str(exc).splitlines()[0][:120]})") from None
+    for name, table in tables.items():
+        tables[name] = _checked(table, TABLES[name], out / f"{name}.parquet")
     return tables, manifest
+
+
+def _checked(table: pa.Table, schema: pa.Schema, path: Path) -> pa.Table:
+    """A table read back from an ``--out`` folder in its declared schema: a column npudiag writes
+    that is missing or of another type means the file was changed, and is one error line."""
+    from npudiag.errors import InputError
+
+    for field in schema:
+        if field.name not in table.column_names:
+            raise InputError(path, f"column {field.name!r} is missing; the file was not written by this npudiag (or was changed)")
+        if table.schema.field(field.name).type != field.type:
+            got = table.schema.field(field.name).type
+            raise InputError(path, f"column {field.name!r} is {got}, expected {field.type}; the file was changed after npudiag wrote it")
+    return _schema_first(table, schema)

@@ -14,11 +14,37 @@ else:  # pragma: no cover - Python 3.10
 
 def read_toml(path: Path) -> dict[str, Any]:
     """The parsed file; ValueError naming the file (and tomllib's line and column) otherwise."""
+    from npudiag.errors import InputError
+    from npudiag.safeio import MAX_DEPTH, read_text_limited
+
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
+        text = read_text_limited(path, 4 << 20)
+    except InputError as exc:
+        raise ValueError(exc.one_line()) from None
+    if text.count("[") + text.count("{") > 50_000 or _depth(text) > MAX_DEPTH:
+        raise ValueError(f"{path}: nested deeper than {MAX_DEPTH} levels; not a settings file")
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: nested deeper than {MAX_DEPTH} levels; not a settings file") from None
+    return data
+
+
+def _depth(text: str) -> int:
+    """Deepest nesting of arrays / inline tables, outside strings (a linear scan, quotes approximate)."""
+    depth = best = 0
+    quote = ""
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+    return best

@@ -393,13 +393,18 @@ def test_vectorised_plog_path_gives_the_same_rows(log_corpus: Path, tmp_path: Pa
         used.append(r is not None)
         return r
 
+    from npudiag.formats import ascend_log
+
     plog_fast.parse_plog_chunk = spy
+    saved = ascend_log.CHUNK_LINES, ascend_log.MIN_VECTOR_LINES
+    ascend_log.CHUNK_LINES, ascend_log.MIN_VECTOR_LINES = 8, 0  # small chunks: these texts take the vector path
     try:
         for text in texts:
             fast = parse_text(text, LogContext("x.log", device_id=None))
             slow = parse_text(text, LogContext("x.log"), vectorised=False)
             assert fast.to_pylist() == slow.to_pylist()
     finally:
+        ascend_log.CHUNK_LINES, ascend_log.MIN_VECTOR_LINES = saved
         plog_fast.parse_plog_chunk = real
     assert sum(used) >= 6  # the mindcluster plogs, the GE/TDT excerpt and the generated text took the fast path
 

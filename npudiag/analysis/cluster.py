@@ -280,3 +280,33 @@ def wait_skew(ops: pa.Table, top: int = 10) -> list[dict[str, Any]]:
                     "skew_us": max(waits) - min(waits), "late_rank": late["rank"]})  # fmt: skip
     out.sort(key=lambda r: -r["skew_us"])
     return out[:top]
+
+
+MATRIX_PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_us", "stage_us"]
+
+
+def rank_matrix(table: pa.Table) -> list[dict[str, Any]]:
+    """One row per rank over the whole window: each phase's mean over the rank's steps, the
+    difference of its mean stage from the median rank's, and its worst step (longest stage)."""
+    if table.num_rows == 0:
+        return []
+    rows = table.select(["rank", "step", *MATRIX_PHASES]).to_pylist()
+    by_rank: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_rank.setdefault(r["rank"], []).append(r)
+    out = []
+    for rank, rs in by_rank.items():
+        means = {}
+        for p in MATRIX_PHASES:
+            vals = [r[p] for r in rs if r[p] is not None]
+            means[p] = float(np.mean(vals)) if vals else None
+        with_stage = [r for r in rs if r["stage_us"] is not None]
+        worst = max(with_stage, key=lambda r: r["stage_us"]) if with_stage else None
+        out.append({"rank": rank, "steps": len(rs), **means, "worst_step": worst["step"] if worst else None,
+                    "worst_stage_us": worst["stage_us"] if worst else None})  # fmt: skip
+    stages = [r["stage_us"] for r in out if r["stage_us"] is not None]
+    median = float(np.median(stages)) if stages else None
+    for r in out:
+        r["stage_vs_median_pct"] = 100.0 * (r["stage_us"] - median) / median if median and r["stage_us"] is not None else None
+    out.sort(key=lambda r: (-(r["stage_us"] or 0.0), r["rank"] if r["rank"] is not None else -1))
+    return out

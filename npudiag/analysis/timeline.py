@@ -33,7 +33,7 @@ def intervals(table: pa.Table, base: int, *, keep_null: bool = False) -> tuple[n
     s = s_us - base / 1000.0
     if "start_ns" in table.column_names:
         exact = table["start_ns"]
-        rel = pc.divide(pc.subtract(exact, base).cast(pa.float64()), 1000.0)
+        rel = pc.divide(pc.subtract(exact, base).cast(pa.float64(), safe=False), 1000.0)
         s = np.where(pc.is_valid(exact).to_numpy(zero_copy_only=False), pc.fill_null(rel, np.nan).to_numpy(), s)
     e = s + pc.fill_null(table["duration_us"], 0.0).to_numpy()
     if keep_null:

@@ -8,6 +8,7 @@ the kept kernels cover on their rank, so warm-up noise leaves every table alike.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -28,6 +29,9 @@ def parse_steps(spec: str) -> tuple[int | None, int | None]:
         raise ValueError(f"--steps {spec!r}: expected FIRST:LAST step ids, e.g. 10:100") from None
     if not sep:
         hi = lo
+    for v in (lo, hi):
+        if v is not None and not -(2**62) < v < 2**62:
+            raise ValueError(f"--steps {spec!r}: {v} is not a step id")
     if lo is not None and hi is not None and hi < lo:
         raise ValueError(f"--steps {spec!r}: last step is before the first")
     return lo, hi
@@ -46,8 +50,17 @@ def parse_time(spec: str) -> tuple[float | None, float | None]:
         m = _TIME.match(part)
         if not m:
             raise ValueError(f"--time {spec!r}: {part!r} is not a time (use us, ms or s)")
-        out.append(float(m.group(1)) * _UNIT[m.group(2)])
-    return out[0], out[1]
+        try:
+            value = float(m.group(1)) * _UNIT[m.group(2)]
+        except ValueError:
+            raise ValueError(f"--time {spec!r}: {part!r} is not a time (use us, ms or s)") from None
+        if not math.isfinite(value) or value > 1e15:
+            raise ValueError(f"--time {spec!r}: {part!r} is beyond any profile")
+        out.append(value)
+    lo, hi = out
+    if lo is not None and hi is not None and hi < lo:
+        raise ValueError(f"--time {spec!r}: the end is before the start")
+    return lo, hi
 
 
 def _between(col: pa.ChunkedArray, lo: float | None, hi: float | None) -> pa.ChunkedArray:
@@ -99,7 +112,7 @@ def apply_window(
         out["kernels"] = kernels.filter(pc.fill_null(mask, False))
         st = tables["steps"]
         if st.num_rows:
-            out["steps"] = st.filter(_between(st["step"].cast(pa.float64()), lo, hi))
+            out["steps"] = st.filter(_between(st["step"].cast(pa.float64(), safe=False), lo, hi))
     if time is not None:
         if kernels.num_rows == 0:
             raise ValueError("--time: no kernels to measure the profile start from")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -15,6 +16,7 @@ from npudiag.cli import dump as _dump
 from npudiag.cli import logs as _logs
 from npudiag.cli import profile as _profile
 from npudiag.errors import InputError
+from npudiag.report.text import clean
 
 app = typer.Typer(
     name="npudiag",
@@ -49,18 +51,84 @@ app.command("doctor")(_profile.doctor)
 app.command("cluster")(_cluster.cluster)
 
 
-def main() -> None:
-    """Entry point: bad input is one line on stderr and exit 2, never a traceback."""
+# Click's exception classes, wherever this Typer keeps its Click (newer releases vendor it)
+_cx = sys.modules[typer.BadParameter.__module__]
+UsageError, ClickException, Abort = _cx.UsageError, _cx.ClickException, typer.Abort
+
+
+class _PipeClosed(BaseException):
+    """stdout's reader went away (``npudiag ... | head``). Not an Exception, so no handler on the way
+    (Click's, a command's) mistakes it for an error; ``main`` ends quietly with 0."""
+
+
+class _QuietPipe:
+    """stdout that turns a closed pipe into _PipeClosed on the next write."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, data: str) -> int:
+        try:
+            return self._stream.write(data)
+        except BrokenPipeError:
+            raise _PipeClosed() from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _PipeClosed() from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _usage_line(exc: UsageError) -> str:
+    cmd = exc.ctx.command_path if exc.ctx is not None else "npudiag"
+    return f"npudiag: {clean(exc.format_message())} (see '{cmd} --help')"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every error is one line on stderr with its exit code, never a traceback.
+
+    0 ok; 1 a problem the user asked to fail on (gate regression, failing tensors); 2 bad usage or
+    unusable input; 3 a bug in npudiag; 130 interrupted; a closed stdout pipe ends quietly with 0."""
+    sys.stdout = _QuietPipe(sys.stdout)  # type: ignore[assignment]
+    command = typer.main.get_command(app)
     try:
-        app()
+        code = command.main(args=argv if argv is not None else sys.argv[1:], prog_name="npudiag", standalone_mode=False)
+        code = code if isinstance(code, int) else 0
+    except _PipeClosed:
+        _silence_stdout()
+        code = 0
+    except UsageError as exc:
+        print(_usage_line(exc), file=sys.stderr)
+        code = 2
+    except ClickException as exc:
+        print(f"npudiag: {clean(exc.format_message())}", file=sys.stderr)
+        code = exc.exit_code
     except InputError as exc:
-        print(f"npudiag: {exc.one_line()}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
+        print(f"npudiag: {clean(exc.one_line())}", file=sys.stderr)
+        code = 2
+    except (KeyboardInterrupt, Abort):
         print("npudiag: interrupted", file=sys.stderr)
-        sys.exit(130)
+        code = 130
     except Exception as exc:  # noqa: BLE001 - last line of defence for the user
         if os.environ.get("NPUDIAG_DEBUG"):
             raise
-        print(f"npudiag: internal error: {type(exc).__name__}: {exc} (set NPUDIAG_DEBUG=1 for a traceback)", file=sys.stderr)
-        sys.exit(3)
+        print(f"npudiag: internal error: {type(exc).__name__}: {clean(exc)} (set NPUDIAG_DEBUG=1 for a traceback)", file=sys.stderr)
+        code = 3
+    try:
+        sys.stdout.flush()
+    except _PipeClosed:
+        _silence_stdout()
+        code = 0 if code in (0, 1) else code
+    sys.exit(code)
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so the interpreter's own flush at exit does not complain."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)

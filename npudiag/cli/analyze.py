@@ -17,6 +17,7 @@ from npudiag.analysis.rules import load_rule_file, parse_rule_options
 from npudiag.analysis.step_breakdown import step_time_warnings
 from npudiag.analysis.summary import build_summary, summary_from_parts, summary_parts
 from npudiag.analysis.window import apply_window, parse_steps, parse_time
+from npudiag.cli._out import tell
 from npudiag.executors import choose_backend
 from npudiag.ingest import find_units, ingest
 from npudiag.rank_job import analyze_ranks, summary_parts_of_dataset
@@ -61,6 +62,9 @@ def analyze(
         None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT); inputs and --out on shared storage."
     ),
     dask: bool = typer.Option(False, "--dask", help="Run the per-rank work on a local Dask cluster (one worker per core)."),
+    follow_symlinks: bool = typer.Option(
+        False, "--follow-symlinks", help="Read files that links inside the input point to outside it (not followed by default)."
+    ),
 ) -> None:
     """Read profiler output into Parquet tables and summarise where device time goes."""
     try:
@@ -69,13 +73,15 @@ def analyze(
             overrides.setdefault(rule_id, {}).update(opts)
         step_window = parse_steps(steps) if steps else None
         if start_step is not None or stop_step is not None:
-            step_window = (start_step, stop_step)
+            if step_window is not None:
+                raise ValueError("give --steps, or --start-step / --stop-step, not both")
+            step_window = parse_steps(f"{'' if start_step is None else start_step}:{'' if stop_step is None else stop_step}")
         time_range = parse_time(time_window) if time_window else None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     err = Console(stderr=True)
     show_progress = not quiet and not json_out and err.is_terminal
-    found = find_units(paths)
+    found = find_units(paths, follow_symlinks)
     target = out if out is not None else _default_out(paths)
     if len(found.units) > 1 or scheduler or dask:
         if scheduler or dask:  # workers elsewhere resolve paths themselves: give them absolute ones
@@ -103,10 +109,10 @@ def analyze(
         render_terminal(summary, Console())
     # plain writes: an error stays one line whatever the terminal width
     for line in errors:
-        sys.stderr.write(f"npudiag: {line}\n")
+        tell(f"{line}")
     if errors or not read_any:
         if not read_any and not errors:
-            sys.stderr.write("npudiag: nothing to analyze: no profiler data was read\n")
+            tell("nothing to analyze: no profiler data was read")
         raise typer.Exit(2)
 
 

@@ -17,6 +17,7 @@ from npudiag.analysis.cluster import (
     link_summary,
     parallel_indices,
     phase_median,
+    rank_matrix,
     rank_steps,
     slow_links,
     slow_ranks,
@@ -24,6 +25,7 @@ from npudiag.analysis.cluster import (
     with_parallel,
 )  # fmt: skip
 from npudiag.analysis.gate import parse_percent
+from npudiag.cli._out import tell
 from npudiag.errors import InputError
 from npudiag.executors import choose_backend
 from npudiag.ingest import find_units
@@ -47,6 +49,7 @@ def cluster(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
     scheduler: str = typer.Option(None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT)."),
     dask: bool = typer.Option(False, "--dask", help="Run the per-rank work on a local Dask cluster."),
+    per_step_tables: bool = typer.Option(False, "--per-step", help="Also print one table per step (every rank's phases in that step)."),
     allow_duplicate_ranks: bool = typer.Option(
         False, "--allow-duplicate-ranks", help="Merge rank folders that declare the same rank id, renumbering all but the first."
     ),
@@ -107,6 +110,7 @@ def cluster(
     summary = {
         "ranks": len(set(steps["rank"].to_pylist())),
         "steps": len(per_step),
+        "rank_matrix": rank_matrix(steps),
         "threshold": thr,
         "per_step": per_step,
         "slow_ranks": slow.to_pylist(),
@@ -122,9 +126,9 @@ def cluster(
         sys.stdout.write(render_json(summary) + "\n")
     else:
         console = Console()
-        render_cluster_terminal(summary, console)
+        render_cluster_terminal(summary, console, per_step=per_step_tables)
         render_comm_terminal(summary, console)
     for e in errors:
-        sys.stderr.write(f"npudiag: {e}\n")
+        tell(f"{e}")
     if errors:
         raise typer.Exit(2)

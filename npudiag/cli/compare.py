@@ -13,6 +13,7 @@ from npudiag.analysis.compare import compare_totals, diff_ops
 from npudiag.analysis.gate import CONFIG_FILE, GateConfig, gate, load_config, parse_percent
 from npudiag.analysis.metrics import known_metric
 from npudiag.analysis.window import parse_steps
+from npudiag.cli._out import tell
 from npudiag.cli.analyze import By
 from npudiag.report.compare_report import render_compare_terminal
 from npudiag.report.gate_report import gate_junit, gate_markdown, render_gate_terminal
@@ -32,7 +33,7 @@ def _load(path: Path, quiet: bool) -> list[Run]:
 def _warn(runs: list[Run]) -> None:
     for r in runs:
         for w in r.warnings:
-            sys.stderr.write(f"npudiag: {w}\n")
+            tell(f"{w}")
 
 
 def compare(
@@ -143,9 +144,9 @@ def gate_cmd(
         render_gate_terminal(data, Console(), f"{baseline}  ->  {current}")
     if update_baseline is not None:
         if result.failed and not accept:
-            sys.stderr.write(f"npudiag: baseline {update_baseline} not updated: the gate failed (use --accept to store it anyway)\n")
+            tell(f"baseline {update_baseline} not updated: the gate failed (use --accept to store it anyway)")
         else:
             store_runs(cur, update_baseline)
-            sys.stderr.write(f"npudiag: stored {current} as the baseline in {update_baseline}\n")
+            tell(f"stored {current} as the baseline in {update_baseline}")
     if result.failed and not accept:
         raise typer.Exit(1)

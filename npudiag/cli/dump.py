@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from npudiag.analysis.dump_compare import Thresholds
+from npudiag.cli._out import tell
 from npudiag.collect import dump_config as dc
 from npudiag.compare_dump import CSV_COLUMNS, compare_dumps, compare_summary, msaccucmp_csv_rows
 from npudiag.ingest_dump import parse_dump_tree
@@ -74,7 +75,7 @@ def author(
             cfg = dc.msprobe_config(path, layer_list, mode.value, steps, data.value, level.value if level else None, overflow)
             target = out or Path("config.json")
             write_text(json.dumps(cfg, indent=4) + "\n", target)
-            sys.stderr.write(f'npudiag: wrote {target}; use it with msprobe\'s PrecisionDebugger(config_path="{target}")\n')
+            tell(f'wrote {target}; use it with msprobe\'s PrecisionDebugger(config_path="{target}")')
             return
         section = dc.dump_section(
             path, layer_list, model, mode.value, steps, data.value, level.value if level else None, overflow, single_op
@@ -83,7 +84,8 @@ def author(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     sys.stdout.write(json.dumps({"dump": section}, indent=4) + "\n")
-    sys.stderr.write(f"npudiag: dump section written to {acl_json}\n{dc.usage_text(acl_json, section)}\n")
+    tell(f"dump section written to {acl_json}")
+    sys.stderr.write(dc.usage_text(acl_json, section) + "\n")
 
 
 @app.command("check")
@@ -91,7 +93,7 @@ def check(acl_json: Path = typer.Argument(..., help="The acl.json to validate.")
     """Validate an acl.json dump section the way CANN's dump config converter does."""
     problems = dc.check_acl_json(acl_json)
     for p in problems:
-        sys.stderr.write(f"npudiag: {p}\n")
+        tell(f"{p}")
     if problems:
         raise typer.Exit(2)
     sys.stdout.write(f"{acl_json}: dump section OK\n")
@@ -107,7 +109,7 @@ def parse(
 ) -> None:
     """Parse binary dump files and statistics CSVs into tensors.parquet (and .npy arrays)."""
     if not dump_path.exists():
-        sys.stderr.write(f"npudiag: {dump_path}: no such file or folder\n")
+        tell(f"{dump_path}: no such file or folder")
         raise typer.Exit(2)
     t0 = time.perf_counter()
     run = parse_dump_tree(dump_path, npy)
@@ -128,12 +130,12 @@ def parse(
     else:
         render_parse_terminal({**summary, "rows": rows}, Console(), top)
     for e in run.errors:
-        sys.stderr.write(f"npudiag: {e}\n")
+        tell(f"{e}")
     if run.errors:
-        sys.stderr.write(f"npudiag: {len(run.errors)} file(s) skipped; the others are in {out}/tensors.parquet\n")
+        tell(f"{len(run.errors)} file(s) skipped; the others are in {out}/tensors.parquet")
         raise typer.Exit(2)
     if run.files == 0:
-        sys.stderr.write(f"npudiag: {dump_path}: no dump files found\n")
+        tell(f"{dump_path}: no dump files found")
         raise typer.Exit(2)
 
 
@@ -151,7 +153,7 @@ def compare(
     """Compare two dumps tensor by tensor; name the first op whose output goes wrong."""
     for p in (mine, golden):
         if not p.exists():
-            sys.stderr.write(f"npudiag: {p}: no such file or folder\n")
+            tell(f"{p}: no such file or folder")
             raise typer.Exit(2)
     run = compare_dumps(mine, golden, mapping, Thresholds(cosine, red, kl))
     write_table(run.table, out / "compare.parquet")
@@ -168,6 +170,6 @@ def compare(
     else:
         render_compare_terminal(summary, Console())
     for e in run.errors:
-        sys.stderr.write(f"npudiag: {e}\n")
+        tell(f"{e}")
     if run.errors:
         raise typer.Exit(2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from enum import Enum
 from pathlib import Path
@@ -10,6 +11,7 @@ import typer
 from rich.console import Console
 
 from npudiag.analysis.triage import load_kb, summarise, triage_table
+from npudiag.cli._out import tell
 from npudiag.collect import msnpureport as mr
 from npudiag.errors import InputError
 from npudiag.ingest_logs import parse_logs
@@ -67,9 +69,9 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
         if out is not None:
             Console(stderr=True).print(f"[dim]tables: {out}/log_events.parquet, {out}/triage.parquet[/dim]")
     for w in warnings:
-        sys.stderr.write(f"npudiag: warning: {w}\n")
+        tell(f"warning: {w}")
     for e in errors:
-        sys.stderr.write(f"npudiag: {e}\n")
+        tell(f"{e}")
     return 2 if errors or not sources else 0
 
 
@@ -103,14 +105,17 @@ def export(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     except mr.ToolError as exc:
-        sys.stderr.write(f"npudiag: {exc}\n")
+        tell(f"{exc}")
         raise typer.Exit(2) from None
-    sys.stderr.write(f"npudiag: export in {result.folder}\n")
+    tell(f"export in {result.folder}")
     if also_host:
-        copied = mr.copy_host_logs(result.folder)
-        sys.stderr.write(f"npudiag: host logs: {', '.join(map(str, copied)) or 'none found'}\n")
+        notes: list[str] = []
+        copied = mr.copy_host_logs(result.folder, notes)
+        tell(f"host logs: {', '.join(map(str, copied)) or 'none found'}")
+        for note in notes:
+            tell(f"warning: {note}")
     if archive:
-        sys.stderr.write(f"npudiag: archive {mr.write_archive(result.folder)}\n")
+        tell(f"archive {mr.write_archive(result.folder)}")
     code = _analyse([str(result.folder)], result.folder.with_name(result.folder.name + "-npudiag"), json_out, device)
     if code:
         raise typer.Exit(code)
@@ -131,16 +136,16 @@ def level(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     for name in mr.unknown_modules(module):
-        sys.stderr.write(f"npudiag: warning: {name} is not in slog.h's module list; msnpureport will say if it knows it\n")
+        tell(f"warning: {name} is not in slog.h's module list; msnpureport will say if it knows it")
     if host:
         for k, v in mr.host_level_env(global_level, module, event).items():
-            sys.stdout.write(f"export {k}={v}\n")
+            sys.stdout.write(f"export {k}={shlex.quote(v)}\n")  # meant for eval: quoted
         return
     try:
         tool = mr.require_msnpureport()
         for args in calls:
-            sys.stderr.write(f"npudiag: {tool} {' '.join(args)}\n")
+            tell(f"{tool} {' '.join(args)}")
             mr.run_tool(tool, args, Path.cwd(), lambda line: sys.stdout.write(line + "\n"), 120.0)
     except mr.ToolError as exc:
-        sys.stderr.write(f"npudiag: {exc}\n")
+        tell(f"{exc}")
         raise typer.Exit(2) from None

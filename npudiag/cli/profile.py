@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from npudiag.cli import analyze as _analyze
+from npudiag.cli._out import tell
 from npudiag.collect import msprof as mp
 from npudiag.collect import toolkit
 from npudiag.collect.child import describe_exit
@@ -51,7 +52,7 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Print the checks
 
 
 def _fail(message: str) -> typer.Exit:
-    sys.stderr.write(f"npudiag: {message}\n")
+    tell(f"{message}")
     return typer.Exit(2)
 
 
@@ -155,7 +156,7 @@ def profile(
             mp.write_acl_json(acl_json, acl_section)
         except ValueError as exc:
             raise _fail(str(exc)) from None
-        sys.stderr.write(f"npudiag: wrote the profiler section into {acl_json} (pass it to aclInit)\n")
+        tell(f"wrote the profiler section into {acl_json} (pass it to aclInit)")
         return
     if not app and emit is not Emit.command:
         raise typer.BadParameter("give the program to profile: npudiag profile [OPTIONS] ./app [ARGS]...")
@@ -182,33 +183,33 @@ def profile(
             mp.write_acl_json(acl_json, acl_section)
         except ValueError as exc:
             raise _fail(str(exc)) from None
-        sys.stderr.write(f"npudiag: profiler section written to {acl_json}; the app must pass it to aclInit\n")
+        tell(f"profiler section written to {acl_json}; the app must pass it to aclInit")
     output.mkdir(parents=True, exist_ok=True)
     before = prof_dirs(opts.output)
     env = {**os.environ, **env_extra}
-    sys.stderr.write(f"npudiag: {shlex.join(argv)}\n")
+    tell(f"{shlex.join(argv)}")
     try:
         result = run_child(argv, env=env, timeout_s=timeout)
     except OSError as exc:
         raise _fail(str(exc)) from None
     if result.timed_out:
-        sys.stderr.write(f"npudiag: stopped after the --timeout of {timeout:g} s; analysing the partial data collected so far\n")
+        tell(f"stopped after the --timeout of {timeout:g} s; analysing the partial data collected so far")
     if result.returncode > 128:
-        sys.stderr.write(f"npudiag: the program was {describe_exit(result.returncode)}\n")
+        tell(f"the program was {describe_exit(result.returncode)}")
     if result.interrupted:
-        sys.stderr.write(f"npudiag: interrupted after {result.elapsed_s:.1f} s; analysing the partial data collected so far\n")
+        tell(f"interrupted after {result.elapsed_s:.1f} s; analysing the partial data collected so far")
     new = sorted(prof_dirs(opts.output) - before)
     if not new:
-        sys.stderr.write(f"npudiag: no PROF_* folder appeared in {opts.output} (exit code {result.returncode})\n")
+        tell(f"no PROF_* folder appeared in {opts.output} (exit code {result.returncode})")
         raise typer.Exit(result.returncode or 2)
     for prof in new:
         if needs_export(prof):
             if msprof is None:
-                sys.stderr.write(f"npudiag: {prof} has no exported summaries and msprof is not found to export them\n")
+                tell(f"{prof} has no exported summaries and msprof is not found to export them")
                 continue
-            sys.stderr.write(f"npudiag: exporting {prof.name} (msprof --export=on)\n")
+            tell(f"exporting {prof.name} (msprof --export=on)")
             run_child([str(msprof), "--export=on", f"--output={prof}"], label="exporting", timeout_s=timeout)
-    sys.stderr.write("npudiag: collected " + ", ".join(str(p) for p in new) + "\n")
+    tell("collected " + ", ".join(str(p) for p in new) + "")
     code = result.returncode
     if not no_analyze:
         target = out if out is not None else Path("npudiag-out") / new[0].name
@@ -224,10 +225,10 @@ def profile(
             except typer.BadParameter as exc:
                 if attempt == (None, None):
                     raise
-                sys.stderr.write(f"npudiag: warning: the step window cannot be applied ({exc}); analysing every step\n")
+                tell(f"warning: the step window cannot be applied ({exc}); analysing every step")
             except typer.Exit as exc:
                 code = code or exc.exit_code
                 break
-        sys.stderr.write(f"npudiag: layout: {opts.output}/ (raw msprof data)  {target}/ (npudiag tables, manifest.json)\n")
+        tell(f"layout: {opts.output}/ (raw msprof data)  {target}/ (npudiag tables, manifest.json)")
     if code:
         raise typer.Exit(code)

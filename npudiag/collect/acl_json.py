@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from npudiag.errors import InputError
+from npudiag.safeio import loads_json, read_text_limited
 from npudiag.store import write_text
 
 
@@ -16,9 +18,10 @@ def merged(path: Path, key: str, section: dict[str, Any]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if path.exists():
         try:
-            data = json.loads(path.read_text(encoding="utf-8") or "{}")
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc}); fix or remove it first") from None
+            text = read_text_limited(path)
+            data = loads_json(text, path) if text.strip() else {}
+        except InputError as exc:
+            raise ValueError(f"{exc.one_line()}; fix or remove it first") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a JSON object at the top level")
     data[key] = section

@@ -3,13 +3,14 @@ CANN's adump config converter does (keys, values, conflicts), one message per pr
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
 from npudiag.collect import acl_json
+from npudiag.errors import InputError
+from npudiag.safeio import load_json
 
 DUMP_KEYS = {
     "dump_path", "dump_list", "dump_mode", "dump_op_switch", "dump_debug", "dump_level", "dump_stats", "dump_step",
@@ -166,11 +167,9 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
 
 def check_acl_json(path: Path) -> list[str]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        return [f"{path}: cannot read ({exc.strerror})"]
-    except ValueError as exc:
-        return [f"{path}: not valid JSON ({exc})"]
+        data = load_json(path)
+    except InputError as exc:
+        return [exc.one_line()]
     if not isinstance(data, dict):
         return [f"{path}: expected a JSON object"]
     if "dump" not in data:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from npudiag.collect.child import describe_exit, kill_group, popen
 from npudiag.errors import InputError
+from npudiag.safeio import is_regular
 from npudiag.store import atomic_write
 
 DRIVER_TOOL_DIRS = ["/usr/local/Ascend/driver/tools", "/usr/local/Ascend/driver/tools/msnpureport"]
@@ -207,12 +208,14 @@ class Export:
 
 
 def _created_folder(workdir: Path, output: list[str]) -> Path:
-    made = sorted(p for p in workdir.iterdir() if p.is_dir() and EXPORT_DIR.match(p.name))
+    """The export folder the tool made in npudiag's private working folder. A path the tool merely
+    prints is only taken when it lies inside that folder: nothing else is ever moved."""
+    made = sorted(p for p in workdir.iterdir() if p.is_dir() and not p.is_symlink() and EXPORT_DIR.match(p.name))
     if made:
         return made[-1]
     if len(output) >= 2 and ":" in output[1]:  # the path after the last colon of line 2 (what ascend-fd reads)
         p = Path(output[1].rsplit(":", 1)[1].strip())
-        if p.is_dir():
+        if p.is_dir() and not p.is_symlink() and p.resolve().parent == workdir.resolve():
             return p
     raise ToolError(f"msnpureport finished but no YYYY-MM-DD-hh-mm-ss export folder appeared in {workdir}")
 
@@ -249,11 +252,28 @@ def host_log_folders() -> list[Path]:
     return [home / d for d in ("debug", "run", "security") if (home / d).is_dir()]
 
 
-def copy_host_logs(dest: Path) -> list[Path]:
+def copy_host_logs(dest: Path, notes: list[str] | None = None) -> list[Path]:
+    """Copy the host log folders into ``dest/host``: regular files and folders only. Links (which
+    could point anywhere, and would be absolute in an archive) and FIFOs / devices are left out,
+    each noted."""
+    notes = notes if notes is not None else []
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        skip = []
+        for n in names:
+            p = Path(folder) / n
+            if p.is_symlink():
+                notes.append(f"{p}: a link; not copied")
+                skip.append(n)
+            elif not p.is_dir() and not is_regular(p):
+                notes.append(f"{p}: not a regular file (a FIFO, device or socket); not copied")
+                skip.append(n)
+        return skip
+
     copied = []
     for src in host_log_folders():
         target = dest / "host" / src.name
-        shutil.copytree(src, target, symlinks=True)
+        shutil.copytree(src, target, symlinks=False, ignore=ignore)
         copied.append(target)
     return copied
 

@@ -26,6 +26,7 @@ from npudiag.schemas import LOG_EVENTS
 
 BATCH_ROWS = 20_000
 CHUNK_LINES = 32_768  # lines per vectorised plog chunk
+MIN_VECTOR_LINES = 4096  # a shorter tail is parsed line by line (the vector set-up costs more)
 MAX_CONTINUATION_LINES = 400  # a record longer than this is split, so one runaway block cannot grow unbounded
 MAX_MESSAGE_CHARS = 64_000
 
@@ -99,6 +100,15 @@ _PROF_TID = re.compile(r"^ >>> \(tid:(\d+)\)")
 _FUNC_FILE_LINE = re.compile(r"\[FUNC:(\w+)\]\[FILE:([^\]]+)\]\[LINE:(\d+)\]")
 _DEVICE_IN_TEXT = re.compile(r"device\((?:chipId:)?(\d+)|\bdevice_id=(\d+)|\bdeviceId[=\[](\d+)|\bdevId[:=] ?(\d+)")
 _RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
+
+
+def cap_message(msg: str) -> str:
+    """A record's message of at most MAX_MESSAGE_CHARS (and a note of what was cut): one runaway record
+    cannot hold the memory of a whole log."""
+    if len(msg) <= MAX_MESSAGE_CHARS:
+        return msg
+    note = f" [... {len(msg) - MAX_MESSAGE_CHARS:,} more characters cut by npudiag]"
+    return msg[:MAX_MESSAGE_CHARS] + note
 
 
 def error_codes(text: str) -> list[str]:
@@ -206,9 +216,7 @@ class LogParser:
         if rec is None:
             return
         self._cur = None
-        msg = "\n".join(rec.parts)
-        if len(msg) > MAX_MESSAGE_CHARS:
-            msg = msg[:MAX_MESSAGE_CHARS] + " [...]"
+        msg = cap_message("\n".join(rec.parts))
         ctx = self.ctx
         if rec.device_id is None:
             m = _DEVICE_IN_TEXT.search(msg) if rec.fmt != "plog" or ctx.device_id is None else None
@@ -252,7 +260,7 @@ class LogParser:
         from npudiag.formats.plog_fast import parse_plog_chunk  # it builds on this module
 
         pending: deque[tuple[Future[pa.RecordBatch | None] | None, list[str], int]] = deque()
-        pool = ThreadPoolExecutor(max_workers=2) if self.vectorised else None
+        pool: ThreadPoolExecutor | None = None  # started at the first full chunk: a small file is parsed line by line
         try:
             buf: list[str] = []
             start = self.lines + 1
@@ -263,6 +271,8 @@ class LogParser:
                     line = _valid_utf8(line)
                 buf.append(line)
                 if len(buf) >= CHUNK_LINES:
+                    if pool is None and self.vectorised:
+                        pool = ThreadPoolExecutor(max_workers=2)
                     cut = next((i for i in range(len(buf) - 1, 0, -1) if buf[i].startswith("[") and PLOG.match(buf[i])), len(buf))
                     chunk, buf = buf[:cut], buf[cut:]
                     fut = pool.submit(parse_plog_chunk, chunk, start, self.ctx) if pool and chunk[0].startswith("[") else None
@@ -271,7 +281,8 @@ class LogParser:
                     while len(pending) > 3:
                         yield from self._resolve(*pending.popleft())
             if buf:
-                fut = pool.submit(parse_plog_chunk, buf, start, self.ctx) if pool and buf[0].startswith("[") else None
+                big = pool is not None and len(buf) >= MIN_VECTOR_LINES
+                fut = pool.submit(parse_plog_chunk, buf, start, self.ctx) if big and buf[0].startswith("[") else None
                 pending.append((fut, buf, start))
             while pending:
                 yield from self._resolve(*pending.popleft())

@@ -14,7 +14,6 @@ fastest) whose links the total already holds, so they are skipped: adding them c
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.errors import InputError
+from npudiag.safeio import load_json
 from npudiag.schemas import COMM_LINKS, COMM_OPS
 
 _LINK = re.compile(r"^(\d+)-(\d+)$")
@@ -43,14 +43,7 @@ def _kinds(path: Path, step: str, kinds: object) -> dict[str, dict]:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(path, f"cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(path, "bytes that are not UTF-8 text", offset=exc.start) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON ({exc.msg})", line=exc.lineno) from None
+    data = load_json(path, 1 << 30)
     if not isinstance(data, dict):
         raise InputError(path, "expected a JSON object of steps")
     return data

@@ -35,8 +35,11 @@ class CsvText:
 
     def has(self, *names: str) -> str | None:
         """The first of ``names`` that is a column here (CANN versions rename columns)."""
+        present = self.__dict__.get("_names")
+        if present is None:
+            present = self.__dict__["_names"] = set(self.table.column_names)
         for name in names:
-            if name in self.table.column_names:
+            if name in present:
                 return name
         return None
 
@@ -63,7 +66,13 @@ def read_header(path: Path) -> list[str]:
 
 
 def read_csv_text(
-    path: Path, required: tuple[tuple[str, ...], ...] = (), *, multiline: bool = False, text_columns: tuple[str, ...] = ()
+    path: Path,
+    required: tuple[tuple[str, ...], ...] = (),
+    *,
+    multiline: bool = False,
+    text_columns: tuple[str, ...] = (),
+    max_columns: int | None = None,
+    keep: tuple[str, ...] = (),
 ) -> CsvText:
     """Read ``path`` with every column as string.
 
@@ -76,6 +85,15 @@ def read_csv_text(
         if not any(n in names for n in group):
             raise InputError(path, f"missing column {' or '.join(repr(g) for g in group)}; header has {len(names)} columns", line=1)
     warnings: list[str] = []
+    include: list[str] | None = None
+    if max_columns is not None and len(names) > max_columns:
+        # a real export has a few dozen columns; reading tens of thousands costs seconds for nothing
+        needed = {n for group in required for n in group} | set(text_columns) | set(keep)
+        include = [n for n in names if n in needed]
+        include += [n for n in names if n not in needed][: max_columns - len(include)]
+        include = list(dict.fromkeys(include))
+        warnings.append(f"{path}: {len(names)} columns; only the first {len(include)} were read (a profiler CSV has far fewer)")
+        names = include
     skipped: list[tuple[int, str]] = []
 
     def on_invalid(row: pacsv.InvalidRow) -> str:
@@ -94,6 +112,7 @@ def read_csv_text(
             parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=multiline),
             convert_options=pacsv.ConvertOptions(
                 column_types={n: pa.string() for n in names} if all_text else {n: pa.string() for n in text_columns if n in names},
+                include_columns=include or [],
                 null_values=NULL_TOKENS,
                 strings_can_be_null=True,
                 quoted_strings_can_be_null=True,
@@ -256,9 +275,15 @@ def to_ns(ct: CsvText, name: str | None) -> pa.ChunkedArray | None:
     raw = ct.table.column(name)
     if not pa.types.is_string(raw.type):
         return pc.cast(pc.round(pc.multiply(raw.cast(pa.float64()), 1000.0)), pa.int64(), safe=False)
-    m = pc.extract_regex(pc.utf8_trim_whitespace(raw), _DECIMAL)
-    whole = pc.struct_field(m, "i").cast(pa.int64())
+    text = pc.utf8_trim_whitespace(raw)
+    m = pc.extract_regex(text, _DECIMAL)
+    digits = pc.struct_field(m, "i")
+    # at most 16 digits before the point fit int64 nanoseconds; longer is null (the float start stands)
+    digits = pc.if_else(pc.less_equal(pc.utf8_length(digits), 17), digits, pa.scalar(None, pa.string()))
+    whole = digits.cast(pa.int64())
     frac = pc.utf8_rpad(pc.struct_field(m, "f"), 3, "0").cast(pa.int64())
+    # the fraction has the number's sign: "-1.5" is -1500 ns, "-0.5" is -500 ns
+    frac = pc.if_else(pc.fill_null(pc.starts_with(text, "-"), False), pc.negate(frac), frac)
     return pc.add(pc.multiply(whole, 1000), frac)
 
 

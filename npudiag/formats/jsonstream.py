@@ -67,26 +67,48 @@ class _Reader:
                 return ""
 
 
+def _decode_value(r: _Reader) -> Any:
+    """Decode the JSON value at ``r.pos`` (reading more text as needed) and step past it."""
+    while True:
+        try:
+            obj, end = _decoder.raw_decode(r.buf, r.pos)
+            r.pos = end
+            return obj
+        except json.JSONDecodeError as exc:
+            if not r.eof and len(r.buf) - r.pos < MAX_EVENT_CHARS and r.fill():
+                continue
+            raise InputError(r.path, f"malformed JSON: {exc.msg}", offset=r.consumed + exc.pos) from None
+
+
 def _open_array(r: _Reader) -> None:
     first = r.skip_ws()
     if first == "[":
         r.pos += 1
         return
     if first == "{":
-        # object form: find the traceEvents array; other keys before it are skipped
+        # object form: walk the top-level keys; the value of the key "traceEvents" is the array (a
+        # "traceEvents" nested inside another key, such as otherData, is not)
+        r.pos += 1
         while True:
-            idx = r.buf.find('"traceEvents"', r.pos)
-            if idx >= 0:
-                r.pos = idx + len('"traceEvents"')
-                if r.skip_ws() != ":":
-                    break
+            ch = r.skip_ws()
+            if ch == "}" or ch == "":
+                break
+            if ch == ",":
                 r.pos += 1
-                if r.skip_ws() == "[":
-                    r.pos += 1
-                    return
-                break
-            if not r.fill():
-                break
+                continue
+            if ch != '"':
+                raise InputError(r.path, f"found {ch!r}; expected a key of the trace object", offset=r.offset())
+            key = _decode_value(r)
+            if r.skip_ws() != ":":
+                raise InputError(r.path, "expected ':' after a key of the trace object", offset=r.offset())
+            r.pos += 1
+            if key == "traceEvents":
+                if r.skip_ws() != "[":
+                    raise InputError(r.path, "traceEvents is not an array; expected a Chrome trace", offset=r.offset())
+                r.pos += 1
+                return
+            r.skip_ws()
+            _decode_value(r)
         raise InputError(r.path, "JSON object without a traceEvents array; expected a Chrome trace", offset=r.offset())
     if first == "":
         raise InputError(r.path, "empty file; expected a JSON array of trace events", offset=0)

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
+from npudiag.assemble import drop_bad_timing
 from npudiag.errors import InputError
 from npudiag.formats.csvtext import (
     NO_MODEL_ID,
@@ -54,7 +55,8 @@ _COLUMNS: dict[str, tuple[tuple[str, ...], str]] = {
     "output_formats": (("Output Formats",), "text"),
 }
 _CONSUMED_EXTRA = {"task_stop(us)"}  # task_time's end column: start + duration already say it
-
+MAX_COLUMNS = 512  # the core columns and the PMU metric tail of any --aic-metrics set fit many times over
+_ALL_NAMES = tuple(n for alternatives, _ in _COLUMNS.values() for n in alternatives)  # every name a core column may have
 REQUIRED = (
     _COLUMNS["op_name"][0],
     _COLUMNS["start_us"][0],
@@ -73,9 +75,11 @@ def kind_of(path: Path) -> str:
 
 def read_kernels(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
     # start times stay text so they can be parsed exactly (see to_ns)
-    ct = read_csv_text(path, REQUIRED, text_columns=_COLUMNS["start_us"][0])
+    ct = read_csv_text(path, REQUIRED, text_columns=_COLUMNS["start_us"][0], max_columns=MAX_COLUMNS, keep=_ALL_NAMES)
     try:
-        return kernels_from_csv(ct, kind_of(path), rank), ct.warnings
+        table = kernels_from_csv(ct, kind_of(path), rank)
+        table, bad = drop_bad_timing(table, str(path), lambda i: f"data row {i + 1}")
+        return table, ct.warnings + bad
     except pa.ArrowInvalid as exc:
         if "utf8" in str(exc).lower():
             raise InputError(path, "bytes that are not UTF-8 text", line=first_bad_utf8_line(path)) from None
@@ -128,7 +132,9 @@ def kernels_from_csv(ct: CsvText, source: str, rank: int | None) -> pa.Table:
     cols["source"] = pa.repeat(pa.scalar(source, pa.string()), n)
     cols["rank"] = pa.repeat(pa.scalar(rank, pa.int32()), n)
     table = schemas.conform(pa.table(cols), schemas.KERNELS)
-    for extra in extras:
-        col = done["extra:" + extra]
-        table = table.append_column(pa.field(extra, col.type), col)
-    return table
+    if not extras:
+        return table
+    # all metric columns at once: appending one at a time copies the schema each time (quadratic)
+    arrays = list(table.columns) + [done["extra:" + e] for e in extras]
+    fields = list(table.schema) + [pa.field(e, done["extra:" + e].type) for e in extras]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

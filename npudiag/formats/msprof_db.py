@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas, tasks
+from npudiag.assemble import drop_bad_timing
 from npudiag.errors import InputError
 from npudiag.formats.csvtext import NO_MODEL_ID
 
@@ -264,7 +265,13 @@ def _read(db: _Db, rank: int | None) -> DbTables:
     ctasks = _comm_tasks(db, task.filter(is_comm), comm_info, pc.drop_null(pc.filter(in_comm, is_comm)), rank)
     api = _api_calls(db, rank) if "CANN_API" in db.present else schemas.empty("api_calls")
     steps = _steps(db, rank, task)
-    return DbTables(kernels, copies, ctasks, api, steps, counts, rank, db.warnings)
+    checked = []
+    for name, table in (("TASK / COMMUNICATION_OP", kernels), ("TASK (MEMCPY)", copies), ("COMMUNICATION_TASK_INFO", ctasks),
+                        ("CANN_API", api)):  # fmt: skip
+        table, bad = drop_bad_timing(table, f"{db.path} {name}", lambda i, t=table: f"startNs {t['start_ns'][i].as_py()}")
+        db.warnings.extend(bad)
+        checked.append(table)
+    return DbTables(*checked, steps, counts, rank, db.warnings)
 
 
 def _compute_kernels(db: _Db, task: pa.Table, cti: pa.Table, pos: pa.Array, rank: int | None) -> pa.Table:

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.formats.ascend_log import LogContext, error_codes
+from npudiag.formats.ascend_log import MAX_MESSAGE_CHARS, LogContext, cap_message, error_codes
 from npudiag.schemas import LOG_EVENTS
 
 _HEADER = (
@@ -104,12 +104,18 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> pa.R
         texts = pc.utf8_trim_whitespace(content).to_pylist()
         cont_idx = np.flatnonzero(other)
         owner = np.searchsorted(hdr_idx, cont_idx, side="right") - 1
+        extra: dict[int, list[str]] = {}  # each record's continuation lines, joined once (not one + at a time)
         for i, o in zip(cont_idx.tolist(), owner.tolist()):
             if lines[i].strip():
-                texts[o] = texts[o] + "\n" + lines[i]
-        message = pa.array(texts, pa.string())
+                extra.setdefault(o, []).append(lines[i])
+        for o, more in extra.items():
+            texts[o] = "\n".join([texts[o], *more])
+        message = pa.array([cap_message(t) if len(t) > MAX_MESSAGE_CHARS else t for t in texts], pa.string())
     else:
         message = pc.utf8_trim_whitespace(content)
+        long = pc.greater(pc.utf8_length(message), MAX_MESSAGE_CHARS)
+        if pc.any(long).as_py():
+            message = pa.array([cap_message(t) if t is not None else None for t in message.to_pylist()], pa.string())
     n = len(hdr_idx)
     tid, func = _thread_and_function(content)
     src_file = pc.if_else(pc.equal(_field(h, "src_file"), ""), pa.scalar(None, pa.string()), _field(h, "src_file"))

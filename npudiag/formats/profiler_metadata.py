@@ -8,23 +8,23 @@ because everything else about the rank is still readable.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from npudiag.errors import InputError
+from npudiag.safeio import load_json
 
 MAX_BYTES = 16 << 20  # metadata is a few kB; a larger file is not one torch_npu wrote
 
 
 def read_distributed_args(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(distributed_args or None, warning or None)."""
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            return None, f"{path}: larger than {MAX_BYTES >> 20} MiB; not read as profiler metadata"
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         return None, None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return None, f"{path}: not readable as JSON ({type(exc).__name__}); its distributed_args were ignored"
+    try:
+        data = load_json(path, MAX_BYTES)
+    except InputError as exc:
+        return None, f"{exc.one_line()}; its distributed_args were ignored"
     args = data.get("distributed_args") if isinstance(data, dict) else None
     if args is not None and not isinstance(args, dict):
         return None, f"{path}: distributed_args is not an object; ignored"

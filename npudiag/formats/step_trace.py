@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -48,4 +49,35 @@ def read_steps(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]
         cols["end_us"] = end
         cols["start_us"] = pc.subtract(end, iteration)
     present = {k: v for k, v in cols.items() if v is not None}
-    return schemas.conform(pa.table(present), schemas.STEPS), ct.warnings
+    table = schemas.conform(pa.table(present), schemas.STEPS)
+    return _checked(table, path), ct.warnings + _problems(table, path)
+
+
+_TIME_COLUMNS = [n for n in schemas.STEPS.names if n.endswith("_us")]
+
+
+def _bad(col: pa.ChunkedArray) -> np.ndarray:
+    v = pc.fill_null(col, 0.0).to_numpy(zero_copy_only=False)
+    return ~np.isfinite(v) | (v < 0) | (np.abs(v) > 1e17)
+
+
+def _problems(table: pa.Table, path: Path) -> list[str]:
+    out = []
+    for name in _TIME_COLUMNS:
+        bad = _bad(table[name]) if not name.startswith(("start", "end")) else ~np.isfinite(pc.fill_null(table[name], 0.0).to_numpy())
+        if bad.any():
+            i = int(np.nonzero(bad)[0][0])
+            out.append(f"{path}: {int(bad.sum())} {name} value(s) negative or not finite (first at data row {i + 1}: "
+                       f"{table[name][i].as_py()}); ignored")  # fmt: skip
+    return out
+
+
+def _checked(table: pa.Table, path: Path) -> pa.Table:
+    """Negative or non-finite phase values are nulls (a step time that is null is the tasks' span)."""
+    for name in _TIME_COLUMNS:
+        col = table[name]
+        bad = _bad(col) if not name.startswith(("start", "end")) else ~np.isfinite(pc.fill_null(col, 0.0).to_numpy())
+        if bad.any():
+            cleaned = pc.if_else(pa.array(bad), pa.scalar(None, pa.float64()), col)
+            table = table.set_column(table.schema.get_field_index(name), name, cleaned)
+    return table

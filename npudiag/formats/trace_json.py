@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from npudiag import schemas
+from npudiag.assemble import drop_bad_timing
 from npudiag.errors import InputError
 from npudiag.formats.csvtext import NO_MODEL_ID
 from npudiag.formats.jsonstream import iter_events
@@ -106,14 +107,22 @@ def _code(value: object) -> int:
     return MISSING
 
 
+_NS_LIMIT = 9 * 10**18  # |ns| an int64 holds with room to subtract
+
+
 def _exact_ns(ts: object, as_float: float) -> int:
-    """The trace's ts (a string of microseconds with 3 decimals) as exact integer nanoseconds."""
+    """The trace's ts (a string of microseconds with 3 decimals) as exact integer nanoseconds;
+    MISSING where it is no finite time an int64 holds (the float start then stands alone)."""
     if ts.__class__ is str:
         whole, _, frac = ts.strip().partition(".")
-        try:
-            return int(whole) * 1000 + (int((frac + "000")[:3]) if frac else 0) * (-1 if whole.startswith("-") else 1)
-        except ValueError:
-            pass
+        if len(whole) <= 17:
+            try:
+                out = int(whole) * 1000 + (int((frac + "000")[:3]) if frac else 0) * (-1 if whole.startswith("-") else 1)
+                return out if -_NS_LIMIT < out < _NS_LIMIT else MISSING
+            except ValueError:
+                pass
+    if as_float != as_float or abs(as_float) >= _NS_LIMIT / 1000.0:
+        return MISSING
     return round(as_float * 1000.0)
 
 
@@ -265,11 +274,15 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
     step_rows = py[np.array([_PROFILER_STEP.match(cols.name[i]) is not None for i in py], dtype=bool)] if len(py) else py
     streams = _take_int(cols, "stream", planes)
     plane_ids = np.array([_plane_of(thread_names.get((int(pid[i]), int(tid[i])), "")) for i in planes], dtype=np.int64)
+    parts = []
+    for table in (_task_table(cols, hw, rank, device_id, flows), _comm_op_table(cols, ops, rank, device_id),
+                  _comm_task_table(cols, planes, plane_ids, rank), _api_table(cols, cann, rank)):  # fmt: skip
+        label = "op_name" if "op_name" in table.column_names else ("name" if "name" in table.column_names else "task_type")
+        table, bad = drop_bad_timing(table, str(path), lambda i, t=table, c=label: f"event {t[c][i].as_py()!r} at {t['start_us'][i]}")
+        warnings.extend(bad)
+        parts.append(table)
     return TraceTables(
-        _task_table(cols, hw, rank, device_id, flows),
-        _comm_op_table(cols, ops, rank, device_id),
-        _comm_task_table(cols, planes, plane_ids, rank),
-        _api_table(cols, cann, rank),
+        *parts,
         _step_table(cols, marker_rows, step_rows, rank, device_id),
         {int(s) for s in streams if s != MISSING},
         device_ids,
@@ -316,7 +329,7 @@ def _common(cols: _Columns, rows: np.ndarray, rank, device_id) -> dict[str, pa.A
         "device_id": pa.repeat(pa.scalar(device_id, pa.int32()), n),
         "op_name": _strs(cols.name, rows),
         "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
-        "start_ns": pa.array(cols.np(cols.ts_ns)[rows], pa.int64()),
+        "start_ns": _int_col(cols.np(cols.ts_ns)[rows]),
         "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
     }
 
@@ -374,7 +387,7 @@ def _comm_task_table(cols: _Columns, rows: np.ndarray, plane_ids: np.ndarray, ra
             "plane_id": pa.array(np.where(plane_ids == MISSING, 0, plane_ids), pa.int32(), mask=plane_ids == MISSING),
             "task_type": _strs(cols.strs["type"], rows),
             "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
-            "start_ns": pa.array(cols.np(cols.ts_ns)[rows], pa.int64()),
+            "start_ns": _int_col(cols.np(cols.ts_ns)[rows]),
             "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
             "stream_id": _int_col(_take_int(cols, "stream", rows)),
             "task_id": _int_col(_take_int(cols, "task", rows)),
@@ -448,7 +461,7 @@ def _api_table(cols: _Columns, rows: np.ndarray, rank) -> pa.Table:
             "level": pa.array(levels, pa.string()),
             "name": pa.array(names, pa.string()),
             "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
-            "start_ns": pa.array(cols.np(cols.ts_ns)[rows], pa.int64()),
+            "start_ns": _int_col(cols.np(cols.ts_ns)[rows]),
             "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
             "thread_id": _int_col(_first(_take_int(cols, "thread", rows), cols.np(cols.tid)[rows])),
             "connection_id": _int_col(_take_int(cols, "connection", rows)),

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from npudiag.report.terminal import fmt_us
+from npudiag.report.text import Col, plain, table
 
 PHASES = [
     ("computing_us", "computing"), ("communication_not_overlapped_us", "comm (not overl.)"), ("free_us", "free"), ("bubble_us", "bubble"),
@@ -28,70 +27,73 @@ def _cell(v: float | None, med: float | None) -> Text:
     return Text(f"{fmt_us(v)} {dev * 100:+.0f}%", style=style)
 
 
-def render_cluster_terminal(s: dict[str, Any], console: Console, max_ranks: int = 64) -> None:
+def _median(rows: list[dict[str, Any]], key: str) -> float | None:
+    vals = sorted(r[key] for r in rows if r.get(key) is not None)
+    return None if not vals else (vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2)
+
+
+MATRIX_ROWS = 24  # more ranks than this: the slowest and fastest, and how many are between
+
+
+def render_cluster_terminal(s: dict[str, Any], console: Console, per_step: bool = False) -> None:
     console.print(Text(f"npudiag cluster  {s['ranks']} ranks, {s['steps']} steps", style="bold"))
-    for step in s["per_step"]:
-        rows = step["rows"]
-        med = {k: step["median"].get(k) for k, _ in PHASES}
-        t = Table(
-            title=f"step {step['step']}: per rank (difference from the median rank)",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-        )
-        t.add_column("rank", justify="right")
-        for _, label in PHASES:
-            t.add_column(label, justify="right", no_wrap=True)
-        for r in rows[:max_ranks]:
-            t.add_row(str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES])
-        console.print(t)
+    matrix = s.get("rank_matrix", [])
+    if matrix:
+        med = {k: _median(matrix, k) for k, _ in PHASES}
+        shown = matrix
+        rest = 0
+        if len(matrix) > MATRIX_ROWS:
+            shown = matrix[:16] + matrix[-8:]
+            rest = len(matrix) - len(shown)
+        cols = [Col("rank", priority=0)] + [Col(label, priority=0 if k == "stage_us" else i + 1) for i, (k, label) in enumerate(PHASES)]
+        cols.append(Col("worst step", "fixed", 6))
+        rows = []
+        for i, r in enumerate(shown):
+            if rest and i == 16:
+                rows.append([Text("…", style="dim"), *[Text("") for _ in PHASES], Text(f"{rest} ranks between", style="dim")])
+            worst = "-" if r["worst_step"] is None else f"{r['worst_step']} ({fmt_us(r['worst_stage_us'])})"
+            rows.append([str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES], worst])
+        title = f"Ranks over {s['steps']} step(s): mean per step, difference from the median rank (slowest first)"
+        console.print(table(console, title, cols, rows))
+    if per_step:
+        for step in s["per_step"]:
+            med = {k: step["median"].get(k) for k, _ in PHASES}
+            cols = [Col("rank", priority=0)] + [Col(label, priority=0 if k == "stage_us" else i + 1) for i, (k, label) in enumerate(PHASES)]
+            rows = [[str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES]] for r in step["rows"]]
+            console.print(table(console, f"step {step['step']}: per rank (difference from the median rank)", cols, rows))
     if s["slow_ranks"]:
-        t = Table(title="Slow ranks", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
-        for col in ("step", "rank", "stage", "vs median", "cause", "slower ops"):
-            t.add_column(col, overflow="fold")
-        for r in s["slow_ranks"]:
+        cols = [Col("step", priority=0), Col("rank", priority=0), Col("stage", priority=1), Col("vs median", priority=0),
+                Col("cause", "fixed", 0), Col("slower ops", "text", 2, min_width=16)]  # fmt: skip
+        rows = []
+        for r in s["slow_ranks"][:30]:
             ops = ", ".join(f"{o['op']} +{fmt_us(o['delta_us'])}" for o in json.loads(r["slower_ops"] or "[]")[:3])
-            t.add_row(
-                str(r["step"]),
-                str(r["rank"]),
-                fmt_us(r["stage_us"]),
-                f"+{r['excess_pct']:.1f}%",
-                f"{r['cause']} +{fmt_us(r['cause_excess_us'])}",
-                ops,
-            )
-        console.print(t)
+            rows.append([str(r["step"]), str(r["rank"]), fmt_us(r["stage_us"]), f"+{r['excess_pct']:.1f}%",
+                         f"{r['cause']} +{fmt_us(r['cause_excess_us'])}", ops])  # fmt: skip
+        more = f" (first 30 of {len(s['slow_ranks'])})" if len(s["slow_ranks"]) > 30 else ""
+        console.print(table(console, f"Slow ranks{more}", cols, rows))
     else:
         console.print(Text("No slow rank: every rank is within the threshold of the median (or within its noise).", style="green"))
 
 
+def _gbps(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}" if v >= 0.1 else f"{v:.2g}"
+
+
 def render_comm_terminal(s: dict[str, Any], console: Console) -> None:
     if s["links"]:
-        t = Table(title="Communication by transport", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
-        for col in ("transport", "links", "bytes", "time", "GB/s", "slowest link GB/s"):
-            t.add_column(col, justify="right" if col != "transport" else "left")
-        for r in s["links"]:
-            bw = "-" if r["bandwidth_gbps"] is None else f"{r['bandwidth_gbps']:.1f}"
-            t.add_row(
-                r["transport"] or "?",
-                str(r["links"]),
-                f"{(r['bytes'] or 0) / 1e6:,.1f} MB",
-                fmt_us(r["time_us"]),
-                bw,
-                f"{r['min_link_bandwidth_gbps'] or 0:.1f}",
-            )
-        console.print(t)
+        cols = [Col("transport", "fixed", 0), Col("links", priority=2), Col("bytes", priority=1), Col("time", priority=0),
+                Col("GB/s", priority=0), Col("slowest link GB/s", priority=3)]  # fmt: skip
+        rows = [[r["transport"] or "?", str(r["links"]), f"{(r['bytes'] or 0) / 1e6:,.1f} MB", fmt_us(r["time_us"]),
+                 _gbps(r["bandwidth_gbps"]), _gbps(r["min_link_bandwidth_gbps"])] for r in s["links"]]  # fmt: skip
+        console.print(table(console, "Communication by transport", cols, rows))
     for r in s["slow_links"][:10]:
-        link = f"slow link {r['src_rank']}->{r['dst_rank']} ({r['transport']}, {r['op_name']}): {r['bandwidth_gbps']:.1f} GB/s"
-        console.print(Text(f"{link}, {r['ratio'] * 100:.0f}% of the median {r['median_bandwidth_gbps']:.1f} GB/s", style="red"))
+        link = f"slow link {r['src_rank']}->{r['dst_rank']} ({r['transport']}, {r['op_name']}): {_gbps(r['bandwidth_gbps'])} GB/s"
+        console.print(plain(f"{link}, {r['ratio'] * 100:.0f}% of the median {_gbps(r['median_bandwidth_gbps'])} GB/s", style="red"))
     if s["wait_skew"]:
-        t = Table(
-            title="Collectives with the widest wait-time spread (others waited for the late rank)",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-        )
-        for col in ("step", "op", "ranks", "max wait", "min wait", "late rank"):
-            t.add_column(col, overflow="fold")
-        for r in s["wait_skew"][:10]:
-            t.add_row(r["step"], r["op_name"], str(r["ranks"]), fmt_us(r["max_wait_us"]), fmt_us(r["min_wait_us"]), str(r["late_rank"]))
-        console.print(t)
+        cols = [Col("step", "fixed", 2), Col("op", "name", 0, min_width=12), Col("ranks", priority=3), Col("max wait", priority=0),
+                Col("min wait", priority=1), Col("late rank", priority=0)]  # fmt: skip
+        rows = [[r["step"], r["op_name"], str(r["ranks"]), fmt_us(r["max_wait_us"]), fmt_us(r["min_wait_us"]), str(r["late_rank"])]
+                for r in s["wait_skew"][:10]]  # fmt: skip
+        console.print(table(console, "Collectives with the widest wait-time spread (others waited for the late rank)", cols, rows))

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from npudiag.report.terminal import fmt_us
+from npudiag.report.text import Col, plain, table
 
 _COUNT_ROWS = {"kernels", "steps", "copies", "findings"}
 
@@ -35,39 +34,27 @@ def _count(v: float) -> str:
 
 def render_compare_terminal(result: dict[str, Any], console: Console, top: int = 20) -> None:
     head = Text("npudiag compare", style="bold")
-    head.append(f"  {result['baseline']['path']}  ->  {result['current']['path']}", style="dim")
+    head.append("  ")
+    head.append_text(plain(f"{result['baseline']['path']}  ->  {result['current']['path']}", style="dim"))
     console.print(head)
-    t = Table(title="Totals (per run)", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
-    for col in ("", "baseline", "current", "change"):
-        t.add_column(col, justify="left" if not col else "right")
-    for r in result["totals"]["rows"]:
-        delta = r["delta"]
-        t.add_row(r["metric"], _value(r["metric"], r["baseline"]), _value(r["metric"], r["current"]), _ratio(r["ratio"]) if delta else "=")
-    console.print(t)
+    cols = [Col("", "fixed", 0), Col("baseline", priority=0), Col("current", priority=0), Col("change", priority=0)]
+    rows = [[r["metric"], _value(r["metric"], r["baseline"]), _value(r["metric"], r["current"]), _ratio(r["ratio"]) if r["delta"] else "="]
+            for r in result["totals"]["rows"]]  # fmt: skip
+    console.print(table(console, "Totals (per run)", cols, rows))
     ops = result["ops"]
-    d = Table(
-        title=f"Operators by {ops['match_by']}, largest change first ({min(top, len(ops['rows']))} of {ops['total']})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-    )
-    d.add_column("op", overflow="fold", ratio=1, min_width=16)
-    wide = console.width >= 110  # the averages only when they fit
-    for col in ("count", "total base", "total cur", "delta", "change") + (("avg base", "avg cur") if wide else ()):
-        d.add_column(col, justify="right", no_wrap=True)
+    title = f"Operators by {ops['match_by']}, largest change first ({min(top, len(ops['rows']))} of {ops['total']})"
+    cols = [Col("op", "name", 0, min_width=16), Col("count", priority=3), Col("total base", priority=1), Col("total cur", priority=1),
+            Col("delta", priority=0), Col("change", priority=0), Col("avg base", priority=2), Col("avg cur", priority=2)]  # fmt: skip
+    rows = []
     for r in ops["rows"][:top]:
-        mark = {"added": Text(" (new)", style="red"), "removed": Text(" (gone)", style="green")}.get(r["status"], Text(""))
+        mark = {"added": " (new)", "removed": " (gone)"}.get(r["status"], "")
         count = _count(r["base_count"]) if r["base_count"] == r["cur_count"] else f"{_count(r['base_count'])}→{_count(r['cur_count'])}"
         delta = r["delta_total_us"]
-        d.add_row(
-            Text(r["key"]) + mark,
-            count,
-            fmt_us(r["base_total_us"]),
-            fmt_us(r["cur_total_us"]),
+        rows.append([
+            plain(r["key"] + mark), count, fmt_us(r["base_total_us"]), fmt_us(r["cur_total_us"]),
             Text(("+" if delta > 0 else "") + fmt_us(delta), style="red" if delta > 0 else "green" if delta < 0 else ""),
-            _ratio(r["ratio"]),
-            *((fmt_us(r["base_avg_us"]), fmt_us(r["cur_avg_us"])) if wide else ()),
-        )
-    console.print(d)
+            _ratio(r["ratio"]), fmt_us(r["base_avg_us"]), fmt_us(r["cur_avg_us"]),
+        ])  # fmt: skip
+    console.print(table(console, title, cols, rows))
     if result.get("out"):
-        console.print(Text(f"diff table: {result['out']}", style="dim"))
+        console.print(plain(f"diff table: {result['out']}", style="dim"))

@@ -11,12 +11,11 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from npudiag.report.terminal import fmt_us
+from npudiag.report.text import Col, plain, table
 
 _STYLE = {"regression": "bold red", "improvement": "green", "not_significant": "yellow", "pass": ""}
 _LABEL = {"regression": "REGRESSION", "improvement": "improved", "not_significant": "noise", "pass": "ok"}
@@ -43,33 +42,25 @@ def headline(result: dict[str, Any]) -> str:
 def render_gate_terminal(result: dict[str, Any], console: Console, title: str = "") -> None:
     head = Text("npudiag gate", style="bold")
     if title:
-        head.append(f"  {title}", style="dim")
+        head.append("  ")
+        head.append_text(plain(title, style="dim"))
     console.print(head)
     limits = {m["max_regression"] for m in result["metrics"]}
     caption = f"limit +{limits.pop() * 100:g}% per metric; n = samples baseline/current" if len(limits) == 1 else None
-    t = Table(box=box.SIMPLE_HEAD, show_edge=False, caption=caption, caption_justify="left")
-    t.add_column("metric", overflow="fold", ratio=1, min_width=16)
-    for col in ("baseline", "current", "change") + (("limit",) if caption is None else ()) + ("n", "p"):
-        t.add_column(col, justify="right", no_wrap=True)
-    t.add_column("verdict", no_wrap=True)
+    cols = [Col("metric", "name", 0, min_width=16), Col("baseline", priority=1), Col("current", priority=0), Col("change", priority=0)]
+    cols += [] if caption else [Col("limit", priority=3)]
+    cols += [Col("n", priority=4), Col("p", priority=2), Col("verdict", "fixed", 0)]
+    rows = []
     for m in result["metrics"]:
-        style = _STYLE[m["status"]]
-        t.add_row(
-            m["metric"],
-            fmt_us(m["base_median_us"]),
-            fmt_us(m["cur_median_us"]),
-            change_text(m),
-            *(() if caption else (f"+{m['max_regression'] * 100:g}%",)),
-            f"{m['base_n']}/{m['cur_n']}",
-            p_text(m),
-            Text(_LABEL[m["status"]], style=style),
-        )
-    console.print(t)
+        limit = [] if caption else [f"+{m['max_regression'] * 100:g}%"]
+        rows.append([m["metric"], fmt_us(m["base_median_us"]), fmt_us(m["cur_median_us"]), change_text(m), *limit,
+                     f"{m['base_n']}/{m['cur_n']}", p_text(m), Text(_LABEL[m["status"]], style=_STYLE[m["status"]])])  # fmt: skip
+    console.print(table(console, None, cols, rows, caption=caption))
     for w in result["warnings"]:
-        console.print(Text(f"warning: {w}", style="yellow"))
+        console.print(plain(f"warning: {w}", style="yellow"))
     for m in result["metrics"]:
         if m["failed"]:
-            console.print(Text(f"{m['metric']}: {m['reason']}", style="red"))
+            console.print(plain(f"{m['metric']}: {m['reason']}", style="red"))
     console.print(Text(headline(result), style="bold green" if result["passed"] else "bold red"))
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich import box
 from rich.console import Console
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
+
+from npudiag.report.text import Col, plain, table
 
 
 def fmt_us(us: float | None) -> str:
@@ -52,55 +52,54 @@ def copy_numbers(r: dict[str, Any]) -> list[str]:
     return [f"{r['count']:,}", fmt_bytes(r["bytes"]), fmt_us(r["time_us"]), fmt_pct(r["share_pct"])]
 
 
-def render_terminal(summary: dict[str, Any], console: Console) -> None:
+def render_terminal(summary: dict[str, Any], console: Console, command: str = "analyze") -> None:
     prof = summary["profile"]
-    head = Text()
-    head.append("npudiag analyze", style="bold")
+    head = Text(f"npudiag {command}", style="bold")
     if summary.get("title"):
-        head.append(f"  {summary['title']}", style="dim")
+        head.append("  ")
+        head.append_text(plain(summary["title"], style="dim"))
     console.print(head)
+    ranks = f"ranks {prof['ranks']}"
+    if prof.get("ranks_with_kernels", prof["ranks"]) != prof["ranks"]:
+        ranks += f" ({prof['ranks_with_kernels']} with kernels)"
+    lost = prof.get("time_lost_us")
     console.print(
-        f"ranks {prof['ranks']}  ·  kernels {prof['kernels']:,}  ·  span {fmt_us(prof['span_us'])}  ·  "
-        f"device busy {fmt_us(prof['device_busy_us'])} ({fmt_pct(prof['device_busy_pct'])})  ·  "
-        f"kernel time {fmt_us(prof['kernel_time_us'])}  ·  steps {prof['steps']}"
+        Text(
+            f"{ranks}  ·  kernels {prof['kernels']:,}  ·  span {fmt_us(prof['span_us'])}  ·  "
+            f"device busy {fmt_us(prof['device_busy_us'])} ({fmt_pct(prof['device_busy_pct'])})  ·  "
+            f"kernel time {fmt_us(prof['kernel_time_us'])}  ·  steps {prof['steps']}"
+            + (f"  ·  time lost {fmt_us(lost)}" if lost else "")
+        )
     )
+    partial = prof.get("ranks_without_kernels") or {}
+    if partial:
+        shown = "; ".join(f"rank {r}: {', '.join(names)}" for r, names in list(partial.items())[:6])
+        more = f" (+{len(partial) - 6} more)" if len(partial) > 6 else ""
+        console.print(plain(f"ranks without kernels: {shown}{more}", style="dim"))
     if len(summary.get("per_rank", [])) > 1:
-        t = Table(title="Ranks", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-        for c in ("rank", "kernels", "span", "busy", "busy %", "kernel time"):
-            t.add_column(c, justify="right", no_wrap=True)
-        for r in summary["per_rank"]:
-            t.add_row(
-                str(r["rank"]),
-                f"{r['kernels']:,}",
-                fmt_us(r["span_us"]),
-                fmt_us(r["busy_us"]),
-                fmt_pct(r["busy_pct"]),
-                fmt_us(r["kernel_time_us"]),
-            )
-        console.print(t)
+        cols = [Col("rank", priority=0), Col("kernels", priority=2), Col("span", priority=0), Col("busy", priority=3),
+                Col("busy %", priority=0), Col("kernel time", priority=4), Col("time lost", priority=1)]  # fmt: skip
+        rows = [[str(r["rank"]), f"{r['kernels']:,}", fmt_us(r["span_us"]), fmt_us(r["busy_us"]), fmt_pct(r["busy_pct"]),
+                 fmt_us(r["kernel_time_us"]), fmt_us(r.get("time_lost_us"))] for r in summary["per_rank"]]  # fmt: skip
+        console.print(table(console, "Ranks (each rank's own span and busy time)", cols, rows))
 
     hot = summary["hot_ops"]
     if hot["top"]:
         title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']})"
-        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-        t.add_column("op " + hot["by"], overflow="fold", ratio=1, min_width=12)
-        t.add_column("task type", overflow="fold", max_width=14)
-        for c in ("count", "total", "avg", "min", "max", "share"):
-            t.add_column(c, justify="right", no_wrap=True)
-        for r in hot["top"]:
-            t.add_row(r["key"], r["task_types"], *hot_op_numbers(r))
-        console.print(t)
+        cols = [Col("op " + hot["by"], "name", 0, min_width=16), Col("task type", "name", 5, min_width=9, max_width=16),
+                Col("count", priority=2), Col("total", priority=0), Col("avg", priority=3), Col("min", priority=6),
+                Col("max", priority=4), Col("share", priority=0)]  # fmt: skip
+        rows = [[r["key"], (r["task_types"] or "").replace(";", " "), *hot_op_numbers(r)] for r in hot["top"]]
+        console.print(table(console, title, cols, rows))
     else:
-        console.print("[yellow]No device kernels found.[/]")
+        console.print(Text("No device kernels found.", style="yellow"))
 
     cp = summary["copies"]
     if cp["by_direction"]:
-        t = Table(title=f"Memory copies ({cp['count']:,})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-        for c in ("side", "direction", "mode", "count", "bytes", "time", "share of side"):
-            t.add_column(c, justify="right" if c in ("count", "bytes", "time", "share of side") else "left")
-        for r in cp["by_direction"]:
-            t.add_row(r["side"], r["direction"], r["mode"], *copy_numbers(r))
-        console.print(t)
+        cols = [Col("side", "fixed", 0), Col("direction", "fixed", 0), Col("mode", "fixed", 3), Col("count", priority=1),
+                Col("bytes", priority=2), Col("time", priority=0), Col("share of side", priority=4)]  # fmt: skip
+        rows = [[r["side"], r["direction"], r["mode"], *copy_numbers(r)] for r in cp["by_direction"]]
+        console.print(table(console, f"Memory copies ({cp['count']:,})", cols, rows))
         _copy_stalls(summary, console)
     else:
         console.print("No memory copies in this profile.")
@@ -110,12 +109,14 @@ def render_terminal(summary: dict[str, Any], console: Console) -> None:
 
     errors = summary.get("errors", [])
     if errors:
-        console.print(f"[red]{len(errors)} input file(s) could not be read[/] (listed on stderr and in manifest.json)")
+        console.print(Text(f"{len(errors)} input file(s) could not be read (listed on stderr and in manifest.json)", style="red"))
     warnings = summary.get("warnings", [])
     if warnings:
-        console.print(f"[yellow]{len(warnings)} warning(s)[/] (listed in manifest.json)")
+        console.print(Text(f"{len(warnings)} warning(s) (on stderr and in manifest.json)", style="yellow"))
     if summary.get("out"):
-        console.print(f"tables written to [bold]{summary['out']}[/]", highlight=False)
+        line = Text("tables written to ")
+        line.append_text(plain(summary["out"], style="bold"))
+        console.print(line)
 
 
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -124,30 +125,21 @@ _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 def _findings(summary: dict[str, Any], console: Console) -> None:
     findings = summary.get("findings", [])
     if findings:
-        t = Table(
-            title=f"Findings ({len(findings)}), most time lost first",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            pad_edge=False,
-            padding=(0, 1, 0, 0),
-        )
-        t.add_column("severity", no_wrap=True)
-        t.add_column("rule", no_wrap=True)
-        t.add_column("rank", justify="right", no_wrap=True)
-        t.add_column("time lost", justify="right", no_wrap=True)
-        t.add_column("finding and advice", ratio=1, overflow="fold")
+        cols = [Col("severity", "fixed", 0), Col("rule", "fixed", 2), Col("rank", priority=3), Col("time lost", priority=1),
+                Col("finding and advice", "text", 0, min_width=24)]  # fmt: skip
+        rows = []
         for f in findings:
-            text = Text(f["title"], style="bold")
-            text.append("\n" + f["advice"], style="dim")
+            text = plain(f["title"], style="bold")
+            text.append("\n")
+            text.append_text(plain(f["advice"], style="dim"))
             rank = "all" if f["rank"] is None else str(f["rank"])
-            t.add_row(
-                Text(f["severity"], style=_SEVERITY_STYLE.get(f["severity"], "")), f["rule_id"], rank, fmt_us(f["time_lost_us"]), text
-            )
-        console.print(t)
+            rows.append([Text(f["severity"], style=_SEVERITY_STYLE.get(f["severity"], "")), f["rule_id"], rank, fmt_us(f["time_lost_us"]),
+                         text])  # fmt: skip
+        console.print(table(console, f"Findings ({len(findings)}), most time lost first", cols, rows))
     else:
         console.print("No findings.")
     for rule, why in summary.get("rules_skipped", {}).items():
-        console.print(f"[dim]SKIPPED {rule}: {why}[/]", highlight=False)
+        console.print(plain(f"SKIPPED {rule}: {why}", style="dim"))
 
 
 _PHASES = [
@@ -162,36 +154,30 @@ def _step_bars(summary: dict[str, Any], console: Console) -> None:
     rows = summary.get("step_breakdown", [])
     if not rows:
         return
-    width = max(10, min(40, console.width - 62))
-    t = Table(
-        title="Step breakdown  [green]C[/] computing  [magenta]M[/] communication not overlapped  [yellow]Y[/] copy not overlapped  . free",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-    )
-    for c in ("rank", "step", "step time"):
-        t.add_column(c, justify="right", no_wrap=True)
-    t.add_column("breakdown", no_wrap=True)
-    for c in ("compute", "comm", "copy", "free"):
-        t.add_column(c, justify="right", no_wrap=True)
+    cols = [Col("rank", priority=0), Col("step", priority=0), Col("step time", priority=0)]
+    phase_cols = [Col("compute", priority=1), Col("comm", priority=2), Col("copy", priority=3), Col("free", priority=2)]
+    body = []
     for r in rows:
         total = r["step_time_us"] or 0.0
-        bar = Text()
-        for key, ch, style in _PHASES:
-            n = round(width * (r[key] or 0.0) / total) if total else 0
-            bar.append(ch * n, style=style)
-        t.add_row(
-            "-" if r["rank"] is None else str(r["rank"]),
-            "all" if r["step"] is None else str(r["step"]),
-            fmt_us(total),
-            bar,
-            fmt_us(r["computing_us"]),
-            fmt_us(r["communication_not_overlapped_us"]),
-            fmt_us(r["copy_not_overlapped_us"]),
+        body.append([
+            "-" if r["rank"] is None else str(r["rank"]), "all" if r["step"] is None else str(r["step"]), fmt_us(total),
+            fmt_us(r["computing_us"]), fmt_us(r["communication_not_overlapped_us"]), fmt_us(r["copy_not_overlapped_us"]),
             fmt_us(r["free_us"]),
-        )
-    console.print(t)
+        ])  # fmt: skip
+    # the bar gets what the numbers leave, up to 40 characters; none below 10
+    numbers = sum(max(len(c.header), max(len(b[i]) for b in body)) + 2 for i, c in enumerate(cols + phase_cols))
+    width = min(40, console.width - numbers - 2)
+    legend = Text.from_markup("Step breakdown  [green]C[/] computing  [magenta]M[/] comm not overlapped  [yellow]Y[/] copy  . free")
+    if width >= 10:
+        for r, b in zip(rows, body):
+            total = r["step_time_us"] or 0.0
+            bar = Text()
+            for key, ch, style in _PHASES:
+                n = round(width * (r[key] or 0.0) / total) if total else 0
+                bar.append(ch * n, style=style)
+            b.insert(3, bar)
+        cols = cols + [Col("breakdown", "fixed", 5)]
+    console.print(table(console, legend, cols + phase_cols, body))
 
 
 _STALL_RULES = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,9 +127,12 @@ def parse_rule_options(items: list[str]) -> dict[str, dict[str, float]]:
         if opt not in known[rule_id]:
             raise ValueError(f"--rule-opt {item!r}: {rule_id} has no option {opt!r}; options are {', '.join(known[rule_id])}")
         try:
-            out.setdefault(rule_id, {})[opt] = float(value)
+            number = float(value)
         except ValueError:
             raise ValueError(f"--rule-opt {item!r}: {value!r} is not a number") from None
+        if not math.isfinite(number) or number < 0:
+            raise ValueError(f"--rule-opt {item!r}: expected a finite number >= 0")
+        out.setdefault(rule_id, {})[opt] = number
     return out
 
 

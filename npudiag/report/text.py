@@ -1,0 +1,139 @@
+"""Text from inputs, shown safely, and the one table style every terminal renderer uses.
+
+Nothing from an input (log text, file names, op names, config values) is ever read as Rich markup:
+:func:`plain` turns it into a :class:`rich.text.Text` with control characters other than TAB shown
+escaped (``\\x1b``), so a log line cannot style, hide or rewrite what the terminal shows.
+
+:func:`table` lays columns out for the terminal's width: numbers keep their full width and never
+wrap; names are shortened in the middle (the distinctive end of ``aclnnInplaceAdd_AddAiCore_Add``
+stays); free text wraps; when even that does not fit, columns are dropped in their declared
+priority order (highest number first; priority 0 is a key column and is always kept).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+ELLIPSIS = "…"
+_GAP = 2  # what a column costs beside its text: one space of padding and the box's divider
+
+
+def _escape(m: re.Match[str]) -> str:
+    ch = m.group(0)
+    return {"\n": "\\n", "\r": "\\r"}.get(ch, f"\\x{ord(ch):02x}")
+
+
+def clean(value: Any) -> str:
+    """``value`` as one line of text: control characters (not TAB) escaped."""
+    s = "" if value is None else str(value)
+    return _CONTROL.sub(_escape, s) if _CONTROL.search(s) else s
+
+
+def plain(value: Any, style: str = "") -> Text:
+    """Input text for the terminal: never markup, control characters escaped."""
+    if isinstance(value, Text):
+        return value
+    return Text(clean(value), style=style)
+
+
+def middle(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut in the middle."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+@dataclass
+class Col:
+    header: str
+    kind: str = "num"  # num: right-aligned, never cut; name: cut in the middle; text: wraps; fixed: never cut, left
+    priority: int = 1  # 0: a key column, always shown; higher numbers are dropped first when the terminal is narrow
+    min_width: int = 8
+    max_width: int | None = None
+    style: str = ""
+
+
+def _width(cell: Text) -> int:
+    return max((len(line) for line in cell.plain.split("\n")), default=0)
+
+
+def table(console: Console, title: str | Text | None, cols: list[Col], rows: list[list[Any]], *, caption: str | None = None) -> Table:
+    """A Rich table of ``rows`` (cells: str, numbers or Text) that fits ``console.width``."""
+    cells = [[plain(c) if not isinstance(c, Text) else c for c in row] for row in rows]
+    natural = []
+    for j, col in enumerate(cols):
+        w = max([len(col.header)] + [_width(r[j]) for r in cells if j < len(r)])
+        natural.append(min(w, col.max_width) if col.max_width and col.kind in ("name", "text") else w)
+    keep = list(range(len(cols)))
+
+    def need(idx: list[int]) -> int:
+        total = 0
+        for j in idx:
+            col = cols[j]
+            floor = natural[j] if col.kind in ("num", "fixed") else min(natural[j], max(col.min_width, len(col.header)))
+            total += floor + _GAP
+        return total
+
+    while need(keep) > console.width and any(cols[j].priority > 0 for j in keep):
+        drop = max((j for j in keep if cols[j].priority > 0), key=lambda j: (cols[j].priority, j))
+        keep.remove(drop)
+    room = console.width - sum(natural[j] + _GAP for j in keep if cols[j].kind in ("num", "fixed"))
+    flexible = [j for j in keep if cols[j].kind in ("name", "text")]
+    widths = {j: natural[j] for j in keep}
+    if flexible:
+        want = sum(natural[j] + _GAP for j in flexible)
+        if want > room:
+            # share the room by natural width, each at least its floor
+            floors = {j: min(natural[j], max(cols[j].min_width, len(cols[j].header))) for j in flexible}
+            spare = max(room - sum(floors[j] + _GAP for j in flexible), 0)
+            extra = {j: natural[j] - floors[j] for j in flexible}
+            total_extra = sum(extra.values()) or 1
+            for j in flexible:
+                widths[j] = floors[j] + int(spare * extra[j] / total_extra)
+    t = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+              padding=(0, 1, 0, 0), expand=False, show_edge=False)  # fmt: skip
+    for j in keep:
+        col = cols[j]
+        if col.kind == "num":
+            t.add_column(col.header, justify="right", no_wrap=True, min_width=widths[j], style=col.style)
+        elif col.kind == "fixed":
+            t.add_column(col.header, no_wrap=True, min_width=widths[j], style=col.style)
+        elif col.kind == "name":
+            t.add_column(col.header, no_wrap=True, width=widths[j], style=col.style)
+        else:
+            t.add_column(col.header, overflow="fold", width=widths[j], style=col.style)
+    for row in cells:
+        out = []
+        for j in keep:
+            cell = row[j] if j < len(row) else Text("")
+            if cols[j].kind == "name" and cell.cell_len > widths[j]:
+                cell = Text(middle(cell.plain, widths[j]), style=cell.style)
+            out.append(cell)
+        t.add_row(*out)
+    return t
+
+
+def say(console: Console, *parts: Any, style: str = "") -> None:
+    """One line of our words (``str`` with our markup) and input values (``Text`` / anything else,
+    shown plain): ``say(c, "[bold]file[/]", plain(path))``."""
+    line = Text(style=style)
+    for p in parts:
+        if isinstance(p, Text):
+            line.append_text(p)
+        elif isinstance(p, str):
+            line.append_text(Text.from_markup(p))
+        else:
+            line.append_text(plain(p))
+    console.print(line, highlight=False)

@@ -1,0 +1,124 @@
+"""Input is hostile until proven otherwise: the few file operations every reader and writer shares.
+
+- Only regular files are opened for reading (a FIFO blocks forever, ``/dev/zero`` never ends), and
+  small metadata files are read with a size cap.
+- Names that come from inputs (op names, file names inside archives and dumps) are never paths:
+  :func:`safe_name` makes one path component of them, and :func:`inside` checks that a path we are
+  about to write lands inside the folder it must stay in.
+- JSON and TOML from inputs are parsed with their nesting depth bounded, so a crafted file is an
+  :class:`InputError`, not a RecursionError.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from npudiag.errors import InputError
+
+SMALL_FILE = 16 << 20  # metadata files (profiler_info, manifest.json, configs) are kilobytes
+MAX_DEPTH = 64  # real JSON / TOML here nests a few levels
+
+
+def is_regular(path: Path) -> bool:
+    """A regular file (after following links): not a FIFO, device, socket or folder."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def read_bytes_limited(path: Path, limit: int = SMALL_FILE) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; InputError otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(path, "not a regular file (a FIFO, device or socket); not read")
+        if st.st_size > limit:
+            raise InputError(path, f"{st.st_size:,} bytes; a file of this kind is at most {limit:,}")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise InputError(path, f"more than {limit:,} bytes; a file of this kind is at most {limit:,}")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text_limited(path: Path, limit: int = SMALL_FILE) -> str:
+    data = read_bytes_limited(path, limit)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, "bytes that are not UTF-8 text", offset=exc.start) from None
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of [ and { outside strings (linear scan)."""
+    depth = best = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best
+
+
+def loads_json(text: str, path: Path) -> Any:
+    """``json.loads`` with the nesting bounded and every failure an InputError naming ``path``."""
+    if _depth(text) > MAX_DEPTH:
+        raise InputError(path, f"JSON nested deeper than {MAX_DEPTH} levels; no real file is")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON ({exc.msg})", line=exc.lineno) from None
+    except RecursionError:
+        raise InputError(path, f"JSON nested deeper than {MAX_DEPTH} levels; no real file is") from None
+
+
+def load_json(path: Path, limit: int = SMALL_FILE) -> Any:
+    return loads_json(read_text_limited(path, limit), path)
+
+
+_UNSAFE = re.compile(r"[^\w.+@=-]+")
+
+
+def safe_name(name: str, max_len: int = 180) -> str:
+    """One harmless path component from a name found in an input: separators, ``..``, control
+    characters and anything unusual become ``_``; never empty, never hidden, never too long."""
+    out = _UNSAFE.sub("_", name).strip(".")
+    out = out[:max_len] or "_"
+    return "_" + out if out.startswith("-") else out
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """``path`` (resolved, links followed) lies inside ``folder`` (resolved)."""
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except (ValueError, OSError, RuntimeError):
+        return False
