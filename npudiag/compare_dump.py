@@ -9,6 +9,7 @@ what ``npudiag dump parse --npy`` and msaccucmp's conversion write). A mapping C
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from npudiag.analysis.dump_compare import Thresholds, compare_arrays
 from npudiag.errors import InputError
 from npudiag.formats.dump_file import parse_dump_name, read_dump, tensor_array, to_original_shape
 from npudiag.ingest_dump import dump_files
+from npudiag.safeio import read_text_limited
 from npudiag.schemas import COMPARE
 
 Key = tuple[str, str, int]  # op name, io, index
@@ -92,7 +94,7 @@ def _npy_entries(root: Path) -> list[_Entry]:
                 (0, 0, f.name),
                 "npy",
                 [],
-                lambda f=f: np.load(f, mmap_mode="r"),
+                lambda f=f: _load_npy(f),
                 f.name,
             )
         )
@@ -102,8 +104,26 @@ def _npy_entries(root: Path) -> list[_Entry]:
 def _read_mapping(path: Path | None) -> dict[str, str]:
     if path is None:
         return {}
-    with open(path, encoding="utf-8", newline="") as fh:
-        return {row[0].strip(): row[1].strip() for row in csv.reader(fh) if len(row) >= 2 and not row[0].startswith("#")}
+    if not path.exists():
+        raise InputError(path, "no such file (the --mapping CSV of my op name,golden op name)")
+    text = read_text_limited(path, 256 << 20)
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise InputError(path, f"not a CSV of my op name,golden op name ({exc})") from None
+    return {row[0].strip(): row[1].strip() for row in rows if len(row) >= 2 and not row[0].startswith("#")}
+
+
+def _load_npy(f: Path) -> np.ndarray:
+    """A golden .npy of numbers; InputError naming the file for anything else (Python objects,
+    strings, a truncated or garbage file). Object arrays are never loaded (numpy's default)."""
+    try:
+        arr = np.load(f, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f, f"not a readable .npy array ({str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "biufc":
+        raise InputError(f, f"holds {getattr(arr, 'dtype', type(arr))} values; expected a numeric array")
+    return arr
 
 
 def compare_dumps(mine: Path, golden: Path, mapping: Path | None = None, thresholds: Thresholds | None = None) -> CompareRun:
@@ -133,7 +153,12 @@ def compare_dumps(mine: Path, golden: Path, mapping: Path | None = None, thresho
         g = candidates.pop(0)  # the n-th occurrence matches the n-th (repeated ops, iterations)
         base = {"order": op_order[e.op_name], "op_type": e.op_type, "op_name": e.op_name, "io": e.io, "index": e.index,
                 "golden_name": g.name, "dtype": e.dtype, "golden_dtype": g.dtype, "shape": e.shape}  # fmt: skip
-        x, y = e.load(), g.load()
+        try:
+            x, y = e.load(), g.load()
+        except InputError as exc:
+            errors.append(exc.one_line())
+            rows.append({**base, "passed": None, "fail_reason": f"not compared: {exc.problem}"})
+            continue
         if x is None or y is None:
             rows.append({**base, "passed": None, "fail_reason": "data type kept raw (no numeric comparison)"})
             continue

@@ -18,16 +18,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from npudiag.errors import InputError
-from npudiag.formats.ascend_log import LogParser
+from npudiag.formats.ascend_log import LogParser, cap_message
 from npudiag.log_sources import LogSource
 from npudiag.schemas import LOG_EVENTS
 from npudiag.store import atomic_write
 
 QUIET_LEVELS = pa.array(["INFO", "DEBUG", "EVENT", "TRACE", "WARNING"])  # kept for triage only when they carry an error code
 MAX_PROBLEM_ROWS = 500_000  # triage looks at the first this many problem records; counts cover all
+TRIAGE_MESSAGE_CHARS = 2_048  # triage reads the start of a message (log_events.parquet keeps it whole)
 
 
 WRITE_ROWS = 65_536  # rows per Parquet row group of log_events
+WRITE_BYTES = 16 << 20  # or fewer, when their messages are long
 
 
 @dataclass
@@ -40,7 +42,14 @@ class LogsRun:
 def _problem_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
     quiet = pc.fill_null(pc.is_in(batch["level"], QUIET_LEVELS), False)
     has_codes = pc.greater(pc.fill_null(pc.list_value_length(batch["error_codes"]), 0), 0)
-    return batch.filter(pc.or_(pc.invert(quiet), has_codes))
+    found = batch.filter(pc.or_(pc.invert(quiet), has_codes))
+    i = found.schema.get_field_index("message")
+    messages = found.column(i)
+    long = pc.greater(pc.utf8_length(messages), TRIAGE_MESSAGE_CHARS)
+    if not pc.any(long).as_py():
+        return found
+    short = [cap_message(m, TRIAGE_MESSAGE_CHARS) if m is not None else None for m in messages.to_pylist()]
+    return found.set_column(i, "message", pa.array(short, pa.string()))
 
 
 def parse_logs(
@@ -59,14 +68,14 @@ def parse_logs(
     def run(writer: pq.ParquetWriter | None) -> None:
         nonlocal lines, kept, dropped
         pending: list[pa.RecordBatch] = []  # small files' batches, written as one row group
-        pending_rows = 0
+        pending_rows = pending_bytes = 0
 
         def flush() -> None:
-            nonlocal pending_rows
+            nonlocal pending_rows, pending_bytes
             if writer is not None and pending:
                 writer.write_table(pa.Table.from_batches(pending, schema=LOG_EVENTS))
             pending.clear()
-            pending_rows = 0
+            pending_rows = pending_bytes = 0
 
         for src in sources:
             parser = LogParser(src.ctx)
@@ -77,7 +86,8 @@ def parse_logs(
                     if writer is not None:
                         pending.append(batch)
                         pending_rows += batch.num_rows
-                        if pending_rows >= WRITE_ROWS:
+                        pending_bytes += batch.nbytes
+                        if pending_rows >= WRITE_ROWS or pending_bytes >= WRITE_BYTES:
                             flush()
                     for lv, n in zip(*_value_counts(batch["level"])):
                         levels[lv] += n

@@ -49,35 +49,45 @@ def changed_outside(before: dict[str, tuple], after: dict[str, tuple], allowed: 
     return sorted(k for k in keys if before.get(k) != after.get(k) and not ok(k))
 
 
-def run(*args: str | Path, cwd: Path | None = None, timeout: float = 60.0) -> Outcome:
-    """``python -m npudiag ARGS``: exit code, output, wall time and the child's own peak RSS (wait4)."""
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "npudiag", *map(str, args)], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    deadline = t0 + timeout
-    out_chunks, err_chunks = [], []
-    import selectors
+# the child reports its own peak RSS (VmHWM of its own memory map) at exit: wait4's ru_maxrss would
+# count the pages a big test process forked it with
+_MEASURED = (
+    "import atexit, os, sys\n"
+    "def _hwm():\n"
+    "    with open('/proc/self/status') as fh:\n"
+    "        kb = next((line.split()[1] for line in fh if line.startswith('VmHWM:')), '0')\n"
+    "    with open(os.environ['NPUDIAG_TEST_HWM'], 'w') as out:\n"
+    "        out.write(kb)\n"
+    "atexit.register(_hwm)\n"
+    "sys.argv = ['npudiag', *sys.argv[1:]]\n"
+    "from npudiag.cli import main\n"
+    "main()\n"
+)
 
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ, out_chunks)  # type: ignore[arg-type]
-    sel.register(proc.stderr, selectors.EVENT_READ, err_chunks)  # type: ignore[arg-type]
-    open_streams = 2
-    while open_streams and time.monotonic() < deadline:
-        for key, _ in sel.select(timeout=0.2):
-            data = os.read(key.fileobj.fileno(), 1 << 16)  # type: ignore[union-attr]
-            if not data:
-                sel.unregister(key.fileobj)
-                open_streams -= 1
-            else:
-                key.data.append(data)
-    if open_streams:
-        proc.kill()
-    _, status, usage = os.wait4(proc.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    return Outcome(code, b"".join(out_chunks).decode(errors="replace"), b"".join(err_chunks).decode(errors="replace"),
-                   time.monotonic() - t0, usage.ru_maxrss / 1024.0)  # fmt: skip
+
+def run(*args: str | Path, cwd: Path | None = None, timeout: float = 60.0, stdin: str | None = None) -> Outcome:
+    """``npudiag ARGS`` in a child: exit code, output, wall time and the child's own peak RSS."""
+    import tempfile
+
+    fd, hwm = tempfile.mkstemp(prefix="npudiag-hwm-")
+    os.close(fd)
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _MEASURED, *map(str, args)], cwd=cwd, input=stdin, capture_output=True, text=True,
+            timeout=timeout, env={**os.environ, "NPUDIAG_TEST_HWM": hwm},
+        )  # fmt: skip
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, out, err = -9, exc.stdout or "", (exc.stderr or "") + "\n[killed: timeout]"
+        out = out.decode(errors="replace") if isinstance(out, bytes) else out
+        err = err.decode(errors="replace") if isinstance(err, bytes) else err
+    seconds = time.monotonic() - t0
+    try:
+        rss_mb = int(Path(hwm).read_text() or 0) / 1024.0
+    finally:
+        os.unlink(hwm)
+    return Outcome(code, out, err, seconds, rss_mb)
 
 
 def one_line_or_clean(o: Outcome) -> None:

@@ -112,7 +112,7 @@ def test_cli_exit_codes_junit_and_markdown(runs: dict[str, Path], tmp_path: Path
     assert failed[0].get("name") == "op:Add" and "p=" in failed[0].find("failure").text
     assert suite.get("errors") == "0" and root.get("failures") == "1"
     text = md.read_text()
-    assert text.startswith("## ❌ npudiag gate FAILED") and "| `op:Add` |" in text and "**REGRESSION**" in text
+    assert text.startswith("## ❌ npudiag gate FAILED") and "| op:Add |" in text and "**REGRESSION**" in text
     missing = run_cli("gate", tmp_path / "nope", runs["same"])
     assert missing.returncode == 2 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
     (tmp_path / "empty").mkdir()

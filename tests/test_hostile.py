@@ -413,3 +413,144 @@ def test_many_member_archive_is_read_in_one_pass(tmp_path: Path) -> None:
     o = run("logs", "parse", a, "--out", tmp_path / "o", "--json", timeout=120)
     one_line_or_clean(o)
     assert time.monotonic() - t0 < 15
+
+
+# -- every regular expression is linear ---------------------------------------------------------------
+
+ADVERSARIAL = [
+    "failed 123456 ret" + " " * 1_000_000 + "x", "[ERROR] A(1," * 80_000, " " * 1_000_000, "a" * 1_000_000, "0" * 1_000_000,
+    "[" * 1_000_000, "E" + "9" * 1_000_000, "[ERROR] GE(1,p):" + "2" * 1_000_000, "(" * 1_000_000, "ErrCode=" * 120_000,
+    "\\n" * 400_000, "[rank1]: " * 100_000, "a:" * 400_000, "a " * 500_000, "1." * 500_000, "x=" * 400_000, '"' * 1_000_000,
+    "\t" * 1_000_000, "retCode=0x" * 100_000, "device(" * 140_000, "|" * 1_000_000, "-" * 1_000_000,
+]  # fmt: skip
+
+
+def _patterns():
+    import importlib
+    import pkgutil
+    import re
+
+    import npudiag
+
+    for m in pkgutil.walk_packages(npudiag.__path__, "npudiag."):
+        if m.name.endswith("__main__"):
+            continue
+        mod = importlib.import_module(m.name)
+        for name, value in vars(mod).items():
+            if isinstance(value, re.Pattern):
+                yield f"{m.name}.{name}", value
+
+
+def test_every_regex_is_linear_on_adversarial_lines() -> None:
+    slow = []
+    for name, pattern in _patterns():
+        for text in ADVERSARIAL:
+            t0 = time.perf_counter()
+            for _ in pattern.finditer(text):
+                pass
+            pattern.match(text)
+            dt = time.perf_counter() - t0
+            if dt > 1.0:
+                slow.append((name, text[:16], round(dt, 2)))
+    assert slow == []
+
+
+# -- other outputs --------------------------------------------------------------------------------------
+
+
+def test_gate_markdown_and_junit_escape_names(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    from npudiag.report.gate_report import gate_junit, gate_markdown
+
+    evil = "op` | [link](http://x) | <img src=x>\x1b[31m\x00"
+    metric = {"metric": f"op:{evil}", "status": "regression", "failed": True, "base_median_us": 1.0, "cur_median_us": 2.0,
+              "ratio": 2.0, "max_regression": 0.05, "base_n": 9, "cur_n": 9, "p_value": 0.001, "method": "mann-whitney",
+              "reason": evil}  # fmt: skip
+    result = {"passed": False, "regressions": [metric["metric"]], "metrics": [metric], "warnings": [evil],
+              "method": {"alpha": 0.002}}  # fmt: skip
+    md = gate_markdown(result, evil, "cur")
+    row = next(line for line in md.splitlines() if line.startswith("| op"))
+    assert row.count(" | ") + 2 == 9 - 1 + 2 - 1  # 8 cells: no pipe of the name opens a new one
+    assert "<img" not in md and "](http" not in md and "\x1b" not in md
+    ET.fromstring(gate_junit(result, evil, "cur").split("\n", 1)[1])  # well-formed XML
+
+
+def test_dump_compare_with_unusable_goldens(tmp_path: Path) -> None:
+    from npudiag.testing.dump_writer import Tensor, write_dump_file
+
+    d = tmp_path / "mine" / "20250101000000" / "0" / "m" / "1" / "0"
+    for i in range(4):
+        write_dump_file(d / f"Add.op_{i}.1.1.{1764246877073569 + i}", f"op_{i}", [Tensor(np.ones(4, np.float32))],
+                        [Tensor(np.ones(4, np.float32))])  # fmt: skip
+    g = tmp_path / "golden"
+    g.mkdir()
+    np.save(g / "op_0.output.0.npy", np.array([object(), 1], dtype=object), allow_pickle=True)
+    np.save(g / "op_1.output.0.npy", np.array(["a", "b"]))
+    np.save(g / "op_2.output.0.npy", np.ones(4, np.float32))
+    (g / "op_2.output.0.npy").write_bytes((g / "op_2.output.0.npy").read_bytes()[:-8])  # truncated
+    (g / "op_3.output.0.npy").write_bytes(b"\x93NUMPY garbage")
+    o = run("dump", "compare", tmp_path / "mine", g, "--out", tmp_path / "o")
+    _small(o)
+    for m in ("missing.csv", "folder", "latin1.csv"):
+        (tmp_path / "folder").mkdir(exist_ok=True)
+        (tmp_path / "latin1.csv").write_bytes("op_0,op\xe9\n".encode("latin-1"))
+        o = run("dump", "compare", tmp_path / "mine", g, "--mapping", tmp_path / m, "--out", tmp_path / "o2")
+        _small(o)
+        assert o.code == 2
+
+
+def test_host_log_copy_skips_fifos_and_links(tmp_path: Path) -> None:
+    host = tmp_path / "ascend" / "log" / "debug" / "plog"
+    host.mkdir(parents=True)
+    (host / "plog-1_20250101000000000.log").write_text("[ERROR] GE(1,p):2025-01-01-00:00:00.000.000 [g.cc:1]1 x\n")
+    os.mkfifo(host / "plog-2_20250101000000000.log")
+    (host / "plog-3_20250101000000000.log").symlink_to("/etc/hostname")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "msnpureport"
+    tool.write_text("#!/bin/sh\nmkdir -p 2025-01-01-00-00-00/slog\necho 'msnpureport 1.0'\nexit 0\n")
+    tool.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "ASCEND_PROCESS_LOG_PATH": str(tmp_path / "ascend" / "log")}
+    r = subprocess.run([sys.executable, "-m", "npudiag", "logs", "export", "--out", str(tmp_path / "exp"), "--also-host", "--archive"],
+                       env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode in (0, 2) and "Traceback" not in r.stderr, r.stderr
+    assert "not a regular file" in r.stderr and "a link; not copied" in r.stderr
+    with tarfile.open(tmp_path / "exp.tar.gz") as tar:
+        assert not [m for m in tar.getmembers() if m.issym() or m.islnk()]
+
+
+def test_archive_of_many_long_error_lines_stays_small(tmp_path: Path) -> None:
+    a = tmp_path / "big.tar.gz"
+    # built in another process: the child's peak RSS counts the pages it was forked with, so this test
+    # process must never hold the gigabyte itself
+    build = (
+        "import io, sys, tarfile\n"
+        "line = '[ERROR] GE(1,p):2025-01-01-00:00:00.000.000 [g.cc:1]1 failed ' + 'z' * 65_000 + '\\n'\n"
+        "data = (line * 16_000).encode()\n"
+        "with tarfile.open(sys.argv[1], 'w:gz') as tar:\n"
+        "    info = tarfile.TarInfo('plog/plog-1_20250101000000000.log')\n"
+        "    info.size = len(data)\n"
+        "    tar.addfile(info, io.BytesIO(data))\n"
+    )
+    subprocess.run([sys.executable, "-c", build, str(a)], check=True)
+    assert a.stat().st_size < 3_000_000
+    o = run("logs", "parse", a, "--out", tmp_path / "o", "--json", timeout=300)
+    one_line_or_clean(o)
+    # 1 GB of text once inflated: bounded by the per-record and per-chunk caps, not by the input (5.2 GB before)
+    assert o.rss_mb <= 400 and o.seconds < 60 and json.loads(o.stdout)["records"] == 16_000
+
+
+def test_negative_durations_in_trace_and_db_are_left_out(tmp_path: Path) -> None:
+    path = _trace(tmp_path / "t" / "trace_view.json", [_task("A", "10.000", 5.0), _task("B", "20.000", -3.0), _task("C", "30.000", 1.0)])
+    o = run("analyze", path, "--out", tmp_path / "o", "--json")
+    data = json.loads(o.stdout)
+    assert data["profile"]["kernels"] == 2 and any("negative start or duration" in w for w in data["warnings"])
+    db = _db(tmp_path / "msprof_1.db", 3, 1)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE TASK SET endNs = startNs - 100 WHERE taskId = 1")
+    con.commit()
+    con.close()
+    o = run("analyze", db, "--out", tmp_path / "o2", "--json")
+    data = json.loads(o.stdout)
+    assert data["profile"]["kernels"] == 2 and any("negative start or duration" in w for w in data["warnings"])

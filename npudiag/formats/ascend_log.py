@@ -26,9 +26,11 @@ from npudiag.schemas import LOG_EVENTS
 
 BATCH_ROWS = 20_000
 CHUNK_LINES = 32_768  # lines per vectorised plog chunk
+CHUNK_CHARS = 4 << 20  # and at most this many characters: a chunk of 64 KB lines must not hold gigabytes
 MIN_VECTOR_LINES = 4096  # a shorter tail is parsed line by line (the vector set-up costs more)
 MAX_CONTINUATION_LINES = 400  # a record longer than this is split, so one runaway block cannot grow unbounded
-MAX_MESSAGE_CHARS = 64_000
+MAX_MESSAGE_CHARS = 16_384  # a record's message; longer is cut with a note (real records are a few hundred characters)
+BATCH_CHARS = 8 << 20  # a batch is also flushed when its messages reach this many characters
 
 LEVELS = {"ERROR": "ERROR", "WARNING": "WARNING", "WARN": "WARNING", "INFO": "INFO", "DEBUG": "DEBUG", "EVENT": "EVENT", "TRACE": "TRACE"}
 GLOG_LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "FATAL"}
@@ -59,7 +61,11 @@ CODE_MODULES = {
 }
 
 _TS = r"\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2}\.\d{3}\.\d{3}"
-PLOG = re.compile(r"\[(ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ([A-Za-z_0-9]+)\((\d+),([^)]*)\):(" + _TS + r")(?: \[([^\]:]+):(\d+)\])?")
+# every repetition is bounded: a crafted line ("[ERROR] A(1," 24,000 times) must not make a search quadratic
+PLOG = re.compile(
+    r"\[(ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ([A-Za-z_0-9]{1,32})\((\d{1,10}),([^)\n]{0,128})\):(" + _TS + r")"
+    r"(?: \[([^\]:\n]{1,256}):(\d{1,9})\])?"
+)
 RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:\s?")
 CANN_CODE = r"[EWI][0-9A-Z]\d{4}"
 CANN_LINE = re.compile(
@@ -86,7 +92,8 @@ APP = re.compile(r"^\[(ERROR|WARN|WARNING|INFO|DEBUG|EVENT)\]\s*(.*)$")
 # error codes: CANN 6-character codes, torch_npu ERRxxxxx, ACL/runtime 6-digit codes in the contexts they are printed in
 CODES = re.compile(r"(?<![A-Za-z0-9_])(" + CANN_CODE + r"|ERR\d{5})(?![A-Za-z0-9_])")
 ACL_CODE = re.compile(
-    r"(?:error ?code(?: is)?|errorCode|retCode|ret|runtime result|rtRet|result|failed)\s*(?:is\s*)?[:=]?\s*\[?(\d{6})(?!\d|\.\d)",
+    r"(?:err(?:or)? ?code(?: is)?|retCode|ret|runtime result|rtRet|result|failed)[ \t]{0,8}(?:is[ \t]{1,8})?(?:[:=][ \t]{0,8})?"
+    r"\[?(\d{6})(?!\d|\.\d)",
     re.IGNORECASE,
 )
 _CODE_HINT = re.compile(r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|\d{6}")
@@ -102,13 +109,19 @@ _DEVICE_IN_TEXT = re.compile(r"device\((?:chipId:)?(\d+)|\bdevice_id=(\d+)|\bdev
 _RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
 
 
-def cap_message(msg: str) -> str:
-    """A record's message of at most MAX_MESSAGE_CHARS (and a note of what was cut): one runaway record
-    cannot hold the memory of a whole log."""
-    if len(msg) <= MAX_MESSAGE_CHARS:
+_CUT_NOTE = re.compile(r" \[\.\.\. ([\d,]+) more characters cut by npudiag\]$")
+
+
+def cap_message(msg: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """A record's message of at most ``limit`` characters and a note of how many were cut (counting an
+    earlier cut of the same text): one runaway record cannot hold the memory of a whole log."""
+    if len(msg) <= limit:
         return msg
-    note = f" [... {len(msg) - MAX_MESSAGE_CHARS:,} more characters cut by npudiag]"
-    return msg[:MAX_MESSAGE_CHARS] + note
+    earlier = 0
+    if (m := _CUT_NOTE.search(msg[-64:])) is not None:
+        earlier = int(m.group(1).replace(",", ""))
+        msg = msg[: len(msg) - (64 - m.start()) if len(msg) > 64 else m.start()]
+    return msg[:limit] + f" [... {len(msg) - limit + earlier:,} more characters cut by npudiag]"
 
 
 def error_codes(text: str) -> list[str]:
@@ -194,6 +207,7 @@ class LogParser:
         self.vectorised = vectorised
         self.batch_rows = batch_rows
         self._cols: dict[str, list] = {f.name: [] for f in LOG_EVENTS}
+        self._chars = 0  # message characters in the open batch
         self._cur: _Record | None = None
         self.lines = 0
         self.records = 0
@@ -243,12 +257,14 @@ class LogParser:
         c["thread_id"].append(rec.thread_id)
         c["function"].append(rec.function)
         c["message"].append(msg)
+        self._chars += len(msg)
         c["error_codes"].append(error_codes(msg))
         self.records += 1
 
     def _batch(self) -> pa.RecordBatch:
         batch = pa.RecordBatch.from_pydict(self._cols, schema=LOG_EVENTS)
         self._cols = {f.name: [] for f in LOG_EVENTS}
+        self._chars = 0
         return batch
 
     # -- lines ---------------------------------------------------------------------------------
@@ -263,18 +279,23 @@ class LogParser:
         pool: ThreadPoolExecutor | None = None  # started at the first full chunk: a small file is parsed line by line
         try:
             buf: list[str] = []
+            buf_chars = 0
             start = self.lines + 1
             for raw in lines:
                 self.lines += 1
                 line = raw.rstrip("\r\n")
+                if len(line) > MAX_MESSAGE_CHARS:  # no message keeps more: every later pass reads less
+                    line = cap_message(line)
                 if not line.isascii():
                     line = _valid_utf8(line)
                 buf.append(line)
-                if len(buf) >= CHUNK_LINES:
+                buf_chars += len(line)
+                if len(buf) >= CHUNK_LINES or buf_chars >= CHUNK_CHARS:
                     if pool is None and self.vectorised:
                         pool = ThreadPoolExecutor(max_workers=2)
                     cut = next((i for i in range(len(buf) - 1, 0, -1) if buf[i].startswith("[") and PLOG.match(buf[i])), len(buf))
                     chunk, buf = buf[:cut], buf[cut:]
+                    buf_chars = sum(len(x) for x in buf)
                     fut = pool.submit(parse_plog_chunk, chunk, start, self.ctx) if pool and chunk[0].startswith("[") else None
                     pending.append((fut, chunk, start))
                     start += cut
@@ -305,7 +326,7 @@ class LogParser:
                     self._line(start + i, sub)
             else:
                 self._line(start + i, line)
-            if len(self._cols["file"]) >= self.batch_rows:
+            if len(self._cols["file"]) >= self.batch_rows or self._chars >= BATCH_CHARS:
                 yield self._batch()
 
     def parse(self, lines: Iterable[str]) -> Iterator[pa.RecordBatch]:

@@ -6,6 +6,7 @@ Jenkins test report can never disagree.
 
 from __future__ import annotations
 
+import re
 import socket
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
@@ -15,7 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from npudiag.report.terminal import fmt_us
-from npudiag.report.text import Col, plain, table
+from npudiag.report.text import Col, clean, plain, table
 
 _STYLE = {"regression": "bold red", "improvement": "green", "not_significant": "yellow", "pass": ""}
 _LABEL = {"regression": "REGRESSION", "improvement": "improved", "not_significant": "noise", "pass": "ok"}
@@ -64,22 +65,33 @@ def render_gate_terminal(result: dict[str, Any], console: Console, title: str = 
     console.print(Text(headline(result), style="bold green" if result["passed"] else "bold red"))
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~&])")
+
+
+def md_text(value: Any) -> str:
+    """Input text for a Markdown table cell or line: every character Markdown or HTML acts on is
+    escaped (a backslash, or an entity for < > &), pipes cannot end the cell, control characters and
+    newlines cannot end the row."""
+    s = clean(value).replace("\\n", " ")
+    return _MD_SPECIAL.sub(lambda m: {"<": "&lt;", ">": "&gt;", "&": "&amp;"}.get(m.group(1), "\\" + m.group(1)), s)
+
+
 def gate_markdown(result: dict[str, Any], baseline: str, current: str) -> str:
     """A GitHub job summary / PR comment: verdict first, then the table, then the method."""
     icon = "✅" if result["passed"] else "❌"
-    lines = [f"## {icon} npudiag gate {headline(result)}", "", f"Baseline `{baseline}` vs current `{current}`.", ""]
+    lines = [f"## {icon} npudiag gate {md_text(headline(result))}", "", f"Baseline {md_text(baseline)} vs current {md_text(current)}.", ""]
     lines += ["| Metric | Baseline | Current | Change | Limit | Samples | p | Verdict |", "|---|---:|---:|---:|---:|---:|---:|---|"]
     for m in result["metrics"]:
         verdict = _LABEL[m["status"]]
         if m["failed"]:
             verdict = f"**{verdict}**"
         lines.append(
-            f"| `{m['metric']}` | {fmt_us(m['base_median_us'])} | {fmt_us(m['cur_median_us'])} | {change_text(m)} | "
+            f"| {md_text(m['metric'])} | {fmt_us(m['base_median_us'])} | {fmt_us(m['cur_median_us'])} | {change_text(m)} | "
             f"+{m['max_regression'] * 100:g}% | {m['base_n']}/{m['cur_n']} | {p_text(m)} | {verdict} |"
         )
     if result["warnings"]:
         lines.append("")
-        lines += [f"> **Warning:** {w}" for w in result["warnings"]]
+        lines += [f"> **Warning:** {md_text(w)}" for w in result["warnings"]]
     meth = result["method"]
     lines += [
         "",
@@ -88,6 +100,15 @@ def gate_markdown(result: dict[str, Any], baseline: str, current: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def xml_text(value: Any) -> str:
+    """Text XML 1.0 can hold: the characters it forbids (control characters, lone surrogates) are
+    written as \\xNN; ElementTree escapes < > & and quotes."""
+    return _XML_FORBIDDEN.sub(lambda m: f"\\x{ord(m.group(0)):02x}", str(value))
 
 
 def gate_junit(result: dict[str, Any], baseline: str, current: str) -> str:
@@ -108,19 +129,20 @@ def gate_junit(result: dict[str, Any], baseline: str, current: str) -> str:
     )
     props = ET.SubElement(suite, "properties")
     for k, v in (("baseline", baseline), ("current", current), ("alpha", str(result["method"]["alpha"]))):
-        ET.SubElement(props, "property", name=k, value=v)
+        ET.SubElement(props, "property", name=k, value=xml_text(v))
     for m in metrics:
-        case = ET.SubElement(suite, "testcase", classname="npudiag.gate", name=m["metric"], time="0")
+        case = ET.SubElement(suite, "testcase", classname="npudiag.gate", name=xml_text(m["metric"]), time="0")
         numbers = (
             f"baseline median {m['base_median_us']:.3f} us (n={m['base_n']}), current median {m['cur_median_us']:.3f} us "
             f"(n={m['cur_n']}), change {change_text(m)}, limit +{m['max_regression'] * 100:g}%, method {m['method']}, p={p_text(m)}"
         )
         if m["failed"]:
-            fail = ET.SubElement(case, "failure", type="regression", message=f"{m['metric']} regressed {change_text(m)}: {m['reason']}")
-            fail.text = numbers
+            fail = ET.SubElement(case, "failure", type="regression",
+                                 message=xml_text(f"{m['metric']} regressed {change_text(m)}: {m['reason']}"))  # fmt: skip
+            fail.text = xml_text(numbers)
         else:
-            ET.SubElement(case, "system-out").text = f"{m['status']}: {numbers}"
+            ET.SubElement(case, "system-out").text = xml_text(f"{m['status']}: {numbers}")
     if result["warnings"]:
-        ET.SubElement(suite, "system-err").text = "\n".join(result["warnings"])
+        ET.SubElement(suite, "system-err").text = xml_text("\n".join(result["warnings"]))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
