@@ -18,12 +18,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from npudiag.errors import InputError
-from npudiag.formats.ascend_log import LogParser, cap_message
+from npudiag.formats.ascend_log import LogParser
+from npudiag.formats.log_common import QUIET_LEVELS, cap_message
 from npudiag.log_sources import LogSource
 from npudiag.schemas import LOG_EVENTS
 from npudiag.store import atomic_write
 
-QUIET_LEVELS = pa.array(["INFO", "DEBUG", "EVENT", "TRACE", "WARNING"])  # kept for triage only when they carry an error code
+# kept for triage only when they carry an error code (warnings) or a device fault event (RAS event ids
+# are written at EVENT level by the device's event log)
+_KEEP_ONLY_WITH_CODES = pa.array([*QUIET_LEVELS, "WARNING"])
+_FAULT_EVENT = r"event_id[=:]0x[0-9A-Fa-f]{8}|HBM MULTI BIT ECC|Fault RAS occurs"
+_INFO = pa.array(list(QUIET_LEVELS))
+_CATALOGUE = r"(?:^|[^A-Za-z0-9_])[EW][0-9A-Z]\d{4}(?:[^A-Za-z0-9_]|$)"  # an information record naming a CANN error code
 MAX_PROBLEM_ROWS = 500_000  # triage looks at the first this many problem records; counts cover all
 TRIAGE_MESSAGE_CHARS = 2_048  # triage reads the start of a message (log_events.parquet keeps it whole)
 
@@ -40,9 +46,12 @@ class LogsRun:
 
 
 def _problem_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
-    quiet = pc.fill_null(pc.is_in(batch["level"], QUIET_LEVELS), False)
+    quiet = pc.fill_null(pc.is_in(batch["level"], _KEEP_ONLY_WITH_CODES), False)
     has_codes = pc.greater(pc.fill_null(pc.list_value_length(batch["error_codes"]), 0), 0)
-    found = batch.filter(pc.or_(pc.invert(quiet), has_codes))
+    keep = pc.or_(pc.invert(quiet), has_codes)
+    if pc.any(quiet).as_py():
+        keep = pc.or_(keep, pc.fill_null(pc.match_substring_regex(batch["message"], _FAULT_EVENT, ignore_case=True), False))
+    found = batch.filter(keep)
     i = found.schema.get_field_index("message")
     messages = found.column(i)
     long = pc.greater(pc.utf8_length(messages), TRIAGE_MESSAGE_CHARS)
@@ -63,10 +72,11 @@ def parse_logs(
     levels: Counter[str] = Counter()
     files: Counter[str] = Counter()
     errors: list[str] = []
-    lines = kept = dropped = 0
+    lines = kept = dropped = catalogue = 0
+    prefixes: list[dict[str, str]] = []
 
     def run(writer: pq.ParquetWriter | None) -> None:
-        nonlocal lines, kept, dropped
+        nonlocal lines, kept, dropped, catalogue
         pending: list[pa.RecordBatch] = []  # small files' batches, written as one row group
         pending_rows = pending_bytes = 0
 
@@ -92,6 +102,10 @@ def parse_logs(
                     for lv, n in zip(*_value_counts(batch["level"])):
                         levels[lv] += n
                     files[src.ctx.file] += batch.num_rows
+                    info = pc.fill_null(pc.is_in(batch["level"], _INFO), False)
+                    if pc.any(info).as_py():
+                        named = pc.match_substring_regex(pc.filter(batch["message"], info), _CATALOGUE)
+                        catalogue += int(pc.sum(pc.fill_null(named, False)).as_py() or 0)
                     found = _problem_rows(batch)
                     keep = found.slice(0, max(MAX_PROBLEM_ROWS - kept, 0))
                     if keep.num_rows:
@@ -103,6 +117,8 @@ def parse_logs(
             except (OSError, EOFError, ValueError) as exc:  # a truncated archive member, an unreadable file
                 errors.append(f"{src.ctx.file}: cannot read ({exc})")
             lines += parser.lines
+            if parser.prefix_kind is not None:
+                prefixes.append({"file": src.ctx.file, "prefix": parser.prefix_kind})
             if progress is not None:
                 progress(src.size_bytes)
         flush()
@@ -129,6 +145,10 @@ def parse_logs(
         "warnings": levels.get("WARNING", 0),
         "by_level": dict(levels),
         "problem_records_not_triaged": dropped,
+        # information records that name an error code (GE registering its code catalogue at start-up):
+        # counted, never taken as errors
+        "info_records_naming_codes": catalogue,
+        "line_prefixes": prefixes,
     }
     if dropped:
         totals["note"] = f"triage looked at the first {MAX_PROBLEM_ROWS:,} error records; {dropped:,} later ones are only counted"

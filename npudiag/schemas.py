@@ -230,13 +230,15 @@ LOG_EVENTS = pa.schema(
     [
         ("file", pa.string()),  # the log file (inside an archive: archive.tar.gz!member), or "-" for stdin
         ("line", pa.int64()),  # 1-based line of the record's first line in that file
+        ("line_count", pa.int32()),  # the record spans lines line .. line + line_count - 1 (its last line with text)
         ("origin", pa.string()),  # host (plog, host device-<id> logs), device (msnpureport export), console (pasted / stdout)
-        ("format", pa.string()),  # plog, cann_console, torch_npu, glog, python, python_logging, mindie, dmesg, app, text
+        ("format", pa.string()),  # plog, cann_console, torch_npu, torch_dist, glog, python, python_logging, mindie,
+        # dmesg, syslog, bbox (hisi_logs history), device_info, app, text
         ("device_id", pa.int32()),
         ("rank", pa.int32()),
         ("pid", pa.int64()),
         ("process", pa.string()),
-        ("level", pa.string()),  # ERROR, WARNING, INFO, DEBUG, EVENT, TRACE; null where the line does not say
+        ("level", pa.string()),  # FATAL, ERROR, WARNING, INFO, DEBUG, EVENT, TRACE, OPLOG; null where the line does not say
         ("module", pa.string()),  # RUNTIME, GE, HCCL, DRV, ... (torch_npu: PTA, OPS, DIST, ...)
         ("timestamp", pa.timestamp("us")),  # local time as the log writes it; null where the line has none (or no year)
         ("src_file", pa.string()),
@@ -244,7 +246,8 @@ LOG_EVENTS = pa.schema(
         ("thread_id", pa.int64()),
         ("function", pa.string()),
         ("message", pa.string()),  # continuation lines joined with "\n"
-        ("error_codes", pa.list_(pa.string())),  # EZ9999, EI0002, ERR01100, 507035 ... in order of appearance, distinct
+        ("error_codes", pa.list_(pa.string())),  # EZ9999, EI0002, ERR01100, 507035 ... distinct, in order; none at INFO/DEBUG/EVENT
+        ("prefix", pa.string()),  # what a collector put before the record's first line ("(train pid=8464)", "[rank3]:"), stripped
     ]
 )
 

@@ -31,3 +31,31 @@ def msprof_standin_path(bin_dir: Path) -> dict[str, str]:
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve().parent / "standins" / "msprof.py"}" "$@"\n')
     wrapper.chmod(0o755)
     return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def both_log_paths_agree(texts: list[str], chunk_lines: int) -> int:
+    """Parse every text on the vectorised path (small chunks, so short texts take it) and line by line;
+    assert the rows are equal; return how many chunks the vectorised path took."""
+    from npudiag.formats import ascend_log, plog_fast
+    from npudiag.formats.log_common import LogContext
+
+    used: list[bool] = []
+    real = plog_fast.parse_plog_chunk
+
+    def spy(*a, **k):
+        r = real(*a, **k)
+        used.append(r is not None)
+        return r
+
+    saved = ascend_log.CHUNK_LINES, ascend_log.MIN_VECTOR_LINES
+    ascend_log.CHUNK_LINES, ascend_log.MIN_VECTOR_LINES = chunk_lines, 0
+    plog_fast.parse_plog_chunk = spy
+    try:
+        for i, text in enumerate(texts):
+            fast = ascend_log.parse_text(text, LogContext("x.log"))
+            slow = ascend_log.parse_text(text, LogContext("x.log"), vectorised=False)
+            assert fast.to_pylist() == slow.to_pylist(), f"text {i}"
+    finally:
+        ascend_log.CHUNK_LINES, ascend_log.MIN_VECTOR_LINES = saved
+        plog_fast.parse_plog_chunk = real
+    return sum(used)

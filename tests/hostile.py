@@ -34,8 +34,9 @@ def snapshot(root: Path) -> dict[str, tuple]:
                 continue
             kind = st.st_mode >> 12
             # a folder's own size and mtime change when an entry is added under it (the target): not a change of it
-            out[os.path.relpath(p, root)] = (kind, st.st_ino) if os.path.isdir(p) and not os.path.islink(p) else (
-                kind, st.st_size, st.st_mtime_ns, st.st_ino)
+            out[os.path.relpath(p, root)] = (
+                (kind, st.st_ino) if os.path.isdir(p) and not os.path.islink(p) else (kind, st.st_size, st.st_mtime_ns, st.st_ino)
+            )
     return out
 
 

@@ -29,10 +29,10 @@ from npudiag.ingest_dump import parse_dump_tree
 from npudiag.schemas import COMPARE, TENSORS
 from npudiag.testing.dump_writer import Tensor, dump_file_name, model_dump_dir, write_dump_file
 
-from .conftest import ROOT
+from .conftest import CORPUS_ROOT
 from .helpers import run_cli
 
-SAMPLES = ROOT.parent / "shared" / "corpus" / "adump" / "samples"
+SAMPLES = CORPUS_ROOT / "adump" / "samples"
 RNG = np.random.default_rng(0)
 
 

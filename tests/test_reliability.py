@@ -26,7 +26,7 @@ from npudiag.formats.trace_json import read_trace
 from npudiag.testing.dump_writer import Tensor, dump_file_name, model_dump_dir, write_dump_file
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 
-from .conftest import ROOT
+from .conftest import CORPUS_ROOT, ROOT
 from .helpers import msprof_standin_path, run_cli
 
 BAD = Path(__file__).resolve().parent / "fixtures" / "bad"
@@ -103,7 +103,7 @@ def test_inputs_are_never_modified(tmp_path: Path) -> None:
         [Tensor(__import__("numpy").ones(4, "float32"))],
         [],
     )
-    corpus = ROOT.parent / "shared" / "corpus"
+    corpus = CORPUS_ROOT
     if (corpus / "logs").is_dir():
         shutil.copytree(corpus / "logs", inputs / "logs")
     if (corpus / "msprof").is_dir():

@@ -95,7 +95,7 @@ def test_analysis_db_step_trace_time_equals_our_breakdown_of_the_db(corpus: Path
     for level in LEVELS:
         folder = corpus / "msinsight-pytorch-db-rank1" / level
         con = sqlite3.connect(f"file:{next(folder.rglob('analysis.db'))}?mode=ro", uri=True)
-        (step, computing, cno, overlapped, comm, free, stage, *_), = con.execute("SELECT * FROM StepTraceTime").fetchall()
+        ((step, computing, cno, overlapped, comm, free, stage, *_),) = con.execute("SELECT * FROM StepTraceTime").fetchall()
         con.close()
         (row,) = step_breakdown(ingest([folder]).tables).to_pylist()
         assert row["step"] == int(step)

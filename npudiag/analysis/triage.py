@@ -18,10 +18,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from npudiag.formats.log_common import CODE_MODULES, QUIET_LEVELS
 from npudiag.schemas import TRIAGE
 from npudiag.tomlfile import read_toml
 
 PROBLEM_LEVELS = ["ERROR", "FATAL", "WARNING"]
+# the root cause is the earliest finding of the first tier present: a fault the device reported
+# (AI Core / vector core / AICPU exception, TS exception, HBM/ECC) comes before a host-side cause
+# (out of memory, HCCL init, a compile error), which comes before what follows from a failure
+# elsewhere (stream sync failed, EZ9999 wrappers, task run failed, watchdog timeouts)
+ROLES = ("device_fault", "cause", "symptom")
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,8 @@ class KbEntry:
     checks: tuple[str, ...]
     fix: str
     example: str
+    levels: tuple[str, ...] = ()  # information levels (EVENT...) this entry also matches; others never do
+    source: str = ""
 
 
 _REQUIRED = ("id", "title", "meaning", "fix", "example")
@@ -55,6 +63,8 @@ def load_kb(path: Path | None = None) -> list[KbEntry]:
         missing = [k for k in _REQUIRED if not e.get(k)]
         if missing or not (e.get("codes") or e.get("patterns")):
             raise ValueError(f"knowledge base entry {i} ({e.get('id', '?')}): needs {', '.join(missing) or 'codes or patterns'}")
+        if e.get("role", "cause") not in ROLES:
+            raise ValueError(f"knowledge base entry {i} ({e['id']}): role must be one of {', '.join(ROLES)}")
         if e["id"] in seen:
             raise ValueError(f"knowledge base entry {i}: duplicate id {e['id']}")
         seen.add(e["id"])
@@ -73,6 +83,8 @@ def load_kb(path: Path | None = None) -> list[KbEntry]:
                 tuple(e.get("checks", [])),
                 e["fix"],
                 e["example"],
+                tuple(x.upper() for x in e.get("levels", [])),
+                e.get("source", ""),
             )
         )
     return entries
@@ -99,10 +111,15 @@ def match_entries(events: pa.Table, kb: list[KbEntry]) -> dict[str, np.ndarray]:
         return out
     message = pc.fill_null(events["message"], "")
     modules = pc.fill_null(events["module"], "")
+    levels = pc.fill_null(events["level"], "")
+    # an information record (GE's error-code catalogue at INFO, a DEBUG trace) is never a finding
+    loud = ~pc.is_in(levels, pa.array(list(QUIET_LEVELS))).to_numpy(zero_copy_only=False)
     for e in kb:
         mask = _code_mask(events, e.codes)
         for p in e.patterns:
             mask |= pc.match_substring_regex(message, p, ignore_case=True).to_numpy(zero_copy_only=False)
+        allowed = loud | pc.is_in(levels, pa.array(list(e.levels), pa.string())).to_numpy(zero_copy_only=False) if e.levels else loud
+        mask &= allowed
         if e.modules and mask.any():
             mask &= pc.is_in(pc.utf8_upper(modules), pa.array(list(e.modules))).to_numpy(zero_copy_only=False)
         if mask.any():
@@ -211,8 +228,7 @@ def summarise(
     for f in findings:
         f["causes"] = json.loads(f["causes"])
         f["checks"] = json.loads(f["checks"])
-    causes = [f for f in findings if f["role"] == "cause"]
-    root = causes[0] if causes else (findings[0] if findings else None)
+    root = root_cause(findings)
     ranks = _first_by(errors, "rank")
     if totals is None:
         totals = {
@@ -236,9 +252,16 @@ def summarise(
     }
 
 
-def _generic_meaning(code: str) -> str | None:
-    from npudiag.formats.ascend_log import CODE_MODULES
+def root_cause(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The earliest finding (``findings`` are in time order) of the first role in ROLES that has one."""
+    for role in ROLES:
+        for f in findings:
+            if f["role"] == role:
+                return f
+    return None
 
+
+def _generic_meaning(code: str) -> str | None:
     if re.fullmatch(r"[EWI][0-9A-Z]\d{4}", code):
         level = {"E": "error", "W": "warning", "I": "info"}[code[0]]
         mod = CODE_MODULES.get(code[1], "unknown component")

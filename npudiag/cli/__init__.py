@@ -22,7 +22,7 @@ app = typer.Typer(
     name="npudiag",
     help="Diagnostics for Huawei Ascend NPU (CANN) profiles: msprof and torch_npu profiler output.",
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # help is plain text: "[default: x]" and brackets in help strings are shown as written
     pretty_exceptions_enable=False,
 )
 

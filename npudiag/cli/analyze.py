@@ -41,7 +41,9 @@ def _default_out(paths: list[Path]) -> Path:
 
 
 def analyze(
-    paths: list[Path] = typer.Argument(..., help="PROF_* or *_ascend_pt folders, a parent of many, or single CSV / JSON / .db files."),
+    paths: list[Path] = typer.Argument(
+        ..., metavar="PATH", help="PROF_* or *_ascend_pt folders, a parent of many, or single CSV / JSON / .db files."
+    ),
     out: Path = typer.Option(None, "--out", "-o", help="Folder for the Parquet tables and manifest.json [default: ./npudiag-out/<name>]."),
     top: int = typer.Option(20, "--top", min=1, help="How many hot operators to show."),
     by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
@@ -186,7 +188,7 @@ def _analyze_ranks(found, target, paths, force, backend, overrides, step_window,
 
 
 def report(
-    out: Path = typer.Argument(..., help="A folder written by 'npudiag analyze --out'."),
+    out: Path = typer.Argument(..., metavar="OUT", help="A folder written by 'npudiag analyze --out'."),
     top: int = typer.Option(20, "--top", min=1, help="How many hot operators to show."),
     by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),

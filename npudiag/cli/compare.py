@@ -37,8 +37,10 @@ def _warn(runs: list[Run]) -> None:
 
 
 def compare(
-    baseline: Path = typer.Argument(..., help="Baseline: a profile, an 'analyze --out' folder, or a folder of repeated runs."),
-    current: Path = typer.Argument(..., help="Current: the same kinds of input as the baseline."),
+    baseline: Path = typer.Argument(
+        ..., metavar="BASELINE", help="Baseline: a profile, an 'analyze --out' folder, or a folder of repeated runs."
+    ),
+    current: Path = typer.Argument(..., metavar="CURRENT", help="Current: the same kinds of input as the baseline."),
     by: By = typer.Option(By.type, "--by", help="Match operators by op type or by op name."),
     shapes: bool = typer.Option(False, "--shapes", help="Same op with other input shapes is a different kernel."),
     top: int = typer.Option(20, "--top", min=1, help="How many operators to show."),
@@ -104,8 +106,10 @@ def _config(
 
 
 def gate_cmd(
-    baseline: Path = typer.Argument(..., help="Baseline: a profile, an 'analyze --out' folder, or a folder of repeated runs."),
-    current: Path = typer.Argument(..., help="Current: the same kinds of input as the baseline."),
+    baseline: Path = typer.Argument(
+        ..., metavar="BASELINE", help="Baseline: a profile, an 'analyze --out' folder, or a folder of repeated runs."
+    ),
+    current: Path = typer.Argument(..., metavar="CURRENT", help="Current: the same kinds of input as the baseline."),
     max_regression: str = typer.Option(None, "--max-regression", help="Allowed slow-down of every metric, e.g. 5% [default: 5%]."),
     metric: list[str] = typer.Option([], "--metric", help="Also gate this metric (op:KEY, api:NAME, a step_breakdown column); repeatable."),
     config: Path = typer.Option(None, "--config", help=f"Gate settings TOML [default: ./{CONFIG_FILE} when present]."),

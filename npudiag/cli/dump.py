@@ -89,7 +89,7 @@ def author(
 
 
 @app.command("check")
-def check(acl_json: Path = typer.Argument(..., help="The acl.json to validate.")) -> None:
+def check(acl_json: Path = typer.Argument(..., metavar="ACL_JSON", help="The acl.json to validate.")) -> None:
     """Validate an acl.json dump section the way CANN's dump config converter does."""
     problems = dc.check_acl_json(acl_json)
     for p in problems:
@@ -101,7 +101,9 @@ def check(acl_json: Path = typer.Argument(..., help="The acl.json to validate.")
 
 @app.command("parse")
 def parse(
-    dump_path: Path = typer.Argument(..., help="A dump tree ({dump_path}/{time}/{device}/...), a folder of dump files, or one file."),
+    dump_path: Path = typer.Argument(
+        ..., metavar="DUMP", help="A dump tree ({dump_path}/{time}/{device}/...), a folder of dump files, or one file."
+    ),
     out: Path = typer.Option(Path("npudiag-out/dump"), "--out", "-o", help="Folder for tensors.parquet."),
     npy: Path = typer.Option(None, "--npy", help="Also write one .npy per input/output tensor here (in its original layout)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
@@ -141,8 +143,10 @@ def parse(
 
 @app.command("compare")
 def compare(
-    mine: Path = typer.Argument(..., help="My dump (a dump tree or folder of dump files)."),
-    golden: Path = typer.Argument(..., help="Golden: another dump, or a folder of {op}.{input|output}.{index}.npy files."),
+    mine: Path = typer.Argument(..., metavar="MINE", help="My dump (a dump tree or folder of dump files)."),
+    golden: Path = typer.Argument(
+        ..., metavar="GOLDEN", help="Golden: another dump, or a folder of {op}.{input|output}.{index}.npy files."
+    ),
     mapping: Path = typer.Option(None, "--mapping", help="CSV of my_op_name,golden_op_name for renamed ops."),
     out: Path = typer.Option(Path("npudiag-out/dump-compare"), "--out", "-o", help="Folder for compare.parquet and result_<time>.csv."),
     cosine: float = typer.Option(0.99, "--cosine", help="Pass when cosine similarity >= this."),

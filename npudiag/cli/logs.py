@@ -42,6 +42,12 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
             sources.extend(find_sources(p, warnings))
         except InputError as exc:
             errors.append(exc.one_line())
+    if not sources:  # nothing readable: say why, write nothing
+        for w in warnings:
+            tell(f"warning: {w}")
+        for e in errors:
+            tell(e)
+        return 2
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     err = Console(stderr=True)
@@ -77,7 +83,9 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
 
 @app.command("parse")
 def parse(
-    paths: list[str] = typer.Argument(..., help="Export folders, host log folders, .log files, .tar.gz archives, or - for stdin."),
+    paths: list[str] = typer.Argument(
+        ..., metavar="PATH", help="Export folders, host log folders, .log files, .tar.gz archives, or - for stdin."
+    ),
     out: Path = typer.Option(Path("npudiag-out/logs"), "--out", "-o", help="Folder for log_events.parquet, triage.parquet, summary.json."),
     json_out: bool = typer.Option(False, "--json", help="Print the triage summary as JSON on stdout, nothing else."),
     device: int = typer.Option(None, "--device", "-d", help="Only records of this device."),

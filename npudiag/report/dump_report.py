@@ -31,8 +31,10 @@ def render_parse_terminal(s: dict[str, Any], console: Console, top: int = 20) ->
     bad = [r for r in rows if (r["nan_count"] or 0) or (r["pos_inf_count"] or 0) or (r["neg_inf_count"] or 0)]
     if bad:
         console.print(
-            plain(f"{len(bad)} tensors hold NaN/Inf; the first in execution order: {bad[0]['op_name']} {bad[0]['io']} {bad[0]['index']}",
-                  style="red")  # fmt: skip
+            plain(
+                f"{len(bad)} tensors hold NaN/Inf; the first in execution order: {bad[0]['op_name']} {bad[0]['io']} {bad[0]['index']}",
+                style="red",
+            )  # fmt: skip
         )
     cols = [Col("op", "name", 0, min_width=14), Col("tensor", "fixed", 0), Col("type", "fixed", 3), Col("shape", "name", 4, min_width=8),
             Col("min", priority=2), Col("max", priority=2), Col("mean", priority=1), Col("nan/inf", priority=0)]  # fmt: skip

@@ -31,6 +31,12 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     console.print(head)
     if s.get("note"):
         console.print(plain(s["note"], style="yellow"))
+    if s.get("info_records_naming_codes"):
+        n = s["info_records_naming_codes"]
+        console.print(plain(f"{n:,} INFO/DEBUG/EVENT records name an error code (a catalogue, not errors)", style="dim"))
+    for p in s.get("line_prefixes") or []:
+        note = f"{p['file']}: every line starts with a {p['prefix']} prefix; stripped (kept in the prefix column)"
+        console.print(plain(note, style="dim"))
     root = s["root_cause"]
     first = s["first_error"]
     if root is not None:
@@ -51,7 +57,10 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
                 body.append("\n")
         body.append("fix: ", style="bold green")
         body.append_text(plain(root["fix"]))
-        console.print(Panel(body, title="Root-cause candidate (earliest known failure)", title_align="left", border_style="red"))
+        kind = {"device_fault": "earliest device fault", "cause": "earliest known failure", "symptom": "earliest consequence seen"}.get(
+            root["role"], "earliest known failure"
+        )
+        console.print(Panel(body, title=f"Root-cause candidate ({kind})", title_align="left", border_style="red"))
     elif first is not None:
         console.print(Panel(plain(first["message"]), title=plain(f"First error: {_where(first)}"), title_align="left", border_style="red"))
     else:

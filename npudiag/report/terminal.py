@@ -67,8 +67,7 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
         Text(
             f"{ranks}  ·  kernels {prof['kernels']:,}  ·  span {fmt_us(prof['span_us'])}  ·  "
             f"device busy {fmt_us(prof['device_busy_us'])} ({fmt_pct(prof['device_busy_pct'])})  ·  "
-            f"kernel time {fmt_us(prof['kernel_time_us'])}  ·  steps {prof['steps']}"
-            + (f"  ·  time lost {fmt_us(lost)}" if lost else "")
+            f"kernel time {fmt_us(prof['kernel_time_us'])}  ·  steps {prof['steps']}" + (f"  ·  time lost {fmt_us(lost)}" if lost else "")
         )
     )
     partial = prof.get("ranks_without_kernels") or {}

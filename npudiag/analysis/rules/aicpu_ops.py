@@ -45,8 +45,12 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     lost,
                     row["duration_us_count"],
                     rank,
-                    {"op": row["_key"], "max_us": row["duration_us_max"], "span_us": span,
-                     "share_of_span_pct": 100.0 * lost / span if span else None},  # fmt: skip
+                    {
+                        "op": row["_key"],
+                        "max_us": row["duration_us_max"],
+                        "span_us": span,
+                        "share_of_span_pct": 100.0 * lost / span if span else None,
+                    },  # fmt: skip
                     spans_of(mine),
                 )
             )

@@ -197,8 +197,9 @@ def sort_findings(table: pa.Table) -> pa.Table:
 def findings_table(findings: list[Finding]) -> pa.Table:
     return pa.table(
         {
-            "finding_id": pa.array([f.finding_id or f"{f.rule_id}:{'all' if f.rank is None else f.rank}:{i + 1}"
-                                    for i, f in enumerate(findings)], pa.string()),  # fmt: skip
+            "finding_id": pa.array(
+                [f.finding_id or f"{f.rule_id}:{'all' if f.rank is None else f.rank}:{i + 1}" for i, f in enumerate(findings)], pa.string()
+            ),  # fmt: skip
             "rule_id": pa.array([f.rule_id for f in findings], pa.string()),
             "severity": pa.array([f.severity for f in findings], pa.string()),
             "rank": pa.array([f.rank for f in findings], pa.int32()),

@@ -1,0 +1,138 @@
+"""What both CANN log parsers share: levels, error codes, the plog header, message caps.
+
+``ascend_log`` (the line-by-line parser of every form) and ``plog_fast`` (the vectorised path for
+chunks that are pure plog) both build on this module; neither imports the other's internals.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_CONTINUATION_LINES = 400  # a record longer than this is split, so one runaway block cannot grow unbounded
+MAX_MESSAGE_CHARS = 16_384  # a record's message; longer is cut with a note (real records are a few hundred characters)
+
+LEVELS = {
+    "ERROR": "ERROR",
+    "WARNING": "WARNING",
+    "WARN": "WARNING",
+    "INFO": "INFO",
+    "DEBUG": "DEBUG",
+    "EVENT": "EVENT",
+    "TRACE": "TRACE",
+    "OPLOG": "OPLOG",
+    "FATAL": "FATAL",
+    "CRITICAL": "FATAL",
+}
+# records at these levels are information: never an error record, whatever codes they mention (GE
+# registers its whole error-code catalogue at INFO: "ParseJsonFile:add error_code E10001 success")
+QUIET_LEVELS = ("INFO", "DEBUG", "EVENT", "TRACE", "OPLOG")
+PROBLEM_LEVELS = ("FATAL", "ERROR")
+
+# 2nd character of a CANN error code -> component (CANN error code reference)
+CODE_MODULES = {
+    "1": "GE",
+    "2": "FE",
+    "3": "AICPU",
+    "4": "TEFUSION",
+    "7": "OP_PLUGIN",
+    "8": "VECTOR_OP",
+    "B": "TBE",
+    "C": "AUTOTUNE",
+    "D": "RLTUNE",
+    "E": "RUNTIME",
+    "F": "LXFUSION",
+    "G": "AOE",
+    "H": "ASCENDCL",
+    "I": "HCCL",
+    "J": "HCCP",
+    "K": "PROFILING",
+    "L": "DRV",
+    "M": "QUEUE_SCHEDULE",
+    "N": "DVPP",
+    "O": "AMCT",
+    "P": "DUMP",
+    "Z": "OPS",
+}
+
+PLOG_TS = r"\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2}\.\d{3}\.\d{3}"
+PLOG_LEVEL = r"ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|OPLOG"
+# Documented: [Level] ModuleName(PID,PName):DateTimeMS [FileName:LineNumber]LogContent. Firmware
+# (TSCH) writes PID -1. Every repetition is bounded: a crafted line must not make a search quadratic.
+PLOG = re.compile(
+    r"\[(" + PLOG_LEVEL + r")\] ([A-Za-z_0-9]{1,32})\((-?\d{1,10}),([^)\n]{0,128})\):(" + PLOG_TS + r")"
+    r"(?: \[([^\]:\n]{1,256}):(\d{1,9})\])?"
+)
+# the TS firmware's content after the header (no [file:line]): a sequence number, the core, then
+# path:line function: -- 2020 "17 (cpuid:0) ../x/ai_core_dispatcher.c:1193 bs_done_exception_proc: slot_id=0"
+# and later "3986 (dieid:0,cpuid:0) stars_timewheel.c:90 stars_wait_sqe_is_timeout: Timeout: ..."
+TSCH_CONTENT = r"^ ?\d{1,10} \((?:dieid:\d{1,4},)?cpuid:\d{1,4}\) (?P<f>[^\s:]{1,256}):(?P<l>\d{1,9}) (?P<fn>\w{1,128}):"
+TSCH_RE = re.compile(TSCH_CONTENT)
+# the kernel's own level inside a line the device's klogd forwarded into a plog-format file:
+# "[EVENT] KERNEL(1396,None):... [klogd.c:248][2204.894988] [ascend] [ERROR] [devdrv] ..."
+KERNEL_LEVEL = r"\[ascend\] \[(ERROR|WARNING|WARN|INFO|DEBUG|EVENT)\]"
+KERNEL_LEVEL_RE = re.compile(KERNEL_LEVEL)
+
+CANN_CODE = r"[EWI][0-9A-Z]\d{4}"
+# error codes: CANN 6-character codes, torch_npu ERRxxxxx, ACL/runtime 6-digit codes in the contexts they are printed in
+CODES = re.compile(r"(?<![A-Za-z0-9_])(" + CANN_CODE + r"|ERR\d{5})(?![A-Za-z0-9_])")
+ACL_CODE = re.compile(
+    r"(?:err(?:or)? ?code(?: is)?|retCode|ret|runtime result|rtRet|result|failed)[ \t]{0,8}(?:is[ \t]{1,8})?(?:[:=][ \t]{0,8})?"
+    r"\[?(\d{6})(?!\d|\.\d)",
+    re.IGNORECASE,
+)
+CODE_HINT = re.compile(r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|\d{6}")
+# the same, as an RE2 pattern for pyarrow (which rows may hold a code at all)
+CODE_HINT_RE2 = r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|(?i:code|ret|result|failed)[^0-9\n]{0,12}\d{6}"
+
+_CUT_NOTE = re.compile(r" \[\.\.\. ([\d,]+) more characters cut by npudiag\]$")
+
+
+@dataclass
+class LogContext:
+    """What the file's path says about its records (applied where a record does not say itself)."""
+
+    file: str
+    origin: str = "console"
+    device_id: int | None = None
+    rank: int | None = None
+    pid: int | None = None
+
+
+def cap_message(msg: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """A record's message of at most ``limit`` characters and a note of how many were cut (counting an
+    earlier cut of the same text): one runaway record cannot hold the memory of a whole log."""
+    if len(msg) <= limit:
+        return msg
+    earlier = 0
+    if (m := _CUT_NOTE.search(msg[-64:])) is not None:
+        earlier = int(m.group(1).replace(",", ""))
+        msg = msg[: len(msg) - (64 - m.start()) if len(msg) > 64 else m.start()]
+    return msg[:limit] + f" [... {len(msg) - limit + earlier:,} more characters cut by npudiag]"
+
+
+def error_codes(text: str) -> list[str]:
+    """Distinct codes in order: CANN (EZ9999, EI0002...), torch_npu (ERR01100) and ACL 6-digit codes in known contexts."""
+    if not CODE_HINT.search(text):
+        return []
+    found: dict[str, None] = {}
+    for m in CODES.finditer(text.replace("\\n", "\n")):
+        found[m.group(1)] = None
+    for m in ACL_CODE.finditer(text):
+        code = m.group(1)
+        if code[0] in "12345":
+            found[code] = None
+    return list(found)
+
+
+def record_codes(level: str | None, text: str) -> list[str]:
+    """The error codes of a record: none at an information level (a catalogue line is not an error)."""
+    if level in QUIET_LEVELS:
+        return []
+    return error_codes(text)
+
+
+def plog_pid(text: str) -> int | None:
+    """A plog header's PID; firmware's -1 means "no process"."""
+    pid = int(text)
+    return pid if pid >= 0 else None
