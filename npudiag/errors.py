@@ -1,4 +1,4 @@
-"""The one error type that bad input raises.
+"""The error types of bad input and of outputs that cannot be written.
 
 Every reader turns malformed input into :class:`InputError` so the CLI can print one line naming the
 file and position and exit 2, while other files of the same run are still processed.
@@ -6,6 +6,8 @@ file and position and exit 2, while other files of the same run are still proces
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -33,3 +35,24 @@ class InputError(Exception):
         elif self.offset is not None:
             where += f" (offset {self.offset})"
         return f"{where}: {self.problem}"
+
+
+class OutputError(Exception):
+    """An output that cannot be written (a read-only or missing parent, no space): one line, exit 2."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
+
+
+@contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Turn an OSError raised while writing ``path`` into OutputError naming it."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(path, exc.strerror or str(exc)) from None

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from npudiag.analysis.tensor_stats import tensor_stats
-from npudiag.errors import InputError
+from npudiag.errors import InputError, writing
 from npudiag.formats.dump_file import DumpName, parse_dump_name, read_dump, tensor_array, to_original_shape
 from npudiag.safeio import inside, safe_name
 from npudiag.schemas import TENSORS
@@ -195,12 +195,14 @@ def parse_dump_tree(root: Path, npy_dir: Path | None = None, progress: Callable[
                     stats = tensor_stats(arr)
                     if npy_dir is not None and spec.io in ("input", "output"):
                         conv, _ = to_original_shape(np.asarray(arr), spec)
-                        npy_dir.mkdir(parents=True, exist_ok=True)
+                        with writing(npy_dir):
+                            npy_dir.mkdir(parents=True, exist_ok=True)
                         # the op name comes from the dump (or mapping.csv): a file name, never a path
                         target = npy_dir / safe_name(f"{real}.{spec.io}.{spec.index}.npy")
                         if not inside(target, npy_dir):
                             raise InputError(f, f"op name {real[:80]!r} would write outside {npy_dir}")
-                        np.save(target, conv)
+                        with writing(target):
+                            np.save(target, conv)
                 tensor_bytes += spec.size_bytes
                 rows.append(
                     {

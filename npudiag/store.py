@@ -25,9 +25,13 @@ os.umask(_UMASK)
 
 
 def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Run ``write`` on a temporary file beside ``path``, flush it to disk, then rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Run ``write`` on a temporary file beside ``path``, flush it to disk, then rename it over ``path``.
+    OutputError (one line) when the folder cannot be made or the file cannot be created."""
+    from npudiag.errors import writing
+
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get the usual permissions
         with os.fdopen(fd, "wb") as fh:
@@ -127,8 +131,11 @@ class OutputWriter:
             raise InputError(
                 out, "exists and was not written by npudiag (no npudiag manifest.json); use --force to replace it, or another --out"
             )
-        self.out.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = TargetLock(self.out)
+        from npudiag.errors import writing
+
+        with writing(self.out):
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            self._lock = TargetLock(self.out)
         try:
             remove_stale_staging(self.out)
             self.work = temp_sibling_dir(self.out)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
+from .conftest import ROOT
 from .hostile import run
 
 COMMANDS = ["analyze", "report", "compare", "gate", "cluster", "profile", "doctor", "logs parse", "logs export", "logs level",
@@ -33,3 +35,27 @@ def test_defaults_written_inside_help_strings_are_shown(monkeypatch: pytest.Monk
     assert "[default: ./npudiag-out/<name>]" in _text("analyze")
     assert "[msprof default: on = l1]" in _text("profile")
     assert "[default: ./npudiag-logs/<timestamp>]" in _text("logs", "export")
+
+
+def _one_line(o, text: str) -> None:
+    assert o.code == 2, (o.code, o.stderr)
+    lines = [x for x in o.stderr.splitlines() if x.strip()]
+    assert any(text in x for x in lines) and "internal error" not in o.stderr and "Traceback" not in o.stderr
+
+
+def test_outputs_that_cannot_be_written_are_one_line_exit_2(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    sample = ROOT / "fixtures" / "sample_torch"
+    _one_line(run("analyze", sample, "--out", blocker / "out"), f"cannot write {blocker / 'out'}")
+    _one_line(run("analyze", sample, "--out", tmp_path / "o1", "--html", blocker / "r.html"), f"cannot write {blocker / 'r.html'}")
+    _one_line(run("analyze", sample, "--out", tmp_path / "o2", "--chrome-trace", blocker / "t.json"), f"cannot write {blocker / 't.json'}")
+    log = tmp_path / "plog-1_20250101000000000.log"
+    log.write_text("[ERROR] RUNTIME(1,p):2025-08-06-23:09:35.772.604 [a.cc:1]1 F:rtStreamSynchronize:ErrCode=507014\n")
+    _one_line(run("logs", "parse", log, "--out", blocker / "lo"), f"cannot write {blocker / 'lo'}")
+
+
+def test_analyze_of_a_missing_path_prints_only_the_error(tmp_path: Path) -> None:
+    o = run("analyze", tmp_path / "nope", "--out", tmp_path / "o")
+    assert o.code == 2 and o.stdout == "" and not (tmp_path / "o").exists()
+    assert o.stderr.strip().splitlines() == [f"npudiag: {tmp_path / 'nope'}: no such file or folder"]

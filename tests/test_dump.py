@@ -291,8 +291,16 @@ def test_author_merges_and_keeps_profiler(tmp_path: Path) -> None:
     assert run_cli("dump", "check", acl).returncode == 0
     over = run_cli("dump", "--overflow", "--path", "o", "--acl-json", tmp_path / "o.json")
     assert over.returncode == 0 and json.loads((tmp_path / "o.json").read_text())["dump"] == {"dump_path": "o", "dump_debug": "on"}
-    bad = run_cli("dump", "--layers", "conv1", "--acl-json", tmp_path / "x.json")
-    assert bad.returncode == 2 and "needs --model" in bad.stderr
+    # model_name may be omitted (CANN: the named ops are dumped in every model)
+    every = run_cli("dump", "--layers", "conv1", "--acl-json", tmp_path / "x.json")
+    assert every.returncode == 0 and json.loads((tmp_path / "x.json").read_text())["dump"]["dump_list"] == [{"layer": ["conv1"]}]
+    assert run_cli("dump", "check", tmp_path / "x.json").returncode == 0
+    single = run_cli("dump", "--single-op", "--layers", "conv1", "--acl-json", tmp_path / "y.json")
+    assert single.returncode == 2 and "drop --single-op" in single.stderr and not (tmp_path / "y.json").exists()
+    # the official Ascend C example: kernel data only
+    kernel = tmp_path / "k.json"
+    kernel.write_text(json.dumps({"dump": {"dump_kernel_data": "all", "dump_path": "../output"}}))
+    assert run_cli("dump", "check", kernel).returncode == 0
     steps = run_cli("dump", "--model", "m", "--steps", "9-3", "--acl-json", tmp_path / "x.json")
     assert steps.returncode == 2 and "ends before it starts" in steps.stderr
 
@@ -305,6 +313,8 @@ def test_msprobe_format(tmp_path: Path) -> None:
     cfg = json.loads((tmp_path / "config.json").read_text())
     assert cfg == {"task": "tensor", "dump_path": "./dp", "rank": [], "step": [0, "4-6"], "level": "L1",
                    "tensor": {"scope": [], "list": ["conv2d", "linear"], "data_mode": ["output"]}}  # fmt: skip
+    checked = run_cli("dump", "check", tmp_path / "config.json")  # what npudiag wrote, npudiag accepts
+    assert checked.returncode == 0 and "msprobe config OK" in checked.stdout
     if SAMPLES.is_dir():  # same keys and value forms as msprobe's shipped default
         default = json.loads((SAMPLES / "mstt_msprobe_default_config.json").read_text())
         assert {"task", "dump_path", "rank", "step", "level"} <= set(default) and set(cfg["tensor"]) <= set(default["tensor"])
@@ -315,14 +325,14 @@ def test_check_reports_each_problem(tmp_path: Path) -> None:
     (tmp_path / "a_file").write_text("")
     acl.write_text(json.dumps({"dump": {
         "dump_path": str(tmp_path / "a_file" / "dump"), "dump_mode": "everything", "dump_step": "1,3", "dump_stats": ["Max"],
-        "dump_list": [{"layer": ["conv1"], "modelname": "x"}], "dump_speed": "fast",
+        "dump_list": [{"layer": ["conv1"], "modelname": "x"}, {"model_name": [], "layer": ["fc"]}], "dump_speed": "fast",
     }}))  # fmt: skip
     r = run_cli("dump", "check", acl)
     assert r.returncode == 2
     text = r.stderr
     expected_problems = (
         "dump.dump_speed: unknown key", "dump.dump_mode: 'everything' is not one of", "separated by '|'", "needs dump_data \"stats\"",
-        "dump_list[0].modelname: unknown key", "layer: needs model_name", "not writable",
+        "dump_list[0].modelname: unknown key", "dump_list[1].model_name: must be a non-empty string", "not writable",
     )  # fmt: skip
     for expected in expected_problems:
         assert expected in text, expected

@@ -4,6 +4,7 @@ summarise). It gives tables and a summary, or one error line per file; never ano
 
 from __future__ import annotations
 
+import atexit
 import csv
 import io
 import json
@@ -28,6 +29,7 @@ _BASE: dict[str, Path] = {}
 def _base() -> dict[str, Path]:
     if not _BASE:
         root = Path(tempfile.mkdtemp(prefix="npudiag-fuzz-missing-"))
+        atexit.register(shutil.rmtree, root, True)  # shared by every example of the session; removed at exit
         t = write_torch_profile(root / "t", kernels=80, copies=3, seed=4, steps=3, mallocs_per_step=1)
         d = write_torch_profile(root / "d", kernels=80, copies=3, seed=4, steps=3, export="db")
         m = write_msprof_profile(root / "m", kernels=60, copies=3, seed=4)

@@ -15,7 +15,7 @@ from npudiag.cli import compare as _compare
 from npudiag.cli import dump as _dump
 from npudiag.cli import logs as _logs
 from npudiag.cli import profile as _profile
-from npudiag.errors import InputError
+from npudiag.errors import InputError, OutputError
 from npudiag.report.text import clean
 
 app = typer.Typer(
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     except ClickException as exc:
         print(f"npudiag: {clean(exc.format_message())}", file=sys.stderr)
         code = exc.exit_code
-    except InputError as exc:
+    except (InputError, OutputError) as exc:
         print(f"npudiag: {clean(exc.one_line())}", file=sys.stderr)
         code = 2
     except (KeyboardInterrupt, Abort):

@@ -84,6 +84,10 @@ def analyze(
     err = Console(stderr=True)
     show_progress = not quiet and not json_out and err.is_terminal
     found = find_units(paths, follow_symlinks)
+    if not found.units and found.errors:  # nothing readable: say why, write and print nothing else
+        for line in found.errors:
+            tell(line)
+        raise typer.Exit(2)
     target = out if out is not None else _default_out(paths)
     if len(found.units) > 1 or scheduler or dask:
         if scheduler or dask:  # workers elsewhere resolve paths themselves: give them absolute ones

@@ -51,7 +51,7 @@ class Fmt(str, Enum):
 def author(
     ctx: typer.Context,
     layers: str = typer.Option(None, "--layers", help="Comma-separated op names to dump (dump_list[].layer)."),
-    model: str = typer.Option(None, "--model", help="The model_name the layers belong to."),
+    model: str = typer.Option(None, "--model", help="The model_name the layers belong to [CANN default: every model]."),
     mode: Mode = typer.Option(Mode.output, "--mode", help="dump_mode."),
     path: str = typer.Option("./dump", "--path", help="dump_path (where dump files land)."),
     steps: str = typer.Option(None, "--steps", help="Iterations to dump, e.g. 0,5-9 (dump_step)."),
@@ -90,13 +90,21 @@ def author(
 
 @app.command("check")
 def check(acl_json: Path = typer.Argument(..., metavar="ACL_JSON", help="The acl.json to validate.")) -> None:
-    """Validate an acl.json dump section the way CANN's dump config converter does."""
+    """Validate an acl.json dump section the way CANN's dump config converter does (or msprobe's config.json)."""
     problems = dc.check_acl_json(acl_json)
     for p in problems:
         tell(f"{p}")
     if problems:
         raise typer.Exit(2)
-    sys.stdout.write(f"{acl_json}: dump section OK\n")
+    kind = "dump section" if _is_acl(acl_json) else "msprobe config"
+    sys.stdout.write(f"{acl_json}: {kind} OK\n")
+
+
+def _is_acl(path: Path) -> bool:
+    try:
+        return "dump" in json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return True
 
 
 @app.command("parse")

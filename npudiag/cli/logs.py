@@ -13,7 +13,7 @@ from rich.console import Console
 from npudiag.analysis.triage import load_kb, summarise, triage_table
 from npudiag.cli._out import tell
 from npudiag.collect import msnpureport as mr
-from npudiag.errors import InputError
+from npudiag.errors import InputError, writing
 from npudiag.ingest_logs import parse_logs
 from npudiag.log_sources import find_sources
 from npudiag.report.json_report import render_json
@@ -49,7 +49,8 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
             tell(e)
         return 2
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        with writing(out):
+            out.mkdir(parents=True, exist_ok=True)
     err = Console(stderr=True)
     total = sum(s.size_bytes for s in sources)
     if sources and err.is_terminal and not json_out:

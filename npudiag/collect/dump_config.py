@@ -64,8 +64,11 @@ def dump_section(
             raise ValueError("--overflow (dump_debug) cannot be combined with --layers/--model/--single-op")
         section: dict[str, Any] = {"dump_path": path, "dump_debug": "on"}
     else:
-        if layers and not model:
-            raise ValueError("--layers needs --model (the model_name the layers belong to); use --single-op for single-operator calls")
+        if layers and single_op:
+            raise ValueError(
+                "--layers selects ops of a model dump; --single-op dumps every single-operator call "
+                "(drop --single-op to dump these ops, in every model unless --model names one)"
+            )
         section = {"dump_path": path, "dump_mode": mode}
         if single_op:
             section["dump_op_switch"] = "on"
@@ -145,8 +148,10 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
                 layer = e.get("layer")
                 if layer is not None and (not isinstance(layer, list) or any(not isinstance(x, str) or not x for x in layer)):
                     problems.append(f"dump.dump_list[{i}].layer: must be a list of op names")
-                if layer and "model_name" not in e:
-                    problems.append(f"dump.dump_list[{i}].layer: needs model_name in the same entry")
+                # model_name may be omitted: the named layers are then dumped in every model (CANN dump docs)
+                mn = e.get("model_name")
+                if mn is not None and (not isinstance(mn, str) or not mn):
+                    problems.append(f"dump.dump_list[{i}].model_name: must be a non-empty string (one model per entry)")
                 if layer and d.get("dump_op_switch") == "on" and "model_name" not in e:
                     problems.append(f"dump.dump_list[{i}]: a layer list applies to a model dump, not to dump_op_switch on")
                 for key in ("optype_blacklist", "opname_blacklist"):
@@ -160,8 +165,12 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
                     not isinstance(rng, list) or any(not isinstance(r, dict) or {"begin", "end"} - set(r) for r in rng)
                 ):
                     problems.append(f'dump.dump_list[{i}].opname_range: a list of {{"begin": op, "end": op}}')
-    if d.get("dump_op_switch", "off") == "off" and not d.get("dump_list") and d.get("dump_debug") != "on" and "dump_scene" not in d:
-        problems.append("dump: nothing to dump: give dump_list (a model and its layers), dump_op_switch on, dump_debug on or dump_scene")
+    nothing = d.get("dump_op_switch", "off") == "off" and not d.get("dump_list") and d.get("dump_debug") != "on"
+    if nothing and "dump_scene" not in d and "dump_kernel_data" not in d:
+        problems.append(
+            "dump: nothing to dump: give dump_list (a model and its layers), dump_op_switch on, dump_debug on, dump_scene "
+            "or dump_kernel_data"
+        )
     return problems
 
 
@@ -172,13 +181,42 @@ def check_acl_json(path: Path) -> list[str]:
         return [exc.one_line()]
     if not isinstance(data, dict):
         return [f"{path}: expected a JSON object"]
+    if "dump" not in data and "task" in data:
+        return [f"{path}: {p}" for p in check_msprobe_config(data)]
     if "dump" not in data:
-        return [f"{path}: no dump section"]
+        return [f"{path}: no dump section (and not an msprobe config.json: no task)"]
     try:
         problems = check_section(data["dump"])
     except (TypeError, ValueError, AttributeError) as exc:  # a shape the checks did not foresee is still one line
         problems = [f"dump: malformed section ({exc})"]
     return [f"{path}: {p}" for p in problems]
+
+
+MSPROBE_TASKS = {"statistics", "tensor", "overflow_check", "free_benchmark", "run_ut", "grad_probe", "structure"}
+MSPROBE_LEVELS = {"L0", "L1", "L2", "mix", "debug"}
+
+
+def check_msprobe_config(d: dict[str, Any]) -> list[str]:
+    """Problems with msprobe's config.json (the shape ``dump --format msprobe`` writes), one line each."""
+    problems = []
+    task = d.get("task")
+    if task not in MSPROBE_TASKS:
+        problems.append(f"task: {task!r} is not one of {', '.join(sorted(MSPROBE_TASKS))}")
+    if "level" in d and d["level"] not in MSPROBE_LEVELS:
+        problems.append(f"level: {d['level']!r} is not one of {', '.join(sorted(MSPROBE_LEVELS))}")
+    if "dump_path" in d and (not isinstance(d["dump_path"], str) or not d["dump_path"]):
+        problems.append("dump_path: must be a non-empty string")
+    for key in ("rank", "step"):
+        if key in d and not isinstance(d[key], list):
+            problems.append(f"{key}: must be a list")
+    sub = d.get(task) if isinstance(task, str) else None
+    if sub is not None and not isinstance(sub, dict):
+        problems.append(f"{task}: must be an object")
+    elif isinstance(sub, dict):
+        for key in ("scope", "list", "data_mode"):
+            if key in sub and not isinstance(sub[key], list):
+                problems.append(f"{task}.{key}: must be a list")
+    return problems
 
 
 def write_dump_section(path: Path, section: dict[str, Any]) -> dict[str, Any]:
