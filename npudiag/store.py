@@ -20,6 +20,8 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from npudiag.errors import writing
+
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
@@ -27,8 +29,6 @@ os.umask(_UMASK)
 def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """Run ``write`` on a temporary file beside ``path``, flush it to disk, then rename it over ``path``.
     OutputError (one line) when the folder cannot be made or the file cannot be created."""
-    from npudiag.errors import writing
-
     with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -131,8 +131,6 @@ class OutputWriter:
             raise InputError(
                 out, "exists and was not written by npudiag (no npudiag manifest.json); use --force to replace it, or another --out"
             )
-        from npudiag.errors import writing
-
         with writing(self.out):
             self.out.parent.mkdir(parents=True, exist_ok=True)
             self._lock = TargetLock(self.out)

@@ -91,20 +91,12 @@ def author(
 @app.command("check")
 def check(acl_json: Path = typer.Argument(..., metavar="ACL_JSON", help="The acl.json to validate.")) -> None:
     """Validate an acl.json dump section the way CANN's dump config converter does (or msprobe's config.json)."""
-    problems = dc.check_acl_json(acl_json)
+    kind, problems = dc.check_dump_config(acl_json)
     for p in problems:
         tell(f"{p}")
     if problems:
         raise typer.Exit(2)
-    kind = "dump section" if _is_acl(acl_json) else "msprobe config"
     sys.stdout.write(f"{acl_json}: {kind} OK\n")
-
-
-def _is_acl(path: Path) -> bool:
-    try:
-        return "dump" in json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
-        return True
 
 
 @app.command("parse")

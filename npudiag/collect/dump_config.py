@@ -174,14 +174,29 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
     return problems
 
 
+def config_kind(data: Any) -> str:
+    """What a dump config holds: acl.json's ``dump`` section, or msprobe's config.json (a ``task``)."""
+    return "msprobe config" if isinstance(data, dict) and "dump" not in data and "task" in data else "dump section"
+
+
 def check_acl_json(path: Path) -> list[str]:
+    return check_dump_config(path)[1]
+
+
+def check_dump_config(path: Path) -> tuple[str, list[str]]:
+    """The kind of dump config at ``path`` (see config_kind) and its problems, one line each."""
     try:
         data = load_json(path)
     except InputError as exc:
-        return [exc.one_line()]
+        return "dump section", [exc.one_line()]
+    kind = config_kind(data)
+    return kind, _config_problems(path, data)
+
+
+def _config_problems(path: Path, data: Any) -> list[str]:
     if not isinstance(data, dict):
         return [f"{path}: expected a JSON object"]
-    if "dump" not in data and "task" in data:
+    if config_kind(data) == "msprobe config":
         return [f"{path}: {p}" for p in check_msprobe_config(data)]
     if "dump" not in data:
         return [f"{path}: no dump section (and not an msprobe config.json: no task)"]

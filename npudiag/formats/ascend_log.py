@@ -57,11 +57,10 @@ PRIORITY_LEVELS = {
     "notice": "INFO", "info": "INFO", "debug": "DEBUG",
 }  # fmt: skip
 PRINTK_LEVELS = ("FATAL", "FATAL", "FATAL", "ERROR", "WARNING", "INFO", "INFO", "DEBUG")
-_TS = PLOG_TS
 RANK_PREFIX = re.compile(r"^\[rank(\d{1,6})\]:\s?")
 CANN_LINE = re.compile(
     r"^(?P<code>" + CANN_CODE + r")(?:\[PID: (?P<pid1>\d+)\])?:?\s*(?:\[PID: (?P<pid2>\d+)\])?\s*"
-    r"(?P<ts>" + _TS + r")?\s*(?:\((?P=code)\):)?\s*(?P<msg>.*)$"
+    r"(?P<ts>" + PLOG_TS + r")?\s*(?:\((?P=code)\):)?\s*(?P<msg>.*)$"
 )
 TORCH_NPU = re.compile(
     r"^\[(ERROR|WARN|WARNING|INFO|DEBUG)\] (\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2}) \(PID:(\d+), Device:(-?\d+), RankID:(-?\d+)\) "
@@ -122,7 +121,6 @@ _PROF_TID = re.compile(r"^ >>> \(tid:(\d+)\)")
 _FUNC_FILE_LINE = re.compile(r"\[FUNC:(\w+)\]\[FILE:([^\]]+)\]\[LINE:(\d+)\]")
 _DEVICE_IN_TEXT = re.compile(r"device\((?:chipId:)?(\d+)|\bdevice_id=(\d+)|\bdeviceId[=\[](\d+)|\bdevId[:=] ?(\d+)")
 _RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
-_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
 
 
 def detect_prefix(lines: list[str]) -> str | None:
@@ -166,6 +164,12 @@ def _time(date_time: str, frac: str = "", sep: str = " ") -> datetime | None:
     if frac:
         t = t.replace(microsecond=int(frac[:6].ljust(6, "0")))
     return t
+
+
+def _kernel_module(text: str) -> str:
+    """A kernel line's module: the Ascend driver's "[ascend] [devmm]" tag, else KERNEL."""
+    m = DMESG_MODULE.search(text)
+    return m.group(1).upper() if m else "KERNEL"
 
 
 def _kernel_level(text: str, fallback: str | None) -> str | None:
@@ -217,6 +221,7 @@ class LogParser:
         self._cur: _Record | None = None
         self._prefix: re.Pattern[str] | None = None
         self._prefix_text: str | None = None  # the prefix stripped from the line being parsed
+        self._prefix_pid: int | None = None  # the pid that prefix names (Ray's "(train pid=8464)")
         self.prefix_kind: str | None = None
         self._detected = False
         self.lines = 0
@@ -325,10 +330,9 @@ class LogParser:
                     cut = next((i for i in range(len(buf) - 1, 0, -1) if buf[i].startswith("[") and PLOG.match(buf[i])), len(buf))
                     chunk, buf = buf[:cut], buf[cut:]
                     buf_chars = sum(len(x) for x in buf)
-                    # a chunk with no header after its first line may be one record that goes on in the next
-                    # chunk: only the line parser can carry a record across chunks
-                    whole = bool(buf)  # cut before a header: the chunk ends where a record ends
-                    vector = pool is not None and whole and chunk[0].startswith("[")
+                    # cut before a header, the chunk ends where a record ends; with no header to cut at, its
+                    # record may go on in the next chunk, and only the line parser carries a record across
+                    vector = pool is not None and bool(buf) and chunk[0].startswith("[")
                     fut = pool.submit(plog_fast.parse_plog_chunk, chunk, start, self.ctx) if vector else None
                     pending.append((fut, chunk, start))
                     start += cut
@@ -354,9 +358,10 @@ class LogParser:
             yield fast
             return
         for i, line in enumerate(lines):
-            self._prefix_text = None
+            self._prefix_text = self._prefix_pid = None
             if self._prefix is not None and (m := self._prefix.match(line)) is not None:
                 self._prefix_text = m.group(0).rstrip()
+                self._prefix_pid = int(m.group(1)) if m.re.groups else None
                 line = line[m.end() :]
             if "\\n" in line and not line.startswith("["):
                 for sub in line.replace('\\"', '"').split("\\n"):
@@ -397,8 +402,8 @@ class LogParser:
         if rec is not None:
             if rank is not None:
                 rec.rank = rank
-            if rec.pid is None and self._prefix_text and (m := PREFIXES[0][1].match(self._prefix_text + " ")):
-                rec.pid = int(m.group(1))  # Ray's "(train pid=8464)"
+            if rec.pid is None:
+                rec.pid = self._prefix_pid
             return
         cur = self._cur
         if cur is not None and cur.in_traceback and (m := PY_EXCEPTION.match(line.strip())):
@@ -540,8 +545,7 @@ class LogParser:
     @staticmethod
     def _dmesg(n: int, m: re.Match[str]) -> _Record:
         text = m.group(3)
-        mod = DMESG_MODULE.search(text)
-        rec = _Record(n, "dmesg", module=mod.group(1).upper() if mod else "KERNEL")
+        rec = _Record(n, "dmesg", module=_kernel_module(text))
         if m.group(1) is not None:
             rec.level = _kernel_level(text, PRINTK_LEVELS[int(m.group(1))])
         else:
@@ -554,10 +558,7 @@ class LogParser:
         program, text = m.group(7), m.group(9)
         level = PRIORITY_LEVELS.get((m.group(6) or "").lower())
         if program == "kernel":
-            inner = DMESG.match(text)
-            mod = DMESG_MODULE.search(text)
-            rec = _Record(n, "syslog", module=mod.group(1).upper() if mod else "KERNEL", timestamp=ts)
-            rec.level = _kernel_level(inner.group(3) if inner else text, level)
+            rec = _Record(n, "syslog", module=_kernel_module(text), timestamp=ts, level=_kernel_level(text, level))
         else:
             rec = _Record(n, "syslog", level=level, module=program, timestamp=ts, pid=int(m.group(8)) if m.group(8) else None)
         rec.process = program

@@ -70,7 +70,7 @@ TSCH_CONTENT = r"^ ?\d{1,10} \((?:dieid:\d{1,4},)?cpuid:\d{1,4}\) (?P<f>[^\s:]{1
 TSCH_RE = re.compile(TSCH_CONTENT)
 # the kernel's own level inside a line the device's klogd forwarded into a plog-format file:
 # "[EVENT] KERNEL(1396,None):... [klogd.c:248][2204.894988] [ascend] [ERROR] [devdrv] ..."
-KERNEL_LEVEL = r"\[ascend\] \[(ERROR|WARNING|WARN|INFO|DEBUG|EVENT)\]"
+KERNEL_LEVEL = r"\[ascend\] \[(?P<lv>ERROR|WARNING|WARN|INFO|DEBUG|EVENT)\]"
 KERNEL_LEVEL_RE = re.compile(KERNEL_LEVEL)
 
 CANN_CODE = r"[EWI][0-9A-Z]\d{4}"

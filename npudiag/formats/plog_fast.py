@@ -156,7 +156,7 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> pa.R
         tid = pc.if_else(pc.is_valid(fw), pa.scalar(None, pa.int64()), tid)
     is_kernel = pc.equal(module, "KERNEL")
     if pc.any(is_kernel).as_py():
-        inner = _field(pc.extract_regex(content, r".*?" + KERNEL_LEVEL.replace("(ERROR", "(?P<lv>ERROR", 1)), "lv")
+        inner = _field(pc.extract_regex(content, r".*?" + KERNEL_LEVEL), "lv")
         inner = pc.if_else(pc.equal(inner, "WARN"), pa.scalar("WARNING"), inner)
         hw = pc.if_else(pc.match_substring(content, "[Hardware Error]"), pa.scalar("ERROR"), pa.scalar(None, pa.string()))
         level = pc.if_else(is_kernel, pc.coalesce(inner, hw, level), level)
