@@ -178,6 +178,7 @@ def compare_summary(run: CompareRun, worst: int = 10) -> dict[str, Any]:
     )
     return {
         "tensors_compared": len(rows),
+        "tensors_failed": sum(1 for r in rows if r["passed"] is False),
         "outputs_failed": len(failing),
         "first_failing_output": first,
         "worst": by_cos[:worst],

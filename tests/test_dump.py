@@ -250,8 +250,12 @@ def test_first_failing_op_is_the_layer_where_error_was_injected(tmp_path: Path) 
     ok = [r for r in run.table.to_pylist() if r["io"] == "output" and r["op_name"] in ("block_0", "block_1", "block_2")]
     assert all(r["passed"] and r["cosine_similarity"] > 0.9999 for r in ok)
     r = run_cli("dump", "compare", tmp_path / "mine", tmp_path / "golden", "--out", tmp_path / "cmp", "--json")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # tensors fail: exit 1, as a CI script expects
     assert json.loads(r.stdout)["first_failing_output"]["op_name"] == "block_3"
+    quiet = run_cli("dump", "compare", tmp_path / "mine", tmp_path / "golden", "--out", tmp_path / "cmp", "--quiet")
+    assert quiet.returncode == 1 and quiet.stdout == ""
+    assert "first failing op: block_3" in quiet.stderr
+    assert run_cli("dump", "compare", tmp_path / "mine", tmp_path / "golden", "--out", tmp_path / "cmp", "--no-fail").returncode == 0
     csv_file = next((tmp_path / "cmp").glob("result_*.csv"))
     header = csv_file.read_text().splitlines()[0]
     assert header.startswith("Index,OpSequence,OpType,NPUDump,DataType,GroundTruth,DataType,TensorIndex,Shape,CosineSimilarity")

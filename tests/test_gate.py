@@ -99,10 +99,10 @@ def test_per_metric_limit_from_the_toml_file(runs: dict[str, Path], tmp_path: Pa
 def test_cli_exit_codes_junit_and_markdown(runs: dict[str, Path], tmp_path: Path) -> None:
     ok = run_cli("gate", runs["base"], runs["same"], "--quiet")
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "passed" in ok.stdout
+    assert ok.stdout == "" and "op:" not in ok.stderr  # --quiet: a passing gate prints nothing
     junit, md = tmp_path / "gate.xml", tmp_path / "gate.md"
     bad = run_cli("gate", runs["base"], runs["slow_add"], "--junit", junit, "--markdown", md, "--quiet")
-    assert bad.returncode == 1 and "op:Add" in bad.stdout
+    assert bad.returncode == 1 and bad.stdout == "" and "op:Add" in bad.stderr  # only what failed, on stderr
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites"
     suite = root.find("testsuite")

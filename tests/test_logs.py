@@ -340,9 +340,9 @@ def test_export_with_msnpureport(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".msnpureport")]
     again = run_cli("logs", "export", "--out", out, cwd=tmp_path, env=env)
     assert again.returncode == 2 and "never overwrites" in again.stderr
-    forced = run_cli("logs", "export", "--force", "--out", tmp_path / "e2", cwd=tmp_path, env=env)
+    forced = run_cli("logs", "export", "--history", "--out", tmp_path / "e2", cwd=tmp_path, env=env)
     assert forced.returncode == 0 and args_log.read_text().splitlines()[-1] == "-f" and (tmp_path / "e2" / "hisi_logs").is_dir()
-    clash = run_cli("logs", "export", "--force", "--type", "bbox", cwd=tmp_path, env=env)
+    clash = run_cli("logs", "export", "--history", "--type", "bbox", cwd=tmp_path, env=env)
     assert clash.returncode == 2 and "cannot be combined" in clash.stderr
     default = run_cli("logs", "export", "--device", "1", "--json", cwd=tmp_path, env=env)
     assert default.returncode == 0 and len(list((tmp_path / "npudiag-logs").iterdir())) == 2  # <timestamp> and its -npudiag tables

@@ -80,7 +80,7 @@ def test_options_map_to_documented_switches() -> None:
 
 def test_cli_mode_runs_msprof_with_the_app_and_analyses(env: dict[str, str], tmp_path: Path) -> None:
     r = run_cli(
-        "profile", "--task-time", "l1", "--aic-metrics", "PipeUtilization", "--output", tmp_path / "prof", "--out", tmp_path / "ana",
+        "profile", "--task-time", "l1", "--aic-metrics", "PipeUtilization", "--collect-dir", tmp_path / "prof", "--out", tmp_path / "ana",
         "--", sys.executable, tmp_path / "app.py", "--lr", "0.1", "a b 'c'", cwd=tmp_path, env=env,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -95,7 +95,7 @@ def test_cli_mode_runs_msprof_with_the_app_and_analyses(env: dict[str, str], tmp
 def test_exit_code_propagates_and_partial_data_is_still_analysed(env: dict[str, str], tmp_path: Path) -> None:
     r = run_cli(
         "profile",
-        "--output",
+        "--collect-dir",
         tmp_path / "p",
         "--out",
         tmp_path / "a",
@@ -109,7 +109,9 @@ def test_exit_code_propagates_and_partial_data_is_still_analysed(env: dict[str, 
 
 def test_export_step_runs_when_msprof_did_not_export(env: dict[str, str], tmp_path: Path) -> None:
     e = {**env, "MSPROF_STANDIN_NO_EXPORT": "1"}
-    r = run_cli("profile", "--output", tmp_path / "p", "--out", tmp_path / "a", sys.executable, tmp_path / "app.py", cwd=tmp_path, env=e)
+    r = run_cli(
+        "profile", "--collect-dir", tmp_path / "p", "--out", tmp_path / "a", sys.executable, tmp_path / "app.py", cwd=tmp_path, env=e
+    )
     assert r.returncode == 0, r.stderr
     calls = _msprof_calls(env)
     assert calls[1][0] == "--export=on" and calls[1][1].startswith(f"--output={tmp_path / 'p'}/PROF_")
@@ -118,7 +120,7 @@ def test_export_step_runs_when_msprof_did_not_export(env: dict[str, str], tmp_pa
 
 def test_env_mode_sets_profiling_options(env: dict[str, str], tmp_path: Path) -> None:
     e = {**env, "APP_WRITES_PROF": str(tmp_path / "p")}
-    r = run_cli("profile", "--mode", "env", "--aicpu", "on", "--task-time", "l0", "--output", tmp_path / "p", "--out", tmp_path / "a",
+    r = run_cli("profile", "--mode", "env", "--aicpu", "on", "--task-time", "l0", "--collect-dir", tmp_path / "p", "--out", tmp_path / "a",
                 sys.executable, tmp_path / "app.py", cwd=tmp_path, env=e)  # fmt: skip
     assert r.returncode == 0, r.stderr
     rec = json.loads(Path(env["APP_RECORD"]).read_text())
@@ -133,7 +135,7 @@ def test_acl_json_mode_merges_and_keeps_other_sections(env: dict[str, str], tmp_
     acl = tmp_path / "acl.json"
     acl.write_text(json.dumps({"dump": {"dump_path": "/d", "dump_list": []}, "profiler": {"switch": "off"}}))
     e = {**env, "APP_WRITES_PROF": str(tmp_path / "p")}
-    r = run_cli("profile", "--mode", "acl-json", "--acl-json", acl, "--l2", "on", "--output", tmp_path / "p", "--out", tmp_path / "a",
+    r = run_cli("profile", "--mode", "acl-json", "--acl-json", acl, "--l2", "on", "--collect-dir", tmp_path / "p", "--out", tmp_path / "a",
                 sys.executable, tmp_path / "app.py", cwd=tmp_path, env=e)  # fmt: skip
     assert r.returncode == 0, r.stderr
     data = json.loads(acl.read_text())
@@ -146,9 +148,9 @@ def test_acl_json_mode_merges_and_keeps_other_sections(env: dict[str, str], tmp_
 
 
 def test_emit_and_dry_run_run_nothing(env: dict[str, str], tmp_path: Path) -> None:
-    cmd = run_cli("profile", "--emit", "command", "--aicpu", "on", "--output", "/o", "./my app", "--x", "it's", cwd=tmp_path, env=env)
+    cmd = run_cli("profile", "--emit", "command", "--aicpu", "on", "--collect-dir", "/o", "./my app", "--x", "it's", cwd=tmp_path, env=env)
     assert cmd.returncode == 0 and cmd.stdout.strip().endswith("msprof --output=/o --aicpu=on './my app' --x 'it'\"'\"'s'")
-    env_file = run_cli("profile", "--emit", "env", "--hccl", "on", "--output", "/o", cwd=tmp_path, env=env)
+    env_file = run_cli("profile", "--emit", "env", "--hccl", "on", "--collect-dir", "/o", cwd=tmp_path, env=env)
     assert env_file.stdout.splitlines()[0] == "export PROFILING_MODE=true"
     assert env_file.stdout.splitlines()[1].startswith('export PROFILING_OPTIONS=\'{"output":"/o"')
     dry = run_cli("profile", "--dry-run", "--start-step", "3", "--stop-step", "9", "./app", cwd=tmp_path, env=env)
@@ -158,7 +160,7 @@ def test_emit_and_dry_run_run_nothing(env: dict[str, str], tmp_path: Path) -> No
 
 def test_sigint_reaches_the_child_and_partial_results_are_analysed(env: dict[str, str], tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "npudiag", "profile", "--output", str(tmp_path / "p"), "--out", str(tmp_path / "a"),
+        [sys.executable, "-m", "npudiag", "profile", "--collect-dir", str(tmp_path / "p"), "--out", str(tmp_path / "a"),
          sys.executable, str(tmp_path / "app.py")],
         env={**os.environ, **env, "APP_SLEEP": "60"}, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -204,7 +206,7 @@ def test_doctor_reports_each_tool(tmp_path: Path) -> None:
 
 
 def test_step_window_is_applied_at_analysis_or_explained(env: dict[str, str], tmp_path: Path) -> None:
-    r = run_cli("profile", "--start-step", "2", "--stop-step", "3", "--output", tmp_path / "p", "--out", tmp_path / "a",
+    r = run_cli("profile", "--start-step", "2", "--stop-step", "3", "--collect-dir", tmp_path / "p", "--out", tmp_path / "a",
                 sys.executable, tmp_path / "app.py", cwd=tmp_path, env=env)  # fmt: skip
     # msprof op_summary rows carry no step ids: the whole profile is analysed, and the user is told why
     assert r.returncode == 0, r.stderr

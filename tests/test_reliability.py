@@ -179,8 +179,9 @@ def test_hanging_child_is_stopped_by_timeout(tmp_path: Path, msprof_env: dict[st
     app.write_text("import time\ntime.sleep(120)\n")
     t0 = time.monotonic()
     r = run_cli(
-        "profile", "--timeout", "2", "--output", tmp_path / "p", "--out", tmp_path / "a", sys.executable, app, cwd=tmp_path, env=msprof_env
-    )
+        "profile", "--timeout", "2", "--collect-dir", tmp_path / "p", "--out", tmp_path / "a", sys.executable, app,
+        cwd=tmp_path, env=msprof_env,
+    )  # fmt: skip
     assert time.monotonic() - t0 < 60
     assert "stopped after the --timeout of 2 s" in r.stderr and r.returncode != 0
 
@@ -188,7 +189,7 @@ def test_hanging_child_is_stopped_by_timeout(tmp_path: Path, msprof_env: dict[st
 def test_child_killed_by_a_signal_is_reported(tmp_path: Path, msprof_env: dict[str, str]) -> None:
     app = tmp_path / "die.py"
     app.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
-    r = run_cli("profile", "--output", tmp_path / "p", "--out", tmp_path / "a", sys.executable, app, cwd=tmp_path, env=msprof_env)
+    r = run_cli("profile", "--collect-dir", tmp_path / "p", "--out", tmp_path / "a", sys.executable, app, cwd=tmp_path, env=msprof_env)
     assert r.returncode == 137 and "killed by signal 9 (SIGKILL)" in r.stderr
 
 
@@ -197,7 +198,7 @@ def test_killing_npudiag_leaves_no_orphan_child(tmp_path: Path, msprof_env: dict
     marker = tmp_path / "msprof.pid"
     app.write_text(f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getppid()))\ntime.sleep(120)\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "npudiag", "profile", "--output", str(tmp_path / "p"), sys.executable, str(app)],
+        [sys.executable, "-m", "npudiag", "profile", "--collect-dir", str(tmp_path / "p"), sys.executable, str(app)],
         env={**os.environ, **msprof_env}, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.monotonic() + 60

@@ -28,8 +28,6 @@ from npudiag.analysis.stats import mann_whitney_u, smallest_p
 from npudiag.analysis.window import parse_steps
 from npudiag.tomlfile import read_toml
 
-CONFIG_FILE = "npudiag-gate.toml"
-
 
 @dataclass(frozen=True)
 class MetricRule:

@@ -274,7 +274,7 @@ def _by_rank(table: pa.Table) -> pa.Table:
     """Rows in rank order (ranks analysed apart come back in the order they were found)."""
     if table.num_rows < 2:
         return table
-    return table.take(pc.sort_indices(table, sort_keys=[("rank", "ascending"), ("step", "ascending")], null_placement="at_end"))
+    return table.take(pc.sort_indices(table, sort_keys=[("rank", "ascending"), ("step", "ascending")]))  # nulls last (the default)
 
 
 def _rank_key(r: str) -> tuple:

@@ -1,10 +1,15 @@
-"""The ``npudiag`` command: a thin Typer layer over the library (no analysis logic here)."""
+"""The ``npudiag`` command: a thin Typer layer over the library (no analysis logic here).
+
+Every command module imports only Typer and the standard library at the top; pandas, pyarrow and
+numpy load when a command runs, so ``--help``, ``--version`` and TAB completion stay fast.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+import warnings
 
 import typer
 
@@ -16,11 +21,28 @@ from npudiag.cli import dump as _dump
 from npudiag.cli import logs as _logs
 from npudiag.cli import profile as _profile
 from npudiag.errors import InputError, OutputError
-from npudiag.report.text import clean
+from npudiag.report.escape import clean
+
+EXIT_CODES = (
+    (0, "ok; also when stdout is a closed pipe ('npudiag ... | head')"),
+    (1, "a problem you asked to fail on: gate regression, dump compare"),
+    (None, "failing tensors (--no-fail: 0), doctor finding a tool missing"),
+    (2, "bad usage, unusable input, or an output that cannot be written"),
+    (3, "a bug in npudiag (NPUDIAG_DEBUG=1 shows the traceback)"),
+    (130, "interrupted (Ctrl-C)"),
+)
+
+ROOT_EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {'' if code is None else code:<4} {meaning}" for code, meaning in EXIT_CODES) + """
+
+\b
+Quick start:
+  npudiag analyze PROF_000001_... --out npudiag-out/run1
+  npudiag gate npudiag-out/base npudiag-out/run1 --quiet"""
 
 app = typer.Typer(
     name="npudiag",
-    help="Diagnostics for Huawei Ascend NPU (CANN) profiles: msprof and torch_npu profiler output.",
+    help="Diagnostics for Huawei Ascend NPU (CANN) profiles: msprof and torch_npu profiler output, dumps and logs.",
+    epilog=ROOT_EPILOG,
     no_args_is_help=True,
     rich_markup_mode=None,  # help is plain text: "[default: x]" and brackets in help strings are shown as written
     pretty_exceptions_enable=False,
@@ -40,15 +62,15 @@ def _root(
     """Diagnostics for Huawei Ascend NPU (CANN) profiles."""
 
 
-app.command("analyze")(_analyze.analyze)
-app.command("report")(_analyze.report)
-app.command("compare")(_compare.compare)
-app.command("gate")(_compare.gate_cmd)
+app.command("analyze", epilog=_analyze.ANALYZE_EXAMPLE)(_analyze.analyze)
+app.command("report", epilog=_analyze.REPORT_EXAMPLE)(_analyze.report)
+app.command("compare", epilog=_compare.COMPARE_EXAMPLE)(_compare.compare)
+app.command("gate", epilog=_compare.GATE_EXAMPLE)(_compare.gate_cmd)
 app.add_typer(_logs.app, name="logs")
 app.add_typer(_dump.app, name="dump")
-app.command("profile", context_settings=_profile.PROFILE_CONTEXT)(_profile.profile)
-app.command("doctor")(_profile.doctor)
-app.command("cluster")(_cluster.cluster)
+app.command("profile", context_settings=_profile.PROFILE_CONTEXT, epilog=_profile.PROFILE_EXAMPLE)(_profile.profile)
+app.command("doctor", epilog=_profile.DOCTOR_EXAMPLE)(_profile.doctor)
+app.command("cluster", epilog=_cluster.CLUSTER_EXAMPLE)(_cluster.cluster)
 
 
 # Click's exception classes, wherever this Typer keeps its Click (newer releases vendor it)
@@ -89,11 +111,11 @@ def _usage_line(exc: UsageError) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: every error is one line on stderr with its exit code, never a traceback.
-
-    0 ok; 1 a problem the user asked to fail on (gate regression, failing tensors); 2 bad usage or
-    unusable input; 3 a bug in npudiag; 130 interrupted; a closed stdout pipe ends quietly with 0."""
+    """Entry point: every error is one line on stderr with its exit code (EXIT_CODES), never a traceback."""
     sys.stdout = _QuietPipe(sys.stdout)  # type: ignore[assignment]
+    if not os.environ.get("NPUDIAG_DEBUG"):  # a library's deprecation notice is for npudiag's developers, not its users
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv if argv is not None else sys.argv[1:], prog_name="npudiag", standalone_mode=False)

@@ -1,12 +1,25 @@
-"""What the CLI says on stderr: one line per message, input text shown safely (never raw control characters)."""
+"""What every command says besides its report, and the options that control it.
+
+Messages go to stderr as ``npudiag: ...`` lines with input text escaped (never raw control
+characters). ``-q/--quiet`` keeps only warnings and errors (no report, no progress, no "wrote X");
+``-v/--verbose`` shows every warning instead of the first few, and what was read. Light on purpose:
+``npudiag --help`` imports this module and must not pull in pandas, pyarrow or numpy.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from npudiag.report.text import clean
+import typer
+
+from npudiag.report.escape import clean
 
 MAX_WARNINGS = 5
+
+QUIET = typer.Option(False, "--quiet", "-q", help="Print only warnings and errors: no report, no progress (--json still prints).")
+VERBOSE = typer.Option(False, "--verbose", "-v", help="Print every warning (not only the first 5) and each input read.")
 
 
 def tell(message: str) -> None:
@@ -14,9 +27,33 @@ def tell(message: str) -> None:
     sys.stderr.write(f"npudiag: {clean(message)}\n")
 
 
-def warn_all(warnings: list[str], where: str = "manifest.json") -> None:
-    """The first warnings on stderr, and how many more there are (all of them are in ``where``)."""
-    for w in warnings[:MAX_WARNINGS]:
-        tell(f"warning: {w}")
-    if len(warnings) > MAX_WARNINGS:
-        tell(f"... and {len(warnings) - MAX_WARNINGS} more warning(s) in {where}")
+@dataclass(frozen=True)
+class Say:
+    """The stderr voice of one command run."""
+
+    quiet: bool = False
+    verbose: bool = False
+
+    def info(self, message: str) -> None:
+        """What npudiag did (wrote X, ran Y): not shown with --quiet."""
+        if not self.quiet:
+            tell(message)
+
+    def detail(self, message: str) -> None:
+        """Shown only with --verbose."""
+        if self.verbose:
+            tell(message)
+
+    def warnings(self, warnings: Iterable[str], where: str | None = None) -> None:
+        """The first warnings (every one with --verbose), and how many more there are and where."""
+        ws = list(dict.fromkeys(warnings))
+        shown = ws if self.verbose else ws[:MAX_WARNINGS]
+        for w in shown:
+            tell(f"warning: {w}")
+        if len(ws) > len(shown):
+            rest = len(ws) - len(shown)
+            tell(f"... and {rest} more warning(s){f' in {where}' if where else ''} (-v shows them all)")
+
+    def errors(self, errors: Iterable[str]) -> None:
+        for e in errors:
+            tell(e)

@@ -1,43 +1,26 @@
-"""``npudiag analyze`` and ``npudiag report``: argument parsing and wiring only."""
+"""``npudiag analyze`` and ``npudiag report``: the options; the work is in ``_analyze_run``, imported when run."""
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TransferSpeedColumn
 
-from npudiag import SCHEMA_VERSION, __version__
-from npudiag.analysis.derive import DERIVED, derive
-from npudiag.analysis.markers import markers
-from npudiag.analysis.rules import load_rule_file, parse_rule_options
-from npudiag.analysis.step_breakdown import step_time_warnings
-from npudiag.analysis.summary import build_summary, summary_from_parts, summary_parts
-from npudiag.analysis.window import apply_window, parse_steps, parse_time
-from npudiag.cli._out import tell
-from npudiag.executors import choose_backend
-from npudiag.ingest import find_units, ingest
-from npudiag.rank_job import analyze_ranks, summary_parts_of_dataset
-from npudiag.report.chrome_trace import write_chrome_trace
-from npudiag.report.html import write_html
-from npudiag.report.json_report import render_json
-from npudiag.report.terminal import render_terminal
-from npudiag.store import OutputWriter, load_outputs, output_manifest
+from npudiag.cli._out import QUIET, VERBOSE, Say
+
+ANALYZE_EXAMPLE = """\b
+Example:
+  npudiag analyze fixtures/sample_torch --out npudiag-out/torch --steps 2:"""
+
+REPORT_EXAMPLE = """\b
+Example:
+  npudiag report npudiag-out/torch --top 5"""
 
 
 class By(str, Enum):
     type = "type"
     name = "name"
-
-
-def _default_out(paths: list[Path]) -> Path:
-    name = paths[0].resolve().name if paths else "profile"
-    if paths and paths[0].is_file():
-        name = paths[0].stem
-    return Path("npudiag-out") / (name or "profile")
 
 
 def analyze(
@@ -48,7 +31,8 @@ def analyze(
     top: int = typer.Option(20, "--top", min=1, help="How many hot operators to show."),
     by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout, nothing else."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST (inclusive), e.g. 10:100 to drop warm-up."),
     start_step: int = typer.Option(None, "--start-step", help="Same as --steps START:"),
     stop_step: int = typer.Option(None, "--stop-step", help="Same as --steps :STOP"),
@@ -69,126 +53,13 @@ def analyze(
     ),
 ) -> None:
     """Read profiler output into Parquet tables and summarise where device time goes."""
-    try:
-        overrides = load_rule_file(rule_file) if rule_file is not None else {}
-        for rule_id, opts in parse_rule_options(rule_opt).items():
-            overrides.setdefault(rule_id, {}).update(opts)
-        step_window = parse_steps(steps) if steps else None
-        if start_step is not None or stop_step is not None:
-            if step_window is not None:
-                raise ValueError("give --steps, or --start-step / --stop-step, not both")
-            step_window = parse_steps(f"{'' if start_step is None else start_step}:{'' if stop_step is None else stop_step}")
-        time_range = parse_time(time_window) if time_window else None
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    err = Console(stderr=True)
-    show_progress = not quiet and not json_out and err.is_terminal
-    found = find_units(paths, follow_symlinks)
-    if not found.units and found.errors:  # nothing readable: say why, write and print nothing else
-        for line in found.errors:
-            tell(line)
-        raise typer.Exit(2)
-    target = out if out is not None else _default_out(paths)
-    if len(found.units) > 1 or scheduler or dask:
-        if scheduler or dask:  # workers elsewhere resolve paths themselves: give them absolute ones
-            target = target.absolute()
-        backend = choose_backend(len(found.units), scheduler, dask)
-        summary, inputs, errors, read_any = _analyze_ranks(
-            found, target, paths, force, backend, overrides, step_window, time_range, top, by, err if show_progress else None
-        )
-        tables = None  # the whole profile is never in memory; loaded below only for a whole-profile view
-    else:
-        summary, tables, inputs, errors, read_any = _analyze_one(
-            found, target, paths, force, overrides, step_window, time_range, top, by, err if show_progress else None
-        )
-    if read_any and (chrome_trace is not None or html_out is not None):
-        if tables is None:
-            tables, _ = load_outputs(target)
-        if chrome_trace is not None:
-            traces = [Path(f.path) for f in inputs if f.kind == "trace" and f.used_for and f.error is None]
-            write_chrome_trace(chrome_trace, tables, markers(tables), summary["findings"], traces)
-        if html_out is not None:
-            write_html(html_out, summary, tables["copies"])
-    if json_out:
-        sys.stdout.write(render_json(summary) + "\n")
-    else:
-        render_terminal(summary, Console())
-    # plain writes: an error stays one line whatever the terminal width
-    for line in errors:
-        tell(f"{line}")
-    if errors or not read_any:
-        if not read_any and not errors:
-            tell("nothing to analyze: no profiler data was read")
-        raise typer.Exit(2)
+    from npudiag.cli._analyze_run import run_analyze
 
-
-def _meta(paths: list[Path], errors: list[str], warnings: list[str]) -> dict:
-    return {"npudiag_version": __version__, "title": ", ".join(str(p) for p in paths), "errors": errors, "warnings": warnings}
-
-
-def _analyze_one(found, target, paths, force, overrides, step_window, time_range, top, by, err: Console | None):
-    """One rank (or loose files): every table in memory, written as one file each."""
-    if err is not None:
-        bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                       TimeElapsedColumn(), console=err, transient=True)  # fmt: skip
-        with bar:
-            task = bar.add_task("reading", total=None)
-            profile = ingest(paths, lambda n: bar.advance(task, n), total=lambda t: bar.update(task, total=t), found=found)
-    else:
-        profile = ingest(paths, found=found)
-    read_any = any(f.used_for for f in profile.inputs)
-    meta = _meta(paths, profile.errors, profile.warnings)
-    tables = dict(profile.tables)
-    if step_window is not None or time_range is not None:
-        try:
-            tables = apply_window(tables, step_window, time_range)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
-        meta["window"] = {"steps": step_window, "time_us": time_range}
-    writer = OutputWriter(target, force=force) if read_any else None
-    if writer is not None:
-        for name, table in tables.items():
-            writer.submit(name, table)
-    tables, skipped = derive(tables, overrides)
-    profile.warnings.extend(step_time_warnings(tables["step_breakdown"]))
-    if writer is not None:
-        for name in DERIVED:
-            writer.submit(name, tables[name])
-        meta["out"] = str(target)
-    summary = build_summary(tables, top=top, by=by.value, meta=meta, rules_skipped=skipped)
-    if writer is not None:
-        manifest = output_manifest(profile, __version__, SCHEMA_VERSION)
-        manifest["rules"] = {"options": overrides, "skipped": skipped}
-        manifest["layout"] = "one <table>.parquet per table"
-        writer.finish(manifest)
-    return summary, tables, profile.inputs, profile.errors, read_any
-
-
-def _analyze_ranks(found, target, paths, force, backend, overrides, step_window, time_range, top, by, err: Console | None):
-    """Many ranks: one task per rank (local pool or Dask), each writing its own partitions."""
-    writer = OutputWriter(target, force=force)
-    try:
-        kwargs = {"rule_options": overrides, "steps": step_window, "time_us": time_range}
-        if err is not None:
-            with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          console=err, transient=True) as bar:  # fmt: skip
-                task = bar.add_task(f"ranks ({backend.name})", total=len(found.units))
-                result = analyze_ranks(found, writer, backend, on_rank=lambda n: bar.advance(task, n), **kwargs)
-        else:
-            result = analyze_ranks(found, writer, backend, **kwargs)
-    except BaseException:
-        writer.abandon()
-        raise
-    meta = _meta(paths, result.errors, result.warnings)
-    if step_window is not None or time_range is not None:
-        meta["window"] = {"steps": step_window, "time_us": time_range, "time_origin": "each rank's first kernel"}
-    if result.read_any:
-        writer.finish(result.manifest(__version__, SCHEMA_VERSION, overrides))
-        meta["out"] = str(target)
-    else:
-        writer.abandon()
-    summary = summary_from_parts(result.parts, top=top, by=by.value, meta=meta, rules_skipped=result.skipped)
-    return summary, result.inputs, result.errors, result.read_any
+    run_analyze(
+        paths, out, top=top, by=by.value, json_out=json_out, say=Say(quiet, verbose), steps=steps, start_step=start_step,
+        stop_step=stop_step, time_window=time_window, chrome_trace=chrome_trace, html_out=html_out, rule_file=rule_file,
+        rule_opt=rule_opt, force=force, scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks,
+    )  # fmt: skip
 
 
 def report(
@@ -196,23 +67,10 @@ def report(
     top: int = typer.Option(20, "--top", min=1, help="How many hot operators to show."),
     by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
 ) -> None:
     """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
-    parts = summary_parts_of_dataset(out) if (out / "manifest.json").is_file() else None
-    if parts is not None:  # many ranks: rank by rank, never the whole cluster in memory
-        manifest = load_outputs(out, names=())[1]
-    else:
-        tables, manifest = load_outputs(out)
-        parts = summary_parts(tables)
-    meta = {
-        "npudiag_version": __version__,
-        "title": str(out),
-        "errors": manifest.get("errors", []),
-        "warnings": manifest.get("warnings", []),
-    }
-    rules = manifest.get("rules", {})
-    summary = summary_from_parts(parts, top=top, by=by.value, meta=meta, rules_skipped=rules.get("skipped", {}))
-    if json_out:
-        sys.stdout.write(render_json(summary) + "\n")
-    else:
-        render_terminal(summary, Console())
+    from npudiag.cli._analyze_run import run_report
+
+    run_report(out, top=top, by=by.value, json_out=json_out, say=Say(quiet, verbose))

@@ -1,39 +1,16 @@
-"""``npudiag cluster DIR``: wiring only."""
+"""``npudiag cluster PATH``: the options; the work is in ``_cluster_run``, imported when run."""
 
 from __future__ import annotations
 
-import csv
-import io
-import sys
 from pathlib import Path
 
-import pyarrow.compute as pc
 import typer
-from rich.console import Console
 
-from npudiag import SCHEMA_VERSION, __version__
-from npudiag.analysis.cluster import (
-    cluster_csv,
-    link_summary,
-    parallel_indices,
-    phase_median,
-    rank_matrix,
-    rank_steps,
-    slow_links,
-    slow_ranks,
-    wait_skew,
-    with_parallel,
-)  # fmt: skip
-from npudiag.analysis.gate import parse_percent
-from npudiag.cli._out import tell
-from npudiag.errors import InputError
-from npudiag.executors import choose_backend
-from npudiag.ingest import find_units
-from npudiag.rank_job import analyze_ranks
-from npudiag.report.cluster_report import render_cluster_terminal, render_comm_terminal
-from npudiag.report.json_report import render_json
-from npudiag.runs import is_out_folder
-from npudiag.store import OutputWriter, load_outputs, load_rank_rows, write_table, write_text
+from npudiag.cli._out import QUIET, VERBOSE, Say
+
+CLUSTER_EXAMPLE = """\b
+Example (a folder of rank folders, e.g. 8 *_ascend_pt):
+  npudiag cluster cluster_prof --threshold 5% --out npudiag-out/cluster"""
 
 
 def cluster(
@@ -55,82 +32,13 @@ def cluster(
     allow_duplicate_ranks: bool = typer.Option(
         False, "--allow-duplicate-ranks", help="Merge rank folders that declare the same rank id, renumbering all but the first."
     ),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
 ) -> None:
     """Which rank is slow in each step, and why (compute, communication wait, free time, slower ops)."""
-    try:
-        thr = parse_percent(threshold)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    errors: list[str] = []
-    warnings: list[str] = []
-    if is_out_folder(path):
-        dataset = path
-    else:
-        dataset = (out / "tables").absolute()
-        found = find_units([path])
-        if not found.units:
-            raise InputError(path, found.errors[0] if found.errors else "no profiler data found")
-        if found.duplicate_ranks and not allow_duplicate_ranks:
-            rank, folders = next(iter(found.duplicate_ranks.items()))
-            raise InputError(
-                path,
-                f"rank {rank} is declared by {len(folders)} folders ({', '.join(folders)}); ranks of one cluster must differ "
-                "(several runs mixed?): --allow-duplicate-ranks merges them renumbered",
-            )
-        writer = OutputWriter(dataset)
-        try:
-            result = analyze_ranks(found, writer, choose_backend(len(found.units), scheduler, dask), hash_inputs=False)
-        except BaseException:
-            writer.abandon()
-            raise
-        if not result.read_any:
-            writer.abandon()
-            raise InputError(path, result.errors[0] if result.errors else "no profiler data found")
-        writer.finish(result.manifest(__version__, SCHEMA_VERSION))
-        errors, warnings = result.errors, result.warnings
-    tables, manifest = load_outputs(dataset, names=("steps", "step_breakdown", "comm_links", "comm_ops"))
-    args = next((u["distributed_args"] for u in manifest.get("units", []) if u.get("distributed_args")), None)
-    steps = with_parallel(rank_steps(tables), parallel_indices(args))
-    slow = slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
-    links, comm_ops = tables["comm_links"], tables["comm_ops"]
-    write_table(links, out / "cluster_links.parquet")
-    write_table(comm_ops, out / "cluster_comm_ops.parquet")
-    write_table(steps, out / "cluster_steps.parquet")
-    write_table(slow, out / "cluster_slow_ranks.parquet")
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    header, rows = cluster_csv(steps)
-    w.writerow(header)
-    w.writerows(rows)
-    write_text(buf.getvalue(), out / "cluster_step_trace_time.csv")
-    per_step = []
-    for step in sorted(set(steps["step"].to_pylist()), key=lambda s: (s is None, s)):
-        sub = steps.filter(pc.equal(steps["step"], step)) if step is not None else steps.filter(pc.is_null(steps["step"]))
-        rows = sub.to_pylist()
-        median = {c: phase_median(sub, c) for c in sub.column_names if c.endswith("_us")}
-        per_step.append({"step": step, "rows": rows, "median": median})
-    summary = {
-        "ranks": len(set(steps["rank"].to_pylist())),
-        "steps": len(per_step),
-        "rank_matrix": rank_matrix(steps),
-        "threshold": thr,
-        "per_step": per_step,
-        "slow_ranks": slow.to_pylist(),
-        "links": link_summary(links),
-        "slow_links": slow_links(links),
-        "wait_skew": wait_skew(comm_ops),
-        "out": str(out),
-        "tables": str(dataset),
-        "warnings": warnings,
-        "errors": errors,
-    }
-    if json_out:
-        sys.stdout.write(render_json(summary) + "\n")
-    else:
-        console = Console()
-        render_cluster_terminal(summary, console, per_step=per_step_tables)
-        render_comm_terminal(summary, console)
-    for e in errors:
-        tell(f"{e}")
-    if errors:
-        raise typer.Exit(2)
+    from npudiag.cli._cluster_run import run_cluster
+
+    run_cluster(
+        path, threshold, out, json_out=json_out, scheduler=scheduler, dask=dask, per_step_tables=per_step_tables,
+        allow_duplicate_ranks=allow_duplicate_ranks, say=Say(quiet, verbose),
+    )  # fmt: skip

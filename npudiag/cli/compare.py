@@ -1,28 +1,37 @@
-"""``npudiag compare`` and ``npudiag gate``: argument parsing and wiring only."""
+"""``npudiag compare`` and ``npudiag gate``: argument parsing and wiring only (heavy imports when run)."""
 
 from __future__ import annotations
 
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
-from npudiag.analysis.compare import compare_totals, diff_ops
-from npudiag.analysis.gate import CONFIG_FILE, GateConfig, gate, load_config, parse_percent
-from npudiag.analysis.metrics import known_metric
-from npudiag.analysis.window import parse_steps
-from npudiag.cli._out import tell
+from npudiag.cli._out import QUIET, VERBOSE, Say
 from npudiag.cli.analyze import By
-from npudiag.report.compare_report import render_compare_terminal
-from npudiag.report.gate_report import gate_junit, gate_markdown, render_gate_terminal
-from npudiag.report.json_report import render_json
-from npudiag.runs import Run, describe, load_side, store_runs
-from npudiag.store import write_json, write_table, write_text
+
+if TYPE_CHECKING:
+    from npudiag.analysis.gate import GateConfig
+    from npudiag.runs import Run
+
+CONFIG_FILE = "npudiag-gate.toml"  # read from the current folder when --config is not given
+
+COMPARE_EXAMPLE = """\b
+Example:
+  npudiag compare fixtures/sample_msprof fixtures/sample_torch --top 5"""
+
+GATE_EXAMPLE = """\b
+Example (CI):
+  npudiag gate fixtures/sample_torch fixtures/sample_torch --steps 2: --quiet"""
 
 
 def _load(path: Path, quiet: bool) -> list[Run]:
+    from rich.console import Console
+
+    from npudiag.runs import load_side
+
     err = Console(stderr=True)
     if quiet or not err.is_terminal:
         return load_side(path)
@@ -30,10 +39,8 @@ def _load(path: Path, quiet: bool) -> list[Run]:
         return load_side(path)
 
 
-def _warn(runs: list[Run]) -> None:
-    for r in runs:
-        for w in r.warnings:
-            tell(f"{w}")
+def _warn(runs: list[Run], say: Say) -> None:
+    say.warnings(w for r in runs for w in r.warnings)
 
 
 def compare(
@@ -46,12 +53,22 @@ def compare(
     top: int = typer.Option(20, "--top", min=1, help="How many operators to show."),
     out: Path = typer.Option(Path("npudiag-out/compare"), "--out", "-o", help="Folder for diff.parquet and compare.json."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout, nothing else."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
 ) -> None:
     """Diff two profiles operator by operator, with copies, idle time, findings and step time."""
+    from rich.console import Console
+
+    from npudiag.analysis.compare import compare_totals, diff_ops
+    from npudiag.report.compare_report import render_compare_terminal
+    from npudiag.report.json_report import render_json
+    from npudiag.runs import describe
+    from npudiag.store import write_json, write_table
+
+    say = Say(quiet, verbose)
     base = _load(baseline, quiet or json_out)
     cur = _load(current, quiet or json_out)
-    _warn(base + cur)
+    _warn(base + cur, say)
     bt, ct = [r.tables for r in base], [r.tables for r in cur]
     diff = diff_ops(bt, ct, by=by.value, shapes=shapes)
     result = {
@@ -65,7 +82,7 @@ def compare(
     write_json({k: v for k, v in result.items() if k != "ops"}, out / "compare.json")
     if json_out:
         sys.stdout.write(render_json(result) + "\n")
-    else:
+    elif not quiet:
         render_compare_terminal(result, Console(), top=top)
 
 
@@ -79,6 +96,10 @@ def _config(
     steps: str | None,
     min_delta_us: float | None,
 ) -> GateConfig:
+    from npudiag.analysis.gate import load_config, parse_percent
+    from npudiag.analysis.metrics import known_metric
+    from npudiag.analysis.window import parse_steps
+
     if config is None and Path(CONFIG_FILE).is_file():
         config = Path(CONFIG_FILE)
     cfg = load_config(config)
@@ -123,16 +144,28 @@ def gate_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the verdicts as JSON on stdout, nothing else."),
     update_baseline: Path = typer.Option(None, "--update-baseline", help="When the gate passes, store CURRENT here as the new baseline."),
     accept: bool = typer.Option(False, "--accept", help="With --update-baseline: store it even though it regressed (and exit 0)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print only warnings, errors and the metrics that failed (on stderr); --json still prints."
+    ),
+    verbose: bool = VERBOSE,
 ) -> None:
     """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold and beyond noise."""
+    from rich.console import Console
+
+    from npudiag.analysis.gate import gate
+    from npudiag.report.gate_report import failed_lines, gate_junit, gate_markdown, render_gate_terminal
+    from npudiag.report.json_report import render_json
+    from npudiag.runs import describe, store_runs
+    from npudiag.store import write_text
+
+    say = Say(quiet, verbose)
     try:
         cfg = _config(config, max_regression, alpha, metric, top_ops, by, steps, min_delta_us)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     base = _load(baseline, quiet or json_out)
     cur = _load(current, quiet or json_out)
-    _warn(base + cur)
+    _warn(base + cur, say)
     try:
         result = gate([r.tables for r in base], [r.tables for r in cur], cfg)
     except ValueError as exc:
@@ -144,13 +177,16 @@ def gate_cmd(
         write_text(gate_markdown(data, str(baseline), str(current)), markdown)
     if json_out:
         sys.stdout.write(render_json(data) + "\n")
-    else:
+    elif not quiet:
         render_gate_terminal(data, Console(), f"{baseline}  ->  {current}")
+    else:
+        say.warnings(data["warnings"])
+        say.errors(failed_lines(data))
     if update_baseline is not None:
         if result.failed and not accept:
-            tell(f"baseline {update_baseline} not updated: the gate failed (use --accept to store it anyway)")
+            say.errors([f"baseline {update_baseline} not updated: the gate failed (use --accept to store it anyway)"])
         else:
             store_runs(cur, update_baseline)
-            tell(f"stored {current} as the baseline in {update_baseline}")
+            say.info(f"stored {current} as the baseline in {update_baseline}")
     if result.failed and not accept:
         raise typer.Exit(1)

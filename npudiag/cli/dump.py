@@ -1,9 +1,10 @@
-"""``npudiag dump``: author configs (the group's own options), ``check``, ``parse``, ``compare``. Wiring only."""
+"""``npudiag dump``: author configs (the group's own options), ``check``, ``parse``, ``compare``.
+
+Wiring only; what does the work is imported when a command runs (``--help`` stays light).
+"""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import sys
 import time
@@ -11,18 +12,29 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
-from npudiag.analysis.dump_compare import Thresholds
-from npudiag.cli._out import tell
-from npudiag.collect import dump_config as dc
-from npudiag.compare_dump import CSV_COLUMNS, compare_dumps, compare_summary, msaccucmp_csv_rows
-from npudiag.ingest_dump import parse_dump_tree
-from npudiag.report.dump_report import render_compare_terminal, render_parse_terminal
-from npudiag.report.json_report import render_json
-from npudiag.store import write_json, write_table, write_text
+from npudiag.cli._out import QUIET, VERBOSE, Say
 
-app = typer.Typer(help="Accuracy dumps: write the acl.json dump section, check it, parse dump files, compare two dumps.")
+AUTHOR_EXAMPLE = """\b
+Examples:
+  npudiag dump --layers conv1,relu1 --path ./dump --acl-json acl.json
+  npudiag dump --layers conv1 --format msprobe --out config.json"""
+
+CHECK_EXAMPLE = """\b
+Example:
+  npudiag dump check acl.json"""
+
+PARSE_EXAMPLE = """\b
+Example:
+  npudiag dump parse dump --out npudiag-out/dump --top 5"""
+
+COMPARE_EXAMPLE = """\b
+Example:
+  npudiag dump compare dump golden --out npudiag-out/dump-compare"""
+
+app = typer.Typer(
+    help="Accuracy dumps: write the acl.json dump section, check it, parse dump files, compare two dumps.", epilog=AUTHOR_EXAMPLE
+)
 
 
 class Mode(str, Enum):
@@ -62,10 +74,15 @@ def author(
     acl_json: Path = typer.Option(Path("acl.json"), "--acl-json", help="The acl.json to write or merge into (other sections are kept)."),
     fmt: Fmt = typer.Option(Fmt.acl, "--format", help="acl: acl.json dump section; msprobe: msprobe's config.json for PyTorch."),
     out: Path = typer.Option(None, "--out", "-o", help="With --format msprobe: where to write config.json [default: ./config.json]."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Write the file only: no JSON on stdout, no how-to on stderr."),
 ) -> None:
     """Write the acl.json dump section (or msprobe's config.json) for the layers to dump."""
     if ctx.invoked_subcommand is not None:
         return
+    from npudiag.collect import dump_config as dc
+    from npudiag.store import write_text
+
+    say = Say(quiet)
     layer_list = [x.strip() for x in layers.split(",") if x.strip()] if layers else None
     if not (layer_list or model or overflow or single_op):
         sys.stdout.write(ctx.get_help() + "\n")
@@ -75,7 +92,7 @@ def author(
             cfg = dc.msprobe_config(path, layer_list, mode.value, steps, data.value, level.value if level else None, overflow)
             target = out or Path("config.json")
             write_text(json.dumps(cfg, indent=4) + "\n", target)
-            tell(f'wrote {target}; use it with msprobe\'s PrecisionDebugger(config_path="{target}")')
+            say.info(f'wrote {target}; use it with msprobe\'s PrecisionDebugger(config_path="{target}")')
             return
         section = dc.dump_section(
             path, layer_list, model, mode.value, steps, data.value, level.value if level else None, overflow, single_op
@@ -83,23 +100,30 @@ def author(
         dc.write_dump_section(acl_json, section)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    if quiet:
+        return
     sys.stdout.write(json.dumps({"dump": section}, indent=4) + "\n")
-    tell(f"dump section written to {acl_json}")
+    say.info(f"dump section written to {acl_json}")
     sys.stderr.write(dc.usage_text(acl_json, section) + "\n")
 
 
-@app.command("check")
-def check(acl_json: Path = typer.Argument(..., metavar="ACL_JSON", help="The acl.json to validate.")) -> None:
+@app.command("check", epilog=CHECK_EXAMPLE)
+def check(
+    acl_json: Path = typer.Argument(..., metavar="ACL_JSON", help="The acl.json to validate."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the problems; the exit code says the rest."),
+) -> None:
     """Validate an acl.json dump section the way CANN's dump config converter does (or msprobe's config.json)."""
+    from npudiag.collect import dump_config as dc
+
     kind, problems = dc.check_dump_config(acl_json)
-    for p in problems:
-        tell(f"{p}")
+    Say(quiet).errors(problems)
     if problems:
         raise typer.Exit(2)
-    sys.stdout.write(f"{acl_json}: {kind} OK\n")
+    if not quiet:
+        sys.stdout.write(f"{acl_json}: {kind} OK\n")
 
 
-@app.command("parse")
+@app.command("parse", epilog=PARSE_EXAMPLE)
 def parse(
     dump_path: Path = typer.Argument(
         ..., metavar="DUMP", help="A dump tree ({dump_path}/{time}/{device}/...), a folder of dump files, or one file."
@@ -107,11 +131,21 @@ def parse(
     out: Path = typer.Option(Path("npudiag-out/dump"), "--out", "-o", help="Folder for tensors.parquet."),
     npy: Path = typer.Option(None, "--npy", help="Also write one .npy per input/output tensor here (in its original layout)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
-    top: int = typer.Option(20, "--top", help="How many tensors to show."),
+    top: int = typer.Option(20, "--top", min=1, help="How many tensors to show."),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
 ) -> None:
     """Parse binary dump files and statistics CSVs into tensors.parquet (and .npy arrays)."""
+    from rich.console import Console
+
+    from npudiag.ingest_dump import parse_dump_tree
+    from npudiag.report.dump_report import render_parse_terminal
+    from npudiag.report.json_report import render_json
+    from npudiag.store import write_json, write_table
+
+    say = Say(quiet, verbose)
     if not dump_path.exists():
-        tell(f"{dump_path}: no such file or folder")
+        say.errors([f"{dump_path}: no such file or folder"])
         raise typer.Exit(2)
     t0 = time.perf_counter()
     run = parse_dump_tree(dump_path, npy)
@@ -129,19 +163,18 @@ def parse(
     write_json(summary, out / "summary.json")
     if json_out:
         sys.stdout.write(render_json({**summary, "tensors_table": rows[:top]}) + "\n")
-    else:
+    elif not quiet:
         render_parse_terminal({**summary, "rows": rows}, Console(), top)
-    for e in run.errors:
-        tell(f"{e}")
+    say.errors(run.errors)
     if run.errors:
-        tell(f"{len(run.errors)} file(s) skipped; the others are in {out}/tensors.parquet")
+        say.errors([f"{len(run.errors)} file(s) skipped; the others are in {out}/tensors.parquet"])
         raise typer.Exit(2)
     if run.files == 0:
-        tell(f"{dump_path}: no dump files found")
+        say.errors([f"{dump_path}: no dump files found"])
         raise typer.Exit(2)
 
 
-@app.command("compare")
+@app.command("compare", epilog=COMPARE_EXAMPLE)
 def compare(
     mine: Path = typer.Argument(..., metavar="MINE", help="My dump (a dump tree or folder of dump files)."),
     golden: Path = typer.Argument(
@@ -153,11 +186,28 @@ def compare(
     red: float = typer.Option(0.05, "--red", help="Pass when relative Euclidean distance < this."),
     kl: float = typer.Option(0.005, "--kl", help="Pass when KL divergence < this."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    no_fail: bool = typer.Option(False, "--no-fail", help="Exit 0 even when tensors fail the thresholds (the tables still say so)."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print only warnings, errors and the first failing op (on stderr); --json still prints."
+    ),
+    verbose: bool = VERBOSE,
 ) -> None:
-    """Compare two dumps tensor by tensor; name the first op whose output goes wrong."""
+    """Compare two dumps tensor by tensor; name the first op whose output goes wrong (exit 1 when tensors fail)."""
+    import csv
+    import io
+
+    from rich.console import Console
+
+    from npudiag.analysis.dump_compare import Thresholds
+    from npudiag.compare_dump import CSV_COLUMNS, compare_dumps, compare_summary, msaccucmp_csv_rows
+    from npudiag.report.dump_report import render_compare_terminal
+    from npudiag.report.json_report import render_json
+    from npudiag.store import write_table, write_text
+
+    say = Say(quiet, verbose)
     for p in (mine, golden):
         if not p.exists():
-            tell(f"{p}: no such file or folder")
+            say.errors([f"{p}: no such file or folder"])
             raise typer.Exit(2)
     run = compare_dumps(mine, golden, mapping, Thresholds(cosine, red, kl))
     write_table(run.table, out / "compare.parquet")
@@ -171,9 +221,12 @@ def compare(
     summary["out"] = [str(out / "compare.parquet"), str(csv_path)]
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
-    else:
+    elif not quiet:
         render_compare_terminal(summary, Console())
-    for e in run.errors:
-        tell(f"{e}")
+    elif summary["first_failing_output"] is not None:
+        say.errors([f"{summary['tensors_failed']} tensor(s) fail; first failing op: {summary['first_failing_output']['op_name']}"])
+    say.errors(run.errors)
     if run.errors:
         raise typer.Exit(2)
+    if summary["tensors_failed"] and not no_fail:
+        raise typer.Exit(1)

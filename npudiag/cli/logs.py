@@ -1,4 +1,4 @@
-"""``npudiag logs export | level | parse``: argument parsing and wiring only."""
+"""``npudiag logs export | level | parse``: argument parsing and wiring only (the work is imported when run)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,24 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
-from npudiag.analysis.triage import load_kb, summarise, triage_table
-from npudiag.cli._out import tell
-from npudiag.collect import msnpureport as mr
+from npudiag.cli._out import QUIET, VERBOSE, Say
+from npudiag.collect.msnpureport import DEFAULT_TIMEOUT_S
 from npudiag.errors import InputError, writing
-from npudiag.ingest_logs import parse_logs
-from npudiag.log_sources import find_sources
-from npudiag.report.json_report import render_json
-from npudiag.report.logs_report import render_logs_terminal
-from npudiag.store import write_json, write_table
+
+PARSE_EXAMPLE = """\b
+Examples:
+  npudiag logs parse ascend/log --out npudiag-out/logs
+  dmesg | npudiag logs parse - --json"""
+
+EXPORT_EXAMPLE = """\b
+Example:
+  npudiag logs export --type slog --out npudiag-logs/today"""
+
+LEVEL_EXAMPLE = """\b
+Examples:
+  npudiag logs level --global info --device 0
+  npudiag logs level --host --global debug --module RUNTIME:debug"""
 
 app = typer.Typer(help="CANN logs: export them with msnpureport, set device log levels, parse and triage them.", no_args_is_help=True)
 
@@ -32,8 +39,17 @@ class ExportType(str, Enum):
     module = "module"
 
 
-def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | None = None) -> int:
+def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | None = None, say: Say = Say()) -> int:
     """Parse, triage, write tables, print; returns the exit code (2 when any input was unusable)."""
+    from rich.console import Console
+
+    from npudiag.analysis.triage import load_kb, summarise, triage_table
+    from npudiag.ingest_logs import parse_logs
+    from npudiag.log_sources import find_sources
+    from npudiag.report.json_report import render_json
+    from npudiag.report.logs_report import render_logs_terminal
+    from npudiag.store import write_json, write_table
+
     warnings: list[str] = []
     errors: list[str] = []
     sources = []
@@ -43,17 +59,15 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
         except InputError as exc:
             errors.append(exc.one_line())
     if not sources:  # nothing readable: say why, write nothing
-        for w in warnings:
-            tell(f"warning: {w}")
-        for e in errors:
-            tell(e)
+        say.warnings(warnings)
+        say.errors(errors)
         return 2
     if out is not None:
         with writing(out):
             out.mkdir(parents=True, exist_ok=True)
     err = Console(stderr=True)
     total = sum(s.size_bytes for s in sources)
-    if sources and err.is_terminal and not json_out:
+    if sources and err.is_terminal and not json_out and not say.quiet:
         with err.status(f"parsing {len(sources)} log file(s), {total / 1e6:.1f} MB"):
             run = parse_logs(sources, out / "log_events.parquet" if out else None, device=device)
     else:
@@ -71,18 +85,16 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
         summary["out"] = str(out)
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
-    else:
+    elif not say.quiet:
         render_logs_terminal(summary, Console())
-        if out is not None:
-            Console(stderr=True).print(f"[dim]tables: {out}/log_events.parquet, {out}/triage.parquet[/dim]")
-    for w in warnings:
-        tell(f"warning: {w}")
-    for e in errors:
-        tell(f"{e}")
+    if out is not None:
+        say.info(f"tables: {out}/log_events.parquet, {out}/triage.parquet")
+    say.warnings(warnings, str(out / "summary.json") if out is not None else None)
+    say.errors(errors)
     return 2 if errors or not sources else 0
 
 
-@app.command("parse")
+@app.command("parse", epilog=PARSE_EXAMPLE)
 def parse(
     paths: list[str] = typer.Argument(
         ..., metavar="PATH", help="Export folders, host log folders, .log files, .tar.gz archives, or - for stdin."
@@ -90,47 +102,53 @@ def parse(
     out: Path = typer.Option(Path("npudiag-out/logs"), "--out", "-o", help="Folder for log_events.parquet, triage.parquet, summary.json."),
     json_out: bool = typer.Option(False, "--json", help="Print the triage summary as JSON on stdout, nothing else."),
     device: int = typer.Option(None, "--device", "-d", help="Only records of this device."),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
 ) -> None:
     """Parse CANN host/device logs and pasted console output; say what failed first and what to do."""
-    code = _analyse(paths, out, json_out, device)
+    code = _analyse(paths, out, json_out, device, Say(quiet, verbose))
     if code:
         raise typer.Exit(code)
 
 
-@app.command("export")
+@app.command("export", epilog=EXPORT_EXAMPLE)
 def export(
     out: Path = typer.Option(None, "--out", "-o", help="Where the export goes [default: ./npudiag-logs/<timestamp>]; never overwritten."),
     kind: ExportType = typer.Option(ExportType.all, "--type", "-t", help="What to export (msnpureport -t)."),
-    force: bool = typer.Option(False, "--force", "-f", help="Everything plus historical maintenance info (msnpureport -f)."),
+    history: bool = typer.Option(False, "--history", help="Everything plus historical maintenance info (msnpureport -f)."),
     device: int = typer.Option(None, "--device", "-d", help="Parse only this device's records (msnpureport always exports all)."),
     also_host: bool = typer.Option(False, "--also-host", help="Also copy the host logs ($ASCEND_PROCESS_LOG_PATH or ~/ascend/log)."),
     archive: bool = typer.Option(False, "--archive", help="Also write <out>.tar.gz for sending to support."),
-    timeout: float = typer.Option(mr.DEFAULT_TIMEOUT_S, "--timeout", help="Seconds before msnpureport is killed."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", help="Seconds before msnpureport is killed."),
     json_out: bool = typer.Option(False, "--json", help="Print the triage summary as JSON on stdout."),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
 ) -> None:
     """Export device logs with msnpureport, then parse and triage them."""
+    from npudiag.collect import msnpureport as mr
+
+    say = Say(quiet, verbose)
     try:
-        result = mr.export_logs(out, kind.value, force, mr.echo_stderr, timeout)
+        result = mr.export_logs(out, kind.value, history, mr.echo_stderr if not quiet else lambda _line: None, timeout)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     except mr.ToolError as exc:
-        tell(f"{exc}")
+        say.errors([str(exc)])
         raise typer.Exit(2) from None
-    tell(f"export in {result.folder}")
+    say.info(f"export in {result.folder}")
     if also_host:
         notes: list[str] = []
         copied = mr.copy_host_logs(result.folder, notes)
-        tell(f"host logs: {', '.join(map(str, copied)) or 'none found'}")
-        for note in notes:
-            tell(f"warning: {note}")
+        say.info(f"host logs: {', '.join(map(str, copied)) or 'none found'}")
+        say.warnings(notes)
     if archive:
-        tell(f"archive {mr.write_archive(result.folder)}")
-    code = _analyse([str(result.folder)], result.folder.with_name(result.folder.name + "-npudiag"), json_out, device)
+        say.info(f"archive {mr.write_archive(result.folder)}")
+    code = _analyse([str(result.folder)], result.folder.with_name(result.folder.name + "-npudiag"), json_out, device, say)
     if code:
         raise typer.Exit(code)
 
 
-@app.command("level")
+@app.command("level", epilog=LEVEL_EXAMPLE)
 def level(
     global_level: str = typer.Option(None, "--global", "-g", help="Device global log level: error, warning, info, debug, null."),
     module: list[str] = typer.Option([], "--module", "-m", help="MODULE:LEVEL, e.g. RUNTIME:debug; repeatable."),
@@ -138,14 +156,17 @@ def level(
     device: int = typer.Option(None, "--device", "-d", help="Device id (msnpureport default 0; devices 0-3 and 4-7 share a setting)."),
     request: bool = typer.Option(False, "--request", "-r", help="Print the current device levels."),
     host: bool = typer.Option(False, "--host", help="Only print the host-side environment variables with the same meaning."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not echo the msnpureport commands; print only what they print."),
 ) -> None:
     """Set device log levels through msnpureport, or print the host-side equivalent (--host)."""
+    from npudiag.collect import msnpureport as mr
+
+    say = Say(quiet)
     try:
         calls = mr.level_commands(global_level, module, event, device, request)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    for name in mr.unknown_modules(module):
-        tell(f"warning: {name} is not in slog.h's module list; msnpureport will say if it knows it")
+    say.warnings(f"{name} is not in slog.h's module list; msnpureport will say if it knows it" for name in mr.unknown_modules(module))
     if host:
         for k, v in mr.host_level_env(global_level, module, event).items():
             sys.stdout.write(f"export {k}={shlex.quote(v)}\n")  # meant for eval: quoted
@@ -153,8 +174,8 @@ def level(
     try:
         tool = mr.require_msnpureport()
         for args in calls:
-            tell(f"{tool} {' '.join(args)}")
+            say.info(f"{tool} {' '.join(args)}")
             mr.run_tool(tool, args, Path.cwd(), lambda line: sys.stdout.write(line + "\n"), 120.0)
     except mr.ToolError as exc:
-        tell(f"{exc}")
+        say.errors([str(exc)])
         raise typer.Exit(2) from None

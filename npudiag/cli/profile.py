@@ -10,16 +10,18 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from npudiag.cli import analyze as _analyze
-from npudiag.cli._out import tell
-from npudiag.collect import msprof as mp
-from npudiag.collect import toolkit
-from npudiag.collect.child import describe_exit
-from npudiag.collect.runner import needs_export, prof_dirs, run_child
-from npudiag.report.json_report import render_json
+from npudiag.cli._out import QUIET, VERBOSE, Say
+
+PROFILE_EXAMPLE = """\b
+Examples:
+  npudiag profile --task-time l1 --start-step 3 -- python train.py
+  npudiag profile --dry-run --mode env -- ./infer --batch 8
+  npudiag profile --emit torch --start-step 3 --stop-step 5"""
+
+DOCTOR_EXAMPLE = """\b
+Example:
+  npudiag doctor --json"""
 
 PROFILE_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
@@ -37,11 +39,22 @@ class Emit(str, Enum):
     torch = "torch"
 
 
-def doctor(json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON.")) -> None:
-    """Check the CANN toolkit, msprof, msnpureport, driver and npu-smi, with the fix for each."""
+def doctor(
+    json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only what is missing and its fix (on stderr)."),
+) -> None:
+    """Check the CANN toolkit, msprof, msnpureport, driver and npu-smi, with the fix for each (exit 1 when one is missing)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from npudiag.collect import toolkit
+    from npudiag.report.json_report import render_json
+
     checks = toolkit.doctor()
     if json_out:
         sys.stdout.write(render_json({"checks": [c.as_dict() for c in checks], "ok": all(c.ok for c in checks)}) + "\n")
+    elif quiet:
+        Say().errors(f"{c.name} missing: {c.fix}" if c.fix else f"{c.name} missing" for c in checks if not c.ok)
     else:
         t = Table(box=None, show_header=False)
         for c in checks:
@@ -52,7 +65,7 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Print the checks
 
 
 def _fail(message: str) -> typer.Exit:
-    tell(f"{message}")
+    Say().errors([message])
     return typer.Exit(2)
 
 
@@ -67,8 +80,8 @@ def profile(
         "--mode",
         help="cli: run msprof with the app; env: PROFILING_MODE/PROFILING_OPTIONS; acl-json: the profiler section of acl.json.",
     ),
-    output: Path = typer.Option(
-        Path("npudiag-prof"), "--output", help="Collection folder; msprof creates PROF_* inside (msprof --output)."
+    collect_dir: Path = typer.Option(
+        Path("npudiag-prof"), "--collect-dir", help="Where msprof collects (msprof --output); it creates PROF_* inside."
     ),
     task_time: str = typer.Option(None, "--task-time", help="l0, l1, l2, l3, on, off [msprof default: on = l1]."),
     ascendcl: str = typer.Option(None, "--ascendcl", help="on/off: AscendCL API data [on]."),
@@ -108,9 +121,19 @@ def profile(
     timeout: float = typer.Option(
         None, "--timeout", help="Stop the run (SIGTERM, then SIGKILL) after this many seconds; partial data is analysed."
     ),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --out folder even though npudiag did not write it."),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
 ) -> None:
     """Collect a profile with msprof (or its env / acl.json methods), then analyze it."""
+    from npudiag.collect import msprof as mp
+    from npudiag.collect import toolkit
+    from npudiag.collect.child import describe_exit
+    from npudiag.collect.runner import needs_export, prof_dirs, run_child
+
+    say = Say(quiet, verbose)
     app = list(app_argv or [])
+    output = collect_dir
     opts = mp.ProfileOptions(
         output=output.absolute(),
         task_time=task_time,
@@ -156,7 +179,7 @@ def profile(
             mp.write_acl_json(acl_json, acl_section)
         except ValueError as exc:
             raise _fail(str(exc)) from None
-        tell(f"wrote the profiler section into {acl_json} (pass it to aclInit)")
+        say.info(f"wrote the profiler section into {acl_json} (pass it to aclInit)")
         return
     if not app and emit is not Emit.command:
         raise typer.BadParameter("give the program to profile: npudiag profile [OPTIONS] ./app [ARGS]...")
@@ -183,52 +206,51 @@ def profile(
             mp.write_acl_json(acl_json, acl_section)
         except ValueError as exc:
             raise _fail(str(exc)) from None
-        tell(f"profiler section written to {acl_json}; the app must pass it to aclInit")
+        say.info(f"profiler section written to {acl_json}; the app must pass it to aclInit")
     output.mkdir(parents=True, exist_ok=True)
     before = prof_dirs(opts.output)
     env = {**os.environ, **env_extra}
-    tell(f"{shlex.join(argv)}")
+    say.info(shlex.join(argv))
     try:
         result = run_child(argv, env=env, timeout_s=timeout)
     except OSError as exc:
         raise _fail(str(exc)) from None
+    say.info(f"{Path(argv[0]).name} ended after {result.elapsed_s:.1f} s (exit code {result.returncode})")
     if result.timed_out:
-        tell(f"stopped after the --timeout of {timeout:g} s; analysing the partial data collected so far")
+        say.warnings([f"stopped after the --timeout of {timeout:g} s; analysing the partial data collected so far"])
     if result.returncode > 128:
-        tell(f"the program was {describe_exit(result.returncode)}")
+        say.warnings([f"the program was {describe_exit(result.returncode)}"])
     if result.interrupted:
-        tell(f"interrupted after {result.elapsed_s:.1f} s; analysing the partial data collected so far")
+        say.warnings([f"interrupted after {result.elapsed_s:.1f} s; analysing the partial data collected so far"])
     new = sorted(prof_dirs(opts.output) - before)
     if not new:
-        tell(f"no PROF_* folder appeared in {opts.output} (exit code {result.returncode})")
+        say.errors([f"no PROF_* folder appeared in {opts.output} (exit code {result.returncode})"])
         raise typer.Exit(result.returncode or 2)
     for prof in new:
         if needs_export(prof):
             if msprof is None:
-                tell(f"{prof} has no exported summaries and msprof is not found to export them")
+                say.warnings([f"{prof} has no exported summaries and msprof is not found to export them"])
                 continue
-            tell(f"exporting {prof.name} (msprof --export=on)")
-            run_child([str(msprof), "--export=on", f"--output={prof}"], label="exporting", timeout_s=timeout)
-    tell("collected " + ", ".join(str(p) for p in new) + "")
+            say.info(f"exporting {prof.name} (msprof --export=on)")
+            run_child([str(msprof), "--export=on", f"--output={prof}"], timeout_s=timeout)
+    say.info("collected " + ", ".join(str(p) for p in new))
     code = result.returncode
     if not no_analyze:
+        from npudiag.cli._analyze_run import run_analyze
+
         target = out if out is not None else Path("npudiag-out") / new[0].name
         window = (start_step, stop_step)
         for attempt in (window, (None, None)):
             try:
-                _analyze.analyze(
-                    paths=new, out=target, top=20, by=_analyze.By.type, json_out=False, quiet=True,
-                    steps=None, start_step=attempt[0], stop_step=attempt[1], time_window=None,
-                    chrome_trace=None, html_out=None, rule_file=None, rule_opt=[], force=False, scheduler=None, dask=False,
-                )  # fmt: skip
+                run_analyze(new, target, say=say, start_step=attempt[0], stop_step=attempt[1], force=force)
                 break
             except typer.BadParameter as exc:
                 if attempt == (None, None):
                     raise
-                tell(f"warning: the step window cannot be applied ({exc}); analysing every step")
+                say.warnings([f"the step window cannot be applied ({exc}); analysing every step"])
             except typer.Exit as exc:
                 code = code or exc.exit_code
                 break
-        tell(f"layout: {opts.output}/ (raw msprof data)  {target}/ (npudiag tables, manifest.json)")
+        say.info(f"layout: {opts.output}/ (raw msprof data)  {target}/ (npudiag tables, manifest.json)")
     if code:
         raise typer.Exit(code)

@@ -10,7 +10,6 @@ from typing import Any
 
 from npudiag.errors import InputError
 from npudiag.safeio import loads_json, read_text_limited
-from npudiag.store import write_text
 
 
 def merged(path: Path, key: str, section: dict[str, Any]) -> dict[str, Any]:
@@ -31,5 +30,7 @@ def merged(path: Path, key: str, section: dict[str, Any]) -> dict[str, Any]:
 def write_section(path: Path, key: str, section: dict[str, Any]) -> dict[str, Any]:
     """Write section ``key`` into ``path`` (atomically), keeping the other sections."""
     data = merged(path, key, section)
+    from npudiag.store import write_text  # pyarrow-backed module: only when a config is written
+
     write_text(json.dumps(data, indent=4) + "\n", path)
     return data

@@ -14,7 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 from collections.abc import Callable
@@ -24,7 +23,6 @@ from pathlib import Path
 from npudiag.collect.child import describe_exit, kill_group, popen
 from npudiag.errors import InputError
 from npudiag.safeio import is_regular
-from npudiag.store import atomic_write
 
 DRIVER_TOOL_DIRS = ["/usr/local/Ascend/driver/tools", "/usr/local/Ascend/driver/tools/msnpureport"]
 EXPORT_TYPES = {"all": "0", "slog": "1", "bbox": "2", "stackcore": "3", "vmcore": "4", "module": "5"}
@@ -171,6 +169,10 @@ def host_level_env(global_level: str | None, modules: list[str] | None, event: s
     return env
 
 
+def _shown(tool: Path, args: list[str]) -> str:
+    return " ".join([tool.name, *args])
+
+
 def run_tool(tool: Path, args: list[str], cwd: Path, echo: Callable[[str], None], timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
     """Run ``tool args`` in ``cwd``, echoing its output lines; ToolError on failure or timeout."""
     try:
@@ -192,12 +194,12 @@ def run_tool(tool: Path, args: list[str], cwd: Path, echo: Callable[[str], None]
     except subprocess.TimeoutExpired:
         kill_group(proc)
         proc.wait()
-        raise ToolError(f"{tool.name} {' '.join(args)} did not finish in {timeout_s:g} s; killed") from None
+        raise ToolError(f"{_shown(tool, args)} did not finish in {timeout_s:g} s; killed") from None
     reader.join(timeout=5)
     if rc != 0:
         last = next((x for x in reversed(lines) if x.strip()), "")
         code = 128 - rc if rc < 0 else rc
-        raise ToolError(f"{tool.name} {' '.join(args)} failed: {describe_exit(code)}" + (f": {last}" if last else ""))
+        raise ToolError(f"{_shown(tool, args)} failed: {describe_exit(code)}" + (f": {last}" if last else ""))
     return lines
 
 
@@ -230,9 +232,16 @@ def export_logs(out: Path | None, kind: str, force: bool, echo: Callable[[str], 
     parent = (out.parent if out is not None else Path("npudiag-logs")).absolute()
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".msnpureport-", dir=parent))
+    # the tool names the folder it made in our private working folder, which is gone once the export
+    # is moved: echo the path the export will have instead
+    private = re.compile(re.escape(str(work)) + r"(?:/([\w.-]+))?")
+
+    def final(m: re.Match[str]) -> str:
+        return str(out.absolute()) if out is not None else str(parent / m.group(1)) if m.group(1) else str(parent)
+
     try:
-        echo(f"running {tool} {' '.join(args)}".rstrip())
-        output = run_tool(tool, args, work, echo, timeout_s)
+        echo(f"running {_shown(tool, args)}")
+        output = run_tool(tool, args, work, lambda line: echo(private.sub(final, line)), timeout_s)
         made = _created_folder(work, output)
         dest = out.absolute() if out is not None else parent / made.name
         if dest.exists():
@@ -285,8 +294,12 @@ def write_archive(folder: Path) -> Path:
         raise InputError(target, "already exists; not overwritten")
 
     def write(fh) -> None:
+        import tarfile  # only when an archive is asked for
+
         with tarfile.open(fileobj=fh, mode="w:gz") as tar:
             tar.add(folder, arcname=folder.name)
+
+    from npudiag.store import atomic_write  # pyarrow-backed module: only when an archive is written
 
     atomic_write(target, write)
     return target

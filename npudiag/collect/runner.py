@@ -1,8 +1,9 @@
 """Running the profiled child: no shell, output passed straight through, Ctrl-C forwarded.
 
 The child inherits npudiag's stdout and stderr, so its output appears as it is written (and a
-tty stays a tty). A status line with the elapsed time is drawn on stderr only when stderr is a
-terminal. SIGINT / SIGTERM sent to npudiag are forwarded to the child (msprof then stops the
+tty stays a tty). No live status line is drawn beside it (the child writes to the same
+terminal, and its next line would run into ours); the caller reports the elapsed time once the
+child ends. SIGINT / SIGTERM sent to npudiag are forwarded to the child (msprof then stops the
 app and still writes what it collected); npudiag keeps waiting, so the partial data can be
 exported and analysed, and reports that it was interrupted.
 """
@@ -12,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,16 +28,8 @@ class ChildResult:
     timed_out: bool = False
 
 
-def _status(stop: threading.Event, started: float, label: str) -> None:
-    while not stop.wait(0.5):
-        sys.stderr.write(f"\r\x1b[2K[npudiag] {label}: {time.monotonic() - started:6.1f} s")
-        sys.stderr.flush()
-    sys.stderr.write("\r\x1b[2K")
-    sys.stderr.flush()
-
-
 def run_child(
-    argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, label: str = "profiling", timeout_s: float | None = None
+    argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, timeout_s: float | None = None
 ) -> ChildResult:
     """Run ``argv`` and wait for it, whatever signals arrive meanwhile; after ``timeout_s`` its whole
     process group is sent SIGTERM, then SIGKILL 10 s later."""
@@ -58,11 +49,6 @@ def run_child(
             proc.send_signal(signum)
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    stop = threading.Event()
-    ticker = None
-    if sys.stderr.isatty():
-        ticker = threading.Thread(target=_status, args=(stop, started, label), daemon=True)
-        ticker.start()
     timed_out = False
     try:
         try:
@@ -76,9 +62,6 @@ def run_child(
                 kill_group(proc, signal.SIGKILL)
                 rc = proc.wait()
     finally:
-        stop.set()
-        if ticker is not None:
-            ticker.join(timeout=1)
         for s, h in old.items():
             signal.signal(s, h)
     code = 128 - rc if rc < 0 else rc

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from npudiag.report.terminal import fmt_us
-from npudiag.report.text import Col, plain, table
+from npudiag.report.text import Col, count, plain, table
 
 PHASES = [
     ("computing_us", "computing"), ("communication_not_overlapped_us", "comm (not overl.)"), ("free_us", "free"), ("bubble_us", "bubble"),
@@ -36,7 +36,7 @@ MATRIX_ROWS = 24  # more ranks than this: the slowest and fastest, and how many 
 
 
 def render_cluster_terminal(s: dict[str, Any], console: Console, per_step: bool = False) -> None:
-    console.print(Text(f"npudiag cluster  {s['ranks']} ranks, {s['steps']} steps", style="bold"))
+    console.print(Text(f"npudiag cluster  {count(s['ranks'], 'rank')}, {count(s['steps'], 'step')}", style="bold"))
     matrix = s.get("rank_matrix", [])
     if matrix:
         med = {k: _median(matrix, k) for k, _ in PHASES}
@@ -50,11 +50,12 @@ def render_cluster_terminal(s: dict[str, Any], console: Console, per_step: bool 
         rows = []
         for i, r in enumerate(shown):
             if rest and i == 16:
-                rows.append([Text("…", style="dim"), *[Text("") for _ in PHASES], Text(f"{rest} ranks between", style="dim")])
+                rows.append([Text("…", style="dim"), *[Text("") for _ in PHASES], Text("")])
             worst = "-" if r["worst_step"] is None else f"{r['worst_step']} ({fmt_us(r['worst_stage_us'])})"
             rows.append([str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES], worst])
-        title = f"Ranks over {s['steps']} step(s): mean per step, difference from the median rank (slowest first)"
-        console.print(table(console, title, cols, rows))
+        title = f"Ranks over {count(s['steps'], 'step')}: mean per step, difference from the median rank (slowest first)"
+        caption = f"… {rest} ranks between the 16 slowest and the 8 fastest (all in --json and cluster_steps.parquet)" if rest else None
+        console.print(table(console, title, cols, rows, caption=caption))
     if per_step:
         for step in s["per_step"]:
             med = {k: step["median"].get(k) for k, _ in PHASES}

@@ -43,7 +43,7 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
     console.print(table(console, "Totals (per run)", cols, rows))
     ops = result["ops"]
     title = f"Operators by {ops['match_by']}, largest change first ({min(top, len(ops['rows']))} of {ops['total']})"
-    cols = [Col("op", "name", 0, min_width=16), Col("count", priority=3), Col("total base", priority=1), Col("total cur", priority=1),
+    cols = [Col("op", "name", 0, min_width=16), Col("count", priority=3), Col("base", priority=1), Col("current", priority=1),
             Col("delta", priority=0), Col("change", priority=0), Col("avg base", priority=2), Col("avg cur", priority=2)]  # fmt: skip
     rows = []
     for r in ops["rows"][:top]:
@@ -55,6 +55,6 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
             Text(("+" if delta > 0 else "") + fmt_us(delta), style="red" if delta > 0 else "green" if delta < 0 else ""),
             _ratio(r["ratio"]), fmt_us(r["base_avg_us"]), fmt_us(r["cur_avg_us"]),
         ])  # fmt: skip
-    console.print(table(console, title, cols, rows))
+    console.print(table(console, title, cols, rows, caption="base, current: the op's total device time per run; avg: per call"))
     if result.get("out"):
         console.print(plain(f"diff table: {result['out']}", style="dim"))

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from npudiag.report.text import Col, plain, table
+from npudiag.report.text import Col, count, plain, table
 
 
 def _num(v: float | None, fmt: str = ".4g") -> str:
@@ -22,17 +22,15 @@ def _num(v: float | None, fmt: str = ".4g") -> str:
 
 
 def render_parse_terminal(s: dict[str, Any], console: Console, top: int = 20) -> None:
-    console.print(
-        Text(
-            f"npudiag dump parse  {s['files']} files, {s['tensors']} tensors, {s['tensor_bytes'] / 1e6:.1f} MB of tensor data", style="bold"
-        )
-    )
+    numbers = f"{count(s['files'], 'file')}, {count(s['tensors'], 'tensor')}, {s['tensor_bytes'] / 1e6:.1f} MB of tensor data"
+    console.print(Text(f"npudiag dump parse  {numbers}", style="bold"))
     rows = s["rows"]
     bad = [r for r in rows if (r["nan_count"] or 0) or (r["pos_inf_count"] or 0) or (r["neg_inf_count"] or 0)]
     if bad:
         console.print(
             plain(
-                f"{len(bad)} tensors hold NaN/Inf; the first in execution order: {bad[0]['op_name']} {bad[0]['io']} {bad[0]['index']}",
+                f"{count(len(bad), 'tensor')} hold{'s' if len(bad) == 1 else ''} NaN/Inf; the first in execution order: "
+                f"{bad[0]['op_name']} {bad[0]['io']} {bad[0]['index']}",
                 style="red",
             )  # fmt: skip
         )
@@ -52,7 +50,8 @@ def render_parse_terminal(s: dict[str, Any], console: Console, top: int = 20) ->
 
 
 def render_compare_terminal(s: dict[str, Any], console: Console) -> None:
-    console.print(Text(f"npudiag dump compare  {s['tensors_compared']} tensors compared, {s['outputs_failed']} outputs fail", style="bold"))
+    numbers = f"{count(s['tensors_compared'], 'tensor')} compared, {count(s['outputs_failed'], 'output')} fail"
+    console.print(Text(f"npudiag dump compare  {numbers}", style="bold"))
     first = s["first_failing_output"]
     if first:
         console.print(

@@ -40,6 +40,13 @@ def headline(result: dict[str, Any]) -> str:
     return f"FAILED: {len(bad)} of {n} metrics regressed ({', '.join(bad)})"
 
 
+def failed_lines(result: dict[str, Any]) -> list[str]:
+    """What a quiet gate still says: the gate's warnings are not here (the CLI shows them), each
+    failed metric with its reason, and the verdict when it failed."""
+    lines = [f"{m['metric']}: {m['reason']}" for m in result["metrics"] if m["failed"]]
+    return [*lines, headline(result)] if lines else []
+
+
 def render_gate_terminal(result: dict[str, Any], console: Console, title: str = "") -> None:
     head = Text("npudiag gate", style="bold")
     if title:

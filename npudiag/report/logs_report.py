@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from npudiag.report.text import Col, plain, table
+from npudiag.report.text import Col, count, plain, table
 
 
 def _ts(t: datetime | None) -> str:
@@ -17,7 +17,7 @@ def _ts(t: datetime | None) -> str:
 
 
 def _where(r: dict[str, Any]) -> str:
-    parts = [f"{r['file']}:{r['line']}"]
+    parts = [where(r["file"], r["line"])]
     if r.get("device_id") is not None:
         parts.append(f"device {r['device_id']}")
     if r.get("rank") is not None:
@@ -25,9 +25,20 @@ def _where(r: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _cut(text: str, n: int) -> str:
+    """At most ``n`` characters, with an ellipsis when something was cut."""
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def where(file: str, line: Any) -> str:
+    """``file:line``; what was read from standard input (``-``) is ``stdin:line``."""
+    return f"{'stdin' if file == '-' else file}:{line}"
+
+
 def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     head = Text("npudiag logs", style="bold")
-    head.append(f"  {s['files']} files, {s['records']:,} records, {s['errors']:,} errors, {s['warnings']:,} warnings", style="dim")
+    numbers = ", ".join(count(s[k], k[:-1]) for k in ("files", "records", "errors", "warnings"))
+    head.append(f"  {numbers}", style="dim")
     console.print(head)
     if s.get("note"):
         console.print(plain(s["note"], style="yellow"))
@@ -45,7 +56,7 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
         body.append("\n")
         body.append_text(plain(root["meaning"]))
         body.append("\nfirst seen: ", style="dim")
-        body.append_text(plain(f"{_ts(root['first_timestamp'])}  {root['first_file']}:{root['first_line']}"))
+        body.append_text(plain(f"{_ts(root['first_timestamp'])}  {where(root['first_file'], root['first_line'])}"))
         body.append("\nlog: ", style="dim")
         body.append_text(plain(root["example"]))
         body.append("\n")
@@ -66,8 +77,8 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     else:
         console.print(Text("No errors found.", style="green"))
     if first is not None and root is not None:
-        where = f"{_ts(first['timestamp'])} {first['module'] or ''} {_where(first)}"
-        console.print(plain(f"First error in time: {where}: {first['message'][:160]}"))
+        at = f"{_ts(first['timestamp'])} {first['module'] or ''} {_where(first)}"
+        console.print(plain(f"First error in time: {at}: {_cut(first['message'], 160)}"))
     if s["error_codes"]:
         cols = [Col("code", "fixed", 0), Col("count", priority=1), Col("first seen", "fixed", 2), Col("meaning", "text", 0, min_width=20)]
         rows = [[r["code"], f"{r['count']:,}", _ts(r["first_timestamp"]), r["meaning"] or ""] for r in s["error_codes"][:30]]
@@ -80,7 +91,7 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     if len(s["first_failure_by_rank"]) > 1:
         cols = [Col("rank", priority=0), Col("time", "fixed", 1), Col("where", "name", 2, min_width=12),
                 Col("message", "text", 0, min_width=20)]  # fmt: skip
-        rows = [[str(r["rank"]), _ts(r["timestamp"]), f"{r['file']}:{r['line']}", r["message"][:120]]
+        rows = [[str(r["rank"]), _ts(r["timestamp"]), where(r["file"], r["line"]), _cut(r["message"], 120)]
                 for r in s["first_failure_by_rank"][:16]]  # fmt: skip
         console.print(table(console, "First error per rank (earliest first)", cols, rows))
     for key, label in (("by_module", "module"), ("by_device", "device_id")):

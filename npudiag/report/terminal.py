@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from npudiag.report.text import Col, plain, table
+from npudiag.report.text import Col, count, plain, table
 
 
 def fmt_us(us: float | None) -> str:
@@ -108,10 +108,10 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
 
     errors = summary.get("errors", [])
     if errors:
-        console.print(Text(f"{len(errors)} input file(s) could not be read (listed on stderr and in manifest.json)", style="red"))
+        console.print(Text(f"{count(len(errors), 'input file')} could not be read (listed on stderr and in manifest.json)", style="red"))
     warnings = summary.get("warnings", [])
     if warnings:
-        console.print(Text(f"{len(warnings)} warning(s) (on stderr and in manifest.json)", style="yellow"))
+        console.print(Text(f"{count(len(warnings), 'warning')} (on stderr and in manifest.json)", style="yellow"))
     if summary.get("out"):
         line = Text("tables written to ")
         line.append_text(plain(summary["out"], style="bold"))

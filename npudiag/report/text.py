@@ -12,7 +12,6 @@ priority order (highest number first; priority 0 is a key column and is always k
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,20 +20,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+from npudiag.report.escape import clean
+
+__all__ = ["ELLIPSIS", "Col", "clean", "count", "middle", "plain", "say", "table"]
+
 ELLIPSIS = "…"
 _GAP = 2  # what a column costs beside its text: one space of padding and the box's divider
-
-
-def _escape(m: re.Match[str]) -> str:
-    ch = m.group(0)
-    return {"\n": "\\n", "\r": "\\r"}.get(ch, f"\\x{ord(ch):02x}")
-
-
-def clean(value: Any) -> str:
-    """``value`` as one line of text: control characters (not TAB) escaped."""
-    s = "" if value is None else str(value)
-    return _CONTROL.sub(_escape, s) if _CONTROL.search(s) else s
 
 
 def plain(value: Any, style: str = "") -> Text:
@@ -42,6 +33,11 @@ def plain(value: Any, style: str = "") -> Text:
     if isinstance(value, Text):
         return value
     return Text(clean(value), style=style)
+
+
+def count(n: int, word: str, many: str | None = None) -> str:
+    """``1 step``, ``2 steps``, ``1,024 files``: a number with its noun in the right number."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
 def middle(text: str, width: int) -> str:

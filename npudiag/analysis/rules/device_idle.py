@@ -68,11 +68,12 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             {"start_us": float(gap_start[idx[j]]), "gap_us": float(gaps[idx[j]]), "host_call": calls[j], "cause": cause_of(calls[j])}
             for j in order
         ]
+        n_gaps = int(long.sum())
         out.append(
             Finding(
                 RULE_ID,
                 ctx.severity(rank, total, opts, span_us=span),
-                f"device idle {total / 1e3:.2f} ms in {int(long.sum())} gaps over {opts['min_gap_us'] / 1e3:g} ms",
+                f"device idle {total / 1e3:.2f} ms in {n_gaps} gap{'' if n_gaps == 1 else 's'} over {opts['min_gap_us'] / 1e3:g} ms",
                 "Find what the host does in the gaps (data loading, synchronisation, Python overhead): prefetch inputs, "
                 "remove stream/device synchronisations from the loop, or capture the step as a graph.",
                 total,
