@@ -172,10 +172,13 @@ def compare_summary(run: CompareRun, worst: int = 10) -> dict[str, Any]:
     outputs = [r for r in rows if r["io"] == "output"]
     failing = [r for r in outputs if r["passed"] is False]
     first = min(failing, key=lambda r: r["order"]) if failing else None
-    by_cos = sorted(
-        (r for r in rows if r["cosine_similarity"] is not None),
-        key=lambda r: r["cosine_similarity"] if r["cosine_similarity"] == r["cosine_similarity"] else -2,
-    )
+    # lowest cosine first (NaN before all); cosines equal to 12 decimals (1.0 and 0.9999999999999998 are
+    # the same tensor summed in another order) keep execution order, so the list is the same on every CPU
+    def worst_first(r: dict[str, Any]) -> tuple:
+        cos = r["cosine_similarity"]
+        return (round(cos, 12) if cos == cos else -2, r["order"], r["io"], r["index"])
+
+    by_cos = sorted((r for r in rows if r["cosine_similarity"] is not None), key=worst_first)
     return {
         "tensors_compared": len(rows),
         "tensors_failed": sum(1 for r in rows if r["passed"] is False),

@@ -32,10 +32,14 @@ KINDS: dict[str, re.Pattern[str]] = {
     "analysis_db": re.compile(r"^analysis\.db$"),
     "communication_matrix": re.compile(r"^communication_matrix[^/]*\.json$"),
     "communication": re.compile(r"^communication(_\d+)?\.json$"),
+    "memory_record": re.compile(r"^memory_record[^/]*\.csv$"),
+    "operator_memory": re.compile(r"^operator_memory[^/]*\.csv$"),
+    "npu_module_mem": re.compile(r"^npu_module_mem[^/]*\.csv$"),
+    "npu_mem": re.compile(r"^npu_mem(?!ory)[^/]*\.csv$"),
 }
 # files we recognise and list in the manifest but do not read into tables yet
 KNOWN_UNREAD = re.compile(
-    r"^(npu_mem|npu_module_mem|memory_record|operator_memory|operator_details|l2_cache|communication"
+    r"^(operator_details|l2_cache|communication"
     r"|communication_statistic|hccl_statistic|fusion_op|aicpu|msprof_tx|ai_core_utilization"
     r"|data_preprocess|cluster_|hbm|llc|pcie|hccs|nic|roce|soc_pmu|dvpp|ddr|cpu_usage|sys_mem|host_)[\w]*\.(csv|json|db)$"
 )
@@ -47,6 +51,11 @@ HEADERS: dict[str, tuple[frozenset[str], ...]] = {
     "op_statistic": (frozenset({"OP Type", "Core Type", "Count", "Total Time(us)"}),),
     "api_statistic": (frozenset({"API Name", "Level", "Time(us)", "Count"}),),
     "step_trace": (frozenset({"Step", "Computing", "Stage"}), frozenset({"Iteration ID", "Iteration Time(us)"})),
+    "operator_memory": (frozenset({"Name", "Size(KB)", "Allocation Time(us)"}),),
+    "memory_record": (
+        frozenset({"Component", "Timestamp(us)", "Total Allocated(MB)"}),
+        frozenset({"Component", "Timestamp(us)", "Total Allocated(KB)"}),
+    ),
 }
 MAX_DEPTH = 8
 

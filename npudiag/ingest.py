@@ -27,6 +27,7 @@ from npudiag.formats.analysis_db import read_analysis_db
 from npudiag.formats.api_statistic import read_api_statistic
 from npudiag.formats.communication import read_communication, read_matrix
 from npudiag.formats.kernel_csv import read_kernels
+from npudiag.formats.memory_csv import read_memory_record, read_npu_mem, read_npu_module_mem, read_operator_memory
 from npudiag.formats.msprof_db import read_db
 from npudiag.formats.op_statistic import read_op_statistic
 from npudiag.formats.profiler_metadata import read_distributed_args
@@ -145,6 +146,10 @@ _READERS: dict[str, Callable[[Path, int | None], Any]] = {
     "analysis_db": read_analysis_db,
     "communication_matrix": lambda path, rank: (read_matrix(path, rank), []),
     "communication": lambda path, rank: (read_communication(path, rank), []),
+    "memory_record": read_memory_record,
+    "npu_module_mem": read_npu_module_mem,
+    "npu_mem": read_npu_mem,
+    "operator_memory": read_operator_memory,
 }
 # which file gives a unit's device tasks, best first (kernel_details carries Step Id); per-iteration
 # trace files of one kind are read together, in time order
@@ -165,7 +170,10 @@ class UnitResult:
     record: dict[Path, InputFile]
 
 
-READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops", "comm_tasks")
+READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops", "comm_tasks",
+               "memory_timeline", "op_memory")  # fmt: skip
+# the memory files of a unit, by the table they give; the .db export's tables stand in for them
+_MEMORY_KINDS = {"memory_timeline": ("memory_record", "npu_module_mem", "npu_mem"), "op_memory": ("operator_memory",)}
 
 
 def _by_time(tables: list[pa.Table]) -> pa.Table | None:
@@ -304,6 +312,7 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
             found = [(p, t[name]) for p, t in r.read("analysis_db") if t[name].num_rows]
             parts[name].extend(t for _, t in found)
             r.use("analysis_db", name, [p for p, _ in found])
+    _read_memory(r, parts)
     copies = build_copies(dev_copies, api)
     if copies.num_rows:
         parts["copies"].append(copies)
@@ -325,6 +334,19 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
         if args is not None:
             info["distributed_args"] = args
     return UnitResult(parts, info, warnings, errors, record)
+
+
+def _read_memory(r: _UnitReader, parts: dict[str, list[pa.Table]]) -> None:
+    """memory_timeline / op_memory from the text exports, else from the .db export of the unit."""
+    for name, kinds in _MEMORY_KINDS.items():
+        for kind in kinds:
+            found = [(p, t) for p, t in r.read(kind) if t.num_rows] if kind in r.unit.files else []
+            parts[name].extend(t for _, t in found)
+            r.use(kind, name, [p for p, _ in found])
+        if not parts[name] and "db" in r.unit.files:
+            found = [(p, getattr(d, name)) for p, d in r.read("db") if getattr(d, name).num_rows]
+            parts[name].extend(t for _, t in found)
+            r.use("db", name, [p for p, _ in found])
 
 
 def _steps_of(kind: str, result: Any) -> pa.Table:

@@ -408,6 +408,50 @@ COMM_OPS = pa.schema(
     ]
 )
 
+MEMORY_TIMELINE = pa.schema(
+    [
+        ("source", pa.string()),  # memory_record, npu_module_mem, npu_mem, db
+        ("rank", pa.int32()),
+        ("device_id", pa.int32()),
+        ("kind", pa.string()),  # allocator (memory_record: PTA, GE, PTA+GE, APP), module (npu_module_mem), npu (npu_mem)
+        ("component", pa.string()),  # PTA, GE, PTA+GE, APP; a CANN module (SLOG, HCCL, ...); APP or DEVICE for npu_mem
+        ("ts_us", pa.float64()),  # the sample's time, absolute local Unix time
+        ("ts_ns", pa.int64()),  # the same instant exactly, parsed from the text
+        ("allocated_bytes", pa.int64()),  # Total Allocated: bytes handed out to tensors
+        ("reserved_bytes", pa.int64()),  # Total Reserved: bytes the allocator holds from the device; npu_mem: DDR + HBM in use
+        ("active_bytes", pa.int64()),  # Total Active: allocated plus blocks freed but still in use by a stream
+        ("hbm_bytes", pa.int64()),  # npu_mem only
+        ("ddr_bytes", pa.int64()),  # npu_mem only
+        ("stream_ptr", pa.int64()),
+        ("device_type", pa.string()),  # NPU:0
+    ]
+)
+
+OP_MEMORY = pa.schema(
+    [
+        ("source", pa.string()),  # operator_memory, db
+        ("rank", pa.int32()),
+        ("device_id", pa.int32()),
+        ("op_name", pa.string()),  # null on a release-only row
+        ("size_bytes", pa.int64()),  # negative: a release whose allocation came before the profile (CANN's convention)
+        ("alloc_us", pa.float64()),  # null on a release-only row
+        ("alloc_ns", pa.int64()),
+        ("release_us", pa.float64()),  # null: not released while profiling (msprof files: allocation + duration)
+        ("release_ns", pa.int64()),
+        ("active_release_us", pa.float64()),
+        ("duration_us", pa.float64()),  # how long the block was held
+        ("active_duration_us", pa.float64()),
+        ("alloc_allocated_bytes", pa.int64()),  # the pool's totals at the allocation
+        ("alloc_reserved_bytes", pa.int64()),
+        ("alloc_active_bytes", pa.int64()),
+        ("release_allocated_bytes", pa.int64()),  # the pool's totals at the release
+        ("release_reserved_bytes", pa.int64()),
+        ("release_active_bytes", pa.int64()),
+        ("stream_ptr", pa.int64()),
+        ("device_type", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "kernels": KERNELS,
     "api_calls": API_CALLS,
@@ -422,6 +466,8 @@ TABLES: dict[str, pa.Schema] = {
     "comm_links": COMM_LINKS,
     "comm_ops": COMM_OPS,
     "comm_tasks": COMM_TASKS,
+    "memory_timeline": MEMORY_TIMELINE,
+    "op_memory": OP_MEMORY,
 }
 
 

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.analysis.hot_ops import hot_ops_table, merge_hot_ops
+from npudiag.analysis.memory import memory_by_rank
 from npudiag.analysis.quantities import clipped_union_us, timeline
 from npudiag.analysis.rules import sort_findings
 
@@ -26,7 +27,8 @@ def _f(x: Any) -> float | None:
 
 
 # the tables that say a rank holds data, and what kind (a rank of only step / comm files counts)
-DATA_TABLES = ("kernels", "copies", "api_calls", "steps", "op_statistic", "api_statistic", "comm_ops", "comm_links", "comm_tasks")
+DATA_TABLES = ("kernels", "copies", "api_calls", "steps", "op_statistic", "api_statistic", "comm_ops", "comm_links", "comm_tasks",
+               "memory_timeline", "op_memory")  # fmt: skip
 
 
 def _ranks_of(table: pa.Table) -> list:
@@ -193,6 +195,7 @@ def summary_parts(tables: dict[str, pa.Table]) -> dict[str, Any]:
         "steps": tables["steps"],
         "step_breakdown": tables.get("step_breakdown", schemas.empty("step_breakdown")),
         "findings": tables.get("findings", schemas.empty("findings")),
+        "memory": memory_by_rank(tables),
     }
 
 
@@ -219,6 +222,7 @@ def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "steps": schemas.concat([p["steps"] for p in parts]),
         "step_breakdown": _by_rank(schemas.concat([p["step_breakdown"] for p in parts])),
         "findings": findings,
+        "memory": sorted((m for p in parts for m in p.get("memory", [])), key=lambda m: (m["rank"] is None, m["rank"])),
     }
 
 
@@ -266,8 +270,22 @@ def summary_from_parts(
         "steps": _steps(parts["step_breakdown"]),
         "step_breakdown": parts["step_breakdown"].slice(0, 50).to_pylist(),
         "findings": _findings(parts["findings"]),
+        "memory": _memory(parts.get("memory", [])),
         "rules_skipped": rules_skipped or {},
     }
+
+
+def _memory(ranks: list[dict[str, Any]], limit: int = 50) -> dict[str, Any]:
+    """Per rank memory (npudiag.analysis.memory), per-step lists cut to their first ``limit`` steps."""
+    out = []
+    for r in ranks:
+        r = dict(r)
+        for key in ("per_step", "reservation_changes_per_step"):
+            if key in r:
+                r[key] = r[key][:limit]
+        out.append(r)
+    peaks = [r["peak_allocated_bytes"] for r in ranks if r.get("peak_allocated_bytes") is not None]
+    return {"ranks": out, "peak_allocated_bytes": max(peaks) if peaks else None}
 
 
 def _by_rank(table: pa.Table) -> pa.Table:

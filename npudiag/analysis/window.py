@@ -81,16 +81,14 @@ def _rank_ranges(kernels: pa.Table) -> dict[object, tuple[float, float]]:
     return {r: (s, e) for r, s, e in zip(g["rank"].to_pylist(), g["s_min"].to_pylist(), g["e_max"].to_pylist())}
 
 
-def _cut_by_time(table: pa.Table, ranges: dict[object, tuple[float, float]]) -> pa.Table:
+def _cut_by_time(table: pa.Table, ranges: dict[object, tuple[float, float]], column: str = "start_us") -> pa.Table:
+    """The rows of ``table`` whose ``column`` lies in their rank's range."""
     if table.num_rows == 0:
         return table
-    keep = np.zeros(table.num_rows, bool)
-    ranks = table["rank"].to_pylist()
-    starts = pc.fill_null(table["start_us"], np.nan).to_numpy()
-    for rank, (lo, hi) in ranges.items():
-        sel = np.array([r == rank for r in ranks])
-        keep |= sel & (starts >= lo) & (starts <= hi)
-    return table.filter(pa.array(keep))
+    lo, hi = _range_columns(table, ranges)
+    starts = pc.fill_null(table[column], np.nan).to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        return table.filter(pa.array((starts >= lo) & (starts <= hi)))
 
 
 def apply_window(
@@ -123,4 +121,29 @@ def apply_window(
     ranges = _rank_ranges(out["kernels"])
     for name in ("api_calls", "copies"):
         out[name] = _cut_by_time(tables[name], ranges)
+    if "memory_timeline" in tables:
+        out["memory_timeline"] = _cut_by_time(tables["memory_timeline"], ranges, "ts_us")
+    if "op_memory" in tables:
+        out["op_memory"] = _held_in(tables["op_memory"], ranges)
     return out
+
+
+def _held_in(blocks: pa.Table, ranges: dict[object, tuple[float, float]]) -> pa.Table:
+    """The memory blocks held at some time of their rank's range: allocated before its end (or before
+    the profile) and released after its start (or never, while profiling)."""
+    if blocks.num_rows == 0:
+        return blocks
+    lo, hi = _range_columns(blocks, ranges)
+    alloc = pc.fill_null(blocks["alloc_us"], -np.inf).to_numpy(zero_copy_only=False)
+    release = pc.fill_null(blocks["release_us"], np.inf).to_numpy(zero_copy_only=False)
+    return blocks.filter(pa.array((alloc <= hi) & (release >= lo)))
+
+
+def _range_columns(table: pa.Table, ranges: dict[object, tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's rank range (lo, hi); NaN where its rank has no kernels in the window."""
+    keys = list(ranges)
+    pos = pc.index_in(table["rank"], value_set=pa.array(keys, table["rank"].type)).to_numpy(zero_copy_only=False)
+    lo_of = np.array([ranges[k][0] for k in keys] + [np.nan])
+    hi_of = np.array([ranges[k][1] for k in keys] + [np.nan])
+    idx = np.where(np.isnan(pos.astype(float)), len(keys), pos).astype(np.int64)
+    return lo_of[idx], hi_of[idx]

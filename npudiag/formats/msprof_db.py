@@ -51,6 +51,8 @@ class DbTables:
     task_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     rank: int | None = None
     warnings: list[str] = field(default_factory=list)
+    memory_timeline: pa.Table = field(default_factory=lambda: schemas.empty("memory_timeline"))
+    op_memory: pa.Table = field(default_factory=lambda: schemas.empty("op_memory"))
 
 
 def _columns(con: sqlite3.Connection, table: str) -> list[str]:
@@ -271,7 +273,10 @@ def _read(db: _Db, rank: int | None) -> DbTables:
         table, bad = drop_bad_timing(table, f"{db.path} {name}", lambda i, t=table: f"startNs {t['start_ns'][i].as_py()}")
         db.warnings.extend(bad)
         checked.append(table)
-    return DbTables(*checked, steps, counts, rank, db.warnings)
+    out = DbTables(*checked, steps, counts, rank, db.warnings)
+    out.memory_timeline = _memory_timeline(db, rank)
+    out.op_memory = _op_memory(db, rank)
+    return out
 
 
 def _compute_kernels(db: _Db, task: pa.Table, cti: pa.Table, pos: pa.Array, rank: int | None) -> pa.Table:
@@ -441,3 +446,66 @@ def _steps(db: _Db, rank: int | None, task: pa.Table) -> pa.Table:
         }
     )
     return schemas.conform(table, schemas.STEPS)
+
+
+def _samples(rank: int | None, kind: str, table: pa.Table, component: pa.Array) -> pa.Table:
+    n = table.num_rows
+    cols = {
+        "source": _repeat("db", n, pa.string()),
+        "rank": _repeat(rank, n, pa.int32()),
+        "device_id": pc.cast(table["device_id"], pa.int32(), safe=False),
+        "kind": _repeat(kind, n, pa.string()),
+        "component": component,
+        "ts_us": _us(table["ts_ns"]),
+        **{name: table[name] for name in table.column_names if name != "device_id"},
+    }
+    return schemas.conform(pa.table(cols), schemas.MEMORY_TIMELINE)
+
+
+def _memory_timeline(db: _Db, rank: int | None) -> pa.Table:
+    """MEMORY_RECORD (the allocator's totals), NPU_MODULE_MEM (per CANN module) and NPU_MEM (process
+    and device level, DDR + HBM): bytes and ns, as every table of the export."""
+    parts = []
+    if "MEMORY_RECORD" in db.present:
+        t = db.read("MEMORY_RECORD", {"component": "component", "ts_ns": "timestamp", "allocated_bytes": "totalAllocated",
+                                      "reserved_bytes": "totalReserved", "active_bytes": "totalActive",
+                                      "stream_ptr": "streamPtr", "device_id": "deviceId"})  # fmt: skip
+        parts.append(_samples(rank, "allocator", t.drop_columns(["component"]), db.text(t["component"])))
+    if "NPU_MODULE_MEM" in db.present:
+        cols = {"module": "moduleId", "ts_ns": "timestampNs", "reserved_bytes": "totalReserved", "device_id": "deviceId"}
+        t = db.read("NPU_MODULE_MEM", cols)
+        parts.append(_samples(rank, "module", t.drop_columns(["module"]), db.enum("ENUM_MODULE", t["module"])))
+    if "NPU_MEM" in db.present:
+        t = db.read("NPU_MEM", {"type": "type", "ts_ns": "timestampNs", "hbm_bytes": "hbm", "ddr_bytes": "ddr", "device_id": "deviceId"})
+        used = pc.add(pc.fill_null(t["hbm_bytes"], 0), pc.fill_null(t["ddr_bytes"], 0))
+        level = pc.utf8_upper(db.text(t["type"]))  # app (the process) or device
+        parts.append(_samples(rank, "npu", t.drop_columns(["type"]).append_column("reserved_bytes", used), level))
+    return schemas.concat(parts) if parts else schemas.empty("memory_timeline")
+
+
+def _op_memory(db: _Db, rank: int | None) -> pa.Table:
+    if "OP_MEMORY" not in db.present:
+        return schemas.empty("op_memory")
+    t = db.read(
+        "OP_MEMORY",
+        {"name": "name", "size_bytes": "size", "alloc_ns": "allocationTime", "release_ns": "releaseTime",
+         "active_release_ns": "activeReleaseTime", "duration_ns": "duration", "active_duration_ns": "activeDuration",
+         "alloc_allocated_bytes": "allocationTotalAllocated", "alloc_reserved_bytes": "allocationTotalReserved",
+         "alloc_active_bytes": "allocationTotalActive", "release_allocated_bytes": "releaseTotalAllocated",
+         "release_reserved_bytes": "releaseTotalReserved", "release_active_bytes": "releaseTotalActive",
+         "stream_ptr": "streamPtr", "device_id": "deviceId"},
+    )  # fmt: skip
+    n = t.num_rows
+    cols = {
+        "source": _repeat("db", n, pa.string()),
+        "rank": _repeat(rank, n, pa.int32()),
+        "device_id": pc.cast(t["device_id"], pa.int32(), safe=False),
+        "op_name": db.text(t["name"]),
+        "alloc_us": _us(t["alloc_ns"]),
+        "release_us": _us(t["release_ns"]),
+        "active_release_us": _us(t["active_release_ns"]),
+        "duration_us": _us(t["duration_ns"]),
+        "active_duration_us": _us(t["active_duration_ns"]),
+        **{c: t[c] for c in t.column_names if c.endswith("_bytes") or c in ("alloc_ns", "release_ns", "stream_ptr")},
+    }
+    return schemas.conform(pa.table(cols), schemas.OP_MEMORY)

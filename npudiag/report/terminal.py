@@ -9,6 +9,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from npudiag.report.text import Col, count, plain, table
+from npudiag.units import format_bytes
 
 
 def fmt_us(us: float | None) -> str:
@@ -21,14 +22,7 @@ def fmt_us(us: float | None) -> str:
     return f"{us:.2f}µs"
 
 
-def fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+fmt_bytes = format_bytes
 
 
 def fmt_pct(p: float | None) -> str:
@@ -103,6 +97,7 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
     else:
         console.print("No memory copies in this profile.")
 
+    _memory(summary, console)
     _step_bars(summary, console)
     _findings(summary, console)
 
@@ -116,6 +111,29 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
         line = Text("tables written to ")
         line.append_text(plain(summary["out"], style="bold"))
         console.print(line)
+
+
+def _memory(summary: dict[str, Any], console: Console) -> None:
+    ranks = summary.get("memory", {}).get("ranks", [])
+    if not ranks:
+        return
+    cols = [Col("rank", priority=0), Col("allocator", "fixed", 5), Col("peak allocated", priority=0), Col("reserved", priority=2),
+            Col("unused", priority=1), Col("step", priority=3), Col("op at peak", "name", 4, min_width=12),
+            Col("process", priority=6)]  # fmt: skip
+    rows = [["-" if m["rank"] is None else str(m["rank"]), m.get("allocator") or "-", fmt_bytes(m.get("peak_allocated_bytes")),
+             fmt_bytes(m.get("reserved_at_peak_bytes", m.get("peak_reserved_bytes"))), fmt_bytes(m.get("fragmentation_bytes")),
+             "-" if m.get("peak_step") is None else str(m["peak_step"]), m.get("peak_op") or "-",
+             fmt_bytes(m.get("process_peak_reserved_bytes"))] for m in ranks]  # fmt: skip
+    console.print(table(console, "Device memory at the allocation peak", cols, rows))
+    held = ranks[0].get("held_at_peak", []) if len(ranks) == 1 else []
+    if held:
+        cols = [Col("held by op", "name", 0, min_width=16), Col("blocks", priority=2), Col("bytes", priority=0), Col("share", priority=1)]
+        rows = [[h["op_name"], f"{h['blocks']:,}", fmt_bytes(h["bytes"]), fmt_pct(h["share_pct"])] for h in held]
+        rest = ranks[0].get("unattributed_at_peak_bytes")
+        if rest:
+            share = 100.0 * rest / ranks[0]["peak_allocated_bytes"] if ranks[0].get("peak_allocated_bytes") else None
+            rows.append(["(in no operator_memory block)", "-", fmt_bytes(rest), fmt_pct(share)])
+        console.print(table(console, "Held at the memory peak", cols, rows))
 
 
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}

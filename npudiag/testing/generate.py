@@ -114,6 +114,7 @@ class GroundTruth:
     steps: list[int] = field(default_factory=list)
     copies: dict[str, float] = field(default_factory=dict)
     profile_dir: str = ""
+    memory: dict = field(default_factory=dict)
 
 
 def _ts(x: float) -> str:
@@ -362,6 +363,137 @@ def _write_trace(path: Path, events: list[dict]) -> None:
         fh.write("]")
 
 
+MEMORY_RECORD_HEADER = [
+    "Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)", "Stream Ptr", "Device Type"
+]  # fmt: skip
+OPERATOR_MEMORY_HEADER = [
+    "Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Active Release Time(us)", "Duration(us)", "Active Duration(us)",
+    "Allocation Total Allocated(MB)", "Allocation Total Reserved(MB)", "Allocation Total Active(MB)", "Release Total Allocated(MB)",
+    "Release Total Reserved(MB)", "Release Total Active(MB)", "Stream Ptr", "Device Type",
+]  # fmt: skip
+_MEM_OPS = ("aten::empty_strided", "aten::mm", "aten::add", "aten::_convolution", "npu::npu_fusion_attention", "aten::cat")
+_STREAM_PTR = "1431569360"
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """torch_npu's caching allocator over the profile, written as memory_record.csv / operator_memory.csv.
+
+    ``base_bytes`` are allocated before the profile and held (weights: in the totals, in no
+    operator_memory row); each step allocates
+    ``blocks_per_step`` blocks of about ``block_bytes`` and frees them before it ends. ``peak_op``
+    allocates ``peak_op_bytes`` in the middle of the last step (the profile's peak). The allocator
+    reserves ``slack_bytes`` beyond what it hands out each time it grows (a fragmented cache);
+    with ``churn`` it gives the freed memory back at the end of every step (``empty_cache``), so
+    every step grows the reservation again."""
+
+    base_bytes: int = 2 << 30
+    blocks_per_step: int = 24
+    block_bytes: int = 64 << 20
+    peak_op: str | None = None
+    peak_op_bytes: int = 0
+    slack_bytes: int = 0
+    churn: bool = False
+
+
+def _ts_ns(t_ns: int) -> str:
+    return f"{t_ns // 1000}.{t_ns % 1000:03d}\t"
+
+
+def _mb(b: int) -> str:
+    return repr(b / 1048576)
+
+
+def write_torch_memory(prof: Path, start: np.ndarray, dur: np.ndarray, step: np.ndarray, plan: MemoryPlan) -> dict:
+    """Simulate ``plan`` over the kernels' steps; returns its ground truth (peak, reserved there, who holds what)."""
+    grain = 2 << 20
+    events: list[tuple[int, int, int, str]] = []  # (time ns, order, +size / -size, block id)
+    blocks: dict[str, dict] = {}
+    t0 = int(round(float(start[0]) * 1000)) - 50_000
+
+    def block(name: str, size: int, t_alloc: int, t_free: int | None) -> None:
+        bid = f"b{len(blocks)}"
+        blocks[bid] = {"name": name, "size": size, "alloc": t_alloc, "free": t_free}
+        events.append((t_alloc, len(events), size, bid))
+        if t_free is not None:
+            events.append((t_free, len(events), -size, bid))
+
+    block("aten::empty_strided", plan.base_bytes, t0, None)
+    ids = sorted(set(step.tolist()))
+    step_starts, step_ends = [], []
+    for j, s in enumerate(ids):
+        sel = step == s
+        a = int(round(float(start[sel].min()) * 1000))
+        b = int(round(float((start[sel] + dur[sel]).max()) * 1000))
+        step_starts.append(a)
+        step_ends.append(b)
+        span = b - a
+        for i in range(plan.blocks_per_step):
+            size = (plan.block_bytes * (2 + i % 4) // 4) // 512 * 512
+            t_alloc = a + span * (i + 1) * 6 // (10 * (plan.blocks_per_step + 1))
+            t_free = a + span * 7 // 10 + span * (plan.blocks_per_step - i) * 2 // (10 * (plan.blocks_per_step + 1))
+            block(_MEM_OPS[i % len(_MEM_OPS)], size, t_alloc, t_free)
+        if plan.peak_op and j == len(ids) - 1:
+            block(plan.peak_op, plan.peak_op_bytes, a + span * 65 // 100, a + span * 96 // 100)
+    events.sort()
+    allocated = reserved = 0
+    records: list[list[str]] = []
+    state: dict[str, tuple[int, int]] = {}  # block id -> (allocated, reserved) right after its event
+    peak = (-1, 0, 0, "")
+    growths: list[int] = []
+    ends = iter(step_ends)
+    next_end = next(ends, None)
+    for t, _, delta, bid in events:
+        while plan.churn and next_end is not None and t > next_end:
+            reserved = -(-allocated // grain) * grain  # empty_cache: the cached blocks go back to the device
+            records.append(["PTA", _ts_ns(next_end), _mb(allocated), _mb(reserved), _mb(allocated), _STREAM_PTR, "NPU:0"])
+            records.append(["PTA+GE", _ts_ns(next_end), _mb(allocated), _mb(reserved), _mb(allocated), _STREAM_PTR, "NPU:0"])
+            next_end = next(ends, None)
+        allocated += delta
+        if allocated > reserved:
+            reserved = -(-(allocated + plan.slack_bytes) // grain) * grain
+            growths.append(t)
+        state[bid + ("+" if delta > 0 else "-")] = (allocated, reserved)
+        for comp in ("PTA", "PTA+GE"):
+            records.append([comp, _ts_ns(t), _mb(allocated), _mb(reserved), _mb(allocated), _STREAM_PTR, "NPU:0"])
+        if allocated > peak[0]:
+            peak = (allocated, reserved, t, blocks[bid]["name"])
+    app = [["APP", _ts_ns(t), "", _mb(reserved + (600 << 20)), "", "", "NPU:0"] for t in range(t0 - 10_000_000, t0, 2_000_000)]
+    _write_csv(prof / "memory_record.csv", MEMORY_RECORD_HEADER, app + records)
+    rows = []
+    for bid, bl in sorted(blocks.items(), key=lambda kv: kv[1]["alloc"]):
+        if bid == "b0":
+            continue  # the weights were allocated before the profile: in the totals, in no operator_memory row
+        a_alloc, a_res = state[bid + "+"]
+        row = [bl["name"], repr(bl["size"] / 1024), _ts_ns(bl["alloc"])]
+        if bl["free"] is None:
+            row += ["", "", "", "", _mb(a_alloc), _mb(a_res), _mb(a_alloc), "", "", ""]
+        else:
+            r_alloc, r_res = state[bid + "-"]
+            held = bl["free"] - bl["alloc"]
+            row += [_ts_ns(bl["free"]), _ts_ns(bl["free"] - 400), _ts_ns(held), _ts_ns(held - 400),
+                    _mb(a_alloc), _mb(a_res), _mb(a_alloc), _mb(r_alloc), _mb(r_res), _mb(r_alloc)]  # fmt: skip
+        rows.append(row + [_STREAM_PTR, "NPU:0"])
+    _write_csv(prof / "operator_memory.csv", OPERATOR_MEMORY_HEADER, rows)
+    t_peak = peak[2]
+    held: dict[str, int] = {}
+    for bid, bl in blocks.items():
+        if bid != "b0" and bl["alloc"] <= t_peak and (bl["free"] is None or bl["free"] > t_peak):
+            held[bl["name"]] = held.get(bl["name"], 0) + bl["size"]
+    return {
+        "peak_allocated_bytes": peak[0],
+        "reserved_at_peak_bytes": peak[1],
+        "peak_ts_ns": t_peak,
+        "peak_op": peak[3],
+        "held_at_peak_bytes": held,
+        "peak_reserved_bytes": max(state.values(), key=lambda v: v[1])[1],
+        "allocations": len(blocks) - 1,
+        "reserved_growths_per_step": {
+            str(s): int(sum(1 for t in growths if lo <= t <= hi)) for s, lo, hi in zip(ids, step_starts, step_ends)
+        },
+    }
+
+
 def write_torch_profile(
     out: Path,
     kernels: int = 2000,
@@ -378,8 +510,10 @@ def write_torch_profile(
     repeat_steps: bool = False,
     export: str = "text",
     overlap_analysis: bool = False,
+    memory: MemoryPlan | None = None,
 ) -> GroundTruth:
-    """``mallocs_per_step`` plants that many aclrtMalloc + aclrtFree pairs at the start of every step;
+    """``memory`` adds memory_record.csv and operator_memory.csv (text export only; its truth is in
+    ``gt.memory``); ``mallocs_per_step`` plants that many aclrtMalloc + aclrtFree pairs at the start of every step;
     ``variation`` makes this one run of the ``seed`` workload among many (noise, a slower op);
     ``repeat_steps`` makes every step run the same op sequence, as a training loop does.
     ``export="db"`` writes torch_npu's db export instead of the text files
@@ -446,6 +580,8 @@ def write_torch_profile(
         ],
         rows,
     )
+    if memory is not None:
+        gt.memory = write_torch_memory(prof, start, dur, step, memory)
     if trace:
         events = _trace_events(start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=False)
         events += _alloc_events(start, step, mallocs_per_step, malloc_us)

@@ -32,7 +32,10 @@ def _dump_tree(root: Path, bad_from: int | None) -> None:
     d = model_dump_dir(root)
     x = np.random.default_rng(1).normal(size=(4, 64)).astype(np.float32)
     for i in range(6):
-        y = np.tanh(x @ (np.random.default_rng(100 + i).normal(size=(64, 64)).astype(np.float32) / 8))
+        # float64 then float32: a float32 matmul's last bits depend on the CPU's BLAS kernels, and the
+        # capture of these files in docs/ must be the same on every machine
+        w = np.random.default_rng(100 + i).normal(size=(64, 64)).astype(np.float32).astype(np.float64) / 8
+        y = np.tanh(x.astype(np.float64) @ w).astype(np.float32)
         if bad_from is not None and i >= bad_from:
             y = y + np.random.default_rng(7 + i).normal(size=y.shape).astype(np.float32) * 0.3
         if i == 2:
