@@ -285,3 +285,13 @@ def test_the_memory_table_keeps_its_key_columns(tmp_path: Path, width: int) -> N
     assert all(len(ln) <= width for ln in text.splitlines())
     held = text[text.index("Held at the memory peak") :]
     assert "distinctive_end" in held or width < 80
+
+
+def test_the_html_report_has_the_memory_section(tmp_path: Path) -> None:
+    from npudiag.report.html import render_html
+
+    gt, tables = _planted(tmp_path, MemoryPlan(peak_op="aten::<b>huge</b>", peak_op_bytes=4 << 30))
+    page = render_html(build_summary(tables), tables["copies"])
+    section = page[page.index("<h2>Device memory at the allocation peak</h2>") :]
+    assert "aten::&lt;b&gt;huge&lt;/b&gt;" in section and "<b>huge" not in section
+    assert "4.0 GiB" in section and "(in no operator_memory block)" in section

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from npudiag.report.terminal import copy_numbers, fmt_pct, fmt_us, hot_op_numbers
+from npudiag.report.terminal import MEMORY_HEADERS, copy_numbers, fmt_pct, fmt_us, held_rows, hot_op_numbers, memory_row
 from npudiag.store import atomic_write
 
 _CSS = """
@@ -160,6 +160,14 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
         )
     )
     out.append(_copy_timeline(copies))
+    ranks = summary.get("memory", {}).get("ranks", [])
+    if ranks:
+        out.append("<h2>Device memory at the allocation peak</h2>")
+        out.append(_table(MEMORY_HEADERS, [[_e(c) for c in memory_row(m)] for m in ranks], left=2, text_cols=(6,)))
+        for m in ranks[:8]:
+            if m.get("held_at_peak"):
+                out.append(f"<p>Held at the peak of rank {_e(m['rank'])}</p>")
+                out.append(_table(["op", "blocks", "bytes", "share"], [[_e(c) for c in r] for r in held_rows(m)]))
     out.append("</body></html>\n")
     return "".join(out)
 

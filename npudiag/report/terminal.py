@@ -113,26 +113,41 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
         console.print(line)
 
 
+MEMORY_HEADERS = ["rank", "allocator", "peak allocated", "reserved", "unused", "step", "op at peak", "process"]
+
+
+def memory_row(m: dict[str, Any]) -> list[str]:
+    """One rank's memory figures as every renderer shows them (MEMORY_HEADERS)."""
+    return ["-" if m["rank"] is None else str(m["rank"]), m.get("allocator") or "-", fmt_bytes(m.get("peak_allocated_bytes")),
+            fmt_bytes(m.get("reserved_at_peak_bytes", m.get("peak_reserved_bytes"))), fmt_bytes(m.get("fragmentation_bytes")),
+            "-" if m.get("peak_step") is None else str(m["peak_step"]), m.get("peak_op") or "-",
+            fmt_bytes(m.get("process_peak_reserved_bytes"))]  # fmt: skip
+
+
+def held_rows(m: dict[str, Any]) -> list[list[str]]:
+    """op, blocks, bytes, share of what a rank holds at its peak, then what no operator_memory block explains."""
+    rows = [[h["op_name"], f"{h['blocks']:,}", fmt_bytes(h["bytes"]), fmt_pct(h["share_pct"])] for h in m.get("held_at_peak", [])]
+    rest = m.get("unattributed_at_peak_bytes")
+    if rest:
+        share = 100.0 * rest / m["peak_allocated_bytes"] if m.get("peak_allocated_bytes") else None
+        rows.append(["(in no operator_memory block)", "-", fmt_bytes(rest), fmt_pct(share)])
+    return rows
+
+
 def _memory(summary: dict[str, Any], console: Console) -> None:
     ranks = summary.get("memory", {}).get("ranks", [])
     if not ranks:
         return
-    cols = [Col("rank", priority=0), Col("allocator", "fixed", 5), Col("peak allocated", priority=0), Col("reserved", priority=2),
-            Col("unused", priority=1), Col("step", priority=3), Col("op at peak", "name", 4, min_width=12),
-            Col("process", priority=6)]  # fmt: skip
-    rows = [["-" if m["rank"] is None else str(m["rank"]), m.get("allocator") or "-", fmt_bytes(m.get("peak_allocated_bytes")),
-             fmt_bytes(m.get("reserved_at_peak_bytes", m.get("peak_reserved_bytes"))), fmt_bytes(m.get("fragmentation_bytes")),
-             "-" if m.get("peak_step") is None else str(m["peak_step"]), m.get("peak_op") or "-",
-             fmt_bytes(m.get("process_peak_reserved_bytes"))] for m in ranks]  # fmt: skip
+    kinds = {"allocator": ("fixed", 5), "op at peak": ("name", 4)}
+    order = {"rank": 0, "peak allocated": 0, "reserved": 2, "unused": 1, "step": 3, "process": 6}
+    cols = [Col(h, kinds.get(h, ("num",))[0], kinds[h][1] if h in kinds else order[h], min_width=12 if h == "op at peak" else 8)
+            for h in MEMORY_HEADERS]  # fmt: skip
+    rows = [memory_row(m) for m in ranks]
     console.print(table(console, "Device memory at the allocation peak", cols, rows))
     held = ranks[0].get("held_at_peak", []) if len(ranks) == 1 else []
     if held:
         cols = [Col("held by op", "name", 0, min_width=16), Col("blocks", priority=2), Col("bytes", priority=0), Col("share", priority=1)]
-        rows = [[h["op_name"], f"{h['blocks']:,}", fmt_bytes(h["bytes"]), fmt_pct(h["share_pct"])] for h in held]
-        rest = ranks[0].get("unattributed_at_peak_bytes")
-        if rest:
-            share = 100.0 * rest / ranks[0]["peak_allocated_bytes"] if ranks[0].get("peak_allocated_bytes") else None
-            rows.append(["(in no operator_memory block)", "-", fmt_bytes(rest), fmt_pct(share)])
+        rows = held_rows(ranks[0])
         console.print(table(console, "Held at the memory peak", cols, rows))
 
 
