@@ -295,3 +295,25 @@ def test_the_html_report_has_the_memory_section(tmp_path: Path) -> None:
     section = page[page.index("<h2>Device memory at the allocation peak</h2>") :]
     assert "aten::&lt;b&gt;huge&lt;/b&gt;" in section and "<b>huge" not in section
     assert "4.0 GiB" in section and "(in no operator_memory block)" in section
+
+
+def test_gate_on_peak_memory_in_bytes(tmp_path: Path) -> None:
+    sides = {}
+    for name, base in (("base", 2 << 30), ("cur", 3 << 30)):
+        gt = write_torch_profile(tmp_path / name, kernels=600, seed=5, steps=6, copies=0, trace=False,
+                                 memory=MemoryPlan(base_bytes=base))  # fmt: skip
+        sides[name] = gt.profile_dir
+    r = run_cli("gate", sides["base"], sides["cur"], "--metric", "memory:peak_allocated", "--metric", "memory:unused", "--json")
+    assert r.returncode == 1, r.stderr
+    res = json.loads(r.stdout)
+    assert res["regressions"] == ["memory:peak_allocated"]
+    (m,) = [m for m in res["metrics"] if m["metric"] == "memory:peak_allocated"]
+    assert m["unit"] == "bytes" and "base_median_us" not in m
+    assert m["cur_median_bytes"] - m["base_median_bytes"] == 1 << 30 and m["base_n"] == m["cur_n"] == 6
+    # every step's peak: the weights plus that step's blocks (the same in both runs)
+    (u,) = [m for m in res["metrics"] if m["metric"] == "memory:unused"]
+    assert u["status"] != "regression" and u["min_delta_bytes"] == 1 << 20
+    back = run_cli("gate", sides["cur"], sides["base"], "--metric", "memory:peak_allocated")
+    assert back.returncode == 0 and "GiB" in back.stdout
+    bad = run_cli("gate", sides["base"], sides["cur"], "--metric", "memory:peak")
+    assert bad.returncode == 2 and "memory:peak_allocated" in bad.stderr

@@ -4,7 +4,8 @@ A metric regresses when all of these hold:
 
 1. the median of CURRENT's samples exceeds BASELINE's by more than ``max_regression`` (ratio test);
 2. the absolute change exceeds ``min_delta_us`` (default: 0.2 % of the baseline's median step
-   time), so an op worth nothing cannot fail a build by doubling;
+   time), so an op worth nothing cannot fail a build by doubling; for the memory metrics (bytes)
+   ``min_delta_bytes`` (default 1 MiB);
 3. when both sides have enough samples for it, a two-sided Mann–Whitney U test says the two
    sample sets differ with p < ``alpha`` (default 0.002, asv's level). With fewer samples than
    the test needs to ever reach ``alpha``, the gate decides on 1 and 2 alone and says so.
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from npudiag.analysis.metrics import DEFAULT_METRICS, StepWindow, known_metric, samples, top_op_keys
+from npudiag.analysis.metrics import DEFAULT_METRICS, StepWindow, known_metric, metric_unit, samples, top_op_keys
 from npudiag.analysis.stats import mann_whitney_u, smallest_p
 from npudiag.analysis.window import parse_steps
 from npudiag.tomlfile import read_toml
@@ -34,6 +35,10 @@ class MetricRule:
     max_regression: float  # fraction: 0.05 is 5 %
     min_delta_us: float | None  # None: 0.2 % of the baseline median step time
     enabled: bool = True
+    min_delta_bytes: float | None = None  # memory metrics; None: MIN_DELTA_BYTES
+
+
+MIN_DELTA_BYTES = float(1 << 20)
 
 
 @dataclass(frozen=True)
@@ -58,15 +63,16 @@ class Verdict:
     status: str  # regression, improvement, pass, not_significant
     base_n: int
     cur_n: int
-    base_median_us: float
-    cur_median_us: float
-    delta_us: float
+    base_median: float  # in ``unit``
+    cur_median: float
+    delta: float
     ratio: float | None  # cur / base; None when the baseline is 0 and current is not
     max_regression: float
-    min_delta_us: float
+    min_delta: float
     method: str  # mann-whitney (exact|normal), or threshold-only
     p_value: float | None
     reason: str
+    unit: str = "us"  # us, or bytes for the memory metrics
 
     @property
     def failed(self) -> bool:
@@ -77,7 +83,9 @@ class Verdict:
         return None if self.p_value is None else 1.0 - self.p_value
 
     def as_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items()}
+        """The verdict with its unit in the value keys: ``base_median_us`` or ``base_median_bytes``."""
+        values = ("base_median", "cur_median", "delta", "min_delta")
+        d = {k if k not in values else f"{k}_{self.unit}": v for k, v in self.__dict__.items()}
         d["confidence"] = self.confidence
         d["failed"] = self.failed
         return d
@@ -124,7 +132,7 @@ def parse_percent(text: str | float | int) -> float:
 
 
 _GATE_KEYS = {"max_regression", "alpha", "top_ops", "by", "min_delta_us", "metrics", "steps"}
-_METRIC_KEYS = {"max_regression", "min_delta_us", "enabled"}
+_METRIC_KEYS = {"max_regression", "min_delta_us", "min_delta_bytes", "enabled"}
 
 
 def load_config(path: Path | None, base: GateConfig | None = None) -> GateConfig:
@@ -193,6 +201,7 @@ def with_metric_rules(cfg: GateConfig, per: dict[str, dict[str, Any]]) -> GateCo
             parse_percent(opts["max_regression"]) if "max_regression" in opts else cfg.max_regression,
             float(opts["min_delta_us"]) if "min_delta_us" in opts else cfg.min_delta_us,
             bool(opts.get("enabled", True)),
+            float(opts["min_delta_bytes"]) if "min_delta_bytes" in opts else None,
         )
     return replace(cfg, per_metric=rules)
 
@@ -201,12 +210,15 @@ def _median(x: np.ndarray) -> float:
     return float(np.median(x)) if len(x) else 0.0
 
 
-def decide(metric: str, base: np.ndarray, cur: np.ndarray, rule: MetricRule, min_delta_us: float, alpha: float) -> Verdict:
+def decide(
+    metric: str, base: np.ndarray, cur: np.ndarray, rule: MetricRule, min_delta: float, alpha: float, unit: str = "us"
+) -> Verdict:
+    """The verdict on one metric; ``min_delta`` is the floor in ``unit``."""
     bm, cm = _median(base), _median(cur)
     delta = cm - bm
     ratio = cm / bm if bm > 0 else (1.0 if cm == 0 else None)
-    worse = (ratio is None or ratio > 1.0 + rule.max_regression) and delta > min_delta_us
-    better = ratio is not None and ratio < 1.0 / (1.0 + rule.max_regression) and -delta > min_delta_us
+    worse = (ratio is None or ratio > 1.0 + rule.max_regression) and delta > min_delta
+    better = ratio is not None and ratio < 1.0 / (1.0 + rule.max_regression) and -delta > min_delta
     testable = len(base) > 0 and len(cur) > 0 and smallest_p(len(base), len(cur)) < alpha
     p = None
     method = "threshold-only"
@@ -226,10 +238,10 @@ def decide(metric: str, base: np.ndarray, cur: np.ndarray, rule: MetricRule, min
         why = f"median {change}"
     else:
         status = "pass"
-        why = f"median {change}, within +{rule.max_regression * 100:g}%" if delta > min_delta_us or ratio is None else f"median {change}"
+        why = f"median {change}, within +{rule.max_regression * 100:g}%" if delta > min_delta or ratio is None else f"median {change}"
         if ratio is not None and ratio > 1.0 + rule.max_regression:
-            why = f"median {change} but only {delta:.1f} us, below the {min_delta_us:.1f} us floor"
-    return Verdict(metric, status, len(base), len(cur), bm, cm, delta, ratio, rule.max_regression, min_delta_us, method, p, why)
+            why = f"median {change} but only {delta:.1f} {unit}, below the {min_delta:.1f} {unit} floor"
+    return Verdict(metric, status, len(base), len(cur), bm, cm, delta, ratio, rule.max_regression, min_delta, method, p, why, unit)
 
 
 def gate(base_runs: Sequence[dict[str, pa.Table]], cur_runs: Sequence[dict[str, pa.Table]], config: GateConfig | None = None) -> GateResult:
@@ -262,8 +274,12 @@ def gate(base_runs: Sequence[dict[str, pa.Table]], cur_runs: Sequence[dict[str, 
         if len(b) == 0 or len(c) == 0:
             side = "baseline" if len(b) == 0 else "current"
             raise ValueError(f"no samples of {m} in the {side} (is the --steps window outside its steps?)")
-        floor = rule.min_delta_us if rule.min_delta_us is not None else floor_default
-        verdicts.append(decide(m, b, c, rule, floor, cfg.alpha))
+        unit = metric_unit(m)
+        if unit == "bytes":
+            floor = rule.min_delta_bytes if rule.min_delta_bytes is not None else MIN_DELTA_BYTES
+        else:
+            floor = rule.min_delta_us if rule.min_delta_us is not None else floor_default
+        verdicts.append(decide(m, b, c, rule, floor, cfg.alpha, unit))
     short = [v for v in verdicts if v.method == "threshold-only"]
     if short:
         v = short[0]

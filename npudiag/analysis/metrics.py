@@ -13,6 +13,9 @@ Metric names:
 - any other step_breakdown column: ``computing_us``, ``communication_us``, ``overlapped_us``, ...
 - ``op:KEY``: summed device time of op group KEY (op type, or op name with ``by="name"``)
 - ``api:NAME``: summed host time of CANN API NAME (e.g. ``api:aclrtMemcpy``) within the step
+- ``memory:peak_allocated``, ``memory:peak_reserved``, ``memory:unused``: bytes, the step's peak of
+  the allocator (npudiag.analysis.memory) and reserved − allocated at that peak; over ranks the
+  largest (the rank closest to running out decides)
 """
 
 from __future__ import annotations
@@ -35,8 +38,49 @@ DEFAULT_METRICS = ["step_time_us", "device_busy_us", "copy_exposed_us", "idle_us
 StepWindow = tuple[int | None, int | None] | None
 
 
+MEMORY_METRICS = ("memory:peak_allocated", "memory:peak_reserved", "memory:unused")
+
+
 def known_metric(name: str) -> bool:
-    return name in ALIASES or name in STEP_COLUMNS or (name.startswith(("op:", "api:")) and len(name) > name.index(":") + 1)
+    return (
+        name in ALIASES
+        or name in STEP_COLUMNS
+        or name in MEMORY_METRICS
+        or (name.startswith(("op:", "api:")) and len(name) > name.index(":") + 1)
+    )
+
+
+def metric_unit(name: str) -> str:
+    """``bytes`` for the memory metrics, ``us`` for every other."""
+    return "bytes" if name in MEMORY_METRICS else "us"
+
+
+def _memory_samples(tables: dict[str, pa.Table], metric: str, window: StepWindow) -> list[float]:
+    from npudiag.analysis.memory import allocator_samples, memory_ranks, step_of
+    from npudiag.analysis.rules.base import RuleContext, step_starts
+
+    ctx = RuleContext(tables)
+    ids = _step_ids(tables["kernels"], window)
+    per_step: dict[int | None, float] = {}
+    for rank in memory_ranks(tables):
+        comp, t = allocator_samples(ctx.for_rank("memory_timeline", rank))
+        if comp is None or t.num_rows == 0:
+            continue
+        alloc = pc.fill_null(t["allocated_bytes"], -1).to_numpy(zero_copy_only=False).astype(float)
+        reserved = pc.fill_null(t["reserved_bytes"], -1).to_numpy(zero_copy_only=False).astype(float)
+        bounds, steps = step_starts(ctx, rank)
+        step = step_of(t["ts_us"].to_numpy(zero_copy_only=False), bounds, steps) if ids is not None else np.full(len(alloc), -1)
+        for k in (ids if ids is not None else [None]):
+            sel = np.flatnonzero(step == (k if k is not None else -1))
+            if len(sel) == 0:
+                continue
+            if metric == "memory:peak_reserved":
+                value = float(reserved[sel].max())
+            else:
+                i = sel[int(np.argmax(alloc[sel]))]
+                value = float(alloc[i]) if metric == "memory:peak_allocated" else float(reserved[i] - alloc[i])
+            per_step[k] = max(per_step.get(k, value), value)
+    return [v for _, v in sorted(per_step.items(), key=lambda kv: (kv[0] is None, kv[0])) if v >= 0]
 
 
 def _in_window(step: int | None, window: StepWindow) -> bool:
@@ -124,10 +168,13 @@ def run_samples(tables: dict[str, pa.Table], metric: str, *, by: str = "type", w
         return _op_samples(tables, metric[3:], by, window)
     if metric.startswith("api:"):
         return _api_samples(tables, metric[4:], window)
+    if metric in MEMORY_METRICS:
+        return _memory_samples(tables, metric, window)
     if metric in ALIASES or metric in STEP_COLUMNS:
         return _breakdown_samples(tables, metric, window)
     raise ValueError(
-        f"unknown metric {metric!r} (expected one of {', '.join(DEFAULT_METRICS)}, a step_breakdown column, op:KEY or api:NAME)"
+        f"unknown metric {metric!r} (expected one of {', '.join(DEFAULT_METRICS)}, a step_breakdown column, op:KEY, api:NAME "
+        f"or {', '.join(MEMORY_METRICS)})"
     )
 
 

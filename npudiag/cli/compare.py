@@ -120,7 +120,10 @@ def _config(
         changes["min_delta_us"] = min_delta_us
     for m in metric:
         if not known_metric(m):
-            raise ValueError(f"--metric {m!r}: expected op:KEY, api:NAME or a step metric such as step_time_us")
+            raise ValueError(
+                f"--metric {m!r}: expected op:KEY, api:NAME, memory:peak_allocated (peak_reserved, unused) "
+                "or a step metric such as step_time_us"
+            )
     if metric:
         changes["metrics"] = tuple(dict.fromkeys([*cfg.metrics, *metric]))
     return replace(cfg, **changes)

@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from npudiag.report.terminal import fmt_us
+from npudiag.report.terminal import fmt_bytes, fmt_us
 from npudiag.report.text import Col, clean, plain, table
 
 _STYLE = {"regression": "bold red", "improvement": "green", "not_significant": "yellow", "pass": ""}
@@ -47,6 +47,19 @@ def failed_lines(result: dict[str, Any]) -> list[str]:
     return [*lines, headline(result)] if lines else []
 
 
+def _unit(m: dict[str, Any]) -> str:
+    return m.get("unit", "us")
+
+
+def _median(m: dict[str, Any], side: str) -> float:
+    return m[f"{side}_median_{_unit(m)}"]
+
+
+def median_text(m: dict[str, Any], side: str) -> str:
+    """A verdict's baseline or current median in its unit (time, or bytes for memory metrics)."""
+    return fmt_bytes(_median(m, side)) if _unit(m) == "bytes" else fmt_us(_median(m, side))
+
+
 def render_gate_terminal(result: dict[str, Any], console: Console, title: str = "") -> None:
     head = Text("npudiag gate", style="bold")
     if title:
@@ -61,7 +74,7 @@ def render_gate_terminal(result: dict[str, Any], console: Console, title: str = 
     rows = []
     for m in result["metrics"]:
         limit = [] if caption else [f"+{m['max_regression'] * 100:g}%"]
-        rows.append([m["metric"], fmt_us(m["base_median_us"]), fmt_us(m["cur_median_us"]), change_text(m), *limit,
+        rows.append([m["metric"], median_text(m, "base"), median_text(m, "cur"), change_text(m), *limit,
                      f"{m['base_n']}/{m['cur_n']}", p_text(m), Text(_LABEL[m["status"]], style=_STYLE[m["status"]])])  # fmt: skip
     console.print(table(console, None, cols, rows, caption=caption))
     for w in result["warnings"]:
@@ -93,7 +106,7 @@ def gate_markdown(result: dict[str, Any], baseline: str, current: str) -> str:
         if m["failed"]:
             verdict = f"**{verdict}**"
         lines.append(
-            f"| {md_text(m['metric'])} | {fmt_us(m['base_median_us'])} | {fmt_us(m['cur_median_us'])} | {change_text(m)} | "
+            f"| {md_text(m['metric'])} | {median_text(m, 'base')} | {median_text(m, 'cur')} | {change_text(m)} | "
             f"+{m['max_regression'] * 100:g}% | {m['base_n']}/{m['cur_n']} | {p_text(m)} | {verdict} |"
         )
     if result["warnings"]:
@@ -140,7 +153,7 @@ def gate_junit(result: dict[str, Any], baseline: str, current: str) -> str:
     for m in metrics:
         case = ET.SubElement(suite, "testcase", classname="npudiag.gate", name=xml_text(m["metric"]), time="0")
         numbers = (
-            f"baseline median {m['base_median_us']:.3f} us (n={m['base_n']}), current median {m['cur_median_us']:.3f} us "
+            f"baseline median {_median(m, 'base'):.3f} {_unit(m)} (n={m['base_n']}), current median {_median(m, 'cur'):.3f} {_unit(m)} "
             f"(n={m['cur_n']}), change {change_text(m)}, limit +{m['max_regression'] * 100:g}%, method {m['method']}, p={p_text(m)}"
         )
         if m["failed"]:
