@@ -36,7 +36,7 @@ def main() -> None:
     a = ap.parse_args()
     root = generate(a.mb)
     code = (
-        "import resource, time, sys; from pathlib import Path; from npudiag.ingest_dump import parse_dump_tree\n"
+        "import resource, time, sys; from pathlib import Path; from npudiag.dump.ingest import parse_dump_tree\n"
         f"t=time.perf_counter(); r=parse_dump_tree(Path('{root}')); s=time.perf_counter()-t\n"
         "print(r.tensor_bytes, s, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, len(r.errors))"
     )

@@ -17,8 +17,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from npudiag.analysis.gate import GateConfig, gate
-from npudiag.runs import load_side
+from npudiag.profiling.analysis.gate import GateConfig, gate
+from npudiag.profiling.runs import load_side
 from npudiag.testing.generate import Variation, write_torch_profile
 
 

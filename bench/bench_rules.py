@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 
 from npudiag import schemas
-from npudiag.analysis.rules import run_rules
-from npudiag.analysis.step_breakdown import step_breakdown
+from npudiag.profiling.analysis.step_breakdown import step_breakdown
+from npudiag.profiling.rules import run_rules
 
 
 def build(n_kernels: int, n_copies: int, seed: int = 0) -> dict[str, pa.Table]:

@@ -56,7 +56,7 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     # hold threads (Rich's refresh thread, Parquet writers); fork after threads can deadlock
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["npudiag.rank_job", "npudiag.ingest"])
+        ctx.set_forkserver_preload(["npudiag.profiling.rank_job", "npudiag.profiling.ingest"])
         return ctx
     return multiprocessing.get_context("spawn")
 

@@ -3,7 +3,7 @@
 Readers return tables that start with exactly these columns, in this order. Tables that carry
 per-run metric columns (kernels: the PMU tail of op_summary / kernel_details, which depends on
 ``--aic-metrics``) append them after the declared core, with normalised names (see
-:func:`npudiag.formats.csvtext.normalise_column_name`). Times are microseconds, sizes bytes.
+:func:`npudiag.profiling.formats.csvtext.normalise_column_name`). Times are microseconds, sizes bytes.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ KERNELS = pa.schema(
         ("op_type", pa.string()),
         ("op_state", pa.string()),
         ("task_type", pa.string()),  # AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, HCCL, ...
-        ("task_class", pa.string()),  # compute or communication (npudiag.tasks: one rule for every source)
+        ("task_class", pa.string()),  # compute or communication (npudiag.profiling.tasks: one rule for every source)
         ("start_us", pa.float64()),  # absolute, local Unix time (float64: 0.25 us resolution at today's epoch)
         ("start_ns", pa.int64()),  # the same instant exactly, parsed from the text; interval arithmetic uses it
         ("duration_us", pa.float64()),

@@ -36,8 +36,8 @@ def msprof_standin_path(bin_dir: Path) -> dict[str, str]:
 def both_log_paths_agree(texts: list[str], chunk_lines: int) -> int:
     """Parse every text on the vectorised path (small chunks, so short texts take it) and line by line;
     assert the rows are equal; return how many chunks the vectorised path took."""
-    from npudiag.formats import ascend_log, plog_fast
-    from npudiag.formats.log_common import LogContext
+    from npudiag.logs.formats import ascend_log, plog_fast
+    from npudiag.logs.formats.log_common import LogContext
 
     used: list[bool] = []
     real = plog_fast.parse_plog_chunk

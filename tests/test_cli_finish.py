@@ -334,7 +334,7 @@ def test_256_ranks_fit_on_one_screen() -> None:
     import pyarrow as pa
     from rich.console import Console
 
-    from npudiag.analysis.cluster import rank_matrix
+    from npudiag.profiling.analysis.cluster import rank_matrix
     from npudiag.report.cluster_report import render_cluster_terminal
 
     rng = np.random.default_rng(3)

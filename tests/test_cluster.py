@@ -71,7 +71,7 @@ def test_equal_ranks_have_no_slow_rank(tmp_path: Path) -> None:
 def test_communication_links_and_wait_skew_from_the_real_files(tmp_path: Path) -> None:
     if not FOUR.is_dir():
         pytest.skip(f"4-rank corpus not present at {FOUR} (only in the project workspace)")
-    from npudiag.formats.communication import read_communication, read_matrix
+    from npudiag.profiling.formats.communication import read_communication, read_matrix
     from npudiag.schemas import COMM_LINKS, COMM_OPS
 
     out = FOUR / "rank_0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
@@ -108,7 +108,7 @@ def test_communication_links_and_wait_skew_from_the_real_files(tmp_path: Path) -
 
 def test_bad_communication_json_is_one_line(tmp_path: Path) -> None:
     from npudiag.errors import InputError
-    from npudiag.formats.communication import read_matrix
+    from npudiag.profiling.formats.communication import read_matrix
 
     p = tmp_path / "communication_matrix.json"
     p.write_text('{"step1": {"p2p": {"g": {"0-1": {"Transit Size(MB)": "big"}}}}}')
@@ -175,7 +175,7 @@ def test_cluster_table_agrees_with_msprof_analyze_on_the_same_ranks(tmp_path: Pa
 
 
 def test_parallel_indices_follow_megatron_order() -> None:
-    from npudiag.analysis.cluster import parallel_indices
+    from npudiag.profiling.analysis.cluster import parallel_indices
 
     idx = parallel_indices({"world_size": 8, "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, "data_parallel_size": 2})
     assert idx == {0: (0, 0, 0), 1: (0, 0, 1), 2: (1, 0, 0), 3: (1, 0, 1), 4: (0, 1, 0), 5: (0, 1, 1), 6: (1, 1, 0), 7: (1, 1, 1)}
@@ -213,10 +213,10 @@ def test_rank_by_rank_summary_equals_the_whole_profile_summary(tmp_path: Path) -
     """merge_parts over per-rank parts gives what build_summary gives over all ranks at once."""
     import pyarrow.compute as pc
 
-    from npudiag.analysis.derive import derive
-    from npudiag.analysis.hot_ops import hot_ops_table, merge_hot_ops
-    from npudiag.analysis.summary import build_summary, merge_parts, summary_from_parts, summary_parts
-    from npudiag.ingest import ingest
+    from npudiag.profiling.analysis.derive import derive
+    from npudiag.profiling.analysis.hot_ops import hot_ops_table, merge_hot_ops
+    from npudiag.profiling.analysis.summary import build_summary, merge_parts, summary_from_parts, summary_parts
+    from npudiag.profiling.ingest import ingest
 
     root = tmp_path / "ranks"
     for rank in range(3):
@@ -260,7 +260,7 @@ def test_merging_many_ranks_is_repeatable() -> None:
     import numpy as np
     import pyarrow as pa
 
-    from npudiag.analysis.hot_ops import hot_ops_table, merge_hot_ops
+    from npudiag.profiling.analysis.hot_ops import hot_ops_table, merge_hot_ops
 
     rng = np.random.default_rng(7)
     parts = []

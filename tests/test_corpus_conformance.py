@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from npudiag.analysis.hot_ops import hot_ops
-from npudiag.formats.kernel_csv import read_kernels
-from npudiag.formats.op_statistic import read_op_statistic
-from npudiag.formats.trace_json import read_trace
-from npudiag.ingest import ingest
+from npudiag.profiling.analysis.hot_ops import hot_ops
+from npudiag.profiling.formats.kernel_csv import read_kernels
+from npudiag.profiling.formats.op_statistic import read_op_statistic
+from npudiag.profiling.formats.trace_json import read_trace
+from npudiag.profiling.ingest import ingest
 
 from .conftest import CORPUS, corpus_files
 
@@ -121,7 +121,7 @@ def test_whole_corpus_ingests_without_errors(corpus: Path) -> None:
 
 
 def test_step_trace_time_read_exactly(corpus: Path) -> None:
-    from npudiag.formats.step_trace import read_steps
+    from npudiag.profiling.formats.step_trace import read_steps
 
     path = corpus / "msinsight-st-cann83rc1-level2-4rank/rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"
     steps, _ = read_steps(path, 0)
@@ -134,7 +134,7 @@ def test_step_trace_time_read_exactly(corpus: Path) -> None:
 
 
 def test_api_statistic_and_host_rank(corpus: Path) -> None:
-    from npudiag.formats.api_statistic import read_api_statistic
+    from npudiag.profiling.formats.api_statistic import read_api_statistic
 
     path = corpus / "msinsight-st-cann83rc1-level2-4rank/rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/api_statistic.csv"
     t, _ = read_api_statistic(path, 0)

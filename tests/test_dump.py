@@ -10,12 +10,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from npudiag.analysis.dump_compare import compare_arrays
-from npudiag.analysis.tensor_stats import tensor_stats
-from npudiag.collect import dump_config as dc
-from npudiag.compare_dump import compare_dumps, compare_summary
-from npudiag.errors import InputError
-from npudiag.formats.dump_file import (
+from npudiag.dump import config as dc
+from npudiag.dump.accuracy import compare_arrays
+from npudiag.dump.compare import compare_dumps, compare_summary
+from npudiag.dump.formats.dump_file import (
     fractal_nz_to_nd,
     nc1hwc0_to_nchw,
     nchw_to_nc1hwc0,
@@ -25,7 +23,9 @@ from npudiag.formats.dump_file import (
     tensor_array,
     to_original_shape,
 )
-from npudiag.ingest_dump import parse_dump_tree
+from npudiag.dump.ingest import parse_dump_tree
+from npudiag.dump.tensor_stats import tensor_stats
+from npudiag.errors import InputError
 from npudiag.schemas import COMPARE, TENSORS
 from npudiag.testing.dump_writer import Tensor, dump_file_name, model_dump_dir, write_dump_file
 
@@ -194,7 +194,7 @@ def test_malformed_files_are_one_line_errors_and_others_still_parse(tmp_path: Pa
 
 
 def test_shape_that_does_not_match_size_is_rejected(tmp_path: Path) -> None:
-    from npudiag.formats.dump_proto import DumpData
+    from npudiag.dump.formats.dump_proto import DumpData
 
     msg = DumpData(op_name="x")
     t = msg.input.add(data_type=1, format=2, size=12)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from npudiag.ingest import ingest
+from npudiag.profiling.ingest import ingest
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 
 from .conftest import ROOT
@@ -42,7 +42,7 @@ def test_analyze_recovers_ground_truth(name: str) -> None:
     assert profile.errors == []
     kernels = profile.table("kernels")
     assert kernels.num_rows == truth["kernels"]
-    from npudiag.analysis.hot_ops import hot_ops
+    from npudiag.profiling.analysis.hot_ops import hot_ops
 
     ours = {r["key"]: r for r in hot_ops(kernels, "type").to_pylist()}
     for op, t in truth["by_type"].items():

@@ -21,20 +21,20 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from npudiag import schemas
-from npudiag.analysis.gate import load_config
-from npudiag.collect.dump_config import check_acl_json
+from npudiag.dump.config import check_acl_json
+from npudiag.dump.formats.dump_file import read_dump, tensor_array
+from npudiag.dump.ingest import parse_dump_tree
 from npudiag.errors import InputError
-from npudiag.formats.api_statistic import read_api_statistic
-from npudiag.formats.ascend_log import LogContext, parse_text
-from npudiag.formats.dump_file import read_dump, tensor_array
-from npudiag.formats.kernel_csv import read_kernels
-from npudiag.formats.msprof_db import read_db
-from npudiag.formats.op_statistic import read_op_statistic
-from npudiag.formats.step_trace import read_steps
-from npudiag.formats.trace_json import read_trace
-from npudiag.ingest_dump import parse_dump_tree
-from npudiag.ingest_logs import parse_logs
-from npudiag.log_sources import find_sources
+from npudiag.logs.formats.ascend_log import LogContext, parse_text
+from npudiag.logs.ingest import parse_logs
+from npudiag.logs.sources import find_sources
+from npudiag.profiling.analysis.gate import load_config
+from npudiag.profiling.formats.api_statistic import read_api_statistic
+from npudiag.profiling.formats.kernel_csv import read_kernels
+from npudiag.profiling.formats.msprof_db import read_db
+from npudiag.profiling.formats.op_statistic import read_op_statistic
+from npudiag.profiling.formats.step_trace import read_steps
+from npudiag.profiling.formats.trace_json import read_trace
 from npudiag.testing.dump_writer import Tensor, write_dump_file
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 

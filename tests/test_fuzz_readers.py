@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npudiag.errors import InputError
-from npudiag.formats.kernel_csv import read_kernels
-from npudiag.formats.trace_json import read_trace
+from npudiag.profiling.formats.kernel_csv import read_kernels
+from npudiag.profiling.formats.trace_json import read_trace
 from npudiag.testing.generate import write_msprof_profile
 
 _SAMPLE: dict[str, bytes] = {}

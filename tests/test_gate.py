@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from npudiag import schemas
-from npudiag.analysis.gate import GateConfig, gate, parse_percent
-from npudiag.runs import load_side, run_folders
+from npudiag.profiling.analysis.gate import GateConfig, gate, parse_percent
+from npudiag.profiling.runs import load_side, run_folders
 from npudiag.testing.generate import Variation, write_torch_profile
 
 from .helpers import run_cli
@@ -177,7 +177,7 @@ def test_compare_table_json_and_parquet(runs: dict[str, Path], tmp_path: Path) -
 
 
 def test_compare_marks_added_and_removed_ops(runs: dict[str, Path]) -> None:
-    from npudiag.analysis.compare import diff_ops
+    from npudiag.profiling.analysis.compare import diff_ops
 
     base = [r.tables for r in load_side(runs["base"])]
     cur = [dict(t) for t in base]

@@ -13,11 +13,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from npudiag.analysis.triage import load_kb, match_entries, summarise, triage_table
-from npudiag.formats.ascend_log import LogParser, parse_text
-from npudiag.formats.log_common import QUIET_LEVELS, LogContext
-from npudiag.ingest_logs import parse_logs
-from npudiag.log_sources import find_sources
+from npudiag.logs.formats.ascend_log import LogParser, parse_text
+from npudiag.logs.formats.log_common import QUIET_LEVELS, LogContext
+from npudiag.logs.ingest import parse_logs
+from npudiag.logs.sources import find_sources
+from npudiag.logs.triage import load_kb, match_entries, summarise, triage_table
 from npudiag.schemas import LOG_EVENTS
 
 from .conftest import CORPUS_ROOT

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npudiag.analysis.triage import load_kb, match_entries, summarise, triage_table
-from npudiag.archive import check_members, safe_extract
 from npudiag.errors import InputError
-from npudiag.formats.ascend_log import LogContext, error_codes, parse_text
-from npudiag.ingest_logs import parse_logs
-from npudiag.log_sources import context_for, find_sources
+from npudiag.logs.archive import check_members, safe_extract
+from npudiag.logs.formats.ascend_log import LogContext, error_codes, parse_text
+from npudiag.logs.ingest import parse_logs
+from npudiag.logs.sources import context_for, find_sources
+from npudiag.logs.triage import load_kb, match_entries, summarise, triage_table
 from npudiag.schemas import LOG_EVENTS, TRIAGE
 
 from .conftest import CORPUS_ROOT

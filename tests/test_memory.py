@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from npudiag.analysis.derive import derive
-from npudiag.analysis.memory import memory_by_rank
-from npudiag.analysis.summary import build_summary
-from npudiag.ingest import ingest
+from npudiag.profiling.analysis.derive import derive
+from npudiag.profiling.analysis.memory import memory_by_rank
+from npudiag.profiling.analysis.summary import build_summary
+from npudiag.profiling.ingest import ingest
 from npudiag.report.terminal import render_terminal
 from npudiag.testing.generate import MemoryPlan, write_torch_profile
 from tests.conftest import corpus_files

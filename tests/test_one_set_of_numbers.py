@@ -15,11 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from npudiag import schemas, tasks
-from npudiag.analysis.derive import derive
-from npudiag.analysis.summary import build_summary
+from npudiag import schemas
 from npudiag.cli import app
-from npudiag.ingest import ingest
+from npudiag.profiling import tasks
+from npudiag.profiling.analysis.derive import derive
+from npudiag.profiling.analysis.summary import build_summary
+from npudiag.profiling.ingest import ingest
 
 from .conftest import CORPUS, ROOT
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from npudiag.collect import msprof as mp
+from npudiag.profiling import msprof as mp
 
 from .helpers import msprof_standin_path, run_cli
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from npudiag.formats.kernel_csv import read_kernels
-from npudiag.formats.msprof_db import read_db
+from npudiag.profiling.formats.kernel_csv import read_kernels
+from npudiag.profiling.formats.msprof_db import read_db
 from npudiag.testing.generate import write_msprof_profile
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from npudiag.dump.formats.dump_file import read_dump
 from npudiag.errors import InputError
-from npudiag.formats.dump_file import read_dump
-from npudiag.formats.kernel_csv import read_kernels
-from npudiag.formats.op_statistic import read_op_statistic
-from npudiag.formats.trace_json import read_trace
+from npudiag.profiling.formats.kernel_csv import read_kernels
+from npudiag.profiling.formats.op_statistic import read_op_statistic
+from npudiag.profiling.formats.trace_json import read_trace
 from npudiag.testing.dump_writer import Tensor, dump_file_name, model_dump_dir, write_dump_file
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 
@@ -241,8 +241,8 @@ def test_a_100_mb_single_line_costs_bounded_memory(tmp_path: Path) -> None:
 
     import pyarrow as pa
 
-    from npudiag.ingest_logs import parse_logs
-    from npudiag.log_sources import find_sources
+    from npudiag.logs.ingest import parse_logs
+    from npudiag.logs.sources import find_sources
 
     log = tmp_path / "plog-1_20250101000000000.log"
     with open(log, "w") as fh:

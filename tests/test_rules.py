@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npudiag.analysis.rules import parse_rule_options, run_rules
-from npudiag.analysis.rules.base import severity_for
-from npudiag.analysis.timeline import merge, overlap_with
-from npudiag.ingest import ingest
+from npudiag.profiling.analysis.timeline import merge, overlap_with
+from npudiag.profiling.ingest import ingest
+from npudiag.profiling.rules import parse_rule_options, run_rules
+from npudiag.profiling.rules.base import severity_for
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 
 
@@ -182,7 +182,7 @@ def test_chrome_trace_rebuilt_from_csv_only(tmp_path: Path) -> None:
 
 
 def test_rule_file_and_cli_precedence(planted, tmp_path: Path) -> None:
-    from npudiag.analysis.rules import load_rule_file
+    from npudiag.profiling.rules import load_rule_file
 
     f = tmp_path / "rules.toml"
     f.write_text("[device_idle]\nmin_gap_us = 10000\n[sync_copy]\nmin_bytes = 1\n")

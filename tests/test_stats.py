@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from npudiag.analysis.stats import mann_whitney_u, smallest_p, u_distribution
+from npudiag.profiling.analysis.stats import mann_whitney_u, smallest_p, u_distribution
 
 
 @pytest.mark.parametrize(("n1", "n2"), [(1, 1), (1, 4), (3, 3), (4, 5), (5, 2), (6, 6)])

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from npudiag.analysis.step_breakdown import step_breakdown
-from npudiag.ingest import ingest
+from npudiag.profiling.analysis.step_breakdown import step_breakdown
+from npudiag.profiling.ingest import ingest
 
 from .conftest import CORPUS
 

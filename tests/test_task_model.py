@@ -12,11 +12,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from npudiag import schemas, tasks
-from npudiag.analysis.quantities import phases, timeline
-from npudiag.analysis.step_breakdown import step_breakdown
-from npudiag.discover import classify, kind_by_header
-from npudiag.ingest import ingest
+from npudiag import schemas
+from npudiag.profiling import tasks
+from npudiag.profiling.analysis.quantities import phases, timeline
+from npudiag.profiling.analysis.step_breakdown import step_breakdown
+from npudiag.profiling.discover import classify, kind_by_header
+from npudiag.profiling.ingest import ingest
 from npudiag.testing.generate import write_torch_profile
 
 from .conftest import CORPUS, corpus_files

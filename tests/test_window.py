@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from npudiag.analysis.window import apply_window, parse_steps, parse_time
-from npudiag.ingest import ingest
+from npudiag.profiling.analysis.window import apply_window, parse_steps, parse_time
+from npudiag.profiling.ingest import ingest
 from npudiag.testing.generate import write_torch_profile
 
 from .helpers import run_cli

@@ -13,16 +13,16 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TransferSpeedColumn
 
 from npudiag import SCHEMA_VERSION, __version__
-from npudiag.analysis.derive import DERIVED, derive
-from npudiag.analysis.markers import markers
-from npudiag.analysis.rules import load_rule_file, parse_rule_options
-from npudiag.analysis.step_breakdown import step_time_warnings
-from npudiag.analysis.summary import build_summary, summary_from_parts, summary_parts
-from npudiag.analysis.window import apply_window, parse_steps, parse_time
 from npudiag.cli._out import Say
 from npudiag.executors import choose_backend
-from npudiag.ingest import find_units, ingest
-from npudiag.rank_job import analyze_ranks, summary_parts_of_dataset
+from npudiag.profiling.analysis.derive import DERIVED, derive
+from npudiag.profiling.analysis.markers import markers
+from npudiag.profiling.analysis.step_breakdown import step_time_warnings
+from npudiag.profiling.analysis.summary import build_summary, summary_from_parts, summary_parts
+from npudiag.profiling.analysis.window import apply_window, parse_steps, parse_time
+from npudiag.profiling.ingest import find_units, ingest
+from npudiag.profiling.rank_job import analyze_ranks, summary_parts_of_dataset
+from npudiag.profiling.rules import load_rule_file, parse_rule_options
 from npudiag.report.chrome_trace import write_chrome_trace
 from npudiag.report.html import write_html
 from npudiag.report.json_report import render_json

@@ -12,7 +12,10 @@ import typer
 from rich.console import Console
 
 from npudiag import SCHEMA_VERSION, __version__
-from npudiag.analysis.cluster import (
+from npudiag.cli._out import Say
+from npudiag.errors import InputError
+from npudiag.executors import choose_backend
+from npudiag.profiling.analysis.cluster import (
     cluster_csv,
     link_summary,
     parallel_indices,
@@ -24,15 +27,12 @@ from npudiag.analysis.cluster import (
     wait_skew,
     with_parallel,
 )  # fmt: skip
-from npudiag.analysis.gate import parse_percent
-from npudiag.cli._out import Say
-from npudiag.errors import InputError
-from npudiag.executors import choose_backend
-from npudiag.ingest import find_units
-from npudiag.rank_job import analyze_ranks
+from npudiag.profiling.analysis.gate import parse_percent
+from npudiag.profiling.ingest import find_units
+from npudiag.profiling.rank_job import analyze_ranks
+from npudiag.profiling.runs import is_out_folder
 from npudiag.report.cluster_report import render_cluster_terminal, render_comm_terminal
 from npudiag.report.json_report import render_json
-from npudiag.runs import is_out_folder
 from npudiag.store import OutputWriter, load_outputs, load_rank_rows, write_table, write_text
 
 

@@ -13,8 +13,8 @@ from npudiag.cli._out import QUIET, VERBOSE, Say
 from npudiag.cli.analyze import By
 
 if TYPE_CHECKING:
-    from npudiag.analysis.gate import GateConfig
-    from npudiag.runs import Run
+    from npudiag.profiling.analysis.gate import GateConfig
+    from npudiag.profiling.runs import Run
 
 CONFIG_FILE = "npudiag-gate.toml"  # read from the current folder when --config is not given
 
@@ -30,7 +30,7 @@ Example (CI):
 def _load(path: Path, quiet: bool) -> list[Run]:
     from rich.console import Console
 
-    from npudiag.runs import load_side
+    from npudiag.profiling.runs import load_side
 
     err = Console(stderr=True)
     if quiet or not err.is_terminal:
@@ -59,10 +59,10 @@ def compare(
     """Diff two profiles operator by operator, with copies, idle time, findings and step time."""
     from rich.console import Console
 
-    from npudiag.analysis.compare import compare_totals, diff_ops
+    from npudiag.profiling.analysis.compare import compare_totals, diff_ops
+    from npudiag.profiling.runs import describe
     from npudiag.report.compare_report import render_compare_terminal
     from npudiag.report.json_report import render_json
-    from npudiag.runs import describe
     from npudiag.store import write_json, write_table
 
     say = Say(quiet, verbose)
@@ -96,9 +96,9 @@ def _config(
     steps: str | None,
     min_delta_us: float | None,
 ) -> GateConfig:
-    from npudiag.analysis.gate import load_config, parse_percent
-    from npudiag.analysis.metrics import known_metric
-    from npudiag.analysis.window import parse_steps
+    from npudiag.profiling.analysis.gate import load_config, parse_percent
+    from npudiag.profiling.analysis.metrics import known_metric
+    from npudiag.profiling.analysis.window import parse_steps
 
     if config is None and Path(CONFIG_FILE).is_file():
         config = Path(CONFIG_FILE)
@@ -155,10 +155,10 @@ def gate_cmd(
     """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold and beyond noise."""
     from rich.console import Console
 
-    from npudiag.analysis.gate import gate
+    from npudiag.profiling.analysis.gate import gate
+    from npudiag.profiling.runs import describe, store_runs
     from npudiag.report.gate_report import failed_lines, gate_junit, gate_markdown, render_gate_terminal
     from npudiag.report.json_report import render_json
-    from npudiag.runs import describe, store_runs
     from npudiag.store import write_text
 
     say = Say(quiet, verbose)

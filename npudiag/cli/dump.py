@@ -79,7 +79,7 @@ def author(
     """Write the acl.json dump section (or msprobe's config.json) for the layers to dump."""
     if ctx.invoked_subcommand is not None:
         return
-    from npudiag.collect import dump_config as dc
+    from npudiag.dump import config as dc
     from npudiag.store import write_text
 
     say = Say(quiet)
@@ -113,7 +113,7 @@ def check(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the problems; the exit code says the rest."),
 ) -> None:
     """Validate an acl.json dump section the way CANN's dump config converter does (or msprobe's config.json)."""
-    from npudiag.collect import dump_config as dc
+    from npudiag.dump import config as dc
 
     kind, problems = dc.check_dump_config(acl_json)
     Say(quiet).errors(problems)
@@ -138,7 +138,7 @@ def parse(
     """Parse binary dump files and statistics CSVs into tensors.parquet (and .npy arrays)."""
     from rich.console import Console
 
-    from npudiag.ingest_dump import parse_dump_tree
+    from npudiag.dump.ingest import parse_dump_tree
     from npudiag.report.dump_report import render_parse_terminal
     from npudiag.report.json_report import render_json
     from npudiag.store import write_json, write_table
@@ -198,8 +198,8 @@ def compare(
 
     from rich.console import Console
 
-    from npudiag.analysis.dump_compare import Thresholds
-    from npudiag.compare_dump import CSV_COLUMNS, compare_dumps, compare_summary, msaccucmp_csv_rows
+    from npudiag.dump.accuracy import Thresholds
+    from npudiag.dump.compare import CSV_COLUMNS, compare_dumps, compare_summary, msaccucmp_csv_rows
     from npudiag.report.dump_report import render_compare_terminal
     from npudiag.report.json_report import render_json
     from npudiag.store import write_table, write_text

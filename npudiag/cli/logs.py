@@ -10,8 +10,8 @@ from pathlib import Path
 import typer
 
 from npudiag.cli._out import QUIET, VERBOSE, Say
-from npudiag.collect.msnpureport import DEFAULT_TIMEOUT_S
 from npudiag.errors import InputError, writing
+from npudiag.logs.msnpureport import DEFAULT_TIMEOUT_S
 
 PARSE_EXAMPLE = """\b
 Examples:
@@ -43,9 +43,9 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
     """Parse, triage, write tables, print; returns the exit code (2 when any input was unusable)."""
     from rich.console import Console
 
-    from npudiag.analysis.triage import load_kb, summarise, triage_table
-    from npudiag.ingest_logs import parse_logs
-    from npudiag.log_sources import find_sources
+    from npudiag.logs.ingest import parse_logs
+    from npudiag.logs.sources import find_sources
+    from npudiag.logs.triage import load_kb, summarise, triage_table
     from npudiag.report.json_report import render_json
     from npudiag.report.logs_report import render_logs_terminal
     from npudiag.store import write_json, write_table
@@ -125,7 +125,7 @@ def export(
     verbose: bool = VERBOSE,
 ) -> None:
     """Export device logs with msnpureport, then parse and triage them."""
-    from npudiag.collect import msnpureport as mr
+    from npudiag.logs import msnpureport as mr
 
     say = Say(quiet, verbose)
     try:
@@ -159,7 +159,7 @@ def level(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not echo the msnpureport commands; print only what they print."),
 ) -> None:
     """Set device log levels through msnpureport, or print the host-side equivalent (--host)."""
-    from npudiag.collect import msnpureport as mr
+    from npudiag.logs import msnpureport as mr
 
     say = Say(quiet)
     try:

@@ -126,10 +126,10 @@ def profile(
     verbose: bool = VERBOSE,
 ) -> None:
     """Collect a profile with msprof (or its env / acl.json methods), then analyze it."""
-    from npudiag.collect import msprof as mp
     from npudiag.collect import toolkit
     from npudiag.collect.child import describe_exit
     from npudiag.collect.runner import needs_export, prof_dirs, run_child
+    from npudiag.profiling import msprof as mp
 
     say = Say(quiet, verbose)
     app = list(app_argv or [])

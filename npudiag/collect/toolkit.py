@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from npudiag.collect.msnpureport import find_msnpureport
+from npudiag.logs.msnpureport import find_msnpureport
 
 DRIVER_DIR = Path("/usr/local/Ascend/driver")
 

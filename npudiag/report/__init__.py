@@ -1,1 +1,1 @@
-"""Renderers: each takes the summary dict from npudiag.analysis.summary and writes one format."""
+"""Renderers: each takes the summary dict from npudiag.profiling.analysis.summary and writes one format."""

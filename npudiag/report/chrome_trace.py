@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
-from npudiag.formats.jsonstream import iter_events
+from npudiag.profiling.formats.jsonstream import iter_events
 from npudiag.store import atomic_write
 
 _NPUDIAG_PID = 1

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from npudiag.formats.dump_file import DTYPES, FORMATS
-from npudiag.formats.dump_proto import DumpData
+from npudiag.dump.formats.dump_file import DTYPES, FORMATS
+from npudiag.dump.formats.dump_proto import DumpData
 
 _BY_NUMPY = {v: k for k, (_, v) in sorted(DTYPES.items(), reverse=True) if v}
 _FORMAT_IDS = {v: k for k, v in FORMATS.items()}

@@ -1,1 +1,0 @@
-"""Pure functions over canonical tables: no file access, no printing."""

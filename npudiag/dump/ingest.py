@@ -1,0 +1,230 @@
+"""``dump parse`` as a library call: walk a dump tree and turn every tensor into a row of tensors.parquet.
+
+Files are processed one at a time (header read, tensors memory-mapped and summarised block by
+block), so memory does not grow with the size of the dump. A file that fails is reported with
+its byte offset and the rest are still parsed.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from npudiag.dump.formats.dump_file import DumpName, parse_dump_name, read_dump, tensor_array, to_original_shape
+from npudiag.dump.tensor_stats import tensor_stats
+from npudiag.errors import InputError, writing
+from npudiag.safeio import inside, safe_name
+from npudiag.schemas import TENSORS
+
+STATS_HEADER = "Input/Output,Index,Data Size,Data Type,Format,Shape"
+_TIME_DIR = re.compile(r"^\d{14}$")
+SKIP_NAMES = {"mapping.csv", "acl.json"}
+
+
+@dataclass
+class DumpRun:
+    table: pa.Table
+    files: int = 0
+    errors: list[str] = field(default_factory=list)
+    tensor_bytes: int = 0
+
+
+def _mapping(folder: Path) -> dict[str, str]:
+    """mapping.csv: digit file names (for names too long for the file system) -> the real name."""
+    m = folder / "mapping.csv"
+    if not m.is_file():
+        return {}
+    out = {}
+    with open(m, encoding="utf-8", errors="replace", newline="") as fh:
+        for row in csv.reader(fh):
+            if len(row) >= 2:
+                out[row[0].strip()] = row[1].strip()
+    return out
+
+
+def path_info(root: Path, f: Path) -> dict[str, Any]:
+    """time / device / model / model_id / iteration from ``{dump_path}/{time}/{device_id}/{model}/{model_id}/{iteration}/file``."""
+    parts = f.relative_to(root).parts[:-1] if root in f.parents else f.parent.parts
+    info: dict[str, Any] = {"time_dir": None, "device_id": None, "model_name": None, "model_id": None, "iteration": None}
+    idx = next((i for i, p in enumerate(parts) if _TIME_DIR.match(p)), None)
+    if idx is None:
+        return info
+    rest = parts[idx:]
+    info["time_dir"] = rest[0]
+    if len(rest) > 1 and rest[1].isdigit():
+        info["device_id"] = int(rest[1])
+    if len(rest) > 2:
+        info["model_name"] = rest[2]
+    if len(rest) > 3 and rest[3].isdigit():
+        info["model_id"] = int(rest[3])
+    if len(rest) > 4 and rest[4].isdigit():
+        info["iteration"] = int(rest[4])
+    return info
+
+
+def dump_files(root: Path) -> Iterator[Path]:
+    if root.is_file():
+        yield root
+        return
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink() and p.name not in SKIP_NAMES and p.suffix != ".npy":
+            yield p
+
+
+def _name(f: Path, mapping: dict[str, str]) -> tuple[DumpName | None, str]:
+    stem = f.name[:-4] if f.name.endswith(".csv") else f.name[:-4] if f.name.endswith(".bin") else f.name
+    real = mapping.get(stem, mapping.get(f.name, stem))
+    return parse_dump_name(real), real
+
+
+def _base_row(f: Path, name: DumpName | None, info: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "file": str(f),
+        "op_type": name.op_type if name else None,
+        "op_name": name.op_name if name else None,
+        "task_id": name.task_id if name else None,
+        "stream_id": name.stream_id if name else None,
+        "timestamp_us": name.timestamp if name else None,
+        **info,
+    }
+
+
+def _float(v: str) -> float | None:
+    try:
+        return float(v)
+    except ValueError:
+        return None  # "NA": the statistic failed on the device
+
+
+def _stats_rows(f: Path, base: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    with open(f, encoding="utf-8", errors="replace", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, [])
+        if ",".join(h.strip() for h in header[:6]) != STATS_HEADER:
+            raise InputError(f, f"not a dump statistics CSV (expected a header starting {STATS_HEADER!r})", line=1)
+        cols = [h.strip() for h in header]
+        for lineno, row in enumerate(reader, 2):
+            if not row:
+                continue
+            if len(row) != len(cols):
+                raise InputError(f, f"{len(row)} fields, the header has {len(cols)}", line=lineno)
+            r = dict(zip(cols, row))
+            shape = [n for x in r["Shape"].split("x") if (n := _int(x)) is not None]
+            count = r.get("Count")
+            rows.append(
+                {
+                    **base,
+                    "offset": None,
+                    "source": "stats_csv",
+                    "io": r["Input/Output"].strip().lower(),
+                    "index": _need_int(f, lineno, "Index", r["Index"]),
+                    "dtype": r["Data Type"].strip(),
+                    "format": r["Format"].strip(),
+                    "shape": shape,
+                    "original_shape": [],
+                    "size_bytes": _int(r["Data Size"]),
+                    "element_count": _int(count) if count and count.strip().isdigit() else _elements(shape) if shape else None,
+                    "min": _float(r.get("Min Value", "NA")),
+                    "max": _float(r.get("Max Value", "NA")),
+                    "mean": _float(r.get("Avg Value", "NA")),
+                    "std": None,
+                    "l2norm": _float(r.get("l2norm", r.get("L2Norm Value", "NA"))),
+                    "nan_count": _int(r.get("Nan Count")),
+                    "pos_inf_count": _int(r.get("Positive Inf Count")),
+                    "neg_inf_count": _int(r.get("Negative Inf Count")),
+                    "zero_count": None,
+                }
+            )
+    return rows
+
+
+def _int(v: str | None) -> int | None:
+    """A count, or None where the device wrote NA (or something no int64 holds)."""
+    if v is None or not v.strip().isdigit():
+        return None
+    n = int(v)
+    return n if n < 1 << 63 else None
+
+
+def _need_int(f: Path, lineno: int, column: str, v: str) -> int:
+    n = _int(v)
+    if n is None or n >= 1 << 31:
+        raise InputError(f, f"column {column!r}: {v!r} is not a tensor index", line=lineno)
+    return n
+
+
+def _elements(shape: list[int]) -> int | None:
+    n = math.prod(shape)
+    return n if n < 1 << 63 else None
+
+
+def parse_dump_tree(root: Path, npy_dir: Path | None = None, progress: Callable[[int], None] | None = None) -> DumpRun:
+    rows: list[dict[str, Any]] = []
+    errors: list[str] = []
+    files = 0
+    tensor_bytes = 0
+    mappings: dict[Path, dict[str, str]] = {}
+    for f in dump_files(root):
+        if f.parent not in mappings:
+            mappings[f.parent] = _mapping(f.parent)
+        name, real = _name(f, mappings[f.parent])
+        base = _base_row(f, name, path_info(root, f))
+        try:
+            if f.suffix == ".csv":
+                rows.extend(_stats_rows(f, base))
+                files += 1
+                continue
+            if name is None and not f.name.endswith(".bin"):
+                continue  # not a dump file name: README, logs...
+            dump = read_dump(f)
+            files += 1
+            for spec in dump.tensors:
+                arr = tensor_array(f, spec)
+                stats: dict[str, Any] = {"element_count": None}
+                shape = spec.shape
+                if arr is not None:
+                    stats = tensor_stats(arr)
+                    if npy_dir is not None and spec.io in ("input", "output"):
+                        conv, _ = to_original_shape(np.asarray(arr), spec)
+                        with writing(npy_dir):
+                            npy_dir.mkdir(parents=True, exist_ok=True)
+                        # the op name comes from the dump (or mapping.csv): a file name, never a path
+                        target = npy_dir / safe_name(f"{real}.{spec.io}.{spec.index}.npy")
+                        if not inside(target, npy_dir):
+                            raise InputError(f, f"op name {real[:80]!r} would write outside {npy_dir}")
+                        with writing(target):
+                            np.save(target, conv)
+                tensor_bytes += spec.size_bytes
+                rows.append(
+                    {
+                        **base,
+                        "op_name": base["op_name"] or dump.op_name or None,
+                        "offset": spec.offset,
+                        "source": "bin",
+                        "io": spec.io,
+                        "index": spec.index,
+                        "dtype": spec.dtype_name,
+                        "format": spec.format_name,
+                        "shape": shape,
+                        "original_shape": spec.original_shape,
+                        "size_bytes": spec.size_bytes,
+                        **{k: stats.get(k) for k in TENSORS.names if k in stats},
+                    }
+                )
+        except InputError as exc:
+            errors.append(exc.one_line())
+        except (OSError, ValueError) as exc:
+            errors.append(f"{f}: cannot read ({exc})")
+        if progress is not None:
+            progress(1)
+    table = pa.Table.from_pylist(rows, schema=TENSORS) if rows else TENSORS.empty_table()
+    return DumpRun(table, files, errors, tensor_bytes)

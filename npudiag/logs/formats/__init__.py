@@ -1,0 +1,1 @@
+"""CANN log formats: plog, device logs, msnpureport slog, pasted console text."""

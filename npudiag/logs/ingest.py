@@ -1,0 +1,160 @@
+"""``logs parse`` as a library call: stream every source into log_events.parquet, keep what triage needs.
+
+Memory stays bounded by the number of problem records (errors, warnings, records with error
+codes or without a level), not by the size of the logs: every batch is written to Parquet as
+soon as it is parsed and only its problem rows are kept.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from npudiag.errors import InputError
+from npudiag.logs.formats.ascend_log import LogParser
+from npudiag.logs.formats.log_common import QUIET_LEVELS, cap_message
+from npudiag.logs.sources import LogSource
+from npudiag.schemas import LOG_EVENTS
+from npudiag.store import atomic_write
+
+# kept for triage only when they carry an error code (warnings) or a device fault event (RAS event ids
+# are written at EVENT level by the device's event log)
+_KEEP_ONLY_WITH_CODES = pa.array([*QUIET_LEVELS, "WARNING"])
+_FAULT_EVENT = r"event_id[=:]0x[0-9A-Fa-f]{8}|HBM MULTI BIT ECC|Fault RAS occurs"
+_INFO = pa.array(list(QUIET_LEVELS))
+_CATALOGUE = r"(?:^|[^A-Za-z0-9_])[EW][0-9A-Z]\d{4}(?:[^A-Za-z0-9_]|$)"  # an information record naming a CANN error code
+MAX_PROBLEM_ROWS = 500_000  # triage looks at the first this many problem records; counts cover all
+TRIAGE_MESSAGE_CHARS = 2_048  # triage reads the start of a message (log_events.parquet keeps it whole)
+
+
+WRITE_ROWS = 65_536  # rows per Parquet row group of log_events
+WRITE_BYTES = 16 << 20  # or fewer, when their messages are long
+
+
+@dataclass
+class LogsRun:
+    problems: pa.Table  # the LOG_EVENTS rows triage looks at
+    totals: dict[str, Any]
+    errors: list[str] = field(default_factory=list)
+
+
+def _problem_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
+    quiet = pc.fill_null(pc.is_in(batch["level"], _KEEP_ONLY_WITH_CODES), False)
+    has_codes = pc.greater(pc.fill_null(pc.list_value_length(batch["error_codes"]), 0), 0)
+    keep = pc.or_(pc.invert(quiet), has_codes)
+    if pc.any(quiet).as_py():
+        keep = pc.or_(keep, pc.fill_null(pc.match_substring_regex(batch["message"], _FAULT_EVENT, ignore_case=True), False))
+    found = batch.filter(keep)
+    i = found.schema.get_field_index("message")
+    messages = found.column(i)
+    long = pc.greater(pc.utf8_length(messages), TRIAGE_MESSAGE_CHARS)
+    if not pc.any(long).as_py():
+        return found
+    short = [cap_message(m, TRIAGE_MESSAGE_CHARS) if m is not None else None for m in messages.to_pylist()]
+    return found.set_column(i, "message", pa.array(short, pa.string()))
+
+
+def parse_logs(
+    sources: list[LogSource],
+    events_path: Path | None,
+    progress: Callable[[int], None] | None = None,
+    device: int | None = None,
+) -> LogsRun:
+    """Parse ``sources`` one after the other; a source that fails is reported and the rest go on."""
+    problems: list[pa.RecordBatch] = []
+    levels: Counter[str] = Counter()
+    files: Counter[str] = Counter()
+    errors: list[str] = []
+    lines = kept = dropped = catalogue = 0
+    prefixes: list[dict[str, str]] = []
+
+    def run(writer: pq.ParquetWriter | None) -> None:
+        nonlocal lines, kept, dropped, catalogue
+        pending: list[pa.RecordBatch] = []  # small files' batches, written as one row group
+        pending_rows = pending_bytes = 0
+
+        def flush() -> None:
+            nonlocal pending_rows, pending_bytes
+            if writer is not None and pending:
+                writer.write_table(pa.Table.from_batches(pending, schema=LOG_EVENTS))
+            pending.clear()
+            pending_rows = pending_bytes = 0
+
+        for src in sources:
+            parser = LogParser(src.ctx)
+            try:
+                for batch in parser.parse(src.open_lines()):
+                    if device is not None:
+                        batch = batch.filter(pc.fill_null(pc.equal(batch["device_id"], device), False))
+                    if writer is not None:
+                        pending.append(batch)
+                        pending_rows += batch.num_rows
+                        pending_bytes += batch.nbytes
+                        if pending_rows >= WRITE_ROWS or pending_bytes >= WRITE_BYTES:
+                            flush()
+                    for lv, n in zip(*_value_counts(batch["level"])):
+                        levels[lv] += n
+                    files[src.ctx.file] += batch.num_rows
+                    info = pc.fill_null(pc.is_in(batch["level"], _INFO), False)
+                    if pc.any(info).as_py():
+                        named = pc.match_substring_regex(pc.filter(batch["message"], info), _CATALOGUE)
+                        catalogue += int(pc.sum(pc.fill_null(named, False)).as_py() or 0)
+                    found = _problem_rows(batch)
+                    keep = found.slice(0, max(MAX_PROBLEM_ROWS - kept, 0))
+                    if keep.num_rows:
+                        problems.append(keep)
+                    kept += keep.num_rows
+                    dropped += found.num_rows - keep.num_rows
+            except InputError as exc:
+                errors.append(exc.one_line())
+            except (OSError, EOFError, ValueError) as exc:  # a truncated archive member, an unreadable file
+                errors.append(f"{src.ctx.file}: cannot read ({exc})")
+            lines += parser.lines
+            if parser.prefix_kind is not None:
+                prefixes.append({"file": src.ctx.file, "prefix": parser.prefix_kind})
+            if progress is not None:
+                progress(src.size_bytes)
+        flush()
+
+    if events_path is not None:
+
+        def write(fh) -> None:
+            writer = pq.ParquetWriter(fh, LOG_EVENTS, compression="snappy")
+            try:
+                run(writer)
+            finally:
+                writer.close()
+
+        atomic_write(events_path, write)
+    else:
+        run(None)
+    # one chunk: triage runs dozens of kernels over it, each paying per chunk (one per file before)
+    table = pa.Table.from_batches(problems, schema=LOG_EVENTS).combine_chunks() if problems else LOG_EVENTS.empty_table()
+    totals = {
+        "files": len(files),
+        "lines": lines,
+        "records": sum(files.values()),
+        "errors": levels.get("ERROR", 0) + levels.get("FATAL", 0),
+        "warnings": levels.get("WARNING", 0),
+        "by_level": dict(levels),
+        "problem_records_not_triaged": dropped,
+        # information records that name an error code (GE registering its code catalogue at start-up):
+        # counted, never taken as errors
+        "info_records_naming_codes": catalogue,
+        "line_prefixes": prefixes,
+    }
+    if dropped:
+        totals["note"] = f"triage looked at the first {MAX_PROBLEM_ROWS:,} error records; {dropped:,} later ones are only counted"
+    return LogsRun(table, totals, errors)
+
+
+def _value_counts(arr: pa.Array) -> tuple[list[str], list[int]]:
+    vc = pc.value_counts(pc.fill_null(arr, "(none)"))
+    return vc.field("values").to_pylist(), vc.field("counts").to_pylist()

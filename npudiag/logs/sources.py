@@ -1,0 +1,258 @@
+"""Find the log files in what a user gives ``npudiag logs parse``, and what their paths say.
+
+A path is an msnpureport export folder, a host log folder (``$HOME/ascend/log``), one log file,
+an archive of them, or ``-`` for text on standard input. The path tells the origin (host plog,
+device logs from an export or flushed to the host), the device id (``device-K`` folders), the
+pid (``plog-<pid>_<ts>.log``) and the rank (``rank_N`` folders) where the records do not.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import re
+import stat
+import sys
+import tarfile
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from npudiag.errors import InputError
+from npudiag.logs.archive import MAX_ARCHIVE_BYTES, MAX_MEMBERS, check_members, is_archive, open_archive
+from npudiag.logs.formats.ascend_log import LogContext
+
+LOG_NAME = re.compile(r"(\.log|\.txt|\.out)(\.\d+)?$|^(messages|syslog|history\.log|kernel\.log)")
+PLOG_NAME = re.compile(r"plog-(\d{1,10})_\d{1,20}\.log$")
+DEVICE_LOG_NAME = re.compile(r"device-(\d{1,10})_\d{1,20}\.log$")
+DEVICE_DIR = re.compile(r"^device-(\d+)$")
+DEV_OS_DIR = re.compile(r"^dev-os-(\d+)$")
+RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
+EXPORT_DIRS = {"slog", "hisi_logs", "message", "stackcore", "vmcore", "event_sched", "system_info", "module_log"}
+MAX_DEPTH = 12
+
+
+@dataclass
+class LogSource:
+    ctx: LogContext
+    open_lines: Callable[[], Iterator[str]]
+    size_bytes: int
+
+
+def context_for(name: str) -> LogContext:
+    """What the path ``name`` (slash-separated) says about its records."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p]
+    base = parts[-1] if parts else name
+    ctx = LogContext(name)
+    dirs = parts[:-1]
+    if (m := PLOG_NAME.search(base)) is not None:
+        ctx.origin, ctx.pid = "host", int(m.group(1))
+    elif (m := DEVICE_LOG_NAME.search(base)) is not None:
+        ctx.origin, ctx.pid = "device", int(m.group(1))
+    if any(d in EXPORT_DIRS for d in dirs):
+        ctx.origin = "device"
+    for d in reversed(dirs):
+        if (m := DEVICE_DIR.match(d)) is not None:
+            ctx.device_id = int(m.group(1))
+            break
+    if ctx.device_id is None:
+        for d in reversed(dirs):
+            if (m := DEV_OS_DIR.match(d)) is not None:
+                ctx.device_id = int(m.group(1))
+                break
+    for d in reversed(dirs):
+        if (m := RANK_DIR.match(d)) is not None:
+            ctx.rank = int(m.group(1))
+            break
+    return ctx
+
+
+MAX_LINE_CHARS = 1 << 20  # longer lines are cut (and say so): one 100 MB line must not cost 100s of MB
+
+
+def bounded_lines(fh: io.TextIOBase) -> Iterator[str]:
+    """Lines of ``fh``, each at most MAX_LINE_CHARS; the rest of a longer line is read and dropped."""
+    while True:
+        line = fh.readline(MAX_LINE_CHARS)
+        if not line:
+            return
+        if len(line) == MAX_LINE_CHARS and not line.endswith("\n"):
+            cut = 0
+            while True:
+                more = fh.readline(MAX_LINE_CHARS)
+                cut += len(more)
+                if not more or more.endswith("\n"):
+                    break
+            line = f"{line} [... {cut} more characters cut by npudiag]\n"
+        yield line
+
+
+def _file_lines(path: Path) -> Callable[[], Iterator[str]]:
+    def lines() -> Iterator[str]:
+        with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+            yield from bounded_lines(fh)
+
+    return lines
+
+
+class _ByteLines:
+    """``readline(limit)`` over a binary stream that has only ``read`` (a member of a tar read as a
+    stream is not seekable, which TextIOWrapper needs), decoding UTF-8 with replacement."""
+
+    def __init__(self, fh) -> None:
+        import codecs
+
+        self.fh = fh
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.buf = ""
+        self.pos = 0  # lines are taken by moving this, not by copying the rest of the buffer
+        self.eof = False
+
+    def readline(self, limit: int) -> str:
+        while True:
+            stop = min(self.pos + limit, len(self.buf))
+            nl = self.buf.find("\n", self.pos, stop)
+            if nl >= 0 or stop - self.pos >= limit or self.eof:
+                end = nl + 1 if nl >= 0 else stop
+                line = self.buf[self.pos : end]
+                self.pos = end
+                return line
+            chunk = self.fh.read(1 << 20)
+            rest = self.buf[self.pos :]
+            self.pos = 0
+            self.eof = not chunk
+            self.buf = rest + (self.decoder.decode(chunk) if chunk else self.decoder.decode(b"", final=True))
+
+
+class _TarStream:
+    """Reads an archive's members in one pass when they are asked for in archive order (as ``logs
+    parse`` does): a compressed archive is decompressed once, not once per member."""
+
+    def __init__(self, archive: Path) -> None:
+        self.archive = archive
+        self.tar: tarfile.TarFile | None = None
+        self.members: Iterator[tarfile.TarInfo] | None = None
+
+    def lines(self, name: str) -> Callable[[], Iterator[str]]:
+        def gen() -> Iterator[str]:
+            for attempt in (0, 1):
+                if self.tar is None:
+                    try:
+                        self.tar = tarfile.open(self.archive, "r|*")  # noqa: SIM115 - closed when the stream ends
+                    except (tarfile.TarError, OSError, EOFError) as exc:
+                        raise InputError(self.archive, f"not a readable tar archive ({exc})") from None
+                    self.members = iter(self.tar)
+                assert self.members is not None
+                for m in self.members:
+                    if m.name == name:
+                        fh = self.tar.extractfile(m)
+                        if fh is not None:
+                            yield from bounded_lines(_ByteLines(fh))
+                        return
+                # asked out of order: start the stream again, once
+                self.tar.close()
+                self.tar = None
+                if attempt:
+                    return
+
+        return gen
+
+
+def _zip_members(archive: Path, max_bytes: int) -> list[zipfile.ZipInfo]:
+    """A zip's members after the same checks as a tar's: no absolute paths, no '..', size limits."""
+    try:
+        zf = zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InputError(archive, f"not a readable zip archive ({exc})") from None
+    with zf:
+        infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise InputError(archive, f"more than {MAX_MEMBERS} members; refusing the archive")
+    total = 0
+    for m in infos:
+        name = m.filename
+        if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":") or ".." in name.replace("\\", "/").split("/"):
+            raise InputError(archive, f"member {name!r}: an absolute path or '..'; refusing the archive")
+        total += m.file_size
+        if total > max_bytes:
+            raise InputError(archive, f"more than {max_bytes} bytes uncompressed (at member {name!r}); refusing the archive")
+    return infos
+
+
+def _zip_lines(archive: Path, name: str) -> Callable[[], Iterator[str]]:
+    def lines() -> Iterator[str]:
+        with zipfile.ZipFile(archive) as zf, zf.open(name) as fh:
+            yield from bounded_lines(io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline=""))
+
+    return lines
+
+
+def _stdin_lines() -> Iterator[str]:
+    stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="")
+    yield from bounded_lines(stream)
+
+
+def _walk(folder: Path, warnings: list[str]) -> Iterator[Path]:
+    root_depth = len(folder.parts)
+    for dirpath, dirnames, filenames in os.walk(
+        folder, followlinks=False, onerror=lambda e: warnings.append(f"{e.filename}: cannot read ({e.strerror})")
+    ):
+        depth = len(Path(dirpath).parts) - root_depth
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if depth >= MAX_DEPTH:
+            warnings.append(f"{dirpath}: deeper than {MAX_DEPTH} levels, not searched")
+            dirnames[:] = []
+        for f in sorted(filenames):
+            if LOG_NAME.search(f):
+                p = Path(dirpath) / f
+                try:
+                    st = p.lstat()
+                except OSError as exc:
+                    warnings.append(f"{p}: cannot read ({exc.strerror})")
+                    continue
+                if not stat.S_ISREG(st.st_mode):  # FIFOs, sockets, devices and symlinks are never opened
+                    warnings.append(f"{p}: not a regular file, skipped")
+                    continue
+                yield p
+
+
+def find_sources(path: str, warnings: list[str], max_archive_bytes: int = MAX_ARCHIVE_BYTES) -> list[LogSource]:
+    """The log files under ``path``. InputError when ``path`` itself is unusable."""
+    if path == "-":
+        return [LogSource(LogContext("-"), _stdin_lines, 0)]
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "no such file or folder")
+    if p.is_file() and p.name.lower().endswith(".zip"):
+        out = []
+        for m in _zip_members(p, max_archive_bytes):
+            if not m.is_dir() and LOG_NAME.search(posixpath.basename(m.filename)):
+                ctx = context_for(m.filename)
+                ctx.file = f"{p}!{m.filename}"
+                out.append(LogSource(ctx, _zip_lines(p, m.filename), m.file_size))
+        if not out:
+            raise InputError(p, "no log files (*.log, *.txt) in the zip archive")
+        return out
+    if p.is_file() and is_archive(p):
+        with open_archive(p) as tar:
+            members = check_members(p, tar, max_archive_bytes)
+        stream = _TarStream(p)
+        out = []
+        for m in members:
+            if m.isfile() and LOG_NAME.search(posixpath.basename(m.name)):
+                ctx = context_for(m.name)
+                ctx.file = f"{p}!{m.name}"
+                out.append(LogSource(ctx, stream.lines(m.name), m.size))
+        if not out:
+            raise InputError(p, "no log files (*.log, *.txt) in the archive")
+        return out
+    if p.is_file():
+        return [LogSource(context_for(str(p)), _file_lines(p), p.stat().st_size)]
+    if not p.is_dir():
+        raise InputError(p, "not a regular file or folder (a FIFO, socket or device is never read)")
+    files = list(_walk(p, warnings))
+    if not files:
+        raise InputError(p, "no log files (*.log, *.txt) in this folder")
+    return [LogSource(context_for(str(f)), _file_lines(f), f.stat().st_size) for f in files]

@@ -1,0 +1,304 @@
+"""Log triage: match log records against the shipped knowledge base and say what failed first.
+
+The knowledge base is data (``npudiag/logs/log_kb.toml``), so adding a failure is adding an entry
+with its example line, not code. Matching is vectorised over the whole log_events table (RE2 via
+pyarrow compute), one pass per entry.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag.logs.formats.log_common import CODE_MODULES, QUIET_LEVELS
+from npudiag.schemas import TRIAGE
+from npudiag.tomlfile import read_toml
+
+PROBLEM_LEVELS = ["ERROR", "FATAL", "WARNING"]
+# the root cause is the earliest finding of the first tier present: a fault the device reported
+# (AI Core / vector core / AICPU exception, TS exception, HBM/ECC) comes before a host-side cause
+# (out of memory, HCCL init, a compile error), which comes before what follows from a failure
+# elsewhere (stream sync failed, EZ9999 wrappers, task run failed, watchdog timeouts)
+ROLES = ("device_fault", "cause", "symptom")
+
+
+@dataclass(frozen=True)
+class KbEntry:
+    id: str
+    title: str
+    role: str
+    codes: tuple[str, ...]
+    patterns: tuple[str, ...]
+    modules: tuple[str, ...]
+    meaning: str
+    causes: tuple[str, ...]
+    checks: tuple[str, ...]
+    fix: str
+    example: str
+    levels: tuple[str, ...] = ()  # information levels (EVENT...) this entry also matches; others never do
+    source: str = ""
+
+
+_REQUIRED = ("id", "title", "meaning", "fix", "example")
+
+
+def load_kb(path: Path | None = None) -> list[KbEntry]:
+    """The entries of ``path`` (default: the shipped file). ValueError names a malformed entry."""
+    if path is None:
+        with resources.as_file(resources.files("npudiag.logs") / "log_kb.toml") as p:
+            data = read_toml(p)
+    else:
+        data = read_toml(path)
+    entries = []
+    seen: set[str] = set()
+    for i, e in enumerate(data.get("entry", []), 1):
+        missing = [k for k in _REQUIRED if not e.get(k)]
+        if missing or not (e.get("codes") or e.get("patterns")):
+            raise ValueError(f"knowledge base entry {i} ({e.get('id', '?')}): needs {', '.join(missing) or 'codes or patterns'}")
+        if e.get("role", "cause") not in ROLES:
+            raise ValueError(f"knowledge base entry {i} ({e['id']}): role must be one of {', '.join(ROLES)}")
+        if e["id"] in seen:
+            raise ValueError(f"knowledge base entry {i}: duplicate id {e['id']}")
+        seen.add(e["id"])
+        for p in e.get("patterns", []):
+            re.compile(p)
+        entries.append(
+            KbEntry(
+                e["id"],
+                e["title"],
+                e.get("role", "cause"),
+                tuple(e.get("codes", [])),
+                tuple(e.get("patterns", [])),
+                tuple(m.upper() for m in e.get("modules", [])),
+                e["meaning"],
+                tuple(e.get("causes", [])),
+                tuple(e.get("checks", [])),
+                e["fix"],
+                e["example"],
+                tuple(x.upper() for x in e.get("levels", [])),
+                e.get("source", ""),
+            )
+        )
+    return entries
+
+
+def _code_mask(events: pa.Table, codes: tuple[str, ...]) -> np.ndarray:
+    mask = np.zeros(events.num_rows, bool)
+    if not codes or events.num_rows == 0:
+        return mask
+    lists = events["error_codes"].combine_chunks()
+    flat = pc.list_flatten(lists)
+    if len(flat) == 0:
+        return mask
+    parents = pc.list_parent_indices(lists).to_numpy()
+    hit = pc.is_in(flat, pa.array(list(codes))).to_numpy(zero_copy_only=False)
+    mask[parents[hit]] = True
+    return mask
+
+
+def match_entries(events: pa.Table, kb: list[KbEntry]) -> dict[str, np.ndarray]:
+    """Entry id -> boolean mask over ``events`` of the records it matches."""
+    out: dict[str, np.ndarray] = {}
+    if events.num_rows == 0:
+        return out
+    message = pc.fill_null(events["message"], "")
+    modules = pc.fill_null(events["module"], "")
+    levels = pc.fill_null(events["level"], "")
+    # an information record (GE's error-code catalogue at INFO, a DEBUG trace) is never a finding
+    loud = ~pc.is_in(levels, pa.array(list(QUIET_LEVELS))).to_numpy(zero_copy_only=False)
+    for e in kb:
+        mask = _code_mask(events, e.codes)
+        for p in e.patterns:
+            mask |= pc.match_substring_regex(message, p, ignore_case=True).to_numpy(zero_copy_only=False)
+        allowed = loud | pc.is_in(levels, pa.array(list(e.levels), pa.string())).to_numpy(zero_copy_only=False) if e.levels else loud
+        mask &= allowed
+        if e.modules and mask.any():
+            mask &= pc.is_in(pc.utf8_upper(modules), pa.array(list(e.modules))).to_numpy(zero_copy_only=False)
+        if mask.any():
+            out[e.id] = mask
+    return out
+
+
+def _distinct_ints(values: list[int | None]) -> list[int]:
+    return sorted({v for v in values if v is not None})
+
+
+def triage_table(events: pa.Table, kb: list[KbEntry]) -> pa.Table:
+    """One row per knowledge-base entry seen in the logs, earliest first."""
+    matches = match_entries(events, kb)
+    by_id = {e.id: e for e in kb}
+    rows = []
+    order = np.arange(events.num_rows)
+    for kb_id, mask in matches.items():
+        e = by_id[kb_id]
+        idx = order[mask]
+        sub = events.take(pa.array(idx))
+        sub_ts = sub["timestamp"]
+        first_i = _first_index(sub)
+        codes: dict[str, None] = {}
+        for lst in sub["error_codes"].to_pylist():
+            for c in lst:
+                codes[c] = None
+        rows.append(
+            {
+                "kb_id": kb_id,
+                "title": e.title,
+                "role": e.role,
+                "count": len(idx),
+                "first_timestamp": pc.min(sub_ts).as_py(),
+                "last_timestamp": pc.max(sub_ts).as_py(),
+                "first_file": sub["file"][first_i].as_py(),
+                "first_line": sub["line"][first_i].as_py(),
+                "device_ids": _distinct_ints(sub["device_id"].to_pylist()),
+                "ranks": _distinct_ints(sub["rank"].to_pylist()),
+                "error_codes": list(codes),
+                "example": (sub["message"][first_i].as_py() or "").split("\n")[0][:400],
+                "meaning": e.meaning,
+                "causes": json.dumps(list(e.causes), ensure_ascii=False),
+                "checks": json.dumps(list(e.checks), ensure_ascii=False),
+                "fix": e.fix,
+            }
+        )
+    t = pa.Table.from_pylist(rows, schema=TRIAGE)
+    if t.num_rows:
+        t = t.sort_by([("first_timestamp", "ascending"), ("first_file", "ascending"), ("first_line", "ascending")])
+    return t
+
+
+def _first_index(t: pa.Table) -> int:
+    """The earliest record: by timestamp where any has one, else the first in file order."""
+    ts = t["timestamp"]
+    if ts.null_count < len(ts):
+        return int(pc.index(ts, pc.min(ts)).as_py())
+    return 0
+
+
+def _problems(events: pa.Table) -> pa.Table:
+    has_codes = pc.greater(pc.fill_null(pc.list_value_length(events["error_codes"]), 0), 0)
+    bad_level = pc.fill_null(pc.is_in(events["level"], pa.array(PROBLEM_LEVELS[:2])), False)
+    return events.filter(pc.or_(bad_level, has_codes))
+
+
+def _counts(t: pa.Table, column: str) -> list[dict[str, Any]]:
+    if t.num_rows == 0:
+        return []
+    g = t.group_by(column).aggregate([("line", "count")]).sort_by([("line_count", "descending")])
+    return [{column: k, "count": c} for k, c in zip(g[column].to_pylist(), g["line_count"].to_pylist())]
+
+
+def summarise(
+    events: pa.Table, triage: pa.Table, kb: list[KbEntry], totals: dict[str, Any] | None = None, timeline_limit: int = 30
+) -> dict[str, Any]:
+    """The dict every logs renderer draws from (terminal, JSON). ``events`` may hold only the problem
+    records (``totals`` then gives the counts over every record)."""
+    by_id = {e.id: e for e in kb}
+    errors = _problems(events)
+    errors = errors.sort_by([("timestamp", "ascending"), ("file", "ascending"), ("line", "ascending")]) if errors.num_rows else errors
+    timed = errors.filter(pc.is_valid(errors["timestamp"])) if errors.num_rows else errors
+    first = None
+    source = timed if timed.num_rows else errors
+    if source.num_rows:
+        first = _row(source, 0)
+    # error-code table
+    code_rows: dict[str, dict[str, Any]] = {}
+    for r in errors.select(["error_codes", "timestamp", "file", "line"]).to_pylist():
+        for c in r["error_codes"]:
+            row = code_rows.setdefault(
+                c, {"code": c, "count": 0, "first_timestamp": r["timestamp"], "first_file": r["file"], "first_line": r["line"]}
+            )
+            row["count"] += 1
+    code_kb: dict[str, KbEntry] = {}
+    for e in kb:
+        for c in e.codes:
+            code_kb.setdefault(c, e)
+    for c, row in code_rows.items():
+        e = code_kb.get(c)
+        row["kb_id"] = e.id if e else None
+        row["meaning"] = e.title if e else _generic_meaning(c)
+        row["fix"] = e.fix if e else None
+    findings = triage.to_pylist()
+    for f in findings:
+        f["causes"] = json.loads(f["causes"])
+        f["checks"] = json.loads(f["checks"])
+    root = root_cause(findings)
+    ranks = _first_by(errors, "rank")
+    if totals is None:
+        totals = {
+            "files": int(pc.count_distinct(events["file"]).as_py() or 0) if events.num_rows else 0,
+            "records": events.num_rows,
+            "errors": int(pc.sum(pc.fill_null(pc.equal(events["level"], "ERROR"), False)).as_py() or 0) if events.num_rows else 0,
+            "warnings": int(pc.sum(pc.fill_null(pc.equal(events["level"], "WARNING"), False)).as_py() or 0) if events.num_rows else 0,
+        }
+    return {
+        **totals,
+        "first_error": first,
+        "root_cause": root,
+        "error_codes": sorted(code_rows.values(), key=lambda r: (-r["count"], r["code"])),
+        "findings": findings,
+        "by_module": _counts(errors, "module"),
+        "by_device": _counts(errors, "device_id"),
+        "by_rank": _counts(errors, "rank"),
+        "first_failure_by_rank": ranks,
+        "timeline": [_row(errors, i) for i in range(min(errors.num_rows, timeline_limit))],
+        "knowledge_base_entries": len(by_id),
+    }
+
+
+def root_cause(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The earliest finding (``findings`` are in time order) of the first role in ROLES that has one."""
+    for role in ROLES:
+        for f in findings:
+            if f["role"] == role:
+                return f
+    return None
+
+
+def _generic_meaning(code: str) -> str | None:
+    if re.fullmatch(r"[EWI][0-9A-Z]\d{4}", code):
+        level = {"E": "error", "W": "warning", "I": "info"}[code[0]]
+        mod = CODE_MODULES.get(code[1], "unknown component")
+        kind = "internal error: collect logs, contact support" if int(code[2:]) >= 9000 else "user-side problem"
+        return f"{mod} {level} ({kind})"
+    if code.isdigit():
+        return {"1": "ACL parameter / environment error", "2": "ACL resource or hardware mismatch", "3": "ACL service error (queue)"}.get(
+            code[0], "ACL internal error"
+        )
+    return None
+
+
+def _row(t: pa.Table, i: int) -> dict[str, Any]:
+    r = t.slice(i, 1).to_pylist()[0]
+    return {
+        "timestamp": r["timestamp"],
+        "file": r["file"],
+        "line": r["line"],
+        "origin": r["origin"],
+        "level": r["level"],
+        "module": r["module"],
+        "device_id": r["device_id"],
+        "rank": r["rank"],
+        "pid": r["pid"],
+        "error_codes": r["error_codes"],
+        "message": (r["message"] or "").split("\n")[0][:300],
+    }
+
+
+def _first_by(errors: pa.Table, column: str) -> list[dict[str, Any]]:
+    """For each rank, its first error (sorted: the rank that failed first comes first)."""
+    if errors.num_rows == 0:
+        return []
+    t = errors.filter(pc.is_valid(errors[column]))
+    t = t.append_column("_i", pa.array(np.arange(t.num_rows)))
+    firsts = t.group_by(column).aggregate([("_i", "min")])["_i_min"].to_pylist()  # errors are time-sorted
+    seen = {i: _row(t, i) for i in firsts}
+    rows = list(seen.values())
+    rows.sort(key=lambda r: (r["timestamp"] is None, r["timestamp"] or 0))
+    return rows

@@ -1,0 +1,1 @@
+"""Profiling: msprof / torch_npu profiler output found, read into the canonical tables and analysed."""

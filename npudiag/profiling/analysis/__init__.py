@@ -1,0 +1,1 @@
+"""Pure functions over the canonical profile tables: no file access, no printing."""

@@ -1,0 +1,312 @@
+"""Cross-rank analysis: the per-step phases of every rank, which ranks are slow, and why.
+
+Per step and rank the phases are step_trace_time.csv's (computing, communication not overlapped,
+overlapped, communication, free, stage, bubble), read from the rank's own step_trace file where it
+exists, else computed from its kernels with the same definitions (step_breakdown; ``free_us``
+here is step_trace_time.csv's Free, which holds the exposed copies: the breakdown's free plus
+copy not overlapped).
+
+A rank is slow in a step when its stage time exceeds the median over ranks by more than
+``threshold`` (5 %, as msprof-analyze's max−min rule) AND by more than ``z`` robust standard
+deviations (1.4826 × MAD), so one noisy rank among identical ones is not flagged and a whole
+cluster of equal ranks never is. The cause is the phase that grew most against the median of the
+other ranks; where kernels exist, the ops slower than on the median rank are listed too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag.profiling.analysis.compare import diff_ops
+from npudiag.schemas import CLUSTER_STEPS, SLOW_RANKS
+
+PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_us"]
+PHASE_NAMES = {"computing_us": "computing", "communication_not_overlapped_us": "communication", "free_us": "free", "bubble_us": "bubble"}
+
+
+def _phase_row(r: dict[str, Any], source: str) -> dict[str, Any]:
+    """A CLUSTER_STEPS row from a steps row (step_trace) or a step_breakdown row (kernels)."""
+    from_trace = source == "step_trace"
+    return {
+        "step": r["step"],
+        "rank": r["rank"],
+        "device_id": r["device_id"] if from_trace else None,
+        "computing_us": r["computing_us"],
+        "communication_not_overlapped_us": r["communication_not_overlapped_us"],
+        "overlapped_us": r["overlapped_us"],
+        "communication_us": r["communication_us"],
+        # step_trace_time.csv's Free holds the exposed copies; a kernel-derived row says the same
+        "free_us": r["free_us"] if from_trace else (r["free_us"] or 0.0) + (r["copy_not_overlapped_us"] or 0.0),
+        "stage_us": r["step_time_us"],
+        "bubble_us": r["bubble_us"] if from_trace else 0.0,
+        "communication_not_overlapped_exclude_receive_us": r[
+            "communication_not_overlapped_exclude_receive_us" if from_trace else "communication_not_overlapped_us"
+        ],
+        "preparing_us": r.get("preparing_us") if from_trace else None,
+        "source": source,
+    }
+
+
+def parallel_indices(args: dict[str, Any] | None) -> dict[int, tuple[int, int, int]] | None:
+    """Rank -> (DP, PP, TP index) from profiler_metadata.json ``distributed_args``, with Megatron's
+    rank order (TP fastest, then DP, PP slowest), as msprof-analyze's cluster_step_trace_time.csv
+    reports them; None when the arguments are missing or inconsistent (world != TP x PP x DP)."""
+    if not isinstance(args, dict):
+        return None
+    keys = ("world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+            "context_parallel_size", "expert_model_parallel_size")  # fmt: skip
+    vals = {k: args.get(k, 1) for k in keys}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vals.values()):
+        return None
+    world = vals["world_size"]
+    tp, pp, dp, cp, ep = (max(1, vals[k]) for k in keys[1:])
+    # CP > 1: msprof-analyze 26 places no rank either (its partition fails), so neither do we
+    if world < 1 or world != tp * pp * dp or dp % ep or cp != 1:
+        return None
+    per_stage = world // pp
+    out = {}
+    for rank in range(world):
+        stage, offset = divmod(rank, per_stage)
+        dp_index, k = divmod(offset, tp)
+        position = stage * tp + k  # place in the rank's model-parallel group
+        out[rank] = (dp_index, position // tp, position % tp)
+    return out
+
+
+def with_parallel(table: pa.Table, indices: dict[int, tuple[int, int, int]] | None) -> pa.Table:
+    """``table`` (CLUSTER_STEPS) with the DP/PP/TP index columns filled from ``indices``."""
+    if not indices or table.num_rows == 0:
+        return table
+    ranks = table["rank"].to_pylist()
+    for i, name in enumerate(("dp_index", "pp_index", "tp_index")):
+        col = pa.array([indices[r][i] if r in indices else None for r in ranks], pa.int32())
+        table = table.set_column(table.schema.get_field_index(name), name, col)
+    return table
+
+
+def rank_steps(tables: dict[str, pa.Table]) -> pa.Table:
+    """One row per (step, rank): the rank's step_trace rows where it has them, else its kernels' breakdown."""
+    steps = tables["steps"]
+    rows = [_phase_row(r, "step_trace") for r in steps.to_pylist()] if steps.num_rows else []
+    ranks_with_trace = {r["rank"] for r in rows}
+    sb = tables.get("step_breakdown")
+    if sb is not None and sb.num_rows:
+        rows += [_phase_row(r, "kernels") for r in sb.to_pylist() if r["rank"] not in ranks_with_trace]
+    t = pa.Table.from_pylist(rows, schema=CLUSTER_STEPS) if rows else CLUSTER_STEPS.empty_table()
+    return t.sort_by([("step", "ascending"), ("rank", "ascending")]) if t.num_rows else t
+
+
+KernelsOf = Callable[[list[int]], pa.Table]
+
+
+def _slower_ops(kernels_of: KernelsOf, slow_rank: int, median_rank: int, step: int | None, top: int = 5) -> list[dict[str, Any]]:
+    """Ops slower on ``slow_rank`` than on ``median_rank`` in ``step`` (that step's kernels only)."""
+    k = kernels_of([slow_rank, median_rank])
+    if k.num_rows and step is not None and k["step"].null_count < k.num_rows:
+        k = k.filter(pc.fill_null(pc.equal(k["step"], step), False))
+    if k.num_rows == 0:
+        return []
+    mine = k.filter(pc.fill_null(pc.equal(k["rank"], slow_rank), False))
+    ref = k.filter(pc.fill_null(pc.equal(k["rank"], median_rank), False))
+    if mine.num_rows == 0 or ref.num_rows == 0:
+        return []
+    d = diff_ops([{"kernels": ref}], [{"kernels": mine}])
+    out = []
+    for r in d.to_pylist():
+        if r["delta_total_us"] > 0:
+            out.append({"op": r["key"], "delta_us": r["delta_total_us"], "ratio": r["ratio"], "median_rank_us": r["base_total_us"]})
+        if len(out) == top:
+            break
+    return out
+
+
+def slow_ranks(table: pa.Table, kernels_of: KernelsOf | None = None, threshold: float = 0.05, z: float = 3.0) -> pa.Table:
+    """Slow (step, rank) rows with their cause. ``kernels_of(ranks)`` returns those ranks' kernels,
+    so only the slow rank and the median rank are ever read, not the whole cluster."""
+    rows = []
+    if table.num_rows == 0:
+        return SLOW_RANKS.empty_table()
+    for step in sorted(set(table["step"].to_pylist()), key=lambda s: (s is None, s)):
+        sub = table.filter(pc.equal(table["step"], step)) if step is not None else table.filter(pc.is_null(table["step"]))
+        stage = np.array([v if v is not None else np.nan for v in sub["stage_us"].to_pylist()], float)
+        if len(stage) < 3 or np.isnan(stage).all():
+            continue
+        med = float(np.nanmedian(stage))
+        mad = float(np.nanmedian(np.abs(stage - med)))
+        sigma = 1.4826 * mad
+        ranks = sub["rank"].to_pylist()
+        median_rank = ranks[int(np.nanargmin(np.abs(stage - med)))]
+        phases = {p: np.array([v if v is not None else 0.0 for v in sub[p].to_pylist()], float) for p in PHASES}
+        for i, s in enumerate(stage):
+            excess = s - med
+            if not (excess > threshold * med and (sigma == 0 or excess > z * sigma)):
+                continue
+            others = np.arange(len(stage)) != i
+            growth = {p: float(v[i] - np.median(v[others])) for p, v in phases.items()}
+            cause = max(growth, key=lambda p: growth[p])
+            slower = _slower_ops(kernels_of, ranks[i], median_rank, step) if kernels_of is not None and cause == "computing_us" else []
+            rows.append(
+                {
+                    "step": step,
+                    "rank": ranks[i],
+                    "stage_us": float(s),
+                    "median_stage_us": med,
+                    "excess_us": float(excess),
+                    "excess_pct": 100.0 * excess / med if med else None,
+                    "robust_z": float(excess / sigma) if sigma > 0 else None,
+                    "cause": PHASE_NAMES[cause],
+                    "cause_excess_us": growth[cause],
+                    "slower_ops": json.dumps(slower),
+                }
+            )
+    return pa.Table.from_pylist(rows, schema=SLOW_RANKS) if rows else SLOW_RANKS.empty_table()
+
+
+CLUSTER_CSV_HEADER = [
+    "Step", "Type", "Index", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble",
+    "Communication(Not Overlapped and Exclude Receive)",
+]  # fmt: skip
+PARALLEL_HEADER = ["DP Index", "PP Index", "TP Index"]
+_CSV_VALUES = ["computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "free_us", "stage_us", "bubble_us",
+               "communication_not_overlapped_exclude_receive_us"]  # fmt: skip
+
+
+def _num(v: Any) -> str:
+    return "" if v is None else repr(float(v))
+
+
+def cluster_csv(table: pa.Table) -> tuple[list[str], list[list[str]]]:
+    """msprof-analyze's cluster_step_trace_time.csv: header and rows.
+
+    As msprof-analyze 26 writes it: the ranks' own step_trace columns (Preparing where their files
+    have it), DP/PP/TP Index where profiler_metadata.json gives consistent distributed_args, then
+    one ``stage`` row per step and pipeline stage (the ranks of one PP index) holding each column's
+    maximum over those ranks, Index the ranks as a tuple ``(0, 1)``."""
+    rows = table.to_pylist()
+    preparing = any(r["preparing_us"] is not None for r in rows)
+    parallel = any(r["pp_index"] is not None for r in rows)
+    names = _CSV_VALUES + (["preparing_us"] if preparing else [])
+    header = CLUSTER_CSV_HEADER + (["Preparing"] if preparing else []) + (PARALLEL_HEADER if parallel else [])
+    out = []
+    for r in rows:
+        idx = [("NA" if r[n] is None else str(r[n])) for n in ("dp_index", "pp_index", "tp_index")] if parallel else []
+        out.append(["" if r["step"] is None else str(r["step"]), "rank", str(r["rank"]), *[_num(r[n]) for n in names], *idx])
+    if parallel:
+        stages: dict[tuple[Any, int], list[dict[str, Any]]] = {}
+        for r in rows:
+            if r["pp_index"] is not None:
+                stages.setdefault((r["step"], r["pp_index"]), []).append(r)
+        for (step, _), members in sorted(stages.items(), key=lambda kv: ((kv[0][0] is None, kv[0][0]), kv[0][1])):
+            ranks = tuple(sorted(m["rank"] for m in members))
+            top = [max((m[n] for m in members if m[n] is not None), default=None) for n in names]
+            out.append(["" if step is None else str(step), "stage", str(ranks), *[_num(v) for v in top], "NA", "NA", "NA"])
+    return header, out
+
+
+def phase_median(table: pa.Table, column: str) -> float | None:
+    values = np.array([v for v in table[column].to_pylist() if v is not None], float)
+    return float(np.median(values)) if len(values) else None
+
+
+def slow_links(links: pa.Table, factor: float = 0.5, min_bytes: int = 1_000_000) -> list[dict[str, Any]]:
+    """Links whose bandwidth is below ``factor`` x the median of links of the same transport (ignoring
+    LOCAL copies and transfers under ``min_bytes``, whose bandwidth is latency, not link speed)."""
+    out: list[dict[str, Any]] = []
+    if links.num_rows == 0:
+        return out
+    rows = [
+        r
+        for r in links.to_pylist()
+        if r["transport"] not in (None, "LOCAL") and (r["size_bytes"] or 0) >= min_bytes and r["bandwidth_gbps"]
+    ]
+    by_transport: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_transport.setdefault(r["transport"], []).append(r)
+    for rs in by_transport.values():
+        med = float(np.median([r["bandwidth_gbps"] for r in rs]))
+        for r in rs:
+            if r["bandwidth_gbps"] < factor * med:
+                out.append({**r, "median_bandwidth_gbps": med, "ratio": r["bandwidth_gbps"] / med})
+    out.sort(key=lambda r: r["ratio"])
+    return out
+
+
+def link_summary(links: pa.Table) -> list[dict[str, Any]]:
+    """Per transport: links, bytes, time and the bandwidth they reached (size / time)."""
+    links = links.filter(pc.fill_null(pc.greater(links["size_bytes"], 0), False))
+    if links.num_rows == 0:
+        return []
+    g = links.group_by("transport").aggregate(
+        [("size_bytes", "sum"), ("time_us", "sum"), ("size_bytes", "count"), ("bandwidth_gbps", "min")]
+    )
+    out = []
+    for r in g.to_pylist():
+        t = r["time_us_sum"] or 0.0
+        out.append(
+            {
+                "transport": r["transport"],
+                "links": r["size_bytes_count"],
+                "bytes": r["size_bytes_sum"],
+                "time_us": t,
+                "bandwidth_gbps": (r["size_bytes_sum"] / (t * 1e3)) if t else None,
+                "min_link_bandwidth_gbps": r["bandwidth_gbps_min"],
+            }
+        )
+    return sorted(out, key=lambda r: -(r["bytes"] or 0))
+
+
+def wait_skew(ops: pa.Table, top: int = 10) -> list[dict[str, Any]]:
+    """Per collective (step, op) seen on several ranks: the spread of wait time. The rank that waited
+    least is the one the others waited for (it arrived last)."""
+    if ops.num_rows == 0:
+        return []
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in ops.to_pylist():
+        if r["wait_us"] is not None and r["rank"] is not None:
+            groups.setdefault((r["step"], r["op_name"]), []).append(r)
+    out = []
+    for (step, op), rs in groups.items():
+        if len(rs) < 2:
+            continue
+        waits = [r["wait_us"] for r in rs]
+        late = min(rs, key=lambda r: r["wait_us"])
+        out.append({"step": step, "op_name": op, "ranks": len(rs), "max_wait_us": max(waits), "min_wait_us": min(waits),
+                    "skew_us": max(waits) - min(waits), "late_rank": late["rank"]})  # fmt: skip
+    out.sort(key=lambda r: -r["skew_us"])
+    return out[:top]
+
+
+MATRIX_PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_us", "stage_us"]
+
+
+def rank_matrix(table: pa.Table) -> list[dict[str, Any]]:
+    """One row per rank over the whole window: each phase's mean over the rank's steps, the
+    difference of its mean stage from the median rank's, and its worst step (longest stage)."""
+    if table.num_rows == 0:
+        return []
+    rows = table.select(["rank", "step", *MATRIX_PHASES]).to_pylist()
+    by_rank: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_rank.setdefault(r["rank"], []).append(r)
+    out = []
+    for rank, rs in by_rank.items():
+        means = {}
+        for p in MATRIX_PHASES:
+            vals = [r[p] for r in rs if r[p] is not None]
+            means[p] = float(np.mean(vals)) if vals else None
+        with_stage = [r for r in rs if r["stage_us"] is not None]
+        worst = max(with_stage, key=lambda r: r["stage_us"]) if with_stage else None
+        out.append({"rank": rank, "steps": len(rs), **means, "worst_step": worst["step"] if worst else None,
+                    "worst_stage_us": worst["stage_us"] if worst else None})  # fmt: skip
+    stages = [r["stage_us"] for r in out if r["stage_us"] is not None]
+    median = float(np.median(stages)) if stages else None
+    for r in out:
+        r["stage_vs_median_pct"] = 100.0 * (r["stage_us"] - median) / median if median and r["stage_us"] is not None else None
+    out.sort(key=lambda r: (-(r["stage_us"] or 0.0), r["rank"] if r["rank"] is not None else -1))
+    return out

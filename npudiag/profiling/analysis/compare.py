@@ -1,0 +1,130 @@
+"""Profile diff: operator by operator, and the totals that decide whether a change helped.
+
+Repeated runs on a side are averaged (totals and counts divided by the number of runs), so a
+side of five runs compares with a side of one on the same scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag import schemas
+from npudiag.profiling.analysis.hot_ops import op_key
+from npudiag.profiling.analysis.metrics import samples
+from npudiag.profiling.analysis.summary import per_rank
+
+
+def _aggregate(runs: Sequence[dict[str, pa.Table]], by: str, shapes: bool) -> pa.Table:
+    parts = []
+    for t in runs:
+        k = t["kernels"]
+        parts.append(pa.table({"key": op_key(k, by, shapes), "d": pc.fill_null(k["duration_us"], 0.0)}))
+    g = pa.concat_tables(parts).group_by("key").aggregate([("d", "count"), ("d", "sum")])
+    n = float(len(runs))
+    return pa.table({"key": g["key"], "count": pc.divide(g["d_count"].cast(pa.float64()), n), "total": pc.divide(g["d_sum"], n)})
+
+
+def diff_ops(
+    base: Sequence[dict[str, pa.Table]], cur: Sequence[dict[str, pa.Table]], *, by: str = "type", shapes: bool = False
+) -> pa.Table:
+    """One row per op group on either side, sorted by the absolute change of total time."""
+    b = _aggregate(base, by, shapes)
+    c = _aggregate(cur, by, shapes)
+    j = b.join(c, "key", join_type="full outer", left_suffix="_b", right_suffix="_c")
+    bc, cc = pc.fill_null(j["count_b"], 0.0), pc.fill_null(j["count_c"], 0.0)
+    bt, ct = pc.fill_null(j["total_b"], 0.0), pc.fill_null(j["total_c"], 0.0)
+    status = pc.if_else(pc.is_null(j["count_b"]), "added", pc.if_else(pc.is_null(j["count_c"]), "removed", "both"))
+    b_sum = pc.sum(bt).as_py() or 0.0
+    c_sum = pc.sum(ct).as_py() or 0.0
+    delta = pc.subtract(ct, bt)
+
+    def avg(total: pa.Array, count: pa.Array) -> pa.Array:
+        return pc.if_else(pc.greater(count, 0.0), pc.divide(total, pc.max_element_wise(count, 1e-300)), pa.scalar(None, pa.float64()))
+
+    def share(total: pa.Array, whole: float) -> pa.Array:
+        return pc.multiply(pc.divide(total, whole), 100.0) if whole > 0 else pa.nulls(len(total), pa.float64())
+
+    ba, ca = avg(bt, bc), avg(ct, cc)
+    out = pa.table(
+        {
+            "match_by": pa.array([by + ("+shapes" if shapes else "")] * j.num_rows, pa.string()),
+            "key": j["key"],
+            "status": status,
+            "base_count": bc,
+            "cur_count": cc,
+            "base_total_us": bt,
+            "cur_total_us": ct,
+            "delta_total_us": delta,
+            "ratio": pc.if_else(pc.greater(bt, 0.0), pc.divide(ct, pc.max_element_wise(bt, 1e-300)), pa.scalar(None, pa.float64())),
+            "base_avg_us": ba,
+            "cur_avg_us": ca,
+            "delta_avg_us": pc.subtract(ca, ba),
+            "base_share_pct": share(bt, b_sum),
+            "cur_share_pct": share(ct, c_sum),
+        }
+    )
+    out = out.append_column("_abs", pc.abs(delta))
+    out = out.sort_by([("_abs", "descending"), ("key", "ascending")]).drop_columns(["_abs"])
+    return schemas.conform(out, schemas.DIFF)
+
+
+def _side_totals(runs: Sequence[dict[str, pa.Table]]) -> dict[str, Any]:
+    n = len(runs)
+
+    def mean(values: list[float]) -> float:
+        return float(sum(values) / n) if n else 0.0
+
+    step = samples(runs, "step_time_us")
+    severities: dict[str, int] = {}
+    for t in runs:
+        for sev in t["findings"]["severity"].to_pylist():
+            severities[sev] = severities.get(sev, 0) + 1
+    copies = [t["copies"] for t in runs]
+    return {
+        "runs": n,
+        "kernels": mean([t["kernels"].num_rows for t in runs]),
+        "kernel_time_us": mean([float(pc.sum(pc.fill_null(t["kernels"]["duration_us"], 0.0)).as_py() or 0.0) for t in runs]),
+        "steps": int(len(step)),
+        "step_time_median_us": float(np.median(step)) if len(step) else None,
+        "step_time_mean_us": float(step.mean()) if len(step) else None,
+        "copies": mean([c.num_rows for c in copies]),
+        "copy_time_us": mean([float(pc.sum(pc.fill_null(c["duration_us"], 0.0)).as_py() or 0.0) for c in copies]),
+        "copy_exposed_us": mean([float(pc.sum(t["step_breakdown"]["copy_not_overlapped_us"]).as_py() or 0.0) for t in runs]),
+        "idle_us": mean([float(pc.sum(t["step_breakdown"]["free_us"]).as_py() or 0.0) for t in runs]),
+        "findings": mean([t["findings"].num_rows for t in runs]),
+        "findings_by_severity": {k: v / n for k, v in sorted(severities.items())},
+        # the glossary's time lost: the findings' ranges counted once per rank (not their sum)
+        "findings_time_lost_us": mean([sum(r["time_lost_us"] for r in per_rank(t)) for t in runs]),
+    }
+
+
+TOTAL_ROWS = [
+    "kernels",
+    "kernel_time_us",
+    "steps",
+    "step_time_median_us",
+    "step_time_mean_us",
+    "copies",
+    "copy_time_us",
+    "copy_exposed_us",
+    "idle_us",
+    "findings",
+    "findings_time_lost_us",
+]
+
+
+def compare_totals(base: Sequence[dict[str, pa.Table]], cur: Sequence[dict[str, pa.Table]]) -> dict[str, Any]:
+    """Both sides' totals, and per total the change (current - baseline) and ratio."""
+    b, c = _side_totals(base), _side_totals(cur)
+    rows = []
+    for name in TOTAL_ROWS:
+        bv, cv = b[name], c[name]
+        delta = None if bv is None or cv is None else cv - bv
+        ratio = cv / bv if bv and cv is not None else None
+        rows.append({"metric": name, "baseline": bv, "current": cv, "delta": delta, "ratio": ratio})
+    return {"baseline": b, "current": c, "rows": rows}

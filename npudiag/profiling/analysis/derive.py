@@ -1,0 +1,33 @@
+"""The tables analysis derives from the read ones: hot ops, the per-step breakdown, findings and the
+time ranges the findings own.
+
+One function so that ``analyze`` (one rank in memory, or each rank in its own task), ``compare``
+and ``gate`` derive them the same way from a raw profile; an ``--out`` folder already holds them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from npudiag.profiling.analysis.hot_ops import hot_ops_table
+from npudiag.profiling.analysis.step_breakdown import step_breakdown
+from npudiag.profiling.rules import findings_table, run_rules
+from npudiag.profiling.rules.base import intervals_table
+
+DERIVED = ("hot_ops", "step_breakdown", "findings", "finding_intervals")
+
+
+def derive(
+    tables: dict[str, pa.Table], rule_options: dict[str, dict[str, Any]] | None = None, exclude: tuple[str, ...] = ()
+) -> tuple[dict[str, pa.Table], dict[str, str]]:
+    """Return ``tables`` plus the derived ones, and the rules that were skipped (rule id -> reason).
+    ``exclude`` leaves out rules run elsewhere (the profile-wide ones, when ranks run apart)."""
+    out = dict(tables)
+    out["hot_ops"] = hot_ops_table(out["kernels"])
+    out["step_breakdown"] = step_breakdown(out)
+    findings, skipped = run_rules(out, rule_options or {}, exclude=exclude)
+    out["findings"] = findings_table(findings)
+    out["finding_intervals"] = intervals_table(findings)
+    return out, skipped

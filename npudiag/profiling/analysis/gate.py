@@ -1,0 +1,304 @@
+"""The performance gate: is CURRENT slower than BASELINE on a metric that matters, beyond noise?
+
+A metric regresses when all of these hold:
+
+1. the median of CURRENT's samples exceeds BASELINE's by more than ``max_regression`` (ratio test);
+2. the absolute change exceeds ``min_delta_us`` (default: 0.2 % of the baseline's median step
+   time), so an op worth nothing cannot fail a build by doubling; for the memory metrics (bytes)
+   ``min_delta_bytes`` (default 1 MiB);
+3. when both sides have enough samples for it, a two-sided Mann–Whitney U test says the two
+   sample sets differ with p < ``alpha`` (default 0.002, asv's level). With fewer samples than
+   the test needs to ever reach ``alpha``, the gate decides on 1 and 2 alone and says so.
+
+Medians, not means: one slow warm-up step must not decide a gate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from npudiag.profiling.analysis.metrics import DEFAULT_METRICS, StepWindow, known_metric, metric_unit, samples, top_op_keys
+from npudiag.profiling.analysis.stats import mann_whitney_u, smallest_p
+from npudiag.profiling.analysis.window import parse_steps
+from npudiag.tomlfile import read_toml
+
+
+@dataclass(frozen=True)
+class MetricRule:
+    max_regression: float  # fraction: 0.05 is 5 %
+    min_delta_us: float | None  # None: 0.2 % of the baseline median step time
+    enabled: bool = True
+    min_delta_bytes: float | None = None  # memory metrics; None: MIN_DELTA_BYTES
+
+
+MIN_DELTA_BYTES = float(1 << 20)
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    max_regression: float = 0.05
+    alpha: float = 0.002
+    top_ops: int = 10
+    by: str = "type"
+    min_delta_us: float | None = None
+    min_delta_step_fraction: float = 0.002
+    metrics: tuple[str, ...] = ()  # extra metrics (op:KEY, api:NAME, step_breakdown columns)
+    per_metric: dict[str, MetricRule] = field(default_factory=dict)
+    steps: StepWindow = None
+
+    def rule(self, metric: str) -> MetricRule:
+        return self.per_metric.get(metric, MetricRule(self.max_regression, self.min_delta_us))
+
+
+@dataclass
+class Verdict:
+    metric: str
+    status: str  # regression, improvement, pass, not_significant
+    base_n: int
+    cur_n: int
+    base_median: float  # in ``unit``
+    cur_median: float
+    delta: float
+    ratio: float | None  # cur / base; None when the baseline is 0 and current is not
+    max_regression: float
+    min_delta: float
+    method: str  # mann-whitney (exact|normal), or threshold-only
+    p_value: float | None
+    reason: str
+    unit: str = "us"  # us, or bytes for the memory metrics
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "regression"
+
+    @property
+    def confidence(self) -> float | None:
+        return None if self.p_value is None else 1.0 - self.p_value
+
+    def as_dict(self) -> dict[str, Any]:
+        """The verdict with its unit in the value keys: ``base_median_us`` or ``base_median_bytes``."""
+        values = ("base_median", "cur_median", "delta", "min_delta")
+        d = {k if k not in values else f"{k}_{self.unit}": v for k, v in self.__dict__.items()}
+        d["confidence"] = self.confidence
+        d["failed"] = self.failed
+        return d
+
+
+@dataclass
+class GateResult:
+    verdicts: list[Verdict]
+    warnings: list[str]
+    config: GateConfig
+
+    @property
+    def failed(self) -> bool:
+        return any(v.failed for v in self.verdicts)
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "passed": not self.failed,
+            "regressions": [v.metric for v in self.verdicts if v.failed],
+            "method": {"max_regression": c.max_regression, "alpha": c.alpha, "test": "Mann-Whitney U, two-sided", "statistic": "median"},
+            "warnings": self.warnings,
+            "metrics": [v.as_dict() for v in self.verdicts],
+        }
+
+
+def parse_percent(text: str | float | int) -> float:
+    """``5%``, ``5`` or ``0.05`` -> 0.05. Bare numbers above 1 are percents."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+        return value / 100.0 if value > 1 else value
+    s = str(text).strip()
+    try:
+        if s.endswith("%"):
+            value = float(s[:-1]) / 100.0
+        else:
+            value = float(s)
+            value = value / 100.0 if value > 1 else value
+    except ValueError:
+        raise ValueError(f"expected a percentage such as 5% or 0.05, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"expected a non-negative percentage, got {text!r}")
+    return value
+
+
+_GATE_KEYS = {"max_regression", "alpha", "top_ops", "by", "min_delta_us", "metrics", "steps"}
+_METRIC_KEYS = {"max_regression", "min_delta_us", "min_delta_bytes", "enabled"}
+
+
+def load_config(path: Path | None, base: GateConfig | None = None) -> GateConfig:
+    """Read ``npudiag-gate.toml``::
+
+    [gate]
+    max_regression = "5%"
+    alpha = 0.002
+    top_ops = 10
+    metrics = ["api:aclrtMemcpy", "op:MatMulV3"]
+    steps = "3:"
+
+    [metric.step_time_us]
+    max_regression = "2%"
+
+    [metric."op:TransData"]
+    enabled = false
+    """
+
+    cfg = base or GateConfig()
+    if path is None:
+        return cfg
+    data = read_toml(path)
+    unknown = set(data) - {"gate", "metric"}
+    if unknown:
+        raise ValueError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}; expected [gate] and [metric.NAME]")
+    gate = data.get("gate", {})
+    bad = set(gate) - _GATE_KEYS
+    if bad:
+        raise ValueError(f"{path}: unknown [gate] key(s) {', '.join(sorted(bad))}; expected {', '.join(sorted(_GATE_KEYS))}")
+    changes: dict[str, Any] = {}
+    if "max_regression" in gate:
+        changes["max_regression"] = parse_percent(gate["max_regression"])
+    if "alpha" in gate:
+        changes["alpha"] = float(gate["alpha"])
+    if "top_ops" in gate:
+        changes["top_ops"] = int(gate["top_ops"])
+    if "by" in gate:
+        changes["by"] = str(gate["by"])
+    if "min_delta_us" in gate:
+        changes["min_delta_us"] = float(gate["min_delta_us"])
+    if "metrics" in gate:
+        changes["metrics"] = tuple(str(m) for m in gate["metrics"])
+    if "steps" in gate:
+        changes["steps"] = parse_steps(str(gate["steps"]))
+    cfg = replace(cfg, **changes)
+    per: dict[str, dict[str, Any]] = {}
+    for name, opts in data.get("metric", {}).items():
+        if not isinstance(opts, dict):
+            raise ValueError(f"{path}: [metric.{name}] must be a table")
+        bad = set(opts) - _METRIC_KEYS
+        if bad:
+            raise ValueError(
+                f"{path}: unknown key(s) {', '.join(sorted(bad))} in [metric.{name}]; expected {', '.join(sorted(_METRIC_KEYS))}"
+            )
+        if not known_metric(name):
+            raise ValueError(f"{path}: [metric.{name}]: unknown metric name")
+        per[name] = opts
+    return with_metric_rules(cfg, per)
+
+
+def with_metric_rules(cfg: GateConfig, per: dict[str, dict[str, Any]]) -> GateConfig:
+    rules = dict(cfg.per_metric)
+    for name, opts in per.items():
+        rules[name] = MetricRule(
+            parse_percent(opts["max_regression"]) if "max_regression" in opts else cfg.max_regression,
+            float(opts["min_delta_us"]) if "min_delta_us" in opts else cfg.min_delta_us,
+            bool(opts.get("enabled", True)),
+            float(opts["min_delta_bytes"]) if "min_delta_bytes" in opts else None,
+        )
+    return replace(cfg, per_metric=rules)
+
+
+def _median(x: np.ndarray) -> float:
+    return float(np.median(x)) if len(x) else 0.0
+
+
+def decide(
+    metric: str, base: np.ndarray, cur: np.ndarray, rule: MetricRule, min_delta: float, alpha: float, unit: str = "us"
+) -> Verdict:
+    """The verdict on one metric; ``min_delta`` is the floor in ``unit``."""
+    bm, cm = _median(base), _median(cur)
+    delta = cm - bm
+    ratio = cm / bm if bm > 0 else (1.0 if cm == 0 else None)
+    worse = (ratio is None or ratio > 1.0 + rule.max_regression) and delta > min_delta
+    better = ratio is not None and ratio < 1.0 / (1.0 + rule.max_regression) and -delta > min_delta
+    testable = len(base) > 0 and len(cur) > 0 and smallest_p(len(base), len(cur)) < alpha
+    p = None
+    method = "threshold-only"
+    if testable:
+        mw = mann_whitney_u(cur, base)
+        p, method = mw.p, f"mann-whitney ({mw.method})"
+    significant = p is not None and p < alpha
+    change = "new (baseline 0)" if ratio is None else f"{(ratio - 1.0) * 100:+.1f}%"
+    if worse and (significant or not testable):
+        status = "regression"
+        why = f"median {change} > +{rule.max_regression * 100:g}%" + (f", p={p:.2g} < {alpha:g}" if significant else ", threshold only")
+    elif worse:
+        status = "not_significant"
+        why = f"median {change} but p={p:.2g} >= {alpha:g}: within noise"
+    elif better and (significant or not testable):
+        status = "improvement"
+        why = f"median {change}"
+    else:
+        status = "pass"
+        why = f"median {change}, within +{rule.max_regression * 100:g}%" if delta > min_delta or ratio is None else f"median {change}"
+        if ratio is not None and ratio > 1.0 + rule.max_regression:
+            why = f"median {change} but only {delta:.1f} {unit}, below the {min_delta:.1f} {unit} floor"
+    return Verdict(metric, status, len(base), len(cur), bm, cm, delta, ratio, rule.max_regression, min_delta, method, p, why, unit)
+
+
+def gate(base_runs: Sequence[dict[str, pa.Table]], cur_runs: Sequence[dict[str, pa.Table]], config: GateConfig | None = None) -> GateResult:
+    """Gate every default metric, the top ops of both sides and any extra metric named in ``config``."""
+    cfg = config or GateConfig()
+    warnings: list[str] = []
+    names = list(DEFAULT_METRICS)
+    ops = top_op_keys(base_runs, cfg.top_ops, cfg.by) + top_op_keys(cur_runs, cfg.top_ops, cfg.by)
+    names += [f"op:{k}" for k in dict.fromkeys(ops)]
+    names += [m for m in cfg.metrics if m not in names]
+    for m in names:
+        if not known_metric(m):
+            raise ValueError(f"unknown metric {m!r}")
+    granularity = {side: {_granularity(t) for t in runs} for side, runs in (("baseline", base_runs), ("current", cur_runs))}
+    if granularity["baseline"] != granularity["current"] or len(granularity["baseline"]) > 1:
+        desc = {side: " and ".join(sorted(g)) for side, g in granularity.items()}
+        raise ValueError(
+            f"the baseline has {desc['baseline']} samples and the current {desc['current']}: a gate compares like with like "
+            "(profile both with steps, or compare whole runs: repeated runs without step ids on both sides)"
+        )
+    step_base = samples(base_runs, "step_time_us", by=cfg.by, window=cfg.steps)
+    floor_default = cfg.min_delta_step_fraction * _median(step_base)
+    verdicts = []
+    for m in names:
+        rule = cfg.rule(m)
+        if not rule.enabled:
+            continue
+        b = samples(base_runs, m, by=cfg.by, window=cfg.steps)
+        c = samples(cur_runs, m, by=cfg.by, window=cfg.steps)
+        if len(b) == 0 or len(c) == 0:
+            side = "baseline" if len(b) == 0 else "current"
+            raise ValueError(f"no samples of {m} in the {side} (is the --steps window outside its steps?)")
+        unit = metric_unit(m)
+        if unit == "bytes":
+            floor = rule.min_delta_bytes if rule.min_delta_bytes is not None else MIN_DELTA_BYTES
+        else:
+            floor = rule.min_delta_us if rule.min_delta_us is not None else floor_default
+        verdicts.append(decide(m, b, c, rule, floor, cfg.alpha, unit))
+    short = [v for v in verdicts if v.method == "threshold-only"]
+    if short:
+        v = short[0]
+        need = _samples_needed(cfg.alpha)
+        warnings.append(
+            f"{v.base_n} baseline and {v.cur_n} current sample(s) per metric: too few for the Mann-Whitney test at p < {cfg.alpha:g} "
+            f"(needs about {need} per side, from steps or repeated runs); decided on the {cfg.max_regression * 100:g}% threshold alone"
+        )
+    return GateResult(verdicts, warnings, cfg)
+
+
+def _granularity(tables: dict[str, pa.Table]) -> str:
+    """``per-step`` when the run's breakdown has step ids, else ``whole-run`` (one sample per run)."""
+    sb = tables.get("step_breakdown")
+    return "per-step" if sb is not None and sb.num_rows and sb["step"].null_count < sb.num_rows else "whole-run"
+
+
+def _samples_needed(alpha: float) -> int:
+    n = 1
+    while smallest_p(n, n) >= alpha and n < 1000:
+        n += 1
+    return n

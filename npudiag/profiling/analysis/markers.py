@@ -1,0 +1,34 @@
+"""Time ranges worth marking on a timeline: exposed copies and device idle gaps, per rank.
+
+The glossary's definitions (:mod:`npudiag.profiling.analysis.quantities`), the same as the unoverlapped_copy
+and device_idle rules, but every range rather than the worst few, for renderers that draw tracks
+(Chrome trace)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag.profiling.analysis.quantities import exposed_copy_segments, idle_gaps, timeline
+
+SCHEMA = pa.schema([("rank", pa.int32()), ("kind", pa.string()), ("start_us", pa.float64()), ("duration_us", pa.float64())])
+
+
+def markers(tables: dict[str, pa.Table], min_gap_us: float = 1000.0) -> pa.Table:
+    kernels, copies = tables["kernels"], tables["copies"]
+    rows: dict[str, list] = {"rank": [], "kind": [], "start_us": [], "duration_us": []}
+    if kernels.num_rows == 0:
+        return SCHEMA.empty_table()
+    for rank in sorted(set(kernels["rank"].to_pylist()), key=lambda r: (r is None, r)):
+        k = kernels.filter(pc.fill_null(pc.equal(kernels["rank"], rank), False))
+        c = copies.filter(pc.fill_null(pc.equal(copies["rank"], rank), False)) if copies.num_rows else copies
+        tl = timeline(k, c)
+        es, ee = exposed_copy_segments(tl)
+        gs, ge = idle_gaps(tl)
+        long = (ge - gs) >= min_gap_us
+        for kind, s, e in (("exposed copy", es, ee), ("device idle", gs[long], ge[long])):
+            rows["rank"] += [rank] * len(s)
+            rows["kind"] += [kind] * len(s)
+            rows["start_us"] += (s + tl.base / 1000.0).tolist()
+            rows["duration_us"] += (e - s).tolist()
+    return pa.table(rows, schema=SCHEMA)

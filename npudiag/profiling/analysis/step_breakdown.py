@@ -1,0 +1,159 @@
+"""Per rank and step: the step's time split into phases that add up to it.
+
+step time = computing + communication not overlapped + copy not overlapped + free, each ≥ 0, with
+the definitions of :mod:`npudiag.profiling.analysis.quantities`. Every device task of the rank belongs to
+exactly one step: kernels by their Step Id; kernels without one and device copies by time, to the
+step whose window (its start in the steps table, else its first kernel, up to the next step's
+start) holds their start; tasks before the first step go to the first. So per-step counts and
+kernel time add up to the rank's totals.
+
+Step time is the profiler's own (step_trace Stage / Iteration Time) where it is at least the span of
+the step's tasks; where it is shorter (the profiler left some of the step's tasks out) the span is
+used and ``step_time_source`` says ``task_span``. Without step ids the whole window is one row
+(step null) whose step time is the rank's span.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag import schemas
+from npudiag.profiling.analysis.quantities import phases, timeline
+from npudiag.profiling.analysis.timeline import base_ns
+
+SCHEMA = schemas.STEP_BREAKDOWN
+# torch_npu computes Stage from absolute float64 µs, which resolve 0.25 µs at today's epoch: a Stage this
+# much under the exact task span is that rounding, not tasks the profiler left out
+TOLERANCE_US = 0.5
+
+
+def _rank_filter(t: pa.Table, rank) -> pa.Table:
+    if t.num_rows == 0:
+        return t
+    if rank is None:
+        return t.filter(pc.is_null(t["rank"]))
+    if t["rank"].null_count == 0 and pc.min(t["rank"]).as_py() == pc.max(t["rank"]).as_py() == rank:
+        return t
+    return t.filter(pc.fill_null(pc.equal(t["rank"], rank), False))
+
+
+def _ns(t: pa.Table) -> np.ndarray:
+    """Start of each row in exact ns where known (else from start_us); -2**62 where unknown."""
+    exact = t["start_ns"] if "start_ns" in t.column_names else pa.nulls(t.num_rows, pa.int64())
+    approx = pc.cast(pc.round(pc.multiply(pc.fill_null(t["start_us"], np.nan), 1000.0)), pa.float64())
+    a = approx.to_numpy(zero_copy_only=False)
+    a = np.where(np.isfinite(a) & (np.abs(a) < 9e18), a, -(2.0**62)).astype(np.int64)
+    return np.where(pc.is_valid(exact).to_numpy(zero_copy_only=False), pc.fill_null(exact, 0).to_numpy(zero_copy_only=False), a)
+
+
+def assign_steps(kernels: pa.Table, copies: pa.Table, steps: pa.Table) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(step ids, index into them per kernel, per copy) for one rank; empty ids when it has no steps."""
+    kstep = kernels["step"] if kernels.num_rows else pa.chunked_array([pa.array([], pa.int64())])
+    ids = sorted(pc.unique(pc.drop_null(kstep)).to_pylist()) if kernels.num_rows else []
+    if not ids:
+        return [], np.zeros(kernels.num_rows, np.int64), np.zeros(copies.num_rows, np.int64)
+    k_ns = _ns(kernels)
+    known = {}
+    if steps.num_rows:
+        for s, start in zip(steps["step"].to_pylist(), steps["start_us"].to_pylist()):
+            if s in ids and start is not None and start == start and abs(start) < 9e15:
+                known[s] = round(start * 1000)
+    kpos = pc.fill_null(pc.index_in(kstep, value_set=pa.array(ids, pa.int64())), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    starts = np.empty(len(ids), np.int64)
+    for j, s in enumerate(ids):
+        sel = kpos == j
+        starts[j] = known.get(s, int(k_ns[sel].min()) if sel.any() else 2**62)
+    order = np.argsort(starts, kind="stable")
+    sorted_starts = starts[order]
+
+    def by_time(ns: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(sorted_starts, ns, side="right") - 1
+        return order[np.maximum(i, 0)]
+
+    kpos = np.where(kpos >= 0, kpos, by_time(k_ns))
+    cpos = by_time(_ns(copies)) if copies.num_rows else np.zeros(0, np.int64)
+    return ids, kpos, cpos
+
+
+def _profiler_times(steps: pa.Table) -> dict[int, float]:
+    if steps.num_rows == 0:
+        return {}
+    out = {}
+    for s, t in zip(steps["step"].to_pylist(), steps["step_time_us"].to_pylist()):
+        if s is not None and t is not None and t == t and t >= 0 and s not in out:
+            out[s] = float(t)
+    return out
+
+
+def _row(rank, step, k: pa.Table, c: pa.Table, base: int, profiler: float | None) -> dict:
+    tl = timeline(k, c, base)
+    span = tl.span_us
+    if profiler is None:
+        step_time, source = span, "kernels"
+    elif profiler + TOLERANCE_US >= span:
+        step_time, source = max(profiler, span), "step_trace"
+    else:
+        step_time, source = span, "task_span"
+    return {
+        "rank": rank,
+        "step": step,
+        "start_us": tl.start_us(),
+        **phases(tl, step_time),
+        "kernels": k.num_rows,
+        "kernel_time_us": float(pc.sum(pc.fill_null(k["duration_us"], 0.0)).as_py() or 0.0) if k.num_rows else 0.0,
+        "profiler_step_time_us": profiler,
+        "step_time_source": source,
+    }
+
+
+def _ranks(*tables: pa.Table) -> list:
+    seen: set = set()
+    for t in tables:
+        if t.num_rows:
+            seen |= set(pc.unique(t["rank"]).to_pylist())
+    return sorted(seen, key=lambda r: (r is None, r))
+
+
+def step_breakdown(tables: dict[str, pa.Table]) -> pa.Table:
+    kernels, steps = tables["kernels"], tables["steps"]
+    copies = tables["copies"]
+    if copies.num_rows:
+        copies = copies.filter(pc.fill_null(pc.equal(copies["side"], "device"), False))
+    rows = []
+    for rank in _ranks(kernels, copies):
+        k, c, st = _rank_filter(kernels, rank), _rank_filter(copies, rank), _rank_filter(steps, rank)
+        base = base_ns(k, c)
+        ids, kpos, cpos = assign_steps(k, c, st)
+        if not ids:
+            rows.append(_row(rank, None, k, c, base, None))
+            continue
+        profiler = _profiler_times(st)
+        korder = np.argsort(kpos, kind="stable")
+        kcut = np.searchsorted(kpos[korder], np.arange(len(ids) + 1))
+        corder = np.argsort(cpos, kind="stable")
+        ccut = np.searchsorted(cpos[corder], np.arange(len(ids) + 1))
+        for j, step in enumerate(ids):
+            ks = k.take(pa.array(korder[kcut[j] : kcut[j + 1]]))
+            cs = c.take(pa.array(corder[ccut[j] : ccut[j + 1]])) if c.num_rows else c
+            rows.append(_row(rank, step, ks, cs, base, profiler.get(step)))
+    return pa.Table.from_pylist(rows, schema=SCHEMA) if rows else SCHEMA.empty_table()
+
+
+def step_time_warnings(breakdown: pa.Table, limit: int = 3) -> list[str]:
+    """One line when some steps' profiler step time was shorter than the tasks inside them."""
+    if breakdown.num_rows == 0:
+        return []
+    short = breakdown.filter(pc.fill_null(pc.equal(breakdown["step_time_source"], "task_span"), False))
+    if short.num_rows == 0:
+        return []
+    shown = "; ".join(
+        f"rank {r['rank']} step {r['step']}: {r['profiler_step_time_us'] / 1e3:.3f} ms < {r['step_time_us'] / 1e3:.3f} ms"
+        for r in short.slice(0, limit).to_pylist()
+    )
+    more = f" (+{short.num_rows - limit} more)" if short.num_rows > limit else ""
+    return [
+        f"{short.num_rows} step(s) whose profiler step time is shorter than the span of their device tasks; "
+        f"the task span is used: {shown}{more}"
+    ]

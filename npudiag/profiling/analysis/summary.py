@@ -1,0 +1,318 @@
+"""The summary every renderer draws from: one plain dict built from the canonical tables.
+
+Renderers (terminal, JSON) take this dict and nothing else, so ``npudiag report DIR`` can rebuild
+exactly the same summary from the Parquet files of an earlier run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag import schemas
+from npudiag.profiling.analysis.hot_ops import hot_ops_table, merge_hot_ops
+from npudiag.profiling.analysis.memory import memory_by_rank
+from npudiag.profiling.analysis.quantities import clipped_union_us, timeline
+from npudiag.profiling.rules import sort_findings
+
+
+def _f(x: Any) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return None if x != x else x
+
+
+# the tables that say a rank holds data, and what kind (a rank of only step / comm files counts)
+DATA_TABLES = ("kernels", "copies", "api_calls", "steps", "op_statistic", "api_statistic", "comm_ops", "comm_links", "comm_tasks",
+               "memory_timeline", "op_memory")  # fmt: skip
+
+
+def _ranks_of(table: pa.Table) -> list:
+    return pc.unique(table["rank"]).to_pylist() if table.num_rows and "rank" in table.column_names else []
+
+
+def ranks_present(tables: dict[str, pa.Table]) -> dict[str, list[str]]:
+    """Rank (as text, for JSON) -> the tables holding rows of it."""
+    out: dict[str, list[str]] = {}
+    for name in DATA_TABLES:
+        t = tables.get(name)
+        if t is None:
+            continue
+        for r in _ranks_of(t):
+            out.setdefault("none" if r is None else str(r), []).append(name)
+    return out
+
+
+def _rank_sel(t: pa.Table, rank) -> pa.Table:
+    if t.num_rows == 0:
+        return t
+    if rank is None:
+        return t.filter(pc.is_null(t["rank"]))
+    return t.filter(pc.fill_null(pc.equal(t["rank"], rank), False))
+
+
+def per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
+    """The glossary's per-rank figures (npudiag.profiling.analysis.quantities), one row per rank with device tasks."""
+    kernels = tables["kernels"]
+    copies = tables["copies"]
+    device = copies.filter(pc.fill_null(pc.equal(copies["side"], "device"), False)) if copies.num_rows else copies
+    owned = tables.get("finding_intervals", schemas.empty("finding_intervals"))
+    ranks = sorted(set(_ranks_of(kernels)) | set(_ranks_of(device)), key=lambda r: (r is None, r))
+    single = len(ranks) == 1
+    out: list[dict[str, Any]] = []
+    for rank in ranks:
+        k = kernels if single else _rank_sel(kernels, rank)
+        c = device if single else _rank_sel(device, rank)
+        tl = timeline(k, c)
+        span, busy = tl.span_us, tl.busy_us
+        start = tl.start_us()
+        mine = owned if single else _rank_sel(owned, rank)
+        lost = 0.0
+        if mine.num_rows and tl.first is not None:
+            rel_s = pc.subtract(mine["start_ns"], tl.base).to_numpy(zero_copy_only=False) / 1000.0
+            rel_e = pc.subtract(mine["end_ns"], tl.base).to_numpy(zero_copy_only=False) / 1000.0
+            lost = clipped_union_us(rel_s, rel_e, tl.first, tl.last)
+        out.append(
+            {
+                "rank": rank,
+                "kernels": k.num_rows,
+                "start_us": start,
+                "span_us": span,
+                "busy_us": busy,
+                "busy_pct": 100.0 * busy / span if span > 0 else None,
+                "kernel_time_us": float(pc.sum(pc.fill_null(k["duration_us"], 0.0)).as_py() or 0.0) if k.num_rows else 0.0,
+                "time_lost_us": lost,
+            }
+        )
+    return out
+
+
+def task_type_totals(kernels: pa.Table) -> pa.Table:
+    """Count and summed duration per task type: the mergeable part of the task-type table."""
+    t = pa.table({"task_type": pc.coalesce(kernels["task_type"], "unknown"), "d": pc.coalesce(kernels["duration_us"], 0.0)})
+    g = t.group_by("task_type", use_threads=False).aggregate([("d", "count"), ("d", "sum")])
+    return pa.table({"task_type": g["task_type"], "count": g["d_count"], "total_us": g["d_sum"]})
+
+
+def _task_types(totals: pa.Table) -> list[dict[str, Any]]:
+    if totals.num_rows == 0:
+        return []
+    g = (
+        totals.group_by("task_type", use_threads=False)
+        .aggregate([("count", "sum"), ("total_us", "sum")])
+        .sort_by([("total_us_sum", "descending")])
+    )
+    total = sum(g["total_us_sum"].to_pylist()) or 0.0
+    return [
+        {"task_type": tt, "count": c, "total_us": s, "share_pct": 100.0 * s / total if total else None}
+        for tt, c, s in zip(g["task_type"].to_pylist(), g["count_sum"].to_pylist(), g["total_us_sum"].to_pylist())
+    ]
+
+
+def _copies(copies: pa.Table) -> dict[str, Any]:
+    if copies.num_rows == 0:
+        return {"count": 0, "bytes": 0, "time_us": 0.0, "by_direction": []}
+    t = pa.table(
+        {
+            "side": copies["side"],
+            "direction": copies["direction"],
+            "mode": copies["mode"],
+            "size": copies["size_bytes"],
+            "d": pc.coalesce(copies["duration_us"], 0.0),
+        }
+    )
+    g = t.group_by(["side", "direction", "mode"], use_threads=False).aggregate(
+        [("d", "count"), ("d", "sum"), ("size", "sum"), ("size", "count")]
+    )
+    g = g.sort_by([("d_sum", "descending")])
+    rows = []
+    side_totals: dict[str, float] = {}
+    for row in g.to_pylist():
+        side_totals[row["side"]] = side_totals.get(row["side"], 0.0) + row["d_sum"]
+    for row in g.to_pylist():
+        st = side_totals[row["side"]]
+        rows.append(
+            {
+                "side": row["side"],
+                "direction": row["direction"],
+                "mode": row["mode"],
+                "count": row["d_count"],
+                "bytes": row["size_sum"] if row["size_count"] else None,
+                "bytes_known": row["size_count"],
+                "time_us": row["d_sum"],
+                "share_pct": 100.0 * row["d_sum"] / st if st else None,
+            }
+        )
+    sizes = copies["size_bytes"]
+    return {
+        "count": copies.num_rows,
+        "bytes": pc.sum(sizes).as_py() or 0,
+        "time_us": pc.sum(t["d"]).as_py() or 0.0,
+        "device_time_us": side_totals.get("device", 0.0),
+        "host_time_us": side_totals.get("host", 0.0),
+        "by_direction": rows,
+    }
+
+
+_STEP_KEYS = ["rank", "step", "step_time_us", "computing_us", "communication_not_overlapped_us", "copy_not_overlapped_us", "free_us"]
+
+
+def _steps(breakdown: pa.Table, limit: int = 50) -> list[dict[str, Any]]:
+    """The step phases, from the step breakdown (the one definition), first ``limit`` rows."""
+    return breakdown.select(_STEP_KEYS).slice(0, limit).to_pylist()
+
+
+def _findings(findings: pa.Table) -> list[dict[str, Any]]:
+    rows = findings.to_pylist()
+    for r in rows:
+        r["evidence"] = json.loads(r["evidence"]) if r["evidence"] else {}
+    return rows
+
+
+_COPY_COLUMNS = ["side", "direction", "mode", "size_bytes", "duration_us"]
+
+
+def summary_parts(tables: dict[str, pa.Table]) -> dict[str, Any]:
+    """What the summary needs from a table set, in a form that adds up over ranks (``merge_parts``),
+    so ranks analysed apart (process pool, Dask) give the summary one process would."""
+    kernels = tables["kernels"]
+    hot = tables.get("hot_ops")
+    if hot is None or (hot.num_rows == 0 and kernels.num_rows):
+        hot = hot_ops_table(kernels)
+    return {
+        "per_rank": per_rank(tables),
+        "ranks_present": ranks_present(tables),
+        "kernels": kernels.num_rows,
+        "kernel_time_us": float(pc.sum(pc.coalesce(kernels["duration_us"], 0.0)).as_py() or 0.0) if kernels.num_rows else 0.0,
+        "task_types": task_type_totals(kernels),
+        "hot_ops": hot,
+        "copies": tables["copies"].select(_COPY_COLUMNS),
+        "api_calls": tables["api_calls"].num_rows,
+        "steps": tables["steps"],
+        "step_breakdown": tables.get("step_breakdown", schemas.empty("step_breakdown")),
+        "findings": tables.get("findings", schemas.empty("findings")),
+        "memory": memory_by_rank(tables),
+    }
+
+
+def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ``summary_parts`` from those of several ranks (given in rank order)."""
+    if len(parts) == 1:
+        return parts[0]
+    per_rank = [r for p in parts for r in p["per_rank"]]
+    per_rank.sort(key=lambda r: (r["rank"] is None, r["rank"]))
+    findings = sort_findings(schemas.concat([p["findings"] for p in parts]))
+    present: dict[str, list[str]] = {}
+    for p in parts:
+        for r, names in p["ranks_present"].items():
+            present[r] = sorted(set(present.get(r, [])) | set(names))
+    return {
+        "per_rank": per_rank,
+        "ranks_present": present,
+        "kernels": sum(p["kernels"] for p in parts),
+        "kernel_time_us": sum(p["kernel_time_us"] for p in parts),
+        "task_types": schemas.concat([p["task_types"] for p in parts]),
+        "hot_ops": merge_hot_ops([p["hot_ops"] for p in parts]),
+        "copies": schemas.concat([p["copies"] for p in parts]),
+        "api_calls": sum(p["api_calls"] for p in parts),
+        "steps": schemas.concat([p["steps"] for p in parts]),
+        "step_breakdown": _by_rank(schemas.concat([p["step_breakdown"] for p in parts])),
+        "findings": findings,
+        "memory": sorted((m for p in parts for m in p.get("memory", [])), key=lambda m: (m["rank"] is None, m["rank"])),
+    }
+
+
+def summary_from_parts(
+    parts: dict[str, Any],
+    *,
+    top: int = 20,
+    by: str = "type",
+    meta: dict[str, Any] | None = None,
+    rules_skipped: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    if by not in ("type", "name"):
+        raise ValueError(f"by must be 'type' or 'name', not {by!r}")
+    per_rank = parts["per_rank"]
+    rank_spans = sum(r["span_us"] for r in per_rank)
+    busy = sum(r["busy_us"] for r in per_rank)
+    starts = [r["start_us"] for r in per_rank if r["start_us"] is not None]
+    ends = [r["start_us"] + r["span_us"] for r in per_rank if r["start_us"] is not None]
+    wall = max(ends) - min(starts) if starts else 0.0
+    hot_all = parts["hot_ops"]
+    hot = hot_all.filter(pc.equal(hot_all["group_by"], by))
+    present = parts["ranks_present"]
+    with_kernels = {str(r["rank"]) for r in per_rank if r["kernels"]}
+    partial = {r: names for r, names in sorted(present.items(), key=lambda kv: _rank_key(kv[0])) if r not in with_kernels}
+    return {
+        **(meta or {}),
+        "profile": {
+            "ranks": len(present),
+            "ranks_with_kernels": len(with_kernels),
+            "ranks_without_kernels": partial,
+            "kernels": parts["kernels"],
+            "kernel_time_us": parts["kernel_time_us"],
+            "span_us": wall,
+            "rank_span_sum_us": rank_spans,
+            "device_busy_us": busy,
+            "device_busy_pct": 100.0 * busy / rank_spans if rank_spans > 0 else None,
+            "time_lost_us": sum(r["time_lost_us"] for r in per_rank),
+            "api_calls": parts["api_calls"],
+            "steps": _distinct_steps(parts["steps"], parts["step_breakdown"]),
+        },
+        "per_rank": per_rank,
+        "task_types": _task_types(parts["task_types"]),
+        "hot_ops": {"by": by, "total_groups": hot.num_rows, "top": hot.slice(0, top).to_pylist()},
+        "copies": _copies(parts["copies"]),
+        "steps": _steps(parts["step_breakdown"]),
+        "step_breakdown": parts["step_breakdown"].slice(0, 50).to_pylist(),
+        "findings": _findings(parts["findings"]),
+        "memory": _memory(parts.get("memory", [])),
+        "rules_skipped": rules_skipped or {},
+    }
+
+
+def _memory(ranks: list[dict[str, Any]], limit: int = 50) -> dict[str, Any]:
+    """Per rank memory (npudiag.profiling.analysis.memory), per-step lists cut to their first ``limit`` steps."""
+    out = []
+    for r in ranks:
+        r = dict(r)
+        for key in ("per_step", "reservation_changes_per_step"):
+            if key in r:
+                r[key] = r[key][:limit]
+        out.append(r)
+    peaks = [r["peak_allocated_bytes"] for r in ranks if r.get("peak_allocated_bytes") is not None]
+    return {"ranks": out, "peak_allocated_bytes": max(peaks) if peaks else None}
+
+
+def _by_rank(table: pa.Table) -> pa.Table:
+    """Rows in rank order (ranks analysed apart come back in the order they were found)."""
+    if table.num_rows < 2:
+        return table
+    return table.take(pc.sort_indices(table, sort_keys=[("rank", "ascending"), ("step", "ascending")]))  # nulls last (the default)
+
+
+def _rank_key(r: str) -> tuple:
+    return (not r.lstrip("-").isdigit(), int(r) if r.lstrip("-").isdigit() else 0, r)
+
+
+def _distinct_steps(steps: pa.Table, breakdown: pa.Table) -> int:
+    """How many distinct step ids the profile has (a step on 8 ranks is one step)."""
+    ids = set(pc.drop_null(steps["step"]).to_pylist()) if steps.num_rows else set()
+    if breakdown.num_rows:
+        ids |= set(pc.drop_null(breakdown["step"]).to_pylist())
+    return len(ids)
+
+
+def build_summary(
+    tables: dict[str, pa.Table],
+    *,
+    top: int = 20,
+    by: str = "type",
+    meta: dict[str, Any] | None = None,
+    rules_skipped: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    return summary_from_parts(summary_parts(tables), top=top, by=by, meta=meta, rules_skipped=rules_skipped)

@@ -1,0 +1,28 @@
+"""api_statistic_*.csv / api_statistic.csv → ``api_statistic`` (host API time per level and name)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from npudiag import schemas
+from npudiag.profiling.formats.csvtext import read_csv_text, to_float, to_int, to_text
+
+
+def read_api_statistic(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
+    ct = read_csv_text(path, (("API Name",), ("Time(us)",), ("Count",)))
+    n = ct.table.num_rows
+    cols = {
+        "rank": pa.array([rank] * n, pa.int32()),
+        "level": to_text(ct, ct.has("Level")),
+        "api_name": to_text(ct, "API Name"),
+        "time_us": to_float(ct, "Time(us)"),
+        "count": to_int(ct, "Count"),
+        "avg_us": to_float(ct, ct.has("Avg(us)")),
+        "min_us": to_float(ct, ct.has("Min(us)")),
+        "max_us": to_float(ct, ct.has("Max(us)")),
+        "variance": to_float(ct, ct.has("Variance")),
+    }
+    present = {k: v for k, v in cols.items() if v is not None}
+    return schemas.conform(pa.table(present), schemas.API_STATISTIC), ct.warnings

@@ -1,0 +1,470 @@
+"""msprof_*.json / trace_view.json / task_time_*.json / hccl_*.json / step_trace_*.json (Chrome
+trace) → device tasks, communication ops and sub-tasks, host API calls and steps.
+
+Which process an event belongs to is only known from ``ph:"M"`` ``process_name`` metadata, which
+may come after the events, so complete events are collected with their pid/tid and sorted into
+tables at the end:
+
+- ``Ascend Hardware`` events are device tasks, classified later by :mod:`npudiag.profiling.tasks` (compute,
+  copy, HCCL sub-task, sync...), except the step-trace markers msprof puts on a ``Step Trace``
+  thread there (``Iteration N``, ``FP_BP Time N``, ``Iteration Refresh N``, ``Reduce_N_M``),
+  which become steps;
+- ``HCCL`` / ``Communication`` events are communication ops (group threads) or, on ``Plane N``
+  threads, HCCL's sub-tasks with their ranks, transport, size and bandwidth;
+- ``CANN`` events are host API calls; ``Step Trace`` processes (step_trace_*.json) give steps;
+- torch_npu's ``ProfilerStep#N`` host ranges give steps where nothing else does, and its
+  HostToDevice flows give each device task's launch time, which places the task in its step.
+
+Python-side torch events, counters and the Overlap Analysis / memory processes are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from npudiag import schemas
+from npudiag.errors import InputError
+from npudiag.profiling.assemble import drop_bad_timing
+from npudiag.profiling.formats.csvtext import NO_MODEL_ID
+from npudiag.profiling.formats.jsonstream import iter_events
+
+HARDWARE = "Ascend Hardware"
+CANN = "CANN"
+HCCL = {"HCCL", "Communication"}
+STEP_TRACE = "Step Trace"
+PYTHON = "Python"
+_NEEDED = {HARDWARE, CANN, STEP_TRACE, PYTHON, *HCCL}
+_SKIP_CATS = {"cpu_op", "python_function", "enqueue", "dequeue", "user_annotation", "gpu_user_annotation"}
+_OPERATION = {"host to device": "H2D", "device to host": "D2H", "device to device": "D2D", "host to host": "H2H"}
+_LEVEL_PREFIX = {"AscendCL": "acl", "Runtime": "runtime", "Node": "node", "HCCL": "hccl", "Model": "model"}
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_MARKER = re.compile(r"^(Iteration Refresh|Iteration|FP_BP Time|Data_aug Bound|Reduce)[ _](\d+)(?:_\d+)?$")
+NO_RANK = 4294967295
+
+
+@dataclass
+class TraceTables:
+    """What one trace file holds, each part in its canonical schema (``tasks`` in the kernels
+    schema plus ``connection_id``, ``size_bytes``, ``direction`` and ``launch_ns``)."""
+
+    tasks: pa.Table
+    comm_ops: pa.Table
+    comm_tasks: pa.Table
+    api_calls: pa.Table
+    steps: pa.Table
+    hccl_streams: set[int] = field(default_factory=set)
+    device_ids: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _num(value: object) -> float:
+    """Trace numbers come as numbers or as strings ("1736405443876953.510")."""
+    if value is None:
+        return np.nan
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return np.nan
+
+
+MISSING = -(2**63)  # "no value" in the int64 columns kept while streaming
+# column -> arg names, first present wins (older CANN writes "Stream Id", HCCL ops "model id",
+# HCCL plane tasks lower-case names)
+_INT_ARGS = {
+    "stream": ("Physic Stream Id", "Stream Id", "stream id"),
+    "task": ("Task Id", "task id"),
+    "model": ("Model Id", "model id"),
+    "connection": ("connection_id",),
+    "size": ("size(B)", "size(Byte)"),
+    "thread": ("Thread Id",),
+    "src": ("src rank",),
+    "dst": ("dst rank",),
+    "plane": ("plane id",),
+}
+_STR_ARGS = {"type": ("Task Type", "task type"), "operation": ("operation",), "level": ("level",), "transport": ("transport type",),
+             "link": ("link type",), "bandwidth": ("bandwidth(GB/s)",)}  # fmt: skip
+
+
+def _code(value: object) -> int:
+    """An int64 for a number-like value, MISSING otherwise (pid/tid/args are ints in real traces)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value if MISSING < value < 2**63 else MISSING
+    if isinstance(value, (float, str)):
+        try:
+            out = int(value)
+        except (TypeError, ValueError, OverflowError):
+            return MISSING
+        return out if MISSING < out < 2**63 else MISSING
+    return MISSING
+
+
+_NS_LIMIT = 9 * 10**18  # |ns| an int64 holds with room to subtract
+
+
+def _exact_ns(ts: object, as_float: float) -> int:
+    """The trace's ts (a string of microseconds with 3 decimals) as exact integer nanoseconds;
+    MISSING where it is no finite time an int64 holds (the float start then stands alone)."""
+    if ts.__class__ is str:
+        whole, _, frac = ts.strip().partition(".")
+        if len(whole) <= 17:
+            try:
+                out = int(whole) * 1000 + (int((frac + "000")[:3]) if frac else 0) * (-1 if whole.startswith("-") else 1)
+                return out if -_NS_LIMIT < out < _NS_LIMIT else MISSING
+            except ValueError:
+                pass
+    if as_float != as_float or abs(as_float) >= _NS_LIMIT / 1000.0:
+        return MISSING
+    return round(as_float * 1000.0)
+
+
+class _Columns:
+    """Typed columns kept while streaming (about 150 bytes an event); strings are interned."""
+
+    def __init__(self) -> None:
+        self.pid = array("q")
+        self.tid = array("q")
+        self.ts = array("d")
+        self.ts_ns = array("q")
+        self.dur = array("d")
+        self.name: list[str] = []
+        self.cat: list[str | None] = []
+        self.ints = {k: array("q") for k in _INT_ARGS}
+        self.strs: dict[str, list[str | None]] = {k: [] for k in _STR_ARGS}
+        self._intern: dict[str, str] = {}
+        self.other_pids: dict[object, int] = {}
+        self._int_items = tuple((_INT_ARGS[k], col.append) for k, col in self.ints.items())
+        self._str_items = tuple((_STR_ARGS[k], col.append) for k, col in self.strs.items())
+        self._int_appends = tuple(a for _, a in self._int_items)
+        self._str_appends = tuple(a for _, a in self._str_items)
+
+    def pid_code(self, value: object) -> int:
+        c = _code(value)
+        if c == MISSING and value is not None:
+            c = self.other_pids.setdefault(value, -1 - len(self.other_pids))
+        return c
+
+    def add(self, ev: dict, t: float) -> None:
+        # the hot loop of trace reading: bound methods and inline checks keep it near 3 µs an event
+        intern = self._intern
+        pid = ev.get("pid")
+        self.pid.append(pid if pid.__class__ is int and MISSING < pid < 2**63 else self.pid_code(pid))
+        tid = ev.get("tid")
+        self.tid.append(tid if tid.__class__ is int and MISSING < tid < 2**63 else _code(tid))
+        nm = ev.get("name", "")
+        if nm.__class__ is not str:
+            nm = str(nm)
+        self.name.append(intern.setdefault(nm, nm))
+        cat = ev.get("cat")
+        self.cat.append(cat if cat is None or cat.__class__ is str else str(cat))
+        self.ts.append(t)
+        self.ts_ns.append(_exact_ns(ev.get("ts"), t))
+        d = ev.get("dur")
+        self.dur.append(d if d.__class__ is float else _num(d))
+        a = ev.get("args")
+        if a.__class__ is not dict or not a:
+            for append in self._int_appends:
+                append(MISSING)
+            for append in self._str_appends:
+                append(None)
+            return
+        get = a.get
+        for keys, append in self._int_items:
+            v = None
+            for k in keys:
+                v = get(k)
+                if v is not None:
+                    break
+            if v is None:
+                append(MISSING)
+            elif v.__class__ is int and MISSING < v < 2**63:
+                append(v)
+            else:
+                append(_code(v))
+        for keys, append in self._str_items:
+            v = None
+            for k in keys:
+                v = get(k)
+                if v is not None:
+                    break
+            if v is None:
+                append(None)
+            else:
+                if v.__class__ is not str:
+                    v = str(v)
+                append(intern.setdefault(v, v))
+
+    def np(self, col: array) -> np.ndarray:
+        return np.frombuffer(col, dtype=np.int64) if col.typecode == "q" else np.frombuffer(col, dtype=np.float64)
+
+
+def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], None] | None = None) -> TraceTables:
+    process_names: dict[int, str] = {}
+    process_labels: dict[int, str] = {}
+    thread_names: dict[tuple[int, int], str] = {}
+    cols = _Columns()
+    bad_ts = 0
+    flows: dict[int, int] = {}  # HostToDevice flow id (the connection id) -> host launch time, ns
+    skip_pids: set[object] = set()  # processes already named and not needed (Overlap Analysis, HBM, ...)
+    for ev in iter_events(path, progress):
+        ph = ev.get("ph")
+        if ph == "X":
+            cat = ev.get("cat")
+            if (cat in _SKIP_CATS and not str(ev.get("name", "")).startswith("ProfilerStep#")) or ev.get("pid") in skip_pids:
+                continue
+            t = _num(ev.get("ts"))
+            if t != t:  # NaN
+                bad_ts += 1
+                continue
+            cols.add(ev, t)
+        elif ph == "s":
+            if ev.get("cat") == "HostToDevice":
+                fid, t = _code(ev.get("id")), _num(ev.get("ts"))
+                if fid != MISSING and t == t:
+                    flows[fid] = _exact_ns(ev.get("ts"), t)
+        elif ph == "M":
+            a = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            pid = cols.pid_code(ev.get("pid"))
+            if ev.get("name") == "process_name":
+                process_names[pid] = str(a.get("name", ""))
+                if process_names[pid] not in _NEEDED:
+                    skip_pids.add(ev.get("pid"))
+            elif ev.get("name") == "process_labels":
+                process_labels[pid] = str(a.get("labels", ""))
+            elif ev.get("name") == "thread_name":
+                thread_names[(pid, _code(ev.get("tid")))] = str(a.get("name", ""))
+    warnings = []
+    if bad_ts:
+        warnings.append(f"{path}: {bad_ts} complete event(s) without a numeric 'ts' were skipped")
+    if not process_names and len(cols.pid):
+        raise InputError(path, "no process_name metadata events; expected an msprof / torch_npu Chrome trace")
+    device_ids = sorted({d for d in (_device_from_label(v) for v in process_labels.values()) if d is not None})
+    device_id = device_ids[0] if len(device_ids) == 1 else None
+
+    pid = cols.np(cols.pid)
+    tid = cols.np(cols.tid)
+
+    def rows_of(names: set[str]) -> np.ndarray:
+        pids = [p for p, n in process_names.items() if n in names]
+        return np.nonzero(np.isin(pid, np.array(pids, dtype=np.int64)))[0] if pids else np.array([], dtype=np.int64)
+
+    def on_threads(rows: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+        names = {k for k, v in thread_names.items() if test(v)}
+        if not names or not len(rows):
+            return np.zeros(len(rows), bool)
+        return np.array([(int(pid[i]), int(tid[i])) in names for i in rows], dtype=bool)
+
+    hw = rows_of({HARDWARE})
+    marker_rows = hw[on_threads(hw, lambda n: n.startswith(STEP_TRACE))]
+    hw = hw[~on_threads(hw, lambda n: n.startswith(STEP_TRACE))]
+    marker_rows = np.concatenate([marker_rows, rows_of({STEP_TRACE})]).astype(np.int64)
+    hccl = rows_of(HCCL)
+    plane = on_threads(hccl, lambda n: n.startswith("Plane"))
+    planes, ops = hccl[plane], hccl[~plane]
+    cann = rows_of({CANN})
+    py = rows_of({PYTHON})
+    step_rows = py[np.array([_PROFILER_STEP.match(cols.name[i]) is not None for i in py], dtype=bool)] if len(py) else py
+    streams = _take_int(cols, "stream", planes)
+    plane_ids = np.array([_plane_of(thread_names.get((int(pid[i]), int(tid[i])), "")) for i in planes], dtype=np.int64)
+    parts = []
+    for table in (_task_table(cols, hw, rank, device_id, flows), _comm_op_table(cols, ops, rank, device_id),
+                  _comm_task_table(cols, planes, plane_ids, rank), _api_table(cols, cann, rank)):  # fmt: skip
+        label = "op_name" if "op_name" in table.column_names else ("name" if "name" in table.column_names else "task_type")
+        table, bad = drop_bad_timing(table, str(path), lambda i, t=table, c=label: f"event {t[c][i].as_py()!r} at {t['start_us'][i]}")
+        warnings.extend(bad)
+        parts.append(table)
+    return TraceTables(
+        *parts,
+        _step_table(cols, marker_rows, step_rows, rank, device_id),
+        {int(s) for s in streams if s != MISSING},
+        device_ids,
+        warnings,
+    )
+
+
+def _plane_of(thread: str) -> int:
+    m = re.match(r"Plane (\d+)", thread)
+    return int(m.group(1)) if m else MISSING
+
+
+def _device_from_label(label: str) -> int | None:
+    parts = label.split()
+    if len(parts) == 2 and parts[0] == "NPU" and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+def _int_col(values: np.ndarray) -> pa.Array:
+    return pa.array(values, pa.int64(), mask=values == MISSING)
+
+
+def _take_int(cols: _Columns, key: str, rows: np.ndarray) -> np.ndarray:
+    return cols.np(cols.ints[key])[rows]
+
+
+def _first(*candidates: np.ndarray) -> np.ndarray:
+    out = candidates[0].copy()
+    for c in candidates[1:]:
+        out = np.where(out == MISSING, c, out)
+    return out
+
+
+def _strs(values: list, rows: np.ndarray) -> pa.Array:
+    return pa.array([values[i] for i in rows], pa.string())
+
+
+def _common(cols: _Columns, rows: np.ndarray, rank, device_id) -> dict[str, pa.Array]:
+    n = len(rows)
+    return {
+        "source": pa.repeat(pa.scalar("trace"), n),
+        "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
+        "device_id": pa.repeat(pa.scalar(device_id, pa.int32()), n),
+        "op_name": _strs(cols.name, rows),
+        "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
+        "start_ns": _int_col(cols.np(cols.ts_ns)[rows]),
+        "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
+    }
+
+
+def _model(cols: _Columns, rows: np.ndarray) -> pa.Array:
+    model = _take_int(cols, "model", rows)
+    return _int_col(np.where(model == NO_MODEL_ID, MISSING, model))
+
+
+def _task_table(cols: _Columns, rows: np.ndarray, rank, device_id, flows: dict[int, int]) -> pa.Table:
+    conn = _take_int(cols, "connection", rows)
+    launch = np.array([flows.get(int(c), MISSING) if c != MISSING else MISSING for c in conn], dtype=np.int64) if flows else None
+    op = cols.strs["operation"]
+    table = pa.table(
+        {
+            **_common(cols, rows, rank, device_id),
+            "model_id": _model(cols, rows),
+            "stream_id": _int_col(_first(_take_int(cols, "stream", rows), cols.np(cols.tid)[rows])),
+            "task_id": _int_col(_take_int(cols, "task", rows)),
+            "task_type": _strs(cols.strs["type"], rows),
+            "connection_id": _int_col(conn),
+            "size_bytes": _int_col(_take_int(cols, "size", rows)),
+            "direction": pa.array([_OPERATION.get((op[i] or "").lower(), "unknown") for i in rows], pa.string()),
+            "launch_ns": _int_col(launch) if launch is not None else pa.nulls(len(rows), pa.int64()),
+        }
+    )
+    return schemas.conform(table, schemas.KERNELS, keep_extra=True)
+
+
+def _comm_op_table(cols: _Columns, rows: np.ndarray, rank, device_id) -> pa.Table:
+    n = len(rows)
+    table = pa.table(
+        {
+            **_common(cols, rows, rank, device_id),
+            "model_id": _model(cols, rows),
+            "task_type": pa.repeat(pa.scalar("HCCL"), n),
+            "task_class": pa.repeat(pa.scalar("communication"), n),
+            "connection_id": _int_col(_take_int(cols, "connection", rows)),
+        }
+    )
+    return schemas.conform(table, schemas.KERNELS, keep_extra=True)
+
+
+def _rank_col(values: np.ndarray) -> pa.Array:
+    return _int_col(np.where(values == NO_RANK, MISSING, values))
+
+
+def _comm_task_table(cols: _Columns, rows: np.ndarray, plane_ids: np.ndarray, rank) -> pa.Table:
+    n = len(rows)
+    bw = [_num(cols.strs["bandwidth"][i]) for i in rows]
+    table = pa.table(
+        {
+            "source": pa.repeat(pa.scalar("trace"), n),
+            "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
+            "plane_id": pa.array(np.where(plane_ids == MISSING, 0, plane_ids), pa.int32(), mask=plane_ids == MISSING),
+            "task_type": _strs(cols.strs["type"], rows),
+            "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
+            "start_ns": _int_col(cols.np(cols.ts_ns)[rows]),
+            "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
+            "stream_id": _int_col(_take_int(cols, "stream", rows)),
+            "task_id": _int_col(_take_int(cols, "task", rows)),
+            "src_rank": _rank_col(_take_int(cols, "src", rows)),
+            "dst_rank": _rank_col(_take_int(cols, "dst", rows)),
+            "transport": _strs(cols.strs["transport"], rows),
+            "link_type": _strs(cols.strs["link"], rows),
+            "size_bytes": _int_col(_take_int(cols, "size", rows)),
+            "bandwidth_gbps": pa.array(bw, pa.float64(), mask=np.isnan(np.array(bw, float)) if n else None),
+        }
+    )
+    table = table.set_column(table.schema.get_field_index("task_type"), "task_type", _fill_type(table["task_type"], cols, rows))
+    return schemas.conform(table, schemas.COMM_TASKS)
+
+
+def _fill_type(types: pa.ChunkedArray, cols: _Columns, rows: np.ndarray) -> pa.Array:
+    """A plane task's type is its ``task type`` arg, else its name (both say Notify_Wait, Memcpy...)."""
+    return pa.array([t if t is not None else cols.name[i] for t, i in zip(types.to_pylist(), rows)], pa.string())
+
+
+def _step_table(cols: _Columns, markers: np.ndarray, profiler_steps: np.ndarray, rank, device_id) -> pa.Table:
+    """Steps from msprof's step-trace markers (by iteration id), else torch_npu's ProfilerStep#N ranges."""
+    steps: dict[int, dict] = {}
+    ts, dur = cols.np(cols.ts), cols.np(cols.dur)
+    for i in markers:
+        m = _MARKER.match(cols.name[i])
+        if not m:
+            continue
+        kind, step = m.group(1), int(m.group(2))
+        row = steps.setdefault(step, {"step": step})
+        d = float(dur[i]) if dur[i] == dur[i] else None
+        if kind == "Iteration":
+            row["start_us"], row["step_time_us"] = float(ts[i]), d
+            row["end_us"] = float(ts[i]) + d if d is not None else None
+        elif kind == "FP_BP Time":
+            row["fp_bp_us"] = d
+        elif kind == "Iteration Refresh":
+            row["iteration_refresh_us"] = d
+        elif kind == "Data_aug Bound":
+            row["data_aug_bound_us"] = d
+        elif kind == "Reduce":
+            row["reduce_us"] = (row.get("reduce_us") or 0.0) + (d or 0.0)
+    source = "step_trace"
+    if not steps:
+        source = "trace"
+        for i in profiler_steps:
+            step = int(_PROFILER_STEP.match(cols.name[i]).group(1))  # type: ignore[union-attr]
+            d = float(dur[i]) if dur[i] == dur[i] else None
+            steps.setdefault(step, {"step": step, "start_us": float(ts[i]), "end_us": float(ts[i]) + d if d is not None else None})
+    rows = [{"source": source, "rank": rank, "device_id": device_id, **steps[k]} for k in sorted(steps)]
+    return pa.Table.from_pylist(rows, schema=schemas.STEPS) if rows else schemas.empty("steps")
+
+
+def _api_table(cols: _Columns, rows: np.ndarray, rank) -> pa.Table:
+    levels, names = [], []
+    lv = cols.strs["level"]
+    for i in rows:
+        prefix, _, rest = cols.name[i].partition("@")
+        level = lv[i]
+        if rest:
+            levels.append(level or _LEVEL_PREFIX.get(prefix, prefix.lower()))
+            names.append(rest)
+        else:
+            levels.append(level)
+            names.append(cols.name[i])
+    n = len(rows)
+    table = pa.table(
+        {
+            "source": pa.repeat(pa.scalar("trace"), n),
+            "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
+            "level": pa.array(levels, pa.string()),
+            "name": pa.array(names, pa.string()),
+            "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
+            "start_ns": _int_col(cols.np(cols.ts_ns)[rows]),
+            "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
+            "thread_id": _int_col(_first(_take_int(cols, "thread", rows), cols.np(cols.tid)[rows])),
+            "connection_id": _int_col(_take_int(cols, "connection", rows)),
+        }
+    )
+    return schemas.conform(table, schemas.API_CALLS)

@@ -1,0 +1,205 @@
+"""Analysing a profile of many ranks one rank per task, for clusters too big for one process.
+
+Each task (:func:`run_rank`) reads one rank, derives its own tables (hot ops, rank-level findings,
+step breakdown), writes them as that rank's partitions of the hive datasets
+(``kernels/rank=17/part-0.parquet``) into the run's hidden staging folder, and returns only what
+adds up over ranks: the summary parts (``analysis.summary.summary_parts``) and the PMU ratio sums
+of the profile-wide rules. The parent (:func:`analyze_ranks`) merges those, runs the profile-wide
+rules once, writes ``hot_ops.parquet`` and the manifest, and swaps the folder in. The same task
+runs in this process, in a local process pool or on Dask workers (``npudiag.executors``); the
+tables it writes do not depend on where it ran.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag import schemas
+from npudiag.executors import Backend
+from npudiag.profiling.analysis.derive import derive
+from npudiag.profiling.analysis.step_breakdown import step_time_warnings
+from npudiag.profiling.analysis.summary import DATA_TABLES, merge_parts, summary_parts
+from npudiag.profiling.analysis.window import apply_window
+from npudiag.profiling.discover import Unit
+from npudiag.profiling.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit, sha256_of
+from npudiag.profiling.rules import PROFILE_WIDE, findings_table, options_for, sort_findings
+from npudiag.profiling.rules.hot_op import findings_from, ratio_sums
+from npudiag.store import OutputWriter, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
+
+# the tables written per rank; hot_ops is one file for the whole profile
+RANK_TABLES = (*READ_TABLES, "findings", "finding_intervals", "step_breakdown")
+
+
+@dataclass
+class RankJob:
+    """Everything a worker needs, picklable: no open files, no callbacks."""
+
+    unit: Unit
+    record: dict[Path, InputFile]
+    staging: str
+    rule_options: dict[str, dict[str, float]] = field(default_factory=dict)
+    steps: tuple[int | None, int | None] | None = None
+    time_us: tuple[float | None, float | None] | None = None
+    hash_inputs: bool = True
+
+
+@dataclass
+class RankOutcome:
+    info: dict[str, Any]
+    record: dict[Path, InputFile]
+    warnings: list[str]
+    errors: list[str]
+    row_counts: dict[str, int]
+    parts: dict[str, Any]
+    skipped: dict[str, str]
+    ratio_sums: pa.Table
+
+
+def run_rank(job: RankJob) -> RankOutcome:
+    """Read, derive and write one rank; a problem in its files is in ``errors``, not raised."""
+    unit, staging = job.unit, Path(job.staging)
+    res = read_unit(unit, job.record, None)
+    # one chunk per column: Arrow sums chunk by chunk, and the readers' chunk boundaries are not the
+    # same in every process (a pool worker and a Dask worker differed), which moved totals in the
+    # last bit; with one chunk the tables a rank writes do not depend on where it ran
+    tables = {name: t.combine_chunks() for name, t in conform_parts(res.parts).items()}
+    row_counts = {name: t.num_rows for name, t in tables.items()}
+    if job.hash_inputs:
+        for path, rec in res.record.items():
+            try:
+                rec.sha256 = sha256_of(path)
+            except OSError:
+                rec.sha256 = None
+    if job.steps is not None or job.time_us is not None:
+        try:
+            tables = apply_window(tables, job.steps, job.time_us)
+        except ValueError as exc:  # a rank that cannot be cut to the window is left out, not counted whole
+            raise RuntimeError(str(exc)) from None
+    try:
+        tables, skipped = derive(tables, job.rule_options, exclude=PROFILE_WIDE)
+        res.warnings.extend(step_time_warnings(tables["step_breakdown"]))
+        sums = ratio_sums(tables["kernels"])
+    except READ_ERRORS as exc:  # values no real profile holds: this rank fails alone, named
+        raise RuntimeError(as_input_error(unit.path, exc).one_line()) from None
+    for name in RANK_TABLES:
+        if tables[name].num_rows:
+            write_partition(staging, name, unit.rank, tables[name])
+    return RankOutcome(res.info, res.record, res.warnings, res.errors, row_counts, summary_parts(tables), skipped, sums)
+
+
+@dataclass
+class RanksResult:
+    parts: dict[str, Any]
+    skipped: dict[str, str]
+    inputs: list[InputFile]
+    units: list[dict[str, Any]]
+    warnings: list[str]
+    errors: list[str]
+    row_counts: dict[str, int]
+    backend: str
+
+    @property
+    def read_any(self) -> bool:
+        return any(f.used_for for f in self.inputs)
+
+    def manifest(self, version: str, schema_version: int, rule_options: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
+        return {
+            "npudiag_version": version,
+            "schema_version": schema_version,
+            "inputs": [asdict(f) for f in self.inputs],
+            "units": self.units,
+            "row_counts": self.row_counts,
+            "warnings": self.warnings,
+            "errors": self.errors,
+            "rules": {"options": rule_options or {}, "skipped": self.skipped},
+            "layout": "hive-partitioned by rank: <table>/rank=N/part-0.parquet",
+            "backend": self.backend,
+        }
+
+
+def _profile_wide(parts: dict[str, Any], outcomes: list[RankOutcome], overrides: dict[str, dict[str, float]]) -> tuple[pa.Table, dict]:
+    """The rules that need the whole profile, from what the ranks returned."""
+    if parts["kernels"] == 0:
+        return schemas.empty("findings"), {"hot_op": "no device tasks in this profile"}
+    hot = parts["hot_ops"]
+    by_type = hot.filter(pc.equal(hot["group_by"], "type"))
+    sums = pa.concat_tables([o.ratio_sums for o in outcomes])
+    return findings_table(findings_from(by_type, sums, options_for("hot_op", overrides))), {}
+
+
+def analyze_ranks(
+    found: Found,
+    writer: OutputWriter,
+    backend: Backend,
+    *,
+    rule_options: dict[str, dict[str, float]] | None = None,
+    steps: tuple[int | None, int | None] | None = None,
+    time_us: tuple[float | None, float | None] | None = None,
+    hash_inputs: bool = True,
+    on_rank: Callable[[int], None] | None = None,
+) -> RanksResult:
+    """Run :func:`run_rank` for every unit on ``backend``, writing into ``writer``'s staging folder,
+    then the profile-wide parts. The caller finishes (or abandons) the writer with the manifest."""
+    overrides = rule_options or {}
+    staging = writer.work
+    jobs = [RankJob(u, found.record_of(u), str(staging), overrides, steps, time_us, hash_inputs) for u in found.units]
+    outcomes: dict[int, RankOutcome] = {}
+    failed: dict[int, str] = {}
+    for i, res in backend.run(run_rank, jobs):
+        if isinstance(res, BaseException):
+            unit = found.units[i]
+            failed[i] = f"{unit.path}: this rank failed and was left out ({type(res).__name__}: {res})"
+            for name in RANK_TABLES:  # what it wrote before it failed must not look like a result
+                shutil.rmtree(partition_path(staging, name, unit.rank).parent, ignore_errors=True)
+        else:
+            outcomes[i] = res
+        if on_rank is not None:
+            on_rank(1)
+    ordered = [outcomes[i] for i in sorted(outcomes)]
+    record = dict(found.record)
+    warnings, errors = list(found.warnings), list(found.errors)
+    row_counts = {name: 0 for name in READ_TABLES}
+    for o in ordered:
+        record.update(o.record)
+        warnings.extend(o.warnings)
+        errors.extend(o.errors)
+        for name, n in o.row_counts.items():
+            row_counts[name] += n
+    errors.extend(failed[i] for i in sorted(failed))
+    parts = merge_parts([o.parts for o in ordered]) if ordered else summary_parts({n: schemas.empty(n) for n in schemas.TABLES})
+    wide, skipped = _profile_wide(parts, ordered, overrides)
+    if wide.num_rows:
+        write_partition(staging, "findings", None, wide, part="profile")
+        parts = {**parts, "findings": sort_findings(pa.concat_tables([parts["findings"], wide]))}
+    # a rule is skipped for the profile when no rank could run it; the first rank's reason stands
+    if ordered:
+        for rule_id, why in ordered[0].skipped.items():
+            if all(rule_id in o.skipped for o in ordered[1:]):
+                skipped.setdefault(rule_id, why)
+    writer.submit("hot_ops", parts["hot_ops"])
+    return RanksResult(parts, skipped, list(record.values()), [o.info for o in ordered], warnings, errors, row_counts, backend.name)
+
+
+def summary_parts_of_dataset(out: Path) -> dict[str, Any] | None:
+    """The summary parts of a partitioned ``--out`` folder, holding one rank in memory at a time
+    (``npudiag report`` on a cluster); None when the folder is not partitioned. Every rank with
+    data in any table counts, as in ``analyze``."""
+    ranks = sorted({r for name in RANK_TABLES for r in dataset_ranks(out, name)})
+    if not ranks:
+        return None
+    parts = []
+    for rank in ranks:
+        tables = {name: load_rank_rows(out, name, [rank]) for name in (*DATA_TABLES, "step_breakdown", "finding_intervals")}
+        tables["findings"] = schemas.empty("findings")
+        parts.append(summary_parts(tables))
+    merged = merge_parts(parts)
+    whole, _ = load_outputs(out, names=("hot_ops", "findings"))
+    findings = sort_findings(whole["findings"])
+    return {**merged, "hot_ops": whole["hot_ops"] if whole["hot_ops"].num_rows else merged["hot_ops"], "findings": findings}

@@ -1,0 +1,190 @@
+"""What every rule shares: the finding record, the context of tables, and the helpers over them.
+
+Imports no rule module (the registry is ``npudiag.profiling.rules``), so the package has no import circle."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag import schemas
+from npudiag.profiling.analysis.quantities import Timeline, timeline
+
+
+@dataclass
+class Finding:
+    rule_id: str
+    severity: str  # info, warning, critical
+    title: str
+    advice: str
+    time_lost_us: float | None
+    count: int
+    rank: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    # the time ranges this finding owns (absolute ns start, end): what ``time_lost_us`` is made of,
+    # so a summary counts a range once however many findings name it
+    intervals: tuple[np.ndarray, np.ndarray] | None = None
+    finding_id: str = ""
+
+
+class Skipped(Exception):
+    """Raised by a rule whose inputs are not in this profile; the message says which."""
+
+
+@dataclass
+class RuleContext:
+    """The tables a rule may read, plus derived per-rank facts computed once."""
+
+    tables: dict[str, pa.Table]
+    _timelines: dict[Any, Timeline] = field(default_factory=dict)
+
+    def table(self, name: str) -> pa.Table:
+        return self.tables.get(name, schemas.empty(name))
+
+    def ranks(self) -> list[int | None]:
+        """Ranks with device tasks (kernels or device copies)."""
+        seen: set = set()
+        for name in ("kernels", "copies"):
+            t = self.table(name)
+            if name == "copies" and t.num_rows:
+                t = t.filter(pc.fill_null(pc.equal(t["side"], "device"), False))
+            if t.num_rows:
+                seen |= set(pc.unique(t["rank"]).to_pylist())
+        return sorted(seen, key=lambda r: (r is None, r))
+
+    def for_rank(self, name: str, rank: int | None) -> pa.Table:
+        t = self.table(name)
+        if t.num_rows == 0:
+            return t
+        if rank is not None and t["rank"].null_count == 0:
+            lo, hi = pc.min_max(t["rank"]).values()
+            if lo.as_py() == hi.as_py() == rank:
+                return t  # one rank only: no copy of a table that may hold millions of rows
+        mask = pc.is_null(t["rank"]) if rank is None else pc.equal(t["rank"], rank)
+        return t.filter(pc.fill_null(mask, False))
+
+    def severity(self, rank: int | None, lost_us: float, opts: dict[str, float], span_us: float | None = None) -> str:
+        """Severity from the share of the rank's span (first kernel start to last end) the time lost is.
+
+        With no span to compare against (no kernels), any time lost counts as the whole span."""
+        span = self.span_us(rank) if span_us is None else span_us
+        span = span or lost_us
+        return severity_for(lost_us / span if span else 0.0, opts["warning_share"], opts["critical_share"])
+
+    def timeline(self, rank: int | None) -> Timeline:
+        """The rank's device timeline (kernels and device copies), built once per run of the rules."""
+        if rank not in self._timelines:
+            self._timelines[rank] = timeline(self.for_rank("kernels", rank), self.for_rank("copies", rank))
+        return self._timelines[rank]
+
+    def span_us(self, rank: int | None) -> float:
+        """The rank's span, as the glossary defines it (kernels and device copies)."""
+        return self.timeline(rank).span_us
+
+
+def sort_findings(table: pa.Table) -> pa.Table:
+    """A findings table in ``run_rules``' order: most time lost first (none counts as 0), then rule id."""
+    if table.num_rows < 2:
+        return table
+    key = pa.table({"lost": pc.fill_null(table["time_lost_us"], 0.0), "rule": table["rule_id"]})
+    return table.take(pc.sort_indices(key, sort_keys=[("lost", "descending"), ("rule", "ascending")]))
+
+
+def findings_table(findings: list[Finding]) -> pa.Table:
+    return pa.table(
+        {
+            "finding_id": pa.array(
+                [f.finding_id or f"{f.rule_id}:{'all' if f.rank is None else f.rank}:{i + 1}" for i, f in enumerate(findings)], pa.string()
+            ),  # fmt: skip
+            "rule_id": pa.array([f.rule_id for f in findings], pa.string()),
+            "severity": pa.array([f.severity for f in findings], pa.string()),
+            "rank": pa.array([f.rank for f in findings], pa.int32()),
+            "title": pa.array([f.title for f in findings], pa.string()),
+            "time_lost_us": pa.array([f.time_lost_us for f in findings], pa.float64()),
+            "count": pa.array([f.count for f in findings], pa.int64()),
+            "evidence": pa.array([json.dumps(f.evidence, default=str) for f in findings], pa.string()),
+            "advice": pa.array([f.advice for f in findings], pa.string()),
+        },
+        schema=schemas.FINDINGS,
+    )
+
+
+def severity_for(share: float, warning: float, critical: float) -> str:
+    if share >= critical:
+        return "critical"
+    if share >= warning:
+        return "warning"
+    return "info"
+
+
+def intervals_table(findings: list[Finding]) -> pa.Table:
+    """The ``finding_intervals`` rows: every range each finding owns."""
+    parts = []
+    for f in findings:
+        if f.intervals is None or len(f.intervals[0]) == 0:
+            continue
+        s, e = (np.asarray(x, np.int64) for x in f.intervals)
+        n = len(s)
+        parts.append(
+            pa.table(
+                {
+                    "finding_id": pa.repeat(pa.scalar(f.finding_id), n),
+                    "rule_id": pa.repeat(pa.scalar(f.rule_id), n),
+                    "rank": pa.repeat(pa.scalar(f.rank, pa.int32()), n),
+                    "start_ns": pa.array(s, pa.int64()),
+                    "end_ns": pa.array(e, pa.int64()),
+                    "duration_us": pa.array((e - s) / 1000.0, pa.float64()),
+                },
+                schema=schemas.FINDING_INTERVALS,
+            )
+        )
+    return pa.concat_tables(parts) if parts else schemas.empty("finding_intervals")
+
+
+def absolute(tl: Timeline, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Timeline-relative segments (µs after ``tl.base``) as absolute ns, as findings store them."""
+    return tl.base + np.round(np.asarray(s) * 1000.0).astype(np.int64), tl.base + np.round(np.asarray(e) * 1000.0).astype(np.int64)
+
+
+def spans_of(table: pa.Table, share: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) absolute ns of each row of a table with start_ns / start_us and duration_us;
+    with ``share`` < 1, the last ``share`` of each row's duration."""
+    if table.num_rows == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    us = pc.fill_null(table["start_us"], np.nan).to_numpy(zero_copy_only=False).astype(float)
+    ok = np.isfinite(us) & (np.abs(us) < 9e15)
+    start = np.where(ok, np.round(np.where(ok, us, 0.0) * 1000.0), 0).astype(np.int64)
+    if "start_ns" in table.column_names:
+        exact = table["start_ns"]
+        valid = pc.is_valid(exact).to_numpy(zero_copy_only=False)
+        start = np.where(valid, pc.fill_null(exact, 0).to_numpy(zero_copy_only=False), start)
+        ok |= valid
+    d = pc.fill_null(table["duration_us"], 0.0).to_numpy(zero_copy_only=False).astype(float)
+    d = np.where(np.isfinite(d) & (d > 0) & (d < 9e12), d, 0.0)
+    end = start + np.round(d * 1000.0).astype(np.int64)
+    begin = end - np.round(d * share * 1000.0).astype(np.int64)
+    return begin[ok], end[ok]
+
+
+def device_copies(ctx: RuleContext, rank: int | None) -> pa.Table:
+    c = ctx.for_rank("copies", rank)
+    return c.filter(pc.equal(c["side"], "device")) if c.num_rows else c
+
+
+def step_starts(ctx: RuleContext, rank: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(start time, step id) of each step, sorted: from the steps table where it has times, else
+    from the first kernel of each Step Id. Empty when the profile has no steps."""
+    st = ctx.for_rank("steps", rank)
+    if st.num_rows and pc.sum(pc.is_valid(st["start_us"])).as_py():
+        st = st.filter(pc.is_valid(st["start_us"])).sort_by("start_us")
+        return st["start_us"].to_numpy(), st["step"].to_numpy()
+    k = ctx.for_rank("kernels", rank)
+    if k.num_rows == 0 or pc.all(pc.is_null(k["step"])).as_py():
+        return np.array([], float), np.array([], np.int64)
+    g = k.filter(pc.is_valid(k["step"])).group_by("step").aggregate([("start_us", "min")]).sort_by("start_us_min")
+    return g["start_us_min"].to_numpy(), g["step"].to_numpy()

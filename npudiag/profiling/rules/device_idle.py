@@ -1,0 +1,86 @@
+"""device_idle: gaps on a rank's device timeline longer than ``min_gap_us`` between tasks.
+
+The gaps are those between device tasks (kernels and device copies, as the glossary's device busy
+counts them). Time lost: the sum of those gaps (an upper bound: the device could not have been
+busier); the finding owns the gaps. Each of
+the worst gaps names the host API call running across its middle, when the timeline has them,
+which says whether the host (launch-bound) or something else kept the device waiting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+
+from npudiag.profiling.analysis.quantities import idle_gaps
+from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, absolute
+
+RULE_ID = "device_idle"
+OPTIONS = {"min_gap_us": 1000.0, "warning_share": 0.05, "critical_share": 0.20, "worst": 5.0}
+
+
+_SYNC = ("Synchronize", "StreamSync", "DeviceSync", "EventSync", "QueryEvent", "MemCopySync", "aclrtMemcpy")
+
+
+def _host_call_at(api, s: np.ndarray, e: np.ndarray, t: float) -> str | None:
+    inside = np.nonzero((s <= t) & (e >= t))[0]
+    if not len(inside):
+        return None
+    # the innermost call (shortest) says most about what the host was doing
+    j = inside[np.argmin((e - s)[inside])]
+    return f"{api['level'][int(j)].as_py()}@{api['name'][int(j)].as_py()}"
+
+
+def cause_of(call: str | None) -> str:
+    """HTA-style split of idle time: the host waiting on the device, the host busy elsewhere, or untraced."""
+    if call is None:
+        return "other (no host API running: host-side work such as Python, data loading, or untraced)"
+    if any(k in call for k in _SYNC):
+        return "host wait (a synchronising call was running)"
+    return "host busy (an API call was running: launch/host-bound)"
+
+
+def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
+    if ctx.table("kernels").num_rows == 0:
+        raise Skipped("no device tasks in this profile")
+    out = []
+    for rank in ctx.ranks():
+        tl = ctx.timeline(rank)
+        rel_s, rel_e = idle_gaps(tl)
+        if len(rel_s) == 0:
+            continue
+        gaps = rel_e - rel_s
+        gap_start = rel_s + tl.base / 1000.0
+        long = gaps >= opts["min_gap_us"]
+        if not long.any():
+            continue
+        total = float(gaps[long].sum())
+        span = tl.span_us
+        api = ctx.for_rank("api_calls", rank)
+        a_s = pc.fill_null(api["start_us"], np.nan).to_numpy() if api.num_rows else np.array([])
+        a_e = a_s + (pc.fill_null(api["duration_us"], 0.0).to_numpy() if api.num_rows else 0.0)
+        idx = np.nonzero(long)[0]
+        calls = [_host_call_at(api, a_s, a_e, float(gap_start[i] + gaps[i] / 2)) if api.num_rows else None for i in idx]
+        by_cause: dict[str, float] = {}
+        for i, call in zip(idx, calls):
+            by_cause[cause_of(call)] = by_cause.get(cause_of(call), 0.0) + float(gaps[i])
+        order = np.argsort(-gaps[idx])[: int(opts["worst"])]
+        worst = [
+            {"start_us": float(gap_start[idx[j]]), "gap_us": float(gaps[idx[j]]), "host_call": calls[j], "cause": cause_of(calls[j])}
+            for j in order
+        ]
+        n_gaps = int(long.sum())
+        out.append(
+            Finding(
+                RULE_ID,
+                ctx.severity(rank, total, opts, span_us=span),
+                f"device idle {total / 1e3:.2f} ms in {n_gaps} gap{'' if n_gaps == 1 else 's'} over {opts['min_gap_us'] / 1e3:g} ms",
+                "Find what the host does in the gaps (data loading, synchronisation, Python overhead): prefetch inputs, "
+                "remove stream/device synchronisations from the loop, or capture the step as a graph.",
+                total,
+                int(long.sum()),
+                rank,
+                {"span_us": span, "idle_by_cause_us": by_cause, "worst_gaps": worst},
+                absolute(tl, rel_s[long], rel_e[long]),
+            )
+        )
+    return out
