@@ -1,7 +1,12 @@
-"""The error types of bad input and of outputs that cannot be written.
+"""npudiag's errors: one hierarchy, each carrying the exit code the CLI ends with.
 
-Every reader turns malformed input into :class:`InputError` so the CLI can print one line naming the
-file and position and exit 2, while other files of the same run are still processed.
+:class:`NpudiagError` is the base; every error has ``one_line()`` (what the user reads) and
+``exit_code``. Every reader turns malformed input into :class:`InputError` naming the file and the
+position, so other files of the same run are still processed; :class:`OutputError` is an output that
+cannot be written; :class:`OptionError` a value given to the library that it cannot use (it names the
+value, and the option in ``option`` so the CLI can name its flag); :class:`ToolError` a vendor tool
+(msprof, msnpureport) missing or failing. The CLI maps them to exit codes in one place
+(``npudiag.cli.main``).
 """
 
 from __future__ import annotations
@@ -11,7 +16,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-class InputError(Exception):
+class NpudiagError(Exception):
+    """Base of every error npudiag reports to its user; ``exit_code`` is what the CLI exits with."""
+
+    exit_code = 2
+
+    def one_line(self) -> str:
+        return str(self)
+
+
+class InputError(NpudiagError):
     """Unusable input: which file, where in it (line, or character offset in a JSON stream), and what was expected."""
 
     def __init__(
@@ -37,7 +51,7 @@ class InputError(Exception):
         return f"{where}: {self.problem}"
 
 
-class OutputError(Exception):
+class OutputError(NpudiagError):
     """An output that cannot be written (a read-only or missing parent, no space): one line, exit 2."""
 
     def __init__(self, path: str | Path, reason: str) -> None:
@@ -47,6 +61,18 @@ class OutputError(Exception):
 
     def one_line(self) -> str:
         return f"cannot write {self.path}: {self.reason}"
+
+
+class OptionError(NpudiagError, ValueError):
+    """A value given to the library that it cannot use; ``option`` names the parameter (``steps``)."""
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        self.option = option
+        super().__init__(message)
+
+
+class ToolError(NpudiagError):
+    """A vendor tool (msprof, msnpureport) that is missing, failed or timed out; the message is one line."""
 
 
 @contextmanager

@@ -8,7 +8,6 @@ parse print at 80 columns, on the bundled samples and the generated workspace
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -42,19 +41,8 @@ def capture() -> str:
         return "".join(parts)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--check", action="store_true")
-    args = ap.parse_args()
-    text = capture()
-    if args.check:
-        if not TARGET.is_file() or TARGET.read_text() != text:
-            print(f"{TARGET} is stale: run python scripts/capture_cli.py", file=sys.stderr)
-            sys.exit(1)
-        return
-    TARGET.write_text(text)
-    print(f"wrote {TARGET}")
-
-
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _generated import write_or_check
+
+    write_or_check(TARGET, capture, "scripts/capture_cli.py")

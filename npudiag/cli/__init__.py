@@ -20,7 +20,7 @@ from npudiag.cli import compare as _compare
 from npudiag.cli import dump as _dump
 from npudiag.cli import logs as _logs
 from npudiag.cli import profile as _profile
-from npudiag.errors import InputError, OutputError
+from npudiag.errors import NpudiagError
 from npudiag.report.escape import clean
 
 EXIT_CODES = (
@@ -129,9 +129,9 @@ def main(argv: list[str] | None = None) -> None:
     except ClickException as exc:
         print(f"npudiag: {clean(exc.format_message())}", file=sys.stderr)
         code = exc.exit_code
-    except (InputError, OutputError) as exc:
+    except NpudiagError as exc:  # the one place library errors become exit codes
         print(f"npudiag: {clean(exc.one_line())}", file=sys.stderr)
-        code = 2
+        code = exc.exit_code
     except (KeyboardInterrupt, Abort):
         print("npudiag: interrupted", file=sys.stderr)
         code = 130

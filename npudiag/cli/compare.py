@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,6 @@ from npudiag.cli.analyze import By
 
 if TYPE_CHECKING:
     from npudiag.profiling.analysis.gate import GateConfig
-    from npudiag.profiling.runs import Run
 
 CONFIG_FILE = "npudiag-gate.toml"  # read from the current folder when --config is not given
 
@@ -27,20 +25,14 @@ Example (CI):
   npudiag gate fixtures/sample_torch fixtures/sample_torch --steps 2: --quiet"""
 
 
-def _load(path: Path, quiet: bool) -> list[Run]:
+def _status(quiet: bool):
+    """A spinner 'reading PATH' around each side's read, on a terminal and unless quiet."""
     from rich.console import Console
-
-    from npudiag.profiling.runs import load_side
 
     err = Console(stderr=True)
     if quiet or not err.is_terminal:
-        return load_side(path)
-    with err.status(f"reading {path}"):
-        return load_side(path)
-
-
-def _warn(runs: list[Run], say: Say) -> None:
-    say.warnings(w for r in runs for w in r.warnings)
+        return None
+    return lambda path: err.status(f"reading {path}")
 
 
 def compare(
@@ -59,31 +51,17 @@ def compare(
     """Diff two profiles operator by operator, with copies, idle time, findings and step time."""
     from rich.console import Console
 
-    from npudiag.profiling.analysis.compare import compare_totals, diff_ops
-    from npudiag.profiling.runs import describe
+    from npudiag.profiling import pipeline
     from npudiag.report.compare_report import render_compare_terminal
     from npudiag.report.json_report import render_json
-    from npudiag.store import write_json, write_table
 
     say = Say(quiet, verbose)
-    base = _load(baseline, quiet or json_out)
-    cur = _load(current, quiet or json_out)
-    _warn(base + cur, say)
-    bt, ct = [r.tables for r in base], [r.tables for r in cur]
-    diff = diff_ops(bt, ct, by=by.value, shapes=shapes)
-    result = {
-        "baseline": describe(base),
-        "current": describe(cur),
-        "totals": compare_totals(bt, ct),
-        "ops": {"match_by": diff["match_by"][0].as_py() if diff.num_rows else by.value, "total": diff.num_rows, "rows": diff.to_pylist()},
-        "out": str(out / "diff.parquet"),
-    }
-    write_table(diff, out / "diff.parquet")
-    write_json({k: v for k, v in result.items() if k != "ops"}, out / "compare.json")
+    result = pipeline.compare(baseline, current, out, by=by.value, shapes=shapes, status=_status(quiet or json_out))
+    say.warnings(result.warnings)
     if json_out:
-        sys.stdout.write(render_json(result) + "\n")
+        sys.stdout.write(render_json(result.summary) + "\n")
     elif not quiet:
-        render_compare_terminal(result, Console(), top=top)
+        render_compare_terminal(result.summary, Console(), top=top)
 
 
 def _config(
@@ -96,37 +74,12 @@ def _config(
     steps: str | None,
     min_delta_us: float | None,
 ) -> GateConfig:
-    from npudiag.profiling.analysis.gate import load_config, parse_percent
-    from npudiag.profiling.analysis.metrics import known_metric
-    from npudiag.profiling.analysis.window import parse_steps
+    from npudiag.profiling.pipeline import gate_config
 
     if config is None and Path(CONFIG_FILE).is_file():
         config = Path(CONFIG_FILE)
-    cfg = load_config(config)
-    changes: dict = {}
-    if max_regression is not None:
-        changes["max_regression"] = parse_percent(max_regression)
-    if alpha is not None:
-        if not 0 < alpha < 1:
-            raise ValueError(f"--alpha must be between 0 and 1, got {alpha}")
-        changes["alpha"] = alpha
-    if top_ops is not None:
-        changes["top_ops"] = top_ops
-    if by is not None:
-        changes["by"] = by.value
-    if steps is not None:
-        changes["steps"] = parse_steps(steps)
-    if min_delta_us is not None:
-        changes["min_delta_us"] = min_delta_us
-    for m in metric:
-        if not known_metric(m):
-            raise ValueError(
-                f"--metric {m!r}: expected op:KEY, api:NAME, memory:peak_allocated (peak_reserved, unused) "
-                "or a step metric such as step_time_us"
-            )
-    if metric:
-        changes["metrics"] = tuple(dict.fromkeys([*cfg.metrics, *metric]))
-    return replace(cfg, **changes)
+    return gate_config(config, max_regression=max_regression, alpha=alpha, metrics=metric, top_ops=top_ops,
+                       by=by.value if by is not None else None, steps=steps, min_delta_us=min_delta_us)  # fmt: skip
 
 
 def gate_cmd(
@@ -155,8 +108,8 @@ def gate_cmd(
     """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold and beyond noise."""
     from rich.console import Console
 
-    from npudiag.profiling.analysis.gate import gate
-    from npudiag.profiling.runs import describe, store_runs
+    from npudiag.errors import OptionError
+    from npudiag.profiling import pipeline
     from npudiag.report.gate_report import failed_lines, gate_junit, gate_markdown, render_gate_terminal
     from npudiag.report.json_report import render_json
     from npudiag.store import write_text
@@ -164,16 +117,12 @@ def gate_cmd(
     say = Say(quiet, verbose)
     try:
         cfg = _config(config, max_regression, alpha, metric, top_ops, by, steps, min_delta_us)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    base = _load(baseline, quiet or json_out)
-    cur = _load(current, quiet or json_out)
-    _warn(base + cur, say)
-    try:
-        result = gate([r.tables for r in base], [r.tables for r in cur], cfg)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    data = {"baseline": describe(base), "current": describe(cur), **result.as_dict()}
+        result = pipeline.gate(baseline, current, cfg, update_baseline=update_baseline, accept=accept,
+                               status=_status(quiet or json_out))  # fmt: skip
+    except OptionError as exc:
+        raise typer.BadParameter(_flagged(exc)) from None
+    data = result.summary
+    say.warnings(result.warnings)
     if junit is not None:
         write_text(gate_junit(data, str(baseline), str(current)), junit)
     if markdown is not None:
@@ -186,10 +135,16 @@ def gate_cmd(
         say.warnings(data["warnings"])
         say.errors(failed_lines(data))
     if update_baseline is not None:
-        if result.failed and not accept:
-            say.errors([f"baseline {update_baseline} not updated: the gate failed (use --accept to store it anyway)"])
-        else:
-            store_runs(cur, update_baseline)
+        if result.baseline_updated:
             say.info(f"stored {current} as the baseline in {update_baseline}")
+        else:
+            say.errors([f"baseline {update_baseline} not updated: the gate failed (use --accept to store it anyway)"])
     if result.failed and not accept:
         raise typer.Exit(1)
+
+
+def _flagged(exc) -> str:
+    """The library names the value; the CLI adds the flag it came from."""
+    text, name = str(exc), exc.option or ""
+    flag = {"alpha": "--alpha", "metric": "--metric"}.get(name)
+    return flag + text[len(name) :] if flag and text.startswith(name + " ") else text

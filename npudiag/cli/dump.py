@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from enum import Enum
 from pathlib import Path
 
@@ -138,38 +137,22 @@ def parse(
     """Parse binary dump files and statistics CSVs into tensors.parquet (and .npy arrays)."""
     from rich.console import Console
 
-    from npudiag.dump.ingest import parse_dump_tree
+    from npudiag.dump.pipeline import parse_dump
     from npudiag.report.dump_report import render_parse_terminal
     from npudiag.report.json_report import render_json
-    from npudiag.store import write_json, write_table
 
     say = Say(quiet, verbose)
-    if not dump_path.exists():
-        say.errors([f"{dump_path}: no such file or folder"])
-        raise typer.Exit(2)
-    t0 = time.perf_counter()
-    run = parse_dump_tree(dump_path, npy)
-    secs = time.perf_counter() - t0
-    write_table(run.table, out / "tensors.parquet")
-    rows = run.table.sort_by([("timestamp_us", "ascending"), ("task_id", "ascending")]).to_pylist() if run.table.num_rows else []
-    summary = {
-        "files": run.files,
-        "tensors": run.table.num_rows,
-        "tensor_bytes": run.tensor_bytes,
-        "seconds": secs,
-        "errors": run.errors,
-        "out": str(out),
-    }
-    write_json(summary, out / "summary.json")
+    run = parse_dump(dump_path, out, npy=npy)
+    summary = run.summary
     if json_out:
-        sys.stdout.write(render_json({**summary, "tensors_table": rows[:top]}) + "\n")
+        sys.stdout.write(render_json({**summary, "tensors_table": run.rows()[:top]}) + "\n")
     elif not quiet:
-        render_parse_terminal({**summary, "rows": rows}, Console(), top)
+        render_parse_terminal({**summary, "rows": run.rows()}, Console(), top)
     say.errors(run.errors)
     if run.errors:
         say.errors([f"{len(run.errors)} file(s) skipped; the others are in {out}/tensors.parquet"])
         raise typer.Exit(2)
-    if run.files == 0:
+    if summary["files"] == 0:
         say.errors([f"{dump_path}: no dump files found"])
         raise typer.Exit(2)
 
@@ -193,32 +176,15 @@ def compare(
     verbose: bool = VERBOSE,
 ) -> None:
     """Compare two dumps tensor by tensor; name the first op whose output goes wrong (exit 1 when tensors fail)."""
-    import csv
-    import io
-
     from rich.console import Console
 
-    from npudiag.dump.accuracy import Thresholds
-    from npudiag.dump.compare import CSV_COLUMNS, compare_dumps, compare_summary, msaccucmp_csv_rows
+    from npudiag.dump.pipeline import compare_dumps
     from npudiag.report.dump_report import render_compare_terminal
     from npudiag.report.json_report import render_json
-    from npudiag.store import write_table, write_text
 
     say = Say(quiet, verbose)
-    for p in (mine, golden):
-        if not p.exists():
-            say.errors([f"{p}: no such file or folder"])
-            raise typer.Exit(2)
-    run = compare_dumps(mine, golden, mapping, Thresholds(cosine, red, kl))
-    write_table(run.table, out / "compare.parquet")
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
-    w.writerows(msaccucmp_csv_rows(run.table))
-    csv_path = out / f"result_{time.strftime('%Y%m%d%H%M%S')}.csv"
-    write_text(buf.getvalue(), csv_path)
-    summary = compare_summary(run)
-    summary["out"] = [str(out / "compare.parquet"), str(csv_path)]
+    run = compare_dumps(mine, golden, out, mapping=mapping, cosine=cosine, red=red, kl=kl)
+    summary = run.summary
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")
     elif not quiet:
@@ -228,5 +194,5 @@ def compare(
     say.errors(run.errors)
     if run.errors:
         raise typer.Exit(2)
-    if summary["tensors_failed"] and not no_fail:
+    if run.failed and not no_fail:
         raise typer.Exit(1)

@@ -10,7 +10,6 @@ from pathlib import Path
 import typer
 
 from npudiag.cli._out import QUIET, VERBOSE, Say
-from npudiag.errors import InputError, writing
 from npudiag.logs.msnpureport import DEFAULT_TIMEOUT_S
 
 PARSE_EXAMPLE = """\b
@@ -43,55 +42,26 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
     """Parse, triage, write tables, print; returns the exit code (2 when any input was unusable)."""
     from rich.console import Console
 
-    from npudiag.logs.ingest import parse_logs
-    from npudiag.logs.sources import find_sources
-    from npudiag.logs.triage import load_kb, summarise, triage_table
+    from npudiag.logs.pipeline import parse_logs
     from npudiag.report.json_report import render_json
     from npudiag.report.logs_report import render_logs_terminal
-    from npudiag.store import write_json, write_table
 
-    warnings: list[str] = []
-    errors: list[str] = []
-    sources = []
-    for p in paths:
-        try:
-            sources.extend(find_sources(p, warnings))
-        except InputError as exc:
-            errors.append(exc.one_line())
-    if not sources:  # nothing readable: say why, write nothing
-        say.warnings(warnings)
-        say.errors(errors)
-        return 2
-    if out is not None:
-        with writing(out):
-            out.mkdir(parents=True, exist_ok=True)
     err = Console(stderr=True)
-    total = sum(s.size_bytes for s in sources)
-    if sources and err.is_terminal and not json_out and not say.quiet:
-        with err.status(f"parsing {len(sources)} log file(s), {total / 1e6:.1f} MB"):
-            run = parse_logs(sources, out / "log_events.parquet" if out else None, device=device)
-    else:
-        run = parse_logs(sources, out / "log_events.parquet" if out else None, device=device)
-    errors += run.errors
-    kb = load_kb()
-    triage = triage_table(run.problems, kb)
-    summary = summarise(run.problems, triage, kb, run.totals)
-    summary["inputs"] = paths
-    summary["input_errors"] = errors
-    summary["input_warnings"] = warnings
-    if out is not None:
-        write_table(triage, out / "triage.parquet")
-        write_json(summary, out / "summary.json")
-        summary["out"] = str(out)
+    spinner = err.status if err.is_terminal and not json_out and not say.quiet else None
+    run = parse_logs(paths, out, device=device, status=spinner)
+    if run.summary is None:  # nothing readable: say why, print nothing else
+        say.warnings(run.warnings)
+        say.errors(run.errors)
+        return 2
     if json_out:
-        sys.stdout.write(render_json(summary) + "\n")
+        sys.stdout.write(render_json(run.summary) + "\n")
     elif not say.quiet:
-        render_logs_terminal(summary, Console())
+        render_logs_terminal(run.summary, Console())
     if out is not None:
         say.info(f"tables: {out}/log_events.parquet, {out}/triage.parquet")
-    say.warnings(warnings, str(out / "summary.json") if out is not None else None)
-    say.errors(errors)
-    return 2 if errors or not sources else 0
+    say.warnings(run.warnings, str(out / "summary.json") if out is not None else None)
+    say.errors(run.errors)
+    return 2 if run.errors else 0
 
 
 @app.command("parse", epilog=PARSE_EXAMPLE)

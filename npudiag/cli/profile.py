@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 from enum import Enum
@@ -64,11 +63,6 @@ def doctor(
         raise typer.Exit(1)
 
 
-def _fail(message: str) -> typer.Exit:
-    Say().errors([message])
-    return typer.Exit(2)
-
-
 def profile(
     app_argv: list[str] = typer.Argument(
         None,
@@ -104,7 +98,7 @@ def profile(
         [], "--msprof-arg", help="Pass this msprof switch through unchanged (e.g. --msprof-arg=--sys-cpu-profiling=on); repeatable."
     ),
     start_step: int = typer.Option(
-        None, "--start-step", help="First step to keep (applied at analysis; see README for the torch_npu schedule)."
+        None, "--start-step", help="First step to keep (applied at analysis; see docs/profile.md for the torch_npu schedule)."
     ),
     stop_step: int = typer.Option(None, "--stop-step", help="Last step to keep."),
     acl_json: Path = typer.Option(
@@ -127,8 +121,7 @@ def profile(
 ) -> None:
     """Collect a profile with msprof (or its env / acl.json methods), then analyze it."""
     from npudiag.collect import toolkit
-    from npudiag.collect.child import describe_exit
-    from npudiag.collect.runner import needs_export, prof_dirs, run_child
+    from npudiag.profiling import collection
     from npudiag.profiling import msprof as mp
 
     say = Say(quiet, verbose)
@@ -175,10 +168,7 @@ def profile(
             raise typer.BadParameter(str(exc)) from None
         return
     if emit is Emit.acl_json:
-        try:
-            mp.write_acl_json(acl_json, acl_section)
-        except ValueError as exc:
-            raise _fail(str(exc)) from None
+        collection.write_acl_section(acl_json, acl_section)
         say.info(f"wrote the profiler section into {acl_json} (pass it to aclInit)")
         return
     if not app and emit is not Emit.command:
@@ -199,40 +189,16 @@ def profile(
             )
         sys.stdout.write("\n".join(lines) + "\n")
         return
-    if mode is Mode.cli and msprof is None:
-        raise _fail(toolkit.first_problem(toolkit.doctor(), "msprof") or "msprof not found")
     if acl_section is not None:
-        try:
-            mp.write_acl_json(acl_json, acl_section)
-        except ValueError as exc:
-            raise _fail(str(exc)) from None
+        collection.write_acl_section(acl_json, acl_section)
         say.info(f"profiler section written to {acl_json}; the app must pass it to aclInit")
-    output.mkdir(parents=True, exist_ok=True)
-    before = prof_dirs(opts.output)
-    env = {**os.environ, **env_extra}
-    say.info(shlex.join(argv))
-    try:
-        result = run_child(argv, env=env, timeout_s=timeout)
-    except OSError as exc:
-        raise _fail(str(exc)) from None
-    say.info(f"{Path(argv[0]).name} ended after {result.elapsed_s:.1f} s (exit code {result.returncode})")
-    if result.timed_out:
-        say.warnings([f"stopped after the --timeout of {timeout:g} s; analysing the partial data collected so far"])
-    if result.returncode > 128:
-        say.warnings([f"the program was {describe_exit(result.returncode)}"])
-    if result.interrupted:
-        say.warnings([f"interrupted after {result.elapsed_s:.1f} s; analysing the partial data collected so far"])
-    new = sorted(prof_dirs(opts.output) - before)
+    result = collection.collect(argv, opts.output, env_extra, msprof=msprof, timeout_s=timeout, needs_msprof=mode is Mode.cli,
+                                tell=say.info)  # fmt: skip
+    say.warnings(result.warnings)
+    new = result.prof_dirs
     if not new:
         say.errors([f"no PROF_* folder appeared in {opts.output} (exit code {result.returncode})"])
         raise typer.Exit(result.returncode or 2)
-    for prof in new:
-        if needs_export(prof):
-            if msprof is None:
-                say.warnings([f"{prof} has no exported summaries and msprof is not found to export them"])
-                continue
-            say.info(f"exporting {prof.name} (msprof --export=on)")
-            run_child([str(msprof), "--export=on", f"--output={prof}"], timeout_s=timeout)
     say.info("collected " + ", ".join(str(p) for p in new))
     code = result.returncode
     if not no_analyze:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from npudiag.collect.child import describe_exit, kill_group, popen
-from npudiag.errors import InputError
+from npudiag.errors import InputError, ToolError
 from npudiag.safeio import is_regular
 
 DRIVER_TOOL_DIRS = ["/usr/local/Ascend/driver/tools", "/usr/local/Ascend/driver/tools/msnpureport"]
@@ -84,10 +84,6 @@ MODULES = [
 ]
 EXPORT_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}$")
 DEFAULT_TIMEOUT_S = 1800.0
-
-
-class ToolError(Exception):
-    """msnpureport is missing or failed; the message is one line for the user."""
 
 
 def find_msnpureport() -> Path | None:

@@ -1,4 +1,4 @@
-"""The summary as one JSON document (for scripts and CI): keys are documented in the README."""
+"""The summary as one JSON document (for scripts and CI): keys are documented in docs/analyze.md."""
 
 from __future__ import annotations
 

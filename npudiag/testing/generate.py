@@ -826,10 +826,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--copies", type=int, default=40)
     ap.add_argument("--db", action="store_true", help="msprof: also write msprof_{ts}.db")
+    ap.add_argument("--ranks", type=int, default=1, help="torch: this many ranks (0..N-1, seed+rank each) under --out")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
+    if a.ranks < 1 or (a.ranks > 1 and a.kind != "torch"):
+        ap.error("--ranks: a positive count, and more than 1 only with --kind torch")
     if a.kind == "torch":
-        gt = write_torch_profile(a.out, a.kernels, a.seed, copies=a.copies)
+        for rank in range(a.ranks):
+            gt = write_torch_profile(a.out, a.kernels, a.seed + rank, rank=rank, copies=a.copies)
+            if rank < a.ranks - 1:
+                print(gt.profile_dir)
     else:
         gt = write_msprof_profile(a.out, a.kernels, a.seed, copies=a.copies, db=a.db)
     print(gt.profile_dir)

@@ -55,7 +55,7 @@ def _registry() -> dict[str, tuple[RuleFn, dict[str, float]]]:
 
 
 def rule_options() -> dict[str, dict[str, float]]:
-    """Every rule's options with their defaults (documented in the README)."""
+    """Every rule's options with their defaults (documented in docs/analyze.md)."""
     return {rule_id: dict(opts) for rule_id, (_, opts) in _registry().items()}
 
 

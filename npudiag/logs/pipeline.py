@@ -1,0 +1,82 @@
+"""The logs pipeline the CLI and the library share: log files → events → triage → summary.
+
+``parse_logs`` finds the log sources under each path (ascend/log trees, msnpureport exports,
+archives, single files, ``-`` for stdin), parses them one after the other (a file that fails is
+reported and the rest go on), triages the problems against the knowledge base and returns a
+result with ``.summary``, ``.tables`` and ``to_dict()``. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from npudiag.errors import InputError, writing
+
+
+@dataclass
+class LogTriage:
+    """``summary``: what failed first, where and what to do, with counts; ``tables``: ``triage`` (one
+    row per problem kind) and ``problems`` (the error/warning events triage looked at); the full
+    event table is ``out/log_events.parquet``. ``summary`` is None when no log was readable."""
+
+    summary: dict[str, Any] | None
+    tables: dict[str, pa.Table]
+    out: Path | None = None
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from npudiag.report.json_report import render_json
+
+        return json.loads(render_json(self.summary or {"input_errors": self.errors, "input_warnings": self.warnings}))
+
+
+def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = None, *, device: int | None = None,
+               status=None) -> LogTriage:  # fmt: skip
+    """Parse and triage the logs under ``paths``; write log_events.parquet, triage.parquet and
+    summary.json into ``out`` when given. ``device``: only that device's logs. ``status(text)`` is a
+    context manager around the parse (the CLI's spinner)."""
+    from npudiag.logs.ingest import parse_logs as parse_sources
+    from npudiag.logs.sources import find_sources
+    from npudiag.logs.triage import load_kb, summarise, triage_table
+    from npudiag.store import write_json, write_table
+
+    paths = [str(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
+    out = Path(out) if out is not None else None
+    warnings: list[str] = []
+    errors: list[str] = []
+    sources = []
+    for p in paths:
+        try:
+            sources.extend(find_sources(p, warnings))
+        except InputError as exc:
+            errors.append(exc.one_line())
+    if not sources:  # nothing readable: say why, write nothing
+        return LogTriage(None, {}, None, errors, warnings)
+    if out is not None:
+        with writing(out):
+            out.mkdir(parents=True, exist_ok=True)
+    events = out / "log_events.parquet" if out is not None else None
+    if status is not None:
+        total = sum(s.size_bytes for s in sources)
+        with status(f"parsing {len(sources)} log file(s), {total / 1e6:.1f} MB"):
+            run = parse_sources(sources, events, device=device)
+    else:
+        run = parse_sources(sources, events, device=device)
+    errors += run.errors
+    kb = load_kb()
+    triage = triage_table(run.problems, kb)
+    summary = summarise(run.problems, triage, kb, run.totals)
+    summary["inputs"] = paths
+    summary["input_errors"] = errors
+    summary["input_warnings"] = warnings
+    if out is not None:
+        write_table(triage, out / "triage.parquet")
+        write_json(summary, out / "summary.json")
+        summary["out"] = str(out)
+    return LogTriage(summary, {"triage": triage, "problems": run.problems}, out, errors, warnings)
