@@ -22,8 +22,20 @@ import pyarrow.parquet as pq
 
 from npudiag.errors import writing
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+
+def current_umask() -> int:
+    """The process's umask now (a library caller may change it between calls). Read from
+    /proc/self/status where there is one, so no other thread sees a temporary umask of 0."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
@@ -33,7 +45,7 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get the usual permissions
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; outputs get the usual permissions
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
@@ -235,7 +247,7 @@ def temp_sibling_dir(dest: Path) -> Path:
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
-    os.chmod(work, 0o777 & ~_UMASK)
+    os.chmod(work, 0o777 & ~current_umask())
     (work / STAGING_MARKER).write_text(json.dumps({"pid": os.getpid(), "started": time.time()}))
     return work
 
@@ -251,7 +263,7 @@ class TargetLock:
 
         self.path = dest.parent / f".{dest.name}.lock"
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~current_umask())
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

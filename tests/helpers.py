@@ -1,19 +1,52 @@
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
+
+# NPUDIAG_TEST_SUBPROCESS=1 runs every run_cli in a fresh `python -m npudiag` process, as before
+IN_PROCESS = os.environ.get("NPUDIAG_TEST_SUBPROCESS") != "1"
 
 
 def run_cli(
-    *args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None, input: str | None = None
+    *args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None, input: str | None = None, process: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real command line (python -m npudiag), as a user would; ``env`` adds to the environment."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "npudiag", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300, env=full_env, input=input
-    )
+    """Run the command line's entry point (``npudiag.cli.main``) with these arguments, in this process
+    (stdin, stdout, stderr, the environment and the working folder swapped for the call and put back),
+    so the suite does not pay an interpreter start and the imports per call. ``process=True`` (or
+    NPUDIAG_TEST_SUBPROCESS=1) runs ``python -m npudiag`` instead: for what only a real process shows
+    (signals, what gets imported). ``env`` adds to the environment."""
+    argv = [str(a) for a in args]
+    if process or not IN_PROCESS:
+        full_env = {**os.environ, **(env or {})}
+        return subprocess.run(
+            [sys.executable, "-m", "npudiag", *argv], capture_output=True, text=True, cwd=cwd, timeout=300, env=full_env, input=input
+        )
+    from npudiag.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    stdin = io.TextIOWrapper(io.BytesIO((input or "").encode()), encoding="utf-8")
+    saved_streams, saved_env, saved_cwd = (sys.stdin, sys.stdout, sys.stderr), dict(os.environ), os.getcwd()
+    code: int = 0
+    try:
+        os.environ.update(env or {})
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.stdin, sys.stdout, sys.stderr = stdin, out, err
+        with warnings.catch_warnings():  # main() sets its own filters; they end with the call
+            try:
+                main(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["npudiag", *argv], code, out.getvalue(), err.getvalue())
 
 
 STANDIN_BIN = Path(__file__).resolve().parent / "bin"
