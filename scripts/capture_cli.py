@@ -45,4 +45,4 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _generated import write_or_check
 
-    write_or_check(TARGET, capture, "scripts/capture_cli.py")
+    write_or_check({TARGET: capture}, "scripts/capture_cli.py")

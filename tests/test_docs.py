@@ -48,11 +48,12 @@ def test_python_block_runs(page: str, line: int, code: str, workdir: Path, monke
 
 
 def test_cli_reference_is_generated_and_complete() -> None:
-    """docs/cli.md is what scripts/gen_cli_reference.py writes today, and names every command of the app."""
+    """docs/cli.md, tables.md and rules.md are what scripts/gen_reference.py writes today; cli.md names
+    every command of the app, tables.md every table, rules.md every rule and option."""
     import subprocess
     import sys
 
-    script = ROOT / "scripts" / "gen_cli_reference.py"
+    script = ROOT / "scripts" / "gen_reference.py"
     r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     import typer
@@ -108,3 +109,15 @@ def test_readme_is_short_and_its_outputs_are_current() -> None:
     for block in shown:
         lines = [x for x in block.splitlines() if not x.startswith("...  (")]
         assert "\n".join(lines) in capture
+
+    from npudiag import schemas
+    from npudiag.profiling.rules import RULES
+
+    tables = (ROOT / "docs" / "tables.md").read_text()
+    for name, schema in schemas.TABLES.items():
+        assert f"\n## {name}.parquet\n" in tables
+        assert all(f"| `{f.name}` | {f.type} |" in tables for f in schema)
+    rules = (ROOT / "docs" / "rules.md").read_text()
+    for m in RULES:
+        assert f"\n## {m.RULE_ID}\n" in rules and m.MSPROF_ANALYZE in rules
+        assert all(f"`{k}=" in rules for k in m.OPTIONS)

@@ -205,3 +205,31 @@ def test_device_idle_causes(planted, corpus: Path) -> None:
     (gap,) = idle.evidence["worst_gaps"]
     assert gap["host_call"] == "acl@aclopCompileAndExecute" and gap["cause"].startswith("host busy")
     assert gap["gap_us"] == pytest.approx(1093.43, abs=0.01)
+
+
+def test_hot_op_names_every_pipe_above_the_bound_ratio() -> None:
+    """Two pipes above bound_ratio: both are named (msprof-analyze's mac_and_mte2_bound), with the ratios."""
+    import pyarrow as pa
+
+    from npudiag.profiling.rules.hot_op import OPTIONS, findings_from, ratio_sums
+
+    kernels = pa.table({
+        "op_type": ["MatMulV3"] * 2 + ["Add"] * 2 + ["Cast"] * 2,
+        "op_name": ["mm0", "mm1", "add0", "add1", "c0", "c1"],
+        "aic_mac_ratio": [0.90, 0.84, None, None, 0.2, 0.3],
+        "aic_mte2_ratio": [0.82, 0.86, None, None, 0.1, 0.2],
+        "aiv_vec_ratio": [None, None, 0.30, 0.34, 0.1, 0.1],
+        "aiv_mte2_ratio": [None, None, 0.85, 0.95, 0.1, 0.1],
+    })  # fmt: skip
+    hot = pa.table({"key": ["MatMulV3", "Add", "Cast"], "share_pct": [60.0, 30.0, 10.0],
+                    "task_types": ["AI_CORE", "AI_VECTOR_CORE", "AI_CORE"], "count": [2, 2, 2],
+                    "total_us": [600.0, 300.0, 100.0]})  # fmt: skip
+    found = {f.evidence["op_type"]: f for f in findings_from(hot, ratio_sums(kernels), OPTIONS)}
+    mm, add, cast = found["MatMulV3"], found["Add"], found["Cast"]
+    # means recomputed by hand: mac (0.90 + 0.84) / 2 = 0.87, mte2 (0.82 + 0.86) / 2 = 0.84
+    assert mm.evidence["ratios"]["aic_mac_ratio"] == 0.87 and mm.evidence["ratios"]["aic_mte2_ratio"] == 0.84
+    assert mm.evidence["bound_pipes"] == ["aic_mac_ratio", "aic_mte2_ratio"]
+    assert mm.evidence["bound"] == "compute- and memory-bound (mac, mte2)" and "compute- and memory-bound" in mm.title
+    assert "Compute-bound" in mm.advice and "Memory-bound" in mm.advice
+    assert add.evidence["bound"] == "memory-bound (mte2)" and add.evidence["bound_pipes"] == ["aiv_mte2_ratio"]
+    assert cast.evidence["bound"] is None and cast.evidence["bound_pipes"] == [] and "latency" in cast.advice

@@ -14,6 +14,7 @@ from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, spans_of
 
 RULE_ID = "aicpu_ops"
 OPTIONS = {"min_us": 20.0, "warning_share": 0.03, "critical_share": 0.10}
+MSPROF_ANALYZE = "AICPU operator analysis (same 20 µs limit)"
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:

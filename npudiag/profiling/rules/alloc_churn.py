@@ -20,6 +20,7 @@ from npudiag.units import format_bytes
 
 RULE_ID = "alloc_churn"
 OPTIONS = {"min_steps": 2.0, "min_bytes": float(64 << 20)}
+MSPROF_ANALYZE = "none"
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:

@@ -18,6 +18,7 @@ from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, spans_of
 
 RULE_ID = "alloc_in_loop"
 OPTIONS = {"min_steps": 2.0, "warning_share": 0.01, "critical_share": 0.05}
+MSPROF_ANALYZE = "memory: slow `aclMallocMemInner` / `aclrtFree` calls (> 10 ms)"
 ALLOC_API = re.compile(r"^(aclrtMalloc\w*|aclrtFree\w*|rtMalloc\w*|rtFree\w*|DevMalloc\w*|DevFree\w*|aclMallocMemInner)$")
 
 

@@ -16,6 +16,7 @@ from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, absolute
 
 RULE_ID = "device_idle"
 OPTIONS = {"min_gap_us": 1000.0, "warning_share": 0.05, "critical_share": 0.20, "worst": 5.0}
+MSPROF_ANALYZE = "overall summary's free time; npudiag splits each gap by the host API across it"
 
 
 _SYNC = ("Synchronize", "StreamSync", "DeviceSync", "EventSync", "QueryEvent", "MemCopySync", "aclrtMemcpy")

@@ -1,7 +1,10 @@
 """hot_op: operator types above ``min_share`` of device time (msprof-analyze ranks High at 5%).
 
 Where the kernel table has PMU ratios, the mean pipe ratios say whether the operator is bound by
-memory moves (mte2) or by compute (mac / vec). No time-lost estimate: it is where to look first."""
+memory moves (mte2), by compute (mac / vec) or by scalar code: every pipe whose mean ratio reaches
+``bound_ratio`` is named, so an op with both mac and mte2 above it is "compute- and memory-bound"
+(msprof-analyze's mac_and_mte2_bound) rather than one picked. The ratios behind the verdict are
+in the evidence. No time-lost estimate: it is where to look first."""
 
 from __future__ import annotations
 
@@ -13,10 +16,27 @@ from npudiag.profiling.rules.base import Finding, RuleContext, Skipped
 
 RULE_ID = "hot_op"
 OPTIONS = {"min_share": 0.05, "bound_ratio": 0.8}
+MSPROF_ANALYZE = "operator analysis: top operators, bound type (its High priority at 5 %)"
 _COMM = "Communication dominates: check it overlaps compute (step breakdown) and compare ranks for a slow rank or link."
 _NO_PMU = "Largest share of device time: collect with --aic-metrics PipeUtilization to see which pipe bounds it."
 _NO_BOUND = "No pipe is above the bound ratio: likely latency- or launch-bound; check block dim, tiling and fusion."
 _RATIOS = ("aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio", "aic_scalar_ratio", "aiv_scalar_ratio")
+
+_KIND = {"aic_mac_ratio": "compute", "aiv_vec_ratio": "compute", "aic_mte2_ratio": "memory", "aiv_mte2_ratio": "memory",
+         "aic_scalar_ratio": "scalar", "aiv_scalar_ratio": "scalar"}  # fmt: skip
+_ADVICE = {
+    "memory": "Memory-bound: reduce data moved (fuse with neighbours, avoid TransData/format changes, bigger tiles).",
+    "compute": "Compute-bound: check the dtype (bf16/fp16, HF32 where allowed) and that block dim fills the cores.",
+    "scalar": "Scalar-bound: time goes to scalar code; dynamic shapes or small tiles are the usual cause.",
+}
+
+
+def _bound_text(kinds: list[str], pipes: list[str]) -> str:
+    """"memory-bound (mte2)", "compute-bound (mac)", or "compute- and memory-bound (mac, mte2)"."""
+    short = ", ".join(dict.fromkeys(n.split("_")[1] for n in pipes))
+    if len(kinds) == 1:
+        return f"{kinds[0]}-bound ({short})"
+    return ", ".join(f"{k}-" for k in kinds[:-1]) + f" and {kinds[-1]}-bound ({short})"
 
 
 def ratio_sums(kernels: pa.Table) -> pa.Table:
@@ -56,16 +76,10 @@ def findings_from(hot_by_type: pa.Table, sums: pa.Table, opts: dict[str, float])
             continue
         known = means.get(row["key"], {})
         ratios = {name: round(known[name], 3) for name in _RATIOS if name in known}
-        bound = None
-        if ratios:
-            top = max(ratios, key=ratios.get)
-            if ratios[top] >= opts["bound_ratio"]:
-                bound = "memory-bound (mte2)" if "mte2" in top else "compute-bound" if ("mac" in top or "vec" in top) else "scalar-bound"
-        advice = {
-            "memory-bound (mte2)": "Memory-bound: reduce data moved (fuse with neighbours, avoid TransData/format changes, bigger tiles).",
-            "compute-bound": "Compute-bound: check the dtype (bf16/fp16, HF32 where allowed) and that block dim fills the cores.",
-            "scalar-bound": "Scalar-bound: time goes to scalar code; dynamic shapes or small tiles are the usual cause.",
-        }.get(bound or "", _NO_BOUND if ratios else _NO_PMU)
+        pipes = sorted((n for n in ratios if ratios[n] >= opts["bound_ratio"]), key=lambda n: -ratios[n])
+        kinds = list(dict.fromkeys(_KIND[n] for n in pipes))  # most loaded pipe's kind first
+        bound = _bound_text(kinds, pipes) if kinds else None
+        advice = " ".join(_ADVICE[k] for k in kinds) if kinds else (_NO_BOUND if ratios else _NO_PMU)
         if any(t in (row["task_types"] or "") for t in ("HCCL", "COMMUNICATION")):
             advice = _COMM
         out.append(
@@ -77,7 +91,8 @@ def findings_from(hot_by_type: pa.Table, sums: pa.Table, opts: dict[str, float])
                 None,
                 row["count"],
                 None,
-                {"op_type": row["key"], "task_types": row["task_types"], "total_us": row["total_us"], "ratios": ratios, "bound": bound},
+                {"op_type": row["key"], "task_types": row["task_types"], "total_us": row["total_us"], "ratios": ratios, "bound": bound,
+                 "bound_pipes": pipes},  # fmt: skip
             )
         )
     return out

@@ -14,6 +14,7 @@ from npudiag.units import format_bytes
 
 RULE_ID = "memory_fragmentation"
 OPTIONS = {"min_bytes": float(1 << 30), "warning_share": 0.2, "critical_share": 0.4}
+MSPROF_ANALYZE = "none"
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:

@@ -13,6 +13,7 @@ from npudiag.units import format_bytes
 
 RULE_ID = "memory_peak_op"
 OPTIONS = {"min_share": 0.3, "min_bytes": float(1 << 30), "critical_share": 0.6}
+MSPROF_ANALYZE = "none"
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:

@@ -11,6 +11,7 @@ from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, device_c
 
 RULE_ID = "single_stream"
 OPTIONS = {"min_copies": 1.0}
+MSPROF_ANALYZE = "none"
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:

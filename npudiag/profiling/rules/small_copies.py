@@ -15,6 +15,7 @@ from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, spans_of
 
 RULE_ID = "small_copies"
 OPTIONS = {"max_bytes": 65536.0, "min_count": 100.0, "warning_share": 0.01, "critical_share": 0.05}
+MSPROF_ANALYZE = "none for memory copies (its small-packet check is for communication transfers)"
 
 
 def _steps_of(ctx: RuleContext, rank, starts: np.ndarray) -> np.ndarray:

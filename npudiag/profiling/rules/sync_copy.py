@@ -12,6 +12,7 @@ from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, spans_of
 
 RULE_ID = "sync_copy"
 OPTIONS = {"min_bytes": 65536.0, "warning_share": 0.01, "critical_share": 0.10}
+MSPROF_ANALYZE = "none (its advisor reports synchronous stream waits, not copy calls)"
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:

@@ -16,6 +16,7 @@ from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, absolute
 
 RULE_ID = "unoverlapped_copy"
 OPTIONS = {"min_exposed_us": 100.0, "warning_share": 0.02, "critical_share": 0.10, "worst": 5.0}
+MSPROF_ANALYZE = "none"
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
