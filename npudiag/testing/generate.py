@@ -158,6 +158,8 @@ def _plan(
     idle_gap_us: float = 0.0,
     variation: Variation | None = None,
     repeat_steps: bool = False,
+    syncs_per_step: int = 0,
+    sync_idle_us: float = 0.0,
 ):
     rng = np.random.default_rng(seed)
     weights = np.array([m[4] for m in OP_MIX], float)
@@ -172,10 +174,35 @@ def _plan(
         dur, gaps = _vary(kinds, dur, gaps, (np.arange(n) * steps // max(n, 1)) + 1, variation)
     if idle_gaps:
         gaps[np.linspace(n // (idle_gaps + 1), n - 2, idle_gaps).astype(int)] = idle_gap_us  # planted device idle
+    if syncs_per_step:
+        gaps[sync_positions(n, steps, syncs_per_step)] = sync_idle_us  # the device waits for the host after each sync
     t0 = 1764246877073569.640
     start = np.round(t0 + np.cumsum(np.concatenate([[0.0], (dur + gaps)[:-1]])), 3)
     step = (np.arange(n) * steps // max(n, 1)) + 1
     return kinds, start, dur, gaps, step
+
+
+def sync_positions(n: int, steps: int, per_step: int) -> np.ndarray:
+    """Indices of the kernels after which a planted stream synchronise ends: ``per_step`` evenly
+    spaced inside each step, never its last kernel (the device gap they leave is inside the step)."""
+    step = (np.arange(n) * steps // max(n, 1)) + 1
+    out = []
+    for s in range(1, steps + 1):
+        idx = np.flatnonzero(step == s)
+        if len(idx) > 2:
+            out.extend(idx[np.linspace(1, len(idx) - 2, per_step + 2).astype(int)[1:-1]])
+    return np.array(sorted(set(out)), int)
+
+
+def _sync_events(start, dur, positions: np.ndarray, cann: int = 2711464191) -> list[dict]:
+    """aclrtSynchronizeStream (with its nested Runtime@StreamSynchronize) on the host, returning
+    15 us after the kernel it waited for ends."""
+    ev: list[dict] = []
+    for i in positions:
+        end = float(start[i] + dur[i])
+        ev.append(_api_event(cann, "acl", "aclrtSynchronizeStream", "ACL_RTS", end - 30.0, 45.0, 0))
+        ev.append(_api_event(cann, "runtime", "StreamSynchronize", "StreamSynchronize", end - 29.0, 43.0, 0))
+    return ev
 
 
 def _truth(kind: str, kinds: np.ndarray, dur: np.ndarray) -> GroundTruth:
@@ -511,8 +538,12 @@ def write_torch_profile(
     export: str = "text",
     overlap_analysis: bool = False,
     memory: MemoryPlan | None = None,
+    syncs_per_step: int = 0,
+    sync_idle_us: float = 500.0,
 ) -> GroundTruth:
-    """``memory`` adds memory_record.csv and operator_memory.csv (text export only; its truth is in
+    """``syncs_per_step`` plants that many aclrtSynchronizeStream calls inside every step, each
+    followed by ``sync_idle_us`` of device idle (at the kernels ``sync_positions`` names);
+    ``memory`` adds memory_record.csv and operator_memory.csv (text export only; its truth is in
     ``gt.memory``); ``mallocs_per_step`` plants that many aclrtMalloc + aclrtFree pairs at the start of every step;
     ``variation`` makes this one run of the ``seed`` workload among many (noise, a slower op);
     ``repeat_steps`` makes every step run the same op sequence, as a training loop does.
@@ -521,7 +552,8 @@ def write_torch_profile(
     OVERLAP_ANALYSIS table MindStudio Insight writes into a .db it opens."""
     if export not in ("text", "db"):
         raise ValueError(f"export must be 'text' or 'db', not {export!r}")
-    kinds, start, dur, gaps, step = _plan(kernels, seed, steps, variation=variation, repeat_steps=repeat_steps)
+    kinds, start, dur, gaps, step = _plan(kernels, seed, steps, variation=variation, repeat_steps=repeat_steps,
+                                          syncs_per_step=syncs_per_step, sync_idle_us=sync_idle_us)  # fmt: skip
     gt = _truth("torch_npu", kinds, dur)
     folder = out / f"npudiag-host_{2647914 + rank}_20251127192734{rank:03d}_ascend_pt"
     prof = folder / "ASCEND_PROFILER_OUTPUT"
@@ -585,6 +617,8 @@ def write_torch_profile(
     if trace:
         events = _trace_events(start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=False)
         events += _alloc_events(start, step, mallocs_per_step, malloc_us)
+        if syncs_per_step:
+            events += _sync_events(start, dur, sync_positions(kernels, steps, syncs_per_step))
         _write_trace(prof / "trace_view.json", events)
     gt.copies = {"count": copies if trace else 0, "bytes_each": copy_bytes, "device_us_each": copy_us, "mode": "sync"}
     gt.profile_dir = str(folder)

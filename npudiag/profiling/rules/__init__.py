@@ -25,6 +25,7 @@ from npudiag.profiling.rules import (
     single_stream,
     small_copies,
     sync_copy,
+    sync_stream,
     unoverlapped_copy,
 )
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, findings_table, sort_findings
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 RULES = (sync_copy, unoverlapped_copy, small_copies, alloc_in_loop, device_idle, single_stream, aicpu_ops, hot_op,
-         memory_fragmentation, memory_peak_op, alloc_churn)  # fmt: skip
+         memory_fragmentation, memory_peak_op, alloc_churn, sync_stream)  # fmt: skip
 RuleFn = Callable[[RuleContext, dict[str, float]], list[Finding]]
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, spans_of, step_starts
+from npudiag.profiling.rules.base import Finding, RuleContext, host_api, prefer_acl, spans_of, step_starts
 
 RULE_ID = "alloc_in_loop"
 OPTIONS = {"min_steps": 2.0, "warning_share": 0.01, "critical_share": 0.05}
@@ -23,9 +23,7 @@ ALLOC_API = re.compile(r"^(aclrtMalloc\w*|aclrtFree\w*|rtMalloc\w*|rtFree\w*|Dev
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
-    api = ctx.table("api_calls")
-    if api.num_rows == 0:
-        raise Skipped("no host API timeline (needs msprof_*.json / trace_view.json with CANN events, or the .db)")
+    host_api(ctx)
     out = []
     for rank in ctx.ranks():
         bounds, steps = step_starts(ctx, rank)
@@ -35,8 +33,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         calls = a.filter(pc.fill_null(pc.match_substring_regex(a["name"], ALLOC_API.pattern), False))
         if calls.num_rows == 0:
             continue
-        acl = calls.filter(pc.fill_null(pc.equal(calls["level"], "acl"), False))
-        calls = acl if acl.num_rows else calls
+        calls = prefer_acl(calls)
         starts = calls["start_us"].to_numpy()
         i = np.searchsorted(bounds, starts, side="right") - 1
         in_step = i >= 0

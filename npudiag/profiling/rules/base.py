@@ -188,3 +188,17 @@ def step_starts(ctx: RuleContext, rank: int | None) -> tuple[np.ndarray, np.ndar
         return np.array([], float), np.array([], np.int64)
     g = k.filter(pc.is_valid(k["step"])).group_by("step").aggregate([("start_us", "min")]).sort_by("start_us_min")
     return g["start_us_min"].to_numpy(), g["step"].to_numpy()
+
+
+def host_api(ctx: RuleContext) -> pa.Table:
+    """The host API timeline; Skipped (saying what would provide it) when the profile has none."""
+    api = ctx.table("api_calls")
+    if api.num_rows == 0:
+        raise Skipped("no host API timeline (needs msprof_*.json / trace_view.json with CANN events, or the .db)")
+    return api
+
+
+def prefer_acl(calls: pa.Table) -> pa.Table:
+    """The AscendCL-level calls when there are any: the runtime calls nested in them are the same ones."""
+    acl = calls.filter(pc.fill_null(pc.equal(calls["level"], "acl"), False))
+    return acl if acl.num_rows else calls
