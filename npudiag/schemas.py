@@ -452,6 +452,17 @@ OP_MEMORY = pa.schema(
     ]
 )
 
+AICORE_FREQ = pa.schema(
+    [
+        ("source", pa.string()),  # trace (the "AI Core Freq" counter events) or db (AICORE_FREQ)
+        ("rank", pa.int32()),
+        ("device_id", pa.int32()),
+        ("ts_us", pa.float64()),  # from this instant on the AI Core clock is freq_mhz (absolute local Unix time)
+        ("ts_ns", pa.int64()),  # the same instant exactly
+        ("freq_mhz", pa.float64()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "kernels": KERNELS,
     "api_calls": API_CALLS,
@@ -468,6 +479,7 @@ TABLES: dict[str, pa.Schema] = {
     "comm_tasks": COMM_TASKS,
     "memory_timeline": MEMORY_TIMELINE,
     "op_memory": OP_MEMORY,
+    "aicore_freq": AICORE_FREQ,
 }
 
 

@@ -267,3 +267,77 @@ def test_sync_stream_launch_blocking_on_the_corpus(corpus: Path) -> None:
     assert (f.evidence["launches"], f.evidence["launches_then_sync"]) == (launches, followed)
     assert f.evidence["launch_sync_ratio"] == round(followed / launches, 4) and "launch blocking" in f.title
     assert "ASCEND_LAUNCH_BLOCKING" in f.advice and f.time_lost_us is not None and f.time_lost_us >= 0
+
+
+def _union_in(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """|∪ intervals ∩ [lo, hi]|, by a sort and a sweep (independent of npudiag's interval code)."""
+    total, cur = 0.0, None
+    for s, e in sorted(intervals):
+        s, e = max(s, lo), min(e, hi)
+        if e <= s:
+            continue
+        if cur is not None and s <= cur[1]:
+            cur[1] = max(cur[1], e)
+        else:
+            total += 0.0 if cur is None else cur[1] - cur[0]
+            cur = [s, e]
+    return total + (0.0 if cur is None else cur[1] - cur[0])
+
+
+def _ns(text: str) -> int:
+    """A CSV / trace time in µs (text, 3 decimals) as exact integer ns."""
+    from decimal import Decimal
+
+    return int(Decimal(str(text).strip()) * 1000)
+
+
+def test_aicore_freq_planted_drop(tmp_path: Path) -> None:
+    """The clock at 900 of 1800 MHz from 20 ms to 60 ms after the first kernel: time lost is half the
+    compute in that stretch, recomputed in exact ns from kernel_details.csv and trace_view.json with
+    the csv / json / decimal modules."""
+    import csv
+    import json
+
+    plan = [(-10.0, 1800.0), (20000.0, 900.0), (60000.0, 1800.0)]
+    gt = write_torch_profile(tmp_path / "p", kernels=2000, seed=2, copies=0, aicore_freq=plan)
+    (kd,) = Path(gt.profile_dir).rglob("kernel_details.csv")
+    (tv,) = Path(gt.profile_dir).rglob("trace_view.json")
+    rows = list(csv.DictReader(kd.open(newline="")))
+    compute = [(_ns(r["Start Time(us)"]), _ns(r["Start Time(us)"]) + _ns(r["Duration(us)"]))
+               for r in rows if r["Accelerator Core"] not in ("HCCL", "COMMUNICATION")]  # fmt: skip
+    counters = sorted((_ns(e["ts"]), e["args"]["MHz"]) for e in json.loads(tv.read_text()) if e.get("ph") == "C")
+    assert [m for _, m in counters] == [1800.0, 900.0, 1800.0]
+    expected = _union_in(compute, counters[1][0], counters[2][0]) / 1000.0
+    tables = ingest([Path(gt.profile_dir)]).tables
+    (f,) = [x for x in run_rules(tables)[0] if x.rule_id == "aicore_freq"]
+    assert f.evidence["compute_at_low_clock_us"] == pytest.approx(expected, abs=0.002)
+    assert f.time_lost_us == pytest.approx(expected * 0.5, abs=0.002) and f.evidence["lowest_mhz"] == 900.0
+    s, e = f.intervals
+    assert (e - s).sum() / 1000.0 == pytest.approx(f.time_lost_us, abs=0.01)  # the owned ranges add up to the time lost
+    steady = write_torch_profile(tmp_path / "c", kernels=2000, seed=2, copies=0, aicore_freq=[(-10.0, 1800.0), (30000.0, 1750.0)])
+    assert [x for x in run_rules(ingest([Path(steady.profile_dir)]).tables)[0] if x.rule_id == "aicore_freq"] == []  # 2.8 % < 5 %
+
+
+def test_aicore_freq_on_the_corpus(corpus: Path) -> None:
+    """neopan-tilelang-baseline's clock is at 800 MHz (of 1800) when its first MIX_AIC kernel starts;
+    the compute in that stretch, from task_time CSV and the trace's counter read with csv / json."""
+    import csv
+    import json
+
+    folder = corpus / "neopan-tilelang-baseline-PROF_000001_20260605155111872_JDEKRCNERPBNJEGA"
+    (trace,) = folder.rglob("msprof_*.json")
+    (tt,) = folder.rglob("task_time_*.csv")
+    samples = sorted((_ns(e["ts"]), float(e["args"]["MHz"])) for e in json.loads(trace.read_text())
+                     if e.get("ph") == "C" and e.get("name") == "AI Core Freq")  # fmt: skip
+    (lo, mhz), (hi, _) = next((a, b) for a, b in zip(samples, samples[1:]) if a[1] < 0.95 * max(m for _, m in samples))
+    rows = list(csv.DictReader(tt.open(newline="")))
+    compute = _union_in([(_ns(r["task_start(us)"]), _ns(r["task_stop(us)"])) for r in rows], lo, hi) / 1000.0
+    (f,) = [x for x in run_rules(ingest([folder], hash_inputs=False).tables)[0] if x.rule_id == "aicore_freq"]
+    assert mhz == 800.0 and f.evidence["lowest_mhz"] == 800.0 and f.evidence["highest_mhz"] == 1800.0
+    assert f.evidence["compute_at_low_clock_us"] == pytest.approx(compute, abs=0.002)
+    assert f.time_lost_us == pytest.approx(compute * (1 - 800 / 1800), abs=0.002)
+    # the .db exports of the corpus hold AICORE_FREQ at a constant 1800 MHz: nothing to say
+    for db_folder in sorted((corpus / "msinsight-pytorch-db-rank1").iterdir()):
+        tables = ingest([db_folder], hash_inputs=False).tables
+        assert set(tables["aicore_freq"]["freq_mhz"].to_pylist()) == {1800.0}
+        assert [x for x in run_rules(tables)[0] if x.rule_id == "aicore_freq"] == []

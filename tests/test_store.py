@@ -46,4 +46,4 @@ def test_declared_schemas_have_units_in_names() -> None:
     for name, schema in schemas.TABLES.items():
         for field in schema:
             if pa.types.is_floating(field.type) and field.name not in ("variance",):
-                assert field.name.endswith(("_us", "_pct", "_bytes", "_gbps")), (name, field.name)
+                assert field.name.endswith(("_us", "_pct", "_bytes", "_gbps", "_mhz")), (name, field.name)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -172,7 +173,7 @@ class UnitResult:
 
 
 READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops", "comm_tasks",
-               "memory_timeline", "op_memory")  # fmt: skip
+               "memory_timeline", "op_memory", "aicore_freq")  # fmt: skip
 # the memory files of a unit, by the table they give; the .db export's tables stand in for them
 _MEMORY_KINDS = {"memory_timeline": ("memory_record", "npu_module_mem", "npu_mem"), "op_memory": ("operator_memory",)}
 
@@ -314,6 +315,7 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
             parts[name].extend(t for _, t in found)
             r.use("analysis_db", name, [p for p, _ in found])
     _read_memory(r, parts)
+    _read_freq(r, parts)
     copies = build_copies(dev_copies, api)
     if copies.num_rows:
         parts["copies"].append(copies)
@@ -348,6 +350,30 @@ def _read_memory(r: _UnitReader, parts: dict[str, list[pa.Table]]) -> None:
             found = [(p, getattr(d, name)) for p, d in r.read("db") if getattr(d, name).num_rows]
             parts[name].extend(t for _, t in found)
             r.use("db", name, [p for p, _ in found])
+
+
+def _read_freq(r: _UnitReader, parts: dict[str, list[pa.Table]]) -> None:
+    """aicore_freq from the .db export's AICORE_FREQ, else from the traces' "AI Core Freq" counters
+    (several msprof_*.json slices of one run each carry their part; a sample in two is kept once)."""
+    for kind in ("db", "trace"):
+        if kind not in r.unit.files:
+            continue
+        found = [(p, t.aicore_freq) for p, t in r.read(kind) if t.aicore_freq.num_rows]
+        if found:
+            t = found[0][1] if len(found) == 1 else _first_of_each(pa.concat_tables([x for _, x in found]))
+            parts["aicore_freq"].append(t)
+            r.use(kind, "aicore_freq", [p for p, _ in found])
+            return
+
+
+def _first_of_each(t: pa.Table) -> pa.Table:
+    """Rows of ``t`` sorted by time with exact duplicates (same ts_ns and freq) dropped."""
+    t = t.sort_by([("ts_us", "ascending")])
+    us = t["ts_us"].to_numpy(zero_copy_only=False)
+    mhz = t["freq_mhz"].to_numpy(zero_copy_only=False)
+    keep = np.ones(len(us), bool)
+    keep[1:] = (us[1:] != us[:-1]) | (mhz[1:] != mhz[:-1])
+    return t.filter(pa.array(keep))
 
 
 def _steps_of(kind: str, result: Any) -> pa.Table:

@@ -205,6 +205,15 @@ def _sync_events(start, dur, positions: np.ndarray, cann: int = 2711464191) -> l
     return ev
 
 
+def _freq_events(t0: float, plan: list[tuple[float, float]], pid: int = 2711464384) -> list[dict]:
+    """The "AI Core Freq" counter as msprof writes it: a process of that name and one ph C sample
+    (args MHz) per change, at ``t0`` + offset µs."""
+    ev: list[dict] = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "AI Core Freq"}}]
+    for offset, mhz in plan:
+        ev.append({"name": "AI Core Freq", "ts": f"{t0 + offset:.3f}", "pid": pid, "tid": 0, "args": {"MHz": mhz}, "ph": "C"})
+    return ev
+
+
 def _truth(kind: str, kinds: np.ndarray, dur: np.ndarray) -> GroundTruth:
     gt = GroundTruth(kind, int(len(kinds)))
     for i, m in enumerate(OP_MIX):
@@ -540,8 +549,10 @@ def write_torch_profile(
     memory: MemoryPlan | None = None,
     syncs_per_step: int = 0,
     sync_idle_us: float = 500.0,
+    aicore_freq: list[tuple[float, float]] | None = None,
 ) -> GroundTruth:
-    """``syncs_per_step`` plants that many aclrtSynchronizeStream calls inside every step, each
+    """``aicore_freq`` writes the trace's AI Core Freq counter: (µs after the first kernel, MHz) per change;
+    ``syncs_per_step`` plants that many aclrtSynchronizeStream calls inside every step, each
     followed by ``sync_idle_us`` of device idle (at the kernels ``sync_positions`` names);
     ``memory`` adds memory_record.csv and operator_memory.csv (text export only; its truth is in
     ``gt.memory``); ``mallocs_per_step`` plants that many aclrtMalloc + aclrtFree pairs at the start of every step;
@@ -619,6 +630,8 @@ def write_torch_profile(
         events += _alloc_events(start, step, mallocs_per_step, malloc_us)
         if syncs_per_step:
             events += _sync_events(start, dur, sync_positions(kernels, steps, syncs_per_step))
+        if aicore_freq:
+            events += _freq_events(float(start[0]), aicore_freq)
         _write_trace(prof / "trace_view.json", events)
     gt.copies = {"count": copies if trace else 0, "bytes_each": copy_bytes, "device_us_each": copy_us, "mode": "sync"}
     gt.profile_dir = str(folder)

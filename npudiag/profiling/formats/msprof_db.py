@@ -54,6 +54,7 @@ class DbTables:
     warnings: list[str] = field(default_factory=list)
     memory_timeline: pa.Table = field(default_factory=lambda: schemas.empty("memory_timeline"))
     op_memory: pa.Table = field(default_factory=lambda: schemas.empty("op_memory"))
+    aicore_freq: pa.Table = field(default_factory=lambda: schemas.empty("aicore_freq"))
 
 
 def _columns(con: sqlite3.Connection, table: str) -> list[str]:
@@ -277,7 +278,20 @@ def _read(db: _Db, rank: int | None) -> DbTables:
     out = DbTables(*checked, steps, counts, rank, db.warnings)
     out.memory_timeline = _memory_timeline(db, rank)
     out.op_memory = _op_memory(db, rank)
+    out.aicore_freq = _aicore_freq(db, rank)
     return out
+
+
+def _aicore_freq(db: _Db, rank: int | None) -> pa.Table:
+    """AICORE_FREQ: one row per change of the AI Core clock (deviceId, timestampNs, freq in MHz)."""
+    if "AICORE_FREQ" not in db.present:
+        return schemas.empty("aicore_freq")
+    t = db.read("AICORE_FREQ", {"device_id": "deviceId", "ts_ns": "timestampNs", "freq_mhz": "freq"}, floats=("freq_mhz",))
+    n = t.num_rows
+    cols = {"source": _repeat("db", n, pa.string()), "rank": _repeat(rank, n, pa.int32()),
+            "device_id": pc.cast(t["device_id"], pa.int32(), safe=False), "ts_us": _us(t["ts_ns"]), "ts_ns": t["ts_ns"],
+            "freq_mhz": t["freq_mhz"]}  # fmt: skip
+    return schemas.conform(pa.table(cols), schemas.AICORE_FREQ).sort_by([("ts_ns", "ascending")])
 
 
 def _compute_kernels(db: _Db, task: pa.Table, cti: pa.Table, pos: pa.Array, rank: int | None) -> pa.Table:

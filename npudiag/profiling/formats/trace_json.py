@@ -36,6 +36,7 @@ from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.jsonstream import iter_events
 
 HARDWARE = "Ascend Hardware"
+AICORE_FREQ = "AI Core Freq"  # the counter events (ph C, args MHz) of the process of that name
 CANN = "CANN"
 HCCL = {"HCCL", "Communication"}
 STEP_TRACE = "Step Trace"
@@ -62,6 +63,7 @@ class TraceTables:
     hccl_streams: set[int] = field(default_factory=set)
     device_ids: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    aicore_freq: pa.Table = field(default_factory=lambda: schemas.empty("aicore_freq"))
 
 
 def _num(value: object) -> float:
@@ -214,6 +216,7 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
     bad_ts = 0
     flows: dict[int, int] = {}  # HostToDevice flow id (the connection id) -> host launch time, ns
     skip_pids: set[object] = set()  # processes already named and not needed (Overlap Analysis, HBM, ...)
+    freq: list[tuple[int, float, float]] = []  # "AI Core Freq" counter samples: (exact ns, us, MHz)
     for ev in iter_events(path, progress):
         ph = ev.get("ph")
         if ph == "X":
@@ -230,6 +233,11 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
                 fid, t = _code(ev.get("id")), _num(ev.get("ts"))
                 if fid != MISSING and t == t:
                     flows[fid] = _exact_ns(ev.get("ts"), t)
+        elif ph == "C":
+            if ev.get("name") == AICORE_FREQ and isinstance(ev.get("args"), dict):
+                t, mhz = _num(ev.get("ts")), _num(ev["args"].get("MHz"))
+                if t == t and mhz == mhz:
+                    freq.append((_exact_ns(ev.get("ts"), t), t, mhz))
         elif ph == "M":
             a = ev.get("args") if isinstance(ev.get("args"), dict) else {}
             pid = cols.pid_code(ev.get("pid"))
@@ -287,7 +295,24 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
         {int(s) for s in streams if s != MISSING},
         device_ids,
         warnings,
+        _freq_table(freq, rank, device_id),
     )
+
+
+def _freq_table(samples: list[tuple[int, float, float]], rank, device_id) -> pa.Table:
+    if not samples:
+        return schemas.empty("aicore_freq")
+    samples.sort()
+    ns, us, mhz = (np.array(c) for c in zip(*samples))
+    n = len(samples)
+    return pa.table({
+        "source": pa.array(["trace"] * n, pa.string()),
+        "rank": pa.array([rank] * n, pa.int32()),
+        "device_id": pa.array([device_id] * n, pa.int32()),
+        "ts_us": pa.array(us, pa.float64()),
+        "ts_ns": pa.array(np.where(ns == MISSING, None, ns).tolist(), pa.int64()),
+        "freq_mhz": pa.array(mhz, pa.float64()),
+    }, schema=schemas.AICORE_FREQ)  # fmt: skip
 
 
 def _plane_of(thread: str) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.profiling.rules import (
+    aicore_freq,
     aicpu_ops,
     alloc_churn,
     alloc_in_loop,
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 RULES = (sync_copy, unoverlapped_copy, small_copies, alloc_in_loop, device_idle, single_stream, aicpu_ops, hot_op,
-         memory_fragmentation, memory_peak_op, alloc_churn, sync_stream)  # fmt: skip
+         memory_fragmentation, memory_peak_op, alloc_churn, sync_stream, aicore_freq)  # fmt: skip
 RuleFn = Callable[[RuleContext, dict[str, float]], list[Finding]]
 
 
