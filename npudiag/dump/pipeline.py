@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,12 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.errors import InputError
-
-
-def _json_safe(summary: dict[str, Any]) -> dict[str, Any]:
-    from npudiag.report.json_report import render_json
-
-    return json.loads(render_json(summary))
+from npudiag.report.json_report import json_safe
 
 
 @dataclass
@@ -42,7 +36,7 @@ class DumpParse:
         return t.sort_by([("timestamp_us", "ascending"), ("task_id", "ascending")]).to_pylist() if t.num_rows else []
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(self.summary)
+        return json_safe(self.summary)
 
 
 def parse_dump(path: str | Path, out: str | Path | None = None, *, npy: str | Path | None = None) -> DumpParse:
@@ -85,7 +79,7 @@ class DumpComparison:
         return bool(self.summary["tensors_failed"])
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(self.summary)
+        return json_safe(self.summary)
 
 
 def compare_dumps(

@@ -8,7 +8,6 @@ result with ``.summary``, ``.tables`` and ``to_dict()``. Nothing here prints.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +30,9 @@ class LogTriage:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        from npudiag.report.json_report import render_json
+        from npudiag.report.json_report import json_safe
 
-        return json.loads(render_json(self.summary or {"input_errors": self.errors, "input_warnings": self.warnings}))
+        return json_safe(self.summary or {"input_errors": self.errors, "input_warnings": self.warnings})
 
 
 def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = None, *, device: int | None = None,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,6 +21,7 @@ import pyarrow.compute as pc
 
 from npudiag import SCHEMA_VERSION, __version__
 from npudiag.errors import InputError, OptionError
+from npudiag.report.json_report import json_safe
 
 
 class Progress(Protocol):
@@ -33,12 +33,6 @@ class Progress(Protocol):
     def advance(self, n: int) -> None: ...
 
     def set_total(self, total: int) -> None: ...
-
-
-def _json_safe(summary: dict[str, Any]) -> dict[str, Any]:
-    from npudiag.report.json_report import render_json
-
-    return json.loads(render_json(summary))
 
 
 @dataclass
@@ -66,7 +60,7 @@ class Analysis:
         return self._tables
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(self.summary or {"errors": self.errors, "warnings": self.warnings})
+        return json_safe(self.summary or {"errors": self.errors, "warnings": self.warnings})
 
     @classmethod
     def load(cls, out: str | Path, *, top: int = 20, by: str = "type") -> Analysis:
@@ -251,7 +245,7 @@ class Cluster:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(self.summary)
+        return json_safe(self.summary)
 
 
 def cluster(
@@ -352,7 +346,7 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(self.summary)
+        return json_safe(self.summary)
 
 
 def _sides(baseline, current, status=None):
@@ -412,7 +406,7 @@ class GateResult:
     baseline_updated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(self.summary)
+        return json_safe(self.summary)
 
 
 def gate_config(config: str | Path | None = None, **changes: Any):

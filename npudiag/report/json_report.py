@@ -19,3 +19,8 @@ def _clean(obj: Any) -> Any:
 
 def render_json(summary: dict[str, Any]) -> str:
     return json.dumps(_clean(summary), indent=2, ensure_ascii=False, default=str)
+
+
+def json_safe(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary as plain JSON values (what ``render_json`` prints, parsed back): the results' ``to_dict()``."""
+    return json.loads(json.dumps(_clean(summary), ensure_ascii=False, default=str))

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.analysis.quantities import idle_gaps
+from npudiag.profiling.analysis.timeline import merge
 from npudiag.profiling.rules.base import Finding, RuleContext, absolute, host_api, prefer_acl, spans_of, step_starts
 
 RULE_ID = "sync_stream"
@@ -36,16 +37,20 @@ def _sync_calls(api: pa.Table) -> pa.Table:
     return prefer_acl(api.filter(pc.fill_null(pc.match_substring_regex(api["name"], SYNC_API.pattern), False)))
 
 
+def _is_launch(api: pa.Table):
+    return pc.and_(pc.equal(api["level"], "node"), pc.equal(api["name"], "launch"))
+
+
 def launch_ratio(api: pa.Table) -> tuple[int, int, float]:
     """(launches, launches followed directly by a stream synchronise, their ratio), in start order
     over the launch and stream-synchronise calls, as msprof-analyze counts them."""
-    is_launch = pc.and_(pc.equal(api["level"], "node"), pc.equal(api["name"], "launch"))
+    is_launch = _is_launch(api)
     is_sync = pc.match_substring_regex(api["name"], _STREAM_SYNC.pattern)
     both = api.filter(pc.fill_null(pc.or_(is_launch, is_sync), False))
     if both.num_rows == 0:
         return 0, 0, 0.0
     both = both.sort_by([("start_us", "ascending")])
-    launch = pc.fill_null(pc.and_(pc.equal(both["level"], "node"), pc.equal(both["name"], "launch")), False).to_numpy(zero_copy_only=False)
+    launch = pc.fill_null(_is_launch(both), False).to_numpy(zero_copy_only=False)
     n = int(launch.sum())
     followed = int((launch[:-1] & ~launch[1:]).sum())
     return n, followed, (followed / n if n else 0.0)
@@ -71,11 +76,7 @@ def _idle_after(ctx: RuleContext, rank, calls: pa.Table) -> tuple[float, tuple[n
     hi = ge[j][ok]
     if len(lo) == 0:
         return 0.0, (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    o = np.argsort(lo)
-    lo, hi = lo[o], hi[o]
-    merged_hi = np.maximum.accumulate(hi)
-    new = np.concatenate([[True], lo[1:] > merged_hi[:-1]])
-    ms, me = lo[new], np.maximum.reduceat(hi, np.flatnonzero(new))
+    ms, me = merge(lo, hi)
     return float((me - ms).sum()), absolute(tl, ms, me)
 
 
