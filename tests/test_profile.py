@@ -221,3 +221,24 @@ def test_torch_snippet_carries_the_step_window(tmp_path: Path, env: dict[str, st
     assert "schedule=torch_npu.profiler.schedule(wait=0, warmup=1, active=10, repeat=1, skip_first=9)" in r.stdout
     assert "aic_metrics=torch_npu.profiler.AiCMetrics.PipeUtilization" in r.stdout
     compile(r.stdout, "snippet", "exec")
+
+
+def test_plan_and_configuration_as_a_library(tmp_path: Path) -> None:
+    from npudiag.errors import OptionError
+    from npudiag.profiling import collection
+
+    opts = mp.ProfileOptions(output=tmp_path / "p", aicpu="on")
+    p = collection.plan(opts, ["./app", "--x"], method="env", steps=(3, None), msprof=Path("/opt/msprof"))
+    assert p.argv == ["./app", "--x"] and p.env["PROFILING_MODE"] == "true" and p.window == "3:"
+    assert json.loads(p.env["PROFILING_OPTIONS"])["aicpu"] == "on"
+    cli = collection.plan(opts, ["./app"], msprof=Path("/opt/msprof"))
+    assert cli.argv == ["/opt/msprof", f"--output={tmp_path / 'p'}", "--aicpu=on", "./app"] and cli.env == {}
+    assert "run: /opt/msprof" in cli.describe() and "analysis window" not in cli.describe()
+    with pytest.raises(OptionError) as bad:
+        collection.plan(opts, ["./app"], steps=(5, 3))
+    assert bad.value.option == "stop_step"
+    with pytest.raises(OptionError):
+        collection.plan(opts, ["./app"], method="nope")
+    acl = tmp_path / "acl.json"
+    text = collection.configuration(opts, "acl-json", acl_json=acl)
+    assert json.loads(text) == json.loads(acl.read_text()) and json.loads(text)["profiler"]["switch"] == "on"

@@ -82,6 +82,12 @@ def run_analyze(
             )  # fmt: skip
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None
+    show_analysis(result, say, json_out)
+
+
+def show_analysis(result: pipeline.Analysis, say: Say, json_out: bool = False) -> None:
+    """Print an analysis (JSON or the terminal summary), its warnings and errors; typer.Exit 2 when
+    nothing could be read or a file was bad."""
     if result.summary is None:  # nothing readable: say why, print nothing else
         say.errors(result.errors)
         raise typer.Exit(2)

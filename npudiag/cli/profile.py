@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import shlex
 import sys
 from enum import Enum
 from pathlib import Path
@@ -120,15 +118,14 @@ def profile(
     verbose: bool = VERBOSE,
 ) -> None:
     """Collect a profile with msprof (or its env / acl.json methods), then analyze it."""
-    from npudiag.collect import toolkit
+    from npudiag.errors import OptionError
     from npudiag.profiling import collection
     from npudiag.profiling import msprof as mp
 
     say = Say(quiet, verbose)
     app = list(app_argv or [])
-    output = collect_dir
     opts = mp.ProfileOptions(
-        output=output.absolute(),
+        output=collect_dir.absolute(),
         task_time=task_time,
         ascendcl=ascendcl,
         runtime_api=runtime_api,
@@ -146,77 +143,41 @@ def profile(
         storage_limit_mb=storage_limit,
         extra=list(msprof_arg),
     )
-    if start_step is not None and stop_step is not None and stop_step < start_step:
-        raise typer.BadParameter("--stop-step must not be before --start-step")
+    steps = (start_step, stop_step)
     try:
-        env_extra: dict[str, str] = {}
-        acl_section = None
-        if mode is Mode.env or emit is Emit.env:
-            env_extra = mp.env_vars(opts)
-        if mode is Mode.acl_json or emit is Emit.acl_json:
-            acl_section = mp.acl_profiler_section(opts)
-        cli = mp.cli_args(opts)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    if emit is Emit.env:
-        sys.stdout.write(mp.env_file_text(env_extra))
-        return
-    if emit is Emit.torch:
-        try:
-            sys.stdout.write(mp.torch_profiler_snippet(opts, start_step, stop_step))
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
-        return
-    if emit is Emit.acl_json:
-        collection.write_acl_section(acl_json, acl_section)
-        say.info(f"wrote the profiler section into {acl_json} (pass it to aclInit)")
-        return
-    if not app and emit is not Emit.command:
-        raise typer.BadParameter("give the program to profile: npudiag profile [OPTIONS] ./app [ARGS]...")
-    msprof = toolkit.find_msprof(toolkit.find_toolkit()[0])
-    argv = [str(msprof or "msprof"), *cli, *app] if mode is Mode.cli or emit is Emit.command else app
-    if emit is Emit.command:
-        sys.stdout.write(shlex.join(argv) + "\n")
-        return
+        if emit is not None:
+            sys.stdout.write(collection.configuration(opts, emit.value, app, acl_json=acl_json, steps=steps))
+            if emit is Emit.acl_json:
+                say.info(f"wrote the profiler section into {acl_json} (pass it to aclInit)")
+            return
+        if not app:
+            raise OptionError("give the program to profile: npudiag profile [OPTIONS] ./app [ARGS]...")
+        plan = collection.plan(opts, app, method=mode.value, acl_json=acl_json, steps=steps)
+    except OptionError as exc:
+        flag = {"stop_step": "--stop-step", "start_step": "--start-step"}.get(exc.option or "")
+        raise typer.BadParameter(f"{flag}: {exc}" if flag else str(exc)) from None
     if dry_run:
-        lines = [f"run: {shlex.join(argv)}"]
-        lines += [f"env: {k}={shlex.quote(v)}" for k, v in env_extra.items()]
-        if acl_section is not None:
-            lines.append(f"acl.json ({acl_json}): {json.dumps(mp.merged_acl_json(acl_json, acl_section))}")
-        if start_step is not None or stop_step is not None:
-            lines.append(
-                f"analysis window: --steps {start_step if start_step is not None else ''}:{stop_step if stop_step is not None else ''}"
-            )
-        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.write(plan.describe())
         return
-    if acl_section is not None:
-        collection.write_acl_section(acl_json, acl_section)
-        say.info(f"profiler section written to {acl_json}; the app must pass it to aclInit")
-    result = collection.collect(argv, opts.output, env_extra, msprof=msprof, timeout_s=timeout, needs_msprof=mode is Mode.cli,
-                                tell=say.info)  # fmt: skip
+    if plan.acl_section is not None:
+        collection.write_acl_section(plan.acl_json, plan.acl_section)
+        say.info(f"profiler section written to {plan.acl_json}; the app must pass it to aclInit")
+    result = collection.collect(plan.argv, opts.output, plan.env, msprof=plan.msprof, timeout_s=timeout,
+                                needs_msprof=plan.method == "cli", tell=say.info)  # fmt: skip
     say.warnings(result.warnings)
-    new = result.prof_dirs
-    if not new:
+    if not result.prof_dirs:
         say.errors([f"no PROF_* folder appeared in {opts.output} (exit code {result.returncode})"])
         raise typer.Exit(result.returncode or 2)
-    say.info("collected " + ", ".join(str(p) for p in new))
+    say.info("collected " + ", ".join(str(p) for p in result.prof_dirs))
     code = result.returncode
     if not no_analyze:
-        from npudiag.cli._analyze_run import run_analyze
+        from npudiag.cli._analyze_run import show_analysis
 
-        target = out if out is not None else Path("npudiag-out") / new[0].name
-        window = (start_step, stop_step)
-        for attempt in (window, (None, None)):
-            try:
-                run_analyze(new, target, say=say, start_step=attempt[0], stop_step=attempt[1], force=force)
-                break
-            except typer.BadParameter as exc:
-                if attempt == (None, None):
-                    raise
-                say.warnings([f"the step window cannot be applied ({exc}); analysing every step"])
-            except typer.Exit as exc:
-                code = code or exc.exit_code
-                break
+        target = out if out is not None else Path("npudiag-out") / result.prof_dirs[0].name
+        try:
+            show_analysis(collection.analyze_collected(result, target, steps=plan.window, force=force), say)
+        except typer.Exit as exc:
+            code = code or exc.exit_code
         say.info(f"layout: {opts.output}/ (raw msprof data)  {target}/ (npudiag tables, manifest.json)")
     if code:
         raise typer.Exit(code)

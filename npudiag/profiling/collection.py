@@ -1,12 +1,13 @@
-"""What ``npudiag profile`` runs once its options are built: write the acl.json profiler section
-when that method is used, run the program (under msprof, or with the PROFILING_* environment),
-find the PROF_* folders it wrote, and export those that have no summaries yet (msprof
---export=on). Nothing here prints: ``tell`` receives what is being done, the result carries the
-warnings and what was collected.
-"""
+"""What ``npudiag profile`` runs once its options are parsed: :func:`plan` (the command, environment
+and acl.json section of the chosen method, checked), :func:`configuration` (what ``--emit`` prints),
+:func:`collect` (write the acl.json profiler section when that method is used, run the program under
+msprof or with the PROFILING_* environment, find the PROF_* folders it wrote, and export those that
+have no summaries yet with msprof --export=on), then :func:`analyze_collected`. Nothing here prints:
+``tell`` receives what is being done, the result carries the warnings and what was collected."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from collections.abc import Callable
@@ -14,7 +15,103 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from npudiag.errors import NpudiagError, ToolError
+from npudiag.errors import NpudiagError, OptionError, ToolError
+from npudiag.profiling import msprof as mp
+
+METHODS = ("cli", "env", "acl-json")
+EMITS = ("env", "acl-json", "command", "torch")
+
+
+@dataclass
+class Plan:
+    """One collection, before it runs: ``argv`` (msprof and the app for the command line method, the
+    app alone otherwise), the PROFILING_* variables (env method), the acl.json section (acl-json
+    method) and the step window the analysis applies afterwards."""
+
+    method: str
+    argv: list[str]
+    env: dict[str, str]
+    acl_json: Path
+    acl_section: dict[str, Any] | None
+    msprof: Path | None
+    options: mp.ProfileOptions
+    steps: tuple[int | None, int | None] = (None, None)
+
+    @property
+    def window(self) -> str | None:
+        """The ``--steps`` window of the analysis ("3:9", "3:"), None for every step."""
+        lo, hi = self.steps
+        if lo is None and hi is None:
+            return None
+        return f"{'' if lo is None else lo}:{'' if hi is None else hi}"
+
+    def describe(self) -> str:
+        """What would run, one fact per line (``--dry-run``): the command, each variable, the merged acl.json."""
+        lines = [f"run: {shlex.join(self.argv)}"]
+        lines += [f"env: {k}={shlex.quote(v)}" for k, v in self.env.items()]
+        if self.acl_section is not None:
+            lines.append(f"acl.json ({self.acl_json}): {json.dumps(mp.merged_acl_json(self.acl_json, self.acl_section))}")
+        if self.window is not None:
+            lines.append(f"analysis window: --steps {self.window}")
+        return "\n".join(lines) + "\n"
+
+
+def plan(
+    options: mp.ProfileOptions,
+    app: list[str],
+    *,
+    method: str = "cli",
+    acl_json: str | Path = "acl.json",
+    steps: tuple[int | None, int | None] = (None, None),
+    msprof: Path | None = None,
+) -> Plan:
+    """Check the options for ``method`` and build what it runs; OptionError names what cannot be used.
+    ``msprof``: the executable to run (default: the one the toolkit provides, else "msprof" on PATH)."""
+    if method not in METHODS:
+        raise OptionError(f"method must be one of {', '.join(METHODS)}, not {method!r}", "mode")
+    lo, hi = steps
+    if lo is not None and hi is not None and hi < lo:
+        raise OptionError(f"the stop step {hi} is before the start step {lo}", "stop_step")
+    try:
+        cli = mp.cli_args(options)  # checks every value, whatever the method
+        env = mp.env_vars(options) if method == "env" else {}
+        section = mp.acl_profiler_section(options) if method == "acl-json" else None
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    if msprof is None:
+        from npudiag.collect import toolkit
+
+        msprof = toolkit.find_msprof(toolkit.find_toolkit()[0])
+    argv = [str(msprof or "msprof"), *cli, *app] if method == "cli" else list(app)
+    return Plan(method, argv, env, Path(acl_json), section, msprof, options, (lo, hi))
+
+
+def configuration(
+    options: mp.ProfileOptions,
+    what: str,
+    app: list[str] | None = None,
+    *,
+    acl_json: str | Path = "acl.json",
+    steps: tuple[int | None, int | None] = (None, None),
+) -> str:
+    """The configuration alone, for ``--emit``: ``env`` (a file of exports), ``command`` (the msprof
+    command line, shell-quoted), ``torch`` (a torch_npu.profiler snippet for the step window), or
+    ``acl-json`` (merged into ``acl_json`` on disk; returns what was written)."""
+    if what not in EMITS:
+        raise OptionError(f"emit must be one of {', '.join(EMITS)}, not {what!r}", "emit")
+    method = {"env": "env", "acl-json": "acl-json"}.get(what, "cli")
+    p = plan(options, list(app or []), method=method, acl_json=acl_json, steps=steps)
+    if what == "env":
+        return mp.env_file_text(mp.env_vars(options))
+    if what == "command":
+        return shlex.join(p.argv) + "\n"
+    if what == "torch":
+        try:
+            return mp.torch_profiler_snippet(options, *p.steps)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+    write_acl_section(p.acl_json, p.acl_section)
+    return json.dumps(mp.merged_acl_json(p.acl_json, p.acl_section), indent=2) + "\n"
 
 
 @dataclass
@@ -30,8 +127,6 @@ class Collection:
 
 def write_acl_section(acl_json: Path, section: dict[str, Any]) -> None:
     """Merge the profiler section into acl.json; a file that cannot be merged is an NpudiagError (exit 2)."""
-    from npudiag.profiling import msprof as mp
-
     try:
         mp.write_acl_json(acl_json, section)
     except ValueError as exc:
@@ -80,3 +175,23 @@ def collect(
             tell(f"exporting {prof.name} (msprof --export=on)")
             run_child([str(msprof), "--export=on", f"--output={prof}"], timeout_s=timeout_s)
     return Collection(argv, result.returncode, result.elapsed_s, new, warnings)
+
+
+def analyze_collected(collected: Collection, out: Path, *, steps: str | None = None, force: bool = False, progress=None):
+    """Analyze what a collection wrote into ``out``, keeping the ``steps`` window; where the window
+    cannot be applied (msprof's op_summary rows carry no step ids) analyse every step instead, with a
+    warning that says why."""
+    from npudiag.profiling import pipeline
+
+    try:
+        return pipeline.analyze(collected.prof_dirs, out, steps=steps, force=force, progress=progress)
+    except OptionError as exc:
+        if steps is None or exc.option != "steps":
+            raise
+        result = pipeline.analyze(collected.prof_dirs, out, force=force, progress=progress)
+        note = f"the step window cannot be applied ({exc}); analysing every step"
+        if result.summary is not None:
+            result.summary.setdefault("warnings", []).insert(0, note)
+        if result.summary is None or result.summary["warnings"] is not result.warnings:
+            result.warnings.insert(0, note)
+        return result
