@@ -32,12 +32,16 @@ EXIT_CODES = (
     (130, "interrupted (Ctrl-C)"),
 )
 
-ROOT_EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {'' if code is None else code:<4} {meaning}" for code, meaning in EXIT_CODES) + """
+ROOT_EPILOG = (
+    "\b\nExit codes:\n"
+    + "\n".join(f"  {'' if code is None else code:<4} {meaning}" for code, meaning in EXIT_CODES)
+    + """
 
 \b
 Quick start:
   npudiag analyze PROF_000001_... --out npudiag-out/run1
   npudiag gate npudiag-out/base npudiag-out/run1 --quiet"""
+)
 
 app = typer.Typer(
     name="npudiag",

@@ -28,9 +28,7 @@ class ChildResult:
     timed_out: bool = False
 
 
-def run_child(
-    argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, timeout_s: float | None = None
-) -> ChildResult:
+def run_child(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, timeout_s: float | None = None) -> ChildResult:
     """Run ``argv`` and wait for it, whatever signals arrive meanwhile; after ``timeout_s`` its whole
     process group is sent SIGTERM, then SIGKILL 10 s later."""
     started = time.monotonic()

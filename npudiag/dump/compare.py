@@ -172,6 +172,7 @@ def compare_summary(run: CompareRun, worst: int = 10) -> dict[str, Any]:
     outputs = [r for r in rows if r["io"] == "output"]
     failing = [r for r in outputs if r["passed"] is False]
     first = min(failing, key=lambda r: r["order"]) if failing else None
+
     # lowest cosine first (NaN before all); cosines equal to 12 decimals (1.0 and 0.9999999999999998 are
     # the same tensor summed in another order) keep execution order, so the list is the same on every CPU
     def worst_first(r: dict[str, Any]) -> tuple:

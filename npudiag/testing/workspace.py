@@ -14,11 +14,11 @@ from npudiag.testing.generate import Variation, write_torch_profile
 
 # two lines of a real plog (ascend-faultdiag's test fixture plog-1365_20250806230935838.log)
 PLOG = (
-    '[ERROR] RUNTIME(1365,python3.8):2025-08-06-23:09:35.772.604 [stars_engine.cc:1551]6219 ProcLogicCqRe'
-    'port:[FINAL][FINAL]Task run failed, device_id=3, stream_id=2, task_id=8885, sqe_type=3(place holder)'
-    ', errType=0x20(sq sw status error), sqSwStatus=0x105'
+    "[ERROR] RUNTIME(1365,python3.8):2025-08-06-23:09:35.772.604 [stars_engine.cc:1551]6219 ProcLogicCqRe"
+    "port:[FINAL][FINAL]Task run failed, device_id=3, stream_id=2, task_id=8885, sqe_type=3(place holder)"
+    ", errType=0x20(sq sw status error), sqSwStatus=0x105"
     "\n"
-    '[ERROR] APP(1365,python3.8):2025-08-06-23:09:42.725.168 [log_inner.cpp:76]6124 build/CMakeFiles/torc'
+    "[ERROR] APP(1365,python3.8):2025-08-06-23:09:42.725.168 [log_inner.cpp:76]6124 build/CMakeFiles/torc"
     'h_npu.dir/compiler_depend.ts:checkDispatch:685: "[PTA]:"Process group work REDUCE_SCATTER, seq_num 3'
     '2716847 dispatch timeout. device 3: the current working event is 0xaaab40f5c5d0. ""'
     "\n"

@@ -210,9 +210,7 @@ def _median(x: np.ndarray) -> float:
     return float(np.median(x)) if len(x) else 0.0
 
 
-def decide(
-    metric: str, base: np.ndarray, cur: np.ndarray, rule: MetricRule, min_delta: float, alpha: float, unit: str = "us"
-) -> Verdict:
+def decide(metric: str, base: np.ndarray, cur: np.ndarray, rule: MetricRule, min_delta: float, alpha: float, unit: str = "us") -> Verdict:
     """The verdict on one metric; ``min_delta`` is the floor in ``unit``."""
     bm, cm = _median(base), _median(cur)
     delta = cm - bm

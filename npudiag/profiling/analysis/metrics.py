@@ -70,7 +70,7 @@ def _memory_samples(tables: dict[str, pa.Table], metric: str, window: StepWindow
         reserved = pc.fill_null(t["reserved_bytes"], -1).to_numpy(zero_copy_only=False).astype(float)
         bounds, steps = step_starts(ctx, rank)
         step = step_of(t["ts_us"].to_numpy(zero_copy_only=False), bounds, steps) if ids is not None else np.full(len(alloc), -1)
-        for k in (ids if ids is not None else [None]):
+        for k in ids if ids is not None else [None]:
             sel = np.flatnonzero(step == (k if k is not None else -1))
             if len(sel) == 0:
                 continue

@@ -32,7 +32,7 @@ _ADVICE = {
 
 
 def _bound_text(kinds: list[str], pipes: list[str]) -> str:
-    """"memory-bound (mte2)", "compute-bound (mac)", or "compute- and memory-bound (mac, mte2)"."""
+    """ "memory-bound (mte2)", "compute-bound (mac)", or "compute- and memory-bound (mac, mte2)"."""
     short = ", ".join(dict.fromkeys(n.split("_")[1] for n in pipes))
     if len(kinds) == 1:
         return f"{kinds[0]}-bound ({short})"
@@ -91,8 +91,14 @@ def findings_from(hot_by_type: pa.Table, sums: pa.Table, opts: dict[str, float])
                 None,
                 row["count"],
                 None,
-                {"op_type": row["key"], "task_types": row["task_types"], "total_us": row["total_us"], "ratios": ratios, "bound": bound,
-                 "bound_pipes": pipes},  # fmt: skip
+                {
+                    "op_type": row["key"],
+                    "task_types": row["task_types"],
+                    "total_us": row["total_us"],
+                    "ratios": ratios,
+                    "bound": bound,
+                    "bound_pipes": pipes,
+                },  # fmt: skip
             )
         )
     return out

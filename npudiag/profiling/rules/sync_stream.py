@@ -127,9 +127,14 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 idle_us,
                 counted.num_rows,
                 rank,
-                {"apis": names, "calls_per_step": per_step, "host_wait_us": host_wait_us,
-                 "launches": launches, "launches_then_sync": followed,
-                 "launch_sync_ratio": round(ratio, 4)},  # fmt: skip
+                {
+                    "apis": names,
+                    "calls_per_step": per_step,
+                    "host_wait_us": host_wait_us,
+                    "launches": launches,
+                    "launches_then_sync": followed,
+                    "launch_sync_ratio": round(ratio, 4),
+                },  # fmt: skip
                 ranges,
             )
         )
