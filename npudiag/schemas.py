@@ -377,6 +377,20 @@ SLOW_RANKS = pa.schema(
     ]
 )
 
+# cluster_stages.parquet: one row per (step, pipeline stage), each phase the mean over the stage's ranks
+CLUSTER_STAGES = pa.schema(
+    [
+        ("step", pa.int64()),
+        ("pp_index", pa.int32()),  # the pipeline stage (profiler_metadata.json distributed_args)
+        ("ranks", pa.list_(pa.int32())),
+        ("computing_us", pa.float64()),
+        ("communication_not_overlapped_us", pa.float64()),
+        ("free_us", pa.float64()),
+        ("bubble_us", pa.float64()),
+        ("stage_us", pa.float64()),
+    ]
+)
+
 COMM_LINKS = pa.schema(
     [
         ("rank", pa.int32()),  # the rank whose communication_matrix.json holds the row

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from npudiag.schemas import CLUSTER_STEPS, SLOW_RANKS
+from npudiag.schemas import CLUSTER_STAGES, CLUSTER_STEPS, SLOW_RANKS
 from npudiag.testing.generate import Variation, write_torch_profile
 
 from .conftest import CORPUS
@@ -282,3 +282,79 @@ def test_merging_many_ranks_is_repeatable() -> None:
 
     first = encoded()
     assert all(encoded() == first for _ in range(5))
+
+
+# -- pipeline stages ----------------------------------------------------------------------------------
+
+
+def _stage_computing(root: Path, stages: dict[int, int]) -> dict[int, dict[int, float]]:
+    """{step: {stage: mean Computing of its ranks}}, straight from each rank's step_trace_time.csv."""
+    acc: dict[int, dict[int, list[float]]] = {}
+    for f in sorted(root.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv")):
+        rank = int(json.loads((f.parent.parent / "profiler_metadata.json").read_text())["distributed_args"]["rank"])
+        for row in csv.DictReader(f.open()):
+            acc.setdefault(int(row["Step"]), {}).setdefault(stages[rank], []).append(float(row["Computing"]))
+    return {s: {k: sum(v) / len(v) for k, v in by.items()} for s, by in acc.items()}
+
+
+def test_stage_imbalance_of_the_real_four_ranks_and_msprof_analyze_parity(tmp_path: Path) -> None:
+    """TP=1 PP=2 DP=2: ranks 0,1 are stage 0 and ranks 2,3 stage 1. No rank is slow end to end (every
+    stage is 810 ms), but stage 1 computes 170 ms more: msprof-analyze's slow rank analysis says
+    "Computing ... the max difference of Computing time has reached 170.228ms"."""
+    if not FOUR.is_dir():
+        pytest.skip(f"4-rank corpus not present at {FOUR} (only in the project workspace)")
+    r = run_cli("cluster", FOUR, "--out", tmp_path, "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    comp = _stage_computing(FOUR, {0: 0, 1: 0, 2: 1, 3: 1})[13]
+    imb = s["stage_imbalance"]
+    assert imb["imbalanced"] and imb["slowest_stage"] == 1 and imb["fastest_stage"] == 0
+    assert imb["gap_us"] == pytest.approx(comp[1] - comp[0], abs=1e-6)
+    assert imb["time_lost_us"] == pytest.approx(comp[1] - (comp[0] + comp[1]) / 2, abs=1e-6)
+    stage_us = [float(next(csv.DictReader(f.open()))["Stage"]) for f in FOUR.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv")]
+    assert imb["share"] == pytest.approx((comp[1] - comp[0]) / (sum(stage_us) / 4), rel=1e-9)
+    assert [st["ranks"] for st in imb["stages"]] == [[0, 1], [2, 3]]
+    # msprof-analyze's own check, over every (step, rank): max - min of each phase / mean of their sum
+    rows = [next(csv.DictReader(f.open())) for f in sorted(FOUR.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"))]
+    mean_total = sum(float(x["Computing"]) + float(x["Communication(Not Overlapped)"]) + float(x["Free"]) for x in rows) / 4
+    gaps = {g["phase"]: g for g in s["phase_gaps"]}
+    computing = [float(x["Computing"]) for x in rows]
+    assert round(gaps["Computing"]["gap_us"] / 1000, 3) == 170.228 == round((max(computing) - min(computing)) / 1000, 3)
+    assert gaps["Computing"]["share"] == pytest.approx((max(computing) - min(computing)) / mean_total)
+    assert gaps["Computing"]["flagged"] and gaps["Communication"]["flagged"] and not gaps["Free"]["flagged"]
+    t = pq.read_table(tmp_path / "cluster_stages.parquet")
+    assert t.num_rows == 2 and t.schema.equals(CLUSTER_STAGES)
+    text = run_cli("cluster", FOUR, "--out", tmp_path / "t", env={"COLUMNS": "80"}).stdout
+    assert "Stage imbalance: stage 1 computes 169.69ms more per step than stage 0" in text
+
+
+@pytest.mark.parametrize("planted", [1.6, None])
+def test_planted_stage_imbalance_is_found_and_a_balanced_pipeline_is_not(tmp_path: Path, planted: float | None) -> None:
+    """4 ranks, PP=2: the stage-1 ranks run MatMulV3 `planted` times slower; the gap and the time lost
+    equal what the ranks' own step_trace_time.csv files give, and the gap is what was planted."""
+    dist = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 2, "data_parallel_size": 2, "world_size": 4}
+    for rank in range(4):
+        scale = {"MatMulV3": planted} if planted and rank >= 2 else {}
+        write_torch_profile(tmp_path / "job", kernels=800, seed=4, steps=4, rank=rank, copies=0, repeat_steps=True,
+                            variation=Variation(0, 0.0, scale), distributed_args=dist)  # fmt: skip
+    (tmp_path / "job" / "ground_truth.json").unlink()
+    r = run_cli("cluster", tmp_path / "job", "--out", tmp_path / "out", "--json")
+    assert r.returncode == 0, r.stderr
+    imb = json.loads(r.stdout)["stage_imbalance"]
+    comp = _stage_computing(tmp_path / "job", {0: 0, 1: 0, 2: 1, 3: 1})
+    gaps = [by[1] - by[0] for by in comp.values()]
+    assert imb["gap_us"] == pytest.approx(sum(gaps) / len(gaps), rel=1e-9)
+    if planted is None:
+        assert not imb["imbalanced"] and imb["gap_us"] == 0 and imb["time_lost_us"] == 0
+        return
+    # what was planted: (planted - 1) x the MatMulV3 time of a stage-0 rank, per step (kernel_details.csv)
+    kd = next((tmp_path / "job").glob("*_2647914_*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+    per_step: dict[int, float] = {}
+    for row in csv.DictReader(kd.open()):
+        if row["Type"] == "MatMulV3":
+            per_step[int(row["Step Id"])] = per_step.get(int(row["Step Id"]), 0.0) + float(row["Duration(us)"])
+    expected = (planted - 1) * sum(per_step.values()) / len(per_step)
+    assert imb["imbalanced"] and imb["slowest_stage"] == 1
+    assert imb["gap_us"] == pytest.approx(expected, rel=0.05)
+    assert imb["time_lost_us"] == pytest.approx(sum(g / 2 for g in gaps), rel=1e-9)
+    assert imb["time_lost_us"] == pytest.approx(expected / 2 * len(per_step), rel=0.05)

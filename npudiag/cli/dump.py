@@ -79,7 +79,6 @@ def author(
     if ctx.invoked_subcommand is not None:
         return
     from npudiag.dump import config as dc
-    from npudiag.store import write_text
 
     say = Say(quiet)
     layer_list = [x.strip() for x in layers.split(",") if x.strip()] if layers else None
@@ -90,7 +89,7 @@ def author(
         if fmt is Fmt.msprobe:
             cfg = dc.msprobe_config(path, layer_list, mode.value, steps, data.value, level.value if level else None, overflow)
             target = out or Path("config.json")
-            write_text(json.dumps(cfg, indent=4) + "\n", target)
+            dc.write_msprobe_config(target, cfg)
             say.info(f'wrote {target}; use it with msprobe\'s PrecisionDebugger(config_path="{target}")')
             return
         section = dc.dump_section(

@@ -239,6 +239,15 @@ def write_dump_section(path: Path, section: dict[str, Any]) -> dict[str, Any]:
     return acl_json.write_section(path, "dump", section)
 
 
+def write_msprobe_config(target: Path, cfg: dict[str, Any]) -> None:
+    """Write msprobe's config.json (atomically; a file that cannot be written is an OutputError)."""
+    import json
+
+    from npudiag.store import write_text
+
+    write_text(json.dumps(cfg, indent=4) + "\n", target)
+
+
 def msprobe_config(
     path: str, layers: list[str] | None, mode: str, steps: str | None, data: str, level: str | None, overflow: bool
 ) -> dict[str, Any]:

@@ -237,7 +237,7 @@ def load_output(out: str | Path, *, top: int = 20, by: str = "type") -> Analysis
 @dataclass
 class Cluster:
     """The cross-rank view: ``summary`` (rank × phase matrix, per-step medians, slow ranks, links,
-    wait skew), ``tables`` (cluster_steps, cluster_slow_ranks, cluster_links, cluster_comm_ops)."""
+    wait skew), ``tables`` (cluster_steps, cluster_slow_ranks, cluster_stages, cluster_links, cluster_comm_ops)."""
 
     summary: dict[str, Any]
     tables: dict[str, pa.Table]
@@ -304,8 +304,9 @@ def cluster(
     args = next((u["distributed_args"] for u in manifest.get("units", []) if u.get("distributed_args")), None)
     steps = cl.with_parallel(cl.rank_steps(tables), cl.parallel_indices(args))
     slow = cl.slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
+    stage_rows = cl.stages(steps)
     outputs = {"cluster_links": tables["comm_links"], "cluster_comm_ops": tables["comm_ops"], "cluster_steps": steps,
-               "cluster_slow_ranks": slow}  # fmt: skip
+               "cluster_slow_ranks": slow, "cluster_stages": stage_rows}  # fmt: skip
     for name, table in outputs.items():
         write_table(table, out / f"{name}.parquet")
     buf = io.StringIO()
@@ -326,6 +327,8 @@ def cluster(
         "threshold": thr,
         "per_step": per_step,
         "slow_ranks": slow.to_pylist(),
+        "stage_imbalance": cl.stage_imbalance(stage_rows, thr),
+        "phase_gaps": cl.phase_gaps(steps, thr),
         "links": cl.link_summary(tables["comm_links"]),
         "slow_links": cl.slow_links(tables["comm_links"]),
         "wait_skew": cl.wait_skew(tables["comm_ops"]),

@@ -74,6 +74,26 @@ def render_cluster_terminal(s: dict[str, Any], console: Console, per_step: bool 
         console.print(table(console, f"Slow ranks{more}", cols, rows))
     else:
         console.print(Text("No slow rank: every rank is within the threshold of the median (or within its noise).", style="green"))
+    _render_stages(s.get("stage_imbalance"), console)
+
+
+def _render_stages(imb: dict[str, Any] | None, console: Console) -> None:
+    """Pipeline stages side by side (mean per step over each stage's ranks) and the verdict."""
+    if not imb:
+        return
+    phases = [p for p in PHASES if p[0] != "bubble_us"]
+    cols = [Col("stage", priority=0), Col("ranks", "text", 3, min_width=6)] + [
+        Col(label, priority=0 if k == "computing_us" else i + 1) for i, (k, label) in enumerate(phases)
+    ]
+    rows = [[str(r["pp_index"]), ",".join(str(x) for x in r["ranks"]), *[plain(fmt_us(r[k])) for k, _ in phases]] for r in imb["stages"]]
+    console.print(table(console, "Pipeline stages: mean per step over each stage's ranks", cols, rows))
+    share = f"{imb['share'] * 100:.1f}% of the step" if imb["share"] is not None else "no step time"
+    if imb["imbalanced"]:
+        head = f"Stage imbalance: stage {imb['slowest_stage']} computes {fmt_us(imb['gap_us'])} more per step than stage "
+        console.print(Text(head + f"{imb['fastest_stage']} ({share}); time lost about {fmt_us(imb['time_lost_us'])}.", style="yellow"))
+        console.print(Text(imb["advice"]))
+    else:
+        console.print(Text(f"Stages balanced: computing differs by {fmt_us(imb['gap_us'])} per step ({share}).", style="green"))
 
 
 def _gbps(v: float | None) -> str:

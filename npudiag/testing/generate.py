@@ -550,8 +550,11 @@ def write_torch_profile(
     syncs_per_step: int = 0,
     sync_idle_us: float = 500.0,
     aicore_freq: list[tuple[float, float]] | None = None,
+    distributed_args: dict | None = None,
 ) -> GroundTruth:
-    """``aicore_freq`` writes the trace's AI Core Freq counter: (µs after the first kernel, MHz) per change;
+    """``distributed_args`` goes into profiler_metadata.json as torch_npu writes it under Megatron
+    (tensor/pipeline/data_parallel_size, world_size; ``rank`` is this rank's); ``aicore_freq``
+    writes the trace's AI Core Freq counter: (µs after the first kernel, MHz) per change;
     ``syncs_per_step`` plants that many aclrtSynchronizeStream calls inside every step, each
     followed by ``sync_idle_us`` of device idle (at the kernels ``sync_positions`` names);
     ``memory`` adds memory_record.csv and operator_memory.csv (text export only; its truth is in
@@ -585,7 +588,8 @@ def write_torch_profile(
         "rank_id": str(rank),
     }
     (folder / f"profiler_info_{rank}.json").write_text(json.dumps(info, indent=4), encoding="utf-8")
-    (folder / "profiler_metadata.json").write_text(json.dumps({"distributed_args": {"rank": rank, "world_size": 1}}), encoding="utf-8")
+    dist = {"world_size": 1, **(distributed_args or {}), "rank": rank}
+    (folder / "profiler_metadata.json").write_text(json.dumps({"distributed_args": dist}), encoding="utf-8")
     rows = []
     for s in sorted(set(step.tolist())):
         sel = step == s

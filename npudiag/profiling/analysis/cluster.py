@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.analysis.compare import diff_ops
-from npudiag.schemas import CLUSTER_STEPS, SLOW_RANKS
+from npudiag.schemas import CLUSTER_STAGES, CLUSTER_STEPS, SLOW_RANKS
 
 PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_us"]
 PHASE_NAMES = {"computing_us": "computing", "communication_not_overlapped_us": "communication", "free_us": "free", "bubble_us": "bubble"}
@@ -309,4 +309,118 @@ def rank_matrix(table: pa.Table) -> list[dict[str, Any]]:
     for r in out:
         r["stage_vs_median_pct"] = 100.0 * (r["stage_us"] - median) / median if median and r["stage_us"] is not None else None
     out.sort(key=lambda r: (-(r["stage_us"] or 0.0), r["rank"] if r["rank"] is not None else -1))
+    return out
+
+
+# -- pipeline stages ---------------------------------------------------------------------------------
+
+STAGE_PHASES = ("computing_us", "communication_not_overlapped_us", "free_us", "bubble_us", "stage_us")
+# msprof-analyze's slow rank check: each phase of step_trace_time.csv over every (step, rank)
+GAP_PHASES = {"computing_us": "Computing", "communication_not_overlapped_us": "Communication", "free_us": "Free"}
+
+
+def stages(table: pa.Table) -> pa.Table:
+    """CLUSTER_STAGES: per (step, pipeline stage) each phase's mean over the stage's ranks; empty
+    where the ranks carry no pipeline index (no consistent profiler_metadata.json distributed_args)."""
+    if table.num_rows == 0 or pc.all(pc.is_null(table["pp_index"])).as_py():
+        return CLUSTER_STAGES.empty_table()
+    t = table.filter(pc.is_valid(table["pp_index"])).sort_by([("step", "ascending"), ("rank", "ascending")])
+    t = t.set_column(t.schema.get_field_index("step"), "step", pc.fill_null(t["step"], -1))
+    aggs = [("rank", "list")] + [(c, "mean") for c in STAGE_PHASES]
+    g = t.group_by(["step", "pp_index"], use_threads=False).aggregate(aggs)
+    out = pa.table(
+        {
+            "step": pc.if_else(pc.equal(g["step"], -1), pa.scalar(None, pa.int64()), g["step"]),
+            "pp_index": g["pp_index"],
+            "ranks": g["rank_list"],  # in rank order: ``table`` is sorted by step, rank and grouped unthreaded
+            **{c: g[f"{c}_mean"] for c in STAGE_PHASES},
+        }
+    )
+    out = out.cast(CLUSTER_STAGES)
+    return out.sort_by([("step", "ascending"), ("pp_index", "ascending")])
+
+
+def stage_imbalance(stage_rows: pa.Table, threshold: float = 0.05) -> dict[str, Any] | None:
+    """Pipeline stages whose computing differs: per step, the gap between the slowest and the fastest
+    stage's computing (each the mean over the stage's ranks), and its share of the mean step time;
+    ``imbalanced`` when that share is above ``threshold`` (msprof-analyze's 5 %). Time lost, an
+    estimate: per step, what the slowest stage computes beyond the stages' mean (what spreading the
+    layers evenly would take off the critical stage), summed over steps. None with fewer than two stages."""
+    if stage_rows.num_rows == 0:
+        return None
+    per_step = []
+    for step in sorted(set(stage_rows["step"].to_pylist()), key=lambda s: (s is None, s)):
+        mask = pc.equal(stage_rows["step"], step) if step is not None else pc.is_null(stage_rows["step"])
+        sub = stage_rows.filter(mask)
+        comp = np.array([np.nan if v is None else v for v in sub["computing_us"].to_pylist()], float)
+        if np.count_nonzero(np.isfinite(comp)) < 2:
+            continue
+        hi, lo = int(np.nanargmax(comp)), int(np.nanargmin(comp))
+        stage_us = [v for v in sub["stage_us"].to_pylist() if v is not None]
+        per_step.append(
+            {
+                "step": step,
+                "slowest": sub["pp_index"][hi].as_py(),
+                "fastest": sub["pp_index"][lo].as_py(),
+                "gap_us": float(comp[hi] - comp[lo]),
+                "lost_us": float(comp[hi] - np.nanmean(comp)),
+                "step_us": float(np.mean(stage_us)) if stage_us else None,
+            }
+        )
+    if not per_step:
+        return None
+    pp = sorted(set(stage_rows["pp_index"].to_pylist()))
+    by_stage = []
+    for idx in pp:
+        sub = stage_rows.filter(pc.equal(stage_rows["pp_index"], idx))
+        row = {"pp_index": idx, "ranks": sub["ranks"][0].as_py()}
+        for c in STAGE_PHASES:
+            vals = [v for v in sub[c].to_pylist() if v is not None]
+            row[c] = float(np.mean(vals)) if vals else None
+        by_stage.append(row)
+    gap = float(np.mean([r["gap_us"] for r in per_step]))
+    steps_us = [r["step_us"] for r in per_step if r["step_us"]]
+    step_us = float(np.mean(steps_us)) if steps_us else None
+    share = gap / step_us if step_us else None
+    slowest = max(by_stage, key=lambda r: r["computing_us"] or 0.0)
+    fastest = min(by_stage, key=lambda r: r["computing_us"] if r["computing_us"] is not None else float("inf"))
+    return {
+        "stages": by_stage,
+        "per_step": per_step,
+        "gap_us": gap,
+        "step_us": step_us,
+        "share": share,
+        "threshold": threshold,
+        "imbalanced": share is not None and share > threshold,
+        "time_lost_us": float(sum(r["lost_us"] for r in per_step)),
+        "slowest_stage": slowest["pp_index"],
+        "fastest_stage": fastest["pp_index"],
+        "advice": (
+            f"Pipeline stage {slowest['pp_index']} computes {gap / 1e3:.2f} ms more per step than stage {fastest['pp_index']}: "
+            "every other stage waits for it. Move layers from the slow stage to the fast one (Megatron: "
+            "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers, or a custom layer split), remembering that "
+            "the first stage also holds the embedding and the last the output layer and loss."
+        ),
+    }
+
+
+def phase_gaps(table: pa.Table, threshold: float = 0.05) -> list[dict[str, Any]]:
+    """msprof-analyze's slow rank check, for parity: for Computing, Communication (not overlapped) and
+    Free, the gap between the largest and the smallest value over every (step, rank), as a share of
+    the mean of computing + communication + free; ``flagged`` above ``threshold``."""
+    if table.num_rows == 0:
+        return []
+    cols = {c: np.array([0.0 if v is None else v for v in table[c].to_pylist()], float) for c in GAP_PHASES}
+    total = float(np.mean(sum(cols.values())))
+    ranks = table["rank"].to_pylist()
+    steps = table["step"].to_pylist()
+    out = []
+    for c, name in GAP_PHASES.items():
+        v = cols[c]
+        hi, lo = int(np.argmax(v)), int(np.argmin(v))
+        gap = float(v[hi] - v[lo])
+        share = gap / total if total else 0.0
+        out.append({"phase": name, "gap_us": gap, "share": share, "flagged": share > threshold,
+                    "max": {"rank": ranks[hi], "step": steps[hi], "us": float(v[hi])},
+                    "min": {"rank": ranks[lo], "step": steps[lo], "us": float(v[lo])}})  # fmt: skip
     return out
