@@ -146,9 +146,11 @@ def profile(
     steps = (start_step, stop_step)
     try:
         if emit is not None:
-            sys.stdout.write(collection.configuration(opts, emit.value, app, acl_json=acl_json, steps=steps))
-            if emit is Emit.acl_json:
+            text = collection.configuration(opts, emit.value, app, acl_json=acl_json, steps=steps)
+            if emit is Emit.acl_json:  # the file is the output
                 say.info(f"wrote the profiler section into {acl_json} (pass it to aclInit)")
+            else:
+                sys.stdout.write(text)
             return
         if not app:
             raise OptionError("give the program to profile: npudiag profile [OPTIONS] ./app [ARGS]...")
