@@ -422,6 +422,22 @@ COMM_OPS = pa.schema(
     ]
 )
 
+# comm_bandwidth.parquet: per communication op and transport, what it moved (communication.json's
+# "Communication Bandwidth Info", analysis.db's CommAnalyzerBandwidth); transports with nothing moved are left out
+COMM_BANDWIDTH = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("step", pa.string()),
+        ("kind", pa.string()),  # p2p or collective
+        ("op_name", pa.string()),
+        ("transport", pa.string()),  # SDMA (the sum of the on-node links), RDMA, HCCS, PCIE, SIO
+        ("size_bytes", pa.int64()),  # Transit Size(MB) x 1e6
+        ("time_us", pa.float64()),  # Transit Time(ms) x 1000
+        ("bandwidth_gbps", pa.float64()),
+        ("large_packet_pct", pa.float64()),  # Large Packet Ratio x 100
+    ]
+)
+
 MEMORY_TIMELINE = pa.schema(
     [
         ("source", pa.string()),  # memory_record, npu_module_mem, npu_mem, db
@@ -491,6 +507,7 @@ TABLES: dict[str, pa.Schema] = {
     "comm_links": COMM_LINKS,
     "comm_ops": COMM_OPS,
     "comm_tasks": COMM_TASKS,
+    "comm_bandwidth": COMM_BANDWIDTH,
     "memory_timeline": MEMORY_TIMELINE,
     "op_memory": OP_MEMORY,
     "aicore_freq": AICORE_FREQ,

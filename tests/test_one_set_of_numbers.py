@@ -196,6 +196,6 @@ def test_four_rank_sample_counts_every_rank(tmp_path: Path) -> None:
         pytest.skip(f"4-rank corpus sample not at {four}")
     a = _cli("analyze", four, "--json", "--quiet", "--out", tmp_path / "o")
     assert a["profile"]["ranks"] == 4 and a["profile"]["ranks_with_kernels"] == 1 and a["profile"]["steps"] == 1
-    assert a["profile"]["ranks_without_kernels"]["1"] == ["comm_links", "comm_ops", "steps"]
+    assert a["profile"]["ranks_without_kernels"]["1"] == ["comm_bandwidth", "comm_links", "comm_ops", "steps"]
     r = _cli("report", tmp_path / "o", "--json")
     assert r["profile"] == a["profile"]

@@ -341,3 +341,156 @@ def test_aicore_freq_on_the_corpus(corpus: Path) -> None:
         tables = ingest([db_folder], hash_inputs=False).tables
         assert set(tables["aicore_freq"]["freq_mhz"].to_pylist()) == {1800.0}
         assert [x for x in run_rules(tables)[0] if x.rule_id == "aicore_freq"] == []
+
+
+def _small_runs(kernel_details: Path, ops: tuple[str, ...]) -> list[list[dict]]:
+    """Every run of consecutive small kernels (≤ 50 µs, not AI_CPU / HCCL, one stream, ≤ 1 ms apart) whose
+    op types are exactly ``ops``, read with the csv module."""
+    import csv
+
+    rows = sorted(csv.DictReader(kernel_details.open()), key=lambda r: (r["Stream ID"], float(r["Start Time(us)"])))
+    runs, run = [], []
+    for r in rows:
+        small = float(r["Duration(us)"]) <= 50 and r["Accelerator Core"] not in ("AI_CPU", "HCCL")
+        if run and (not small or r["Stream ID"] != run[-1]["Stream ID"]
+                    or float(r["Start Time(us)"]) - float(run[-1]["Start Time(us)"]) - float(run[-1]["Duration(us)"]) > 1000):
+            runs.append(run)
+            run = []
+        if small:
+            run.append(r)
+    runs.append(run)
+    return [x for x in runs if tuple(r["Type"] for r in x) == ops]
+
+
+def test_fusion_candidates_planted_and_clean(tmp_path: Path) -> None:
+    """Cast > Add > Cast six times in each of 5 steps, 100 µs apart: one finding, 30 runs, time lost =
+    the gaps inside them (recomputed from kernel_details.csv); the twin without the plant is silent."""
+    from decimal import Decimal
+
+    from npudiag.testing.generate import Fusible
+
+    plant = Fusible(("Cast", "Add", "Cast"), per_step=6, gap_us=100.0)
+    gt = write_torch_profile(tmp_path / "p", kernels=3000, seed=3, steps=5, copies=0, fusible=plant)
+    findings, _ = run_rules(ingest([Path(gt.profile_dir)]).tables)
+    (f,) = [x for x in findings if x.rule_id == "fusion_candidates"]
+    runs = _small_runs(next(Path(gt.profile_dir).rglob("kernel_details.csv")), plant.ops)
+    assert len(runs) == 31  # the 30 planted and one the random op mix happens to hold
+    assert f.evidence["sequence"] == ["Cast", "Add", "Cast"] and f.count == len(runs)
+    gaps = [Decimal(b["Start Time(us)"].strip()) - Decimal(a["Start Time(us)"].strip()) - Decimal(a["Duration(us)"])
+            for run in runs for a, b in zip(run, run[1:])]  # fmt: skip
+    assert f.time_lost_us == pytest.approx(float(sum(gaps)), abs=0.01)
+    assert f.time_lost_us == pytest.approx(30 * 2 * 100.0, rel=0.05)  # what was planted (the natural run's gaps are µs)
+    s, e = f.intervals
+    assert len(s) == 62 and (e - s).sum() / 1000 == pytest.approx(f.time_lost_us)
+    clean = write_torch_profile(tmp_path / "c", kernels=3000, seed=3, steps=5, copies=0)
+    assert [x for x in run_rules(ingest([Path(clean.profile_dir)]).tables)[0] if x.rule_id == "fusion_candidates"] == []
+
+
+def test_fusion_candidates_on_the_corpus(corpus: Path) -> None:
+    """mstt-advisor-kernel-details-2023 (msprof-analyze's own advisor test data): MemSet > NonZero >
+    StridedSliceD > StridedSliceD > Greater, 24 times, recomputed from its kernel_details.csv."""
+    import csv
+
+    kd = corpus / "mstt-advisor-kernel-details-2023"
+    findings, _ = run_rules(ingest([kd]).tables)
+    by_seq = {tuple(x.evidence["sequence"]): x for x in findings if x.rule_id == "fusion_candidates"}
+    seq = ("MemSet", "NonZero", "StridedSliceD", "StridedSliceD", "Greater")
+    assert seq in by_seq and by_seq[seq].count == 24
+    files = sorted(kd.rglob("kernel_details.csv"))
+    assert len(files) == 1
+    names = [r["Type"] for r in sorted(csv.DictReader(files[0].open()), key=lambda r: (r["Stream ID"], float(r["Start Time(us)"])))]
+    # every occurrence of the sequence in the file's op order is one the rule counted
+    assert sum(tuple(names[i : i + 5]) == seq for i in range(len(names) - 4)) == 24
+
+
+def _packets(files: list[Path]) -> dict[str, tuple[int, int, float]]:
+    """msprof-analyze's packet count per transport, from communication.json files with the json module:
+    (ops with data, ops under the limit, their transit ms)."""
+    import json
+
+    limit = {"SDMA": 16, "RDMA": 1}
+    out = {}
+    for transport, mb in limit.items():
+        n = small = 0
+        ms = 0.0
+        for f in files:
+            for kinds in json.loads(f.read_text()).values():
+                for ops in kinds.values():
+                    for name, op in ops.items():
+                        info = (op.get("Communication Bandwidth Info") or {}).get(transport) or {} if not name.startswith("Total") else {}
+                        if info.get("Transit Size(MB)", 0) > 0:
+                            n += 1
+                            if info["Transit Size(MB)"] < mb:
+                                small += 1
+                                ms += info["Transit Time(ms)"]
+        out[transport] = (n, small, ms)
+    return out
+
+
+def test_small_packets_planted_and_clean(tmp_path: Path) -> None:
+    """Every HCCL op an all-reduce of 2 MB, one in four of 64 MB: 75 % of the SDMA transfers are small."""
+    gt = write_torch_profile(tmp_path / "p", kernels=4000, seed=3, steps=4, copies=0, comm_sizes_mb=[2.0, 2.0, 64.0, 2.0])
+    findings, _ = run_rules(ingest([Path(gt.profile_dir)]).tables)
+    (f,) = [x for x in findings if x.rule_id == "small_packets"]
+    n, small, ms = _packets(list(Path(gt.profile_dir).rglob("communication.json")))["SDMA"]
+    assert n >= 16 and f.count == small and f.evidence["ops"] == n and small == pytest.approx(0.75 * n, abs=1)
+    assert f.evidence["small_transit_us"] == pytest.approx(ms * 1000.0, rel=1e-9) and f.time_lost_us is None
+    assert f.evidence["transport"] == "SDMA" and f.evidence["median_small_bytes"] == 2_000_000
+    clean = write_torch_profile(tmp_path / "c", kernels=4000, seed=3, steps=4, copies=0, comm_sizes_mb=[64.0, 32.0])
+    assert [x for x in run_rules(ingest([Path(clean.profile_dir)]).tables)[0] if x.rule_id == "small_packets"] == []
+
+
+def test_small_packets_on_the_corpus(corpus: Path) -> None:
+    """The real 4-rank run (TP=1 PP=2 DP=2) fires on every rank's SDMA, counted again from each
+    communication.json with json; the real .db export (analysis.db CommAnalyzerBandwidth, read with
+    sqlite3) moves 4 SDMA transfers of 28.6-117 MB and raises nothing."""
+    import sqlite3
+
+    four = corpus / "msinsight-st-cann83rc1-level2-4rank"
+    for rank in range(4):
+        unit = four / f"rank_{rank}_ascend_pt"
+        findings, _ = run_rules(ingest([unit]).tables)
+        (f,) = [x for x in findings if x.rule_id == "small_packets"]
+        n, small, ms = _packets([unit / "ASCEND_PROFILER_OUTPUT" / "communication.json"])["SDMA"]
+        assert (f.evidence["ops"], f.count) == (n, small) and small / n > 0.2, rank
+        assert f.evidence["small_transit_us"] == pytest.approx(ms * 1000.0)
+        if rank == 0:  # msprof-analyze's advisor on the same run: 3 small SDMA transfers, 0.80652 ms (its total, 10,
+            assert (f.count, round(f.evidence["small_transit_us"], 2)) == (3, 806.52)  # also counts the 2 "Total Op Info" rows)
+    unit = corpus / "msinsight-pytorch-db-rank1" / "level1" / "rank1_ascend_pt"
+    con = sqlite3.connect(unit / "ASCEND_PROFILER_OUTPUT" / "analysis.db")
+    sizes = dict(con.execute("SELECT hccl_op_name || step, MAX(transit_size) FROM CommAnalyzerBandwidth "
+                             "WHERE transport_type = 'SDMA' AND transit_size > 0 GROUP BY 1").fetchall())  # fmt: skip
+    con.close()
+    assert len(sizes) == 4 and min(sizes.values()) >= 16
+    tables = ingest([unit]).tables
+    sdma = tables["comm_bandwidth"].filter(__import__("pyarrow.compute").compute.equal(tables["comm_bandwidth"]["transport"], "SDMA"))
+    assert sorted(sdma["size_bytes"].to_pylist()) == sorted(round(v * 1e6) for v in sizes.values())
+    assert [x for x in run_rules(tables)[0] if x.rule_id == "small_packets"] == []
+
+
+def test_dynamic_shape_planted_and_clean(tmp_path: Path, corpus: Path) -> None:
+    """Add's leading dimension shrinks every step: in steps 2-5 it runs with 4 shapes; count, shapes and
+    share of kernel time recomputed from kernel_details.csv with csv; the twin with fixed shapes is
+    silent. No corpus sample has more than one step, so none can fire (checked)."""
+    import csv
+
+    gt = write_torch_profile(tmp_path / "p", kernels=3000, seed=3, steps=5, copies=0, dynamic_ops=("Add",))
+    findings, _ = run_rules(ingest([Path(gt.profile_dir)]).tables)
+    (f,) = [x for x in findings if x.rule_id == "dynamic_shape"]
+    rows = [r for r in csv.DictReader(next(Path(gt.profile_dir).rglob("kernel_details.csv")).open())
+            if r["Step Id"] in ("2", "3", "4", "5") and r["Accelerator Core"] != "COMMUNICATION"]  # fmt: skip
+    add = [r for r in rows if r["Type"] == "Add"]
+    assert [o["op_type"] for o in f.evidence["ops"]] == ["Add"]
+    assert f.evidence["ops"][0]["shapes"] == len({r["Input Shapes"] for r in add}) == 4
+    assert f.count == len(add) and f.evidence["steps"] == [2, 3, 4, 5]
+    share = sum(float(r["Duration(us)"]) for r in add) / sum(float(r["Duration(us)"]) for r in rows)
+    assert f.evidence["share_of_kernel_time"] == pytest.approx(share, rel=1e-9)
+    assert f.time_lost_us is None and f.evidence["op_state"] == {"dynamic": len(rows)}  # no compile calls in this timeline
+    clean = write_torch_profile(tmp_path / "c", kernels=3000, seed=3, steps=5, copies=0)
+    assert [x for x in run_rules(ingest([Path(clean.profile_dir)]).tables)[0] if x.rule_id == "dynamic_shape"] == []
+    samples = ("msinsight-pytorch-text-2025/level1", "msinsight-st-cann83rc1-level2-4rank/rank_0_ascend_pt",
+               "mstt-advisor-kernel-details-2023")  # fmt: skip
+    for sample in samples:
+        kd = next((corpus / sample).rglob("kernel_details.csv"))
+        assert len({r["Step Id"] for r in csv.DictReader(kd.open(encoding="utf-8-sig"))}) == 1, sample
+        assert [x for x in run_rules(ingest([corpus / sample]).tables)[0] if x.rule_id == "dynamic_shape"] == []

@@ -27,7 +27,7 @@ from npudiag.profiling.assemble import assign_steps_by_time, duplicate_steps, me
 from npudiag.profiling.discover import Unit, assign_ranks, discover, duplicate_ranks
 from npudiag.profiling.formats.analysis_db import read_analysis_db
 from npudiag.profiling.formats.api_statistic import read_api_statistic
-from npudiag.profiling.formats.communication import read_communication, read_matrix
+from npudiag.profiling.formats.communication import read_communication_tables, read_matrix
 from npudiag.profiling.formats.kernel_csv import read_kernels
 from npudiag.profiling.formats.memory_csv import read_memory_record, read_npu_mem, read_npu_module_mem, read_operator_memory
 from npudiag.profiling.formats.msprof_db import read_db
@@ -147,7 +147,7 @@ _READERS: dict[str, Callable[[Path, int | None], Any]] = {
     "db": read_db,
     "analysis_db": read_analysis_db,
     "communication_matrix": lambda path, rank: (read_matrix(path, rank), []),
-    "communication": lambda path, rank: (read_communication(path, rank), []),
+    "communication": lambda path, rank: (read_communication_tables(path, rank), []),
     "memory_record": read_memory_record,
     "npu_module_mem": read_npu_module_mem,
     "npu_mem": read_npu_mem,
@@ -173,7 +173,7 @@ class UnitResult:
 
 
 READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops", "comm_tasks",
-               "memory_timeline", "op_memory", "aicore_freq")  # fmt: skip
+               "comm_bandwidth", "memory_timeline", "op_memory", "aicore_freq")  # fmt: skip
 # the memory files of a unit, by the table they give; the .db export's tables stand in for them
 _MEMORY_KINDS = {"memory_timeline": ("memory_record", "npu_module_mem", "npu_mem"), "op_memory": ("operator_memory",)}
 
@@ -305,8 +305,8 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
     parts["api_statistic"].extend(r.tables_of("api_statistic"))
     r.use("op_statistic", "op_statistic")
     r.use("api_statistic", "api_statistic")
-    for name, kind in (("comm_links", "communication_matrix"), ("comm_ops", "communication")):
-        tables = r.tables_of(kind)
+    for name, kind in (("comm_links", "communication_matrix"), ("comm_ops", "communication"), ("comm_bandwidth", "communication")):
+        tables = [t if kind == "communication_matrix" else t[name] for t in r.tables_of(kind)]
         if any(t.num_rows for t in tables):
             parts[name].extend(tables)
             r.use(kind, name)

@@ -160,6 +160,7 @@ def _plan(
     repeat_steps: bool = False,
     syncs_per_step: int = 0,
     sync_idle_us: float = 0.0,
+    fusible: Fusible | None = None,
 ):
     rng = np.random.default_rng(seed)
     weights = np.array([m[4] for m in OP_MIX], float)
@@ -176,10 +177,47 @@ def _plan(
         gaps[np.linspace(n // (idle_gaps + 1), n - 2, idle_gaps).astype(int)] = idle_gap_us  # planted device idle
     if syncs_per_step:
         gaps[sync_positions(n, steps, syncs_per_step)] = sync_idle_us  # the device waits for the host after each sync
+    if fusible is not None:
+        kinds, dur, gaps = fusible.plant(kinds, dur, gaps, (np.arange(n) * steps // max(n, 1)) + 1)
     t0 = 1764246877073569.640
     start = np.round(t0 + np.cumsum(np.concatenate([[0.0], (dur + gaps)[:-1]])), 3)
     step = (np.arange(n) * steps // max(n, 1)) + 1
     return kinds, start, dur, gaps, step
+
+
+@dataclass(frozen=True)
+class Fusible:
+    """A fusion candidate to plant: ``ops`` (op types of the mix, each short) run back to back
+    ``per_step`` times in every step, ``gap_us`` apart, each time between two MatMulV3 (so the run
+    of small ops is exactly ``ops``)."""
+
+    ops: tuple[str, ...] = ("Cast", "Add", "Cast")
+    per_step: int = 3
+    gap_us: float = 60.0
+
+    def positions(self, step: np.ndarray) -> np.ndarray:
+        """Index of the first op of every planted occurrence."""
+        width = len(self.ops) + 2
+        out = []
+        for s in sorted(set(step.tolist())):
+            idx = np.flatnonzero(step == s)
+            usable = len(idx) - width - 1
+            if usable > width * self.per_step:
+                out.extend(idx[0] + 1 + np.linspace(0, usable, self.per_step + 2).astype(int)[1:-1])
+        return np.array(out, int)
+
+    def plant(self, kinds, dur, gaps, step):
+        names = [m[0] for m in OP_MIX]
+        seq = np.array([names.index(op) for op in self.ops])
+        mean = np.array([m[3] for m in OP_MIX])
+        kinds, dur, gaps = kinds.copy(), dur.copy(), gaps.copy()
+        for i in self.positions(step):
+            kinds[i - 1] = kinds[i + len(seq)] = names.index("MatMulV3")
+            dur[i - 1] = dur[i + len(seq)] = mean[names.index("MatMulV3")]
+            kinds[i : i + len(seq)] = seq
+            dur[i : i + len(seq)] = mean[seq]
+            gaps[i : i + len(seq) - 1] = self.gap_us
+        return kinds, dur, gaps
 
 
 def sync_positions(n: int, steps: int, per_step: int) -> np.ndarray:
@@ -229,12 +267,16 @@ def _pmu_row(rng_vals: np.ndarray, task_type: str) -> list[str]:
     return [f"{v:.3f}" for v in rng_vals]
 
 
-def _kernel_rows(kinds, start, dur, gaps, step, torch: bool, seed: int):
+def _kernel_rows(kinds, start, dur, gaps, step, torch: bool, seed: int, dynamic_ops: tuple[str, ...] = ()):
+    """``dynamic_ops``: op types whose leading dimension (4096) shrinks by 64 every step, as a
+    sequence length that changes from batch to batch would."""
     rng = np.random.default_rng(seed + 1)
     pmu = rng.uniform(0, 1, size=(len(kinds), N_PMU))
     task_id = 34473
     for i in range(len(kinds)):
         op_type, name, ttype, _, _, shapes, dtypes = OP_MIX[kinds[i]]
+        if op_type in dynamic_ops:
+            shapes = shapes.replace("4096", str(4096 - 64 * int(step[i])))
         hccl = ttype == "HCCL"
         tid = "N/A" if hccl else str(task_id)
         sid = "N/A" if hccl else "2"
@@ -551,11 +593,17 @@ def write_torch_profile(
     sync_idle_us: float = 500.0,
     aicore_freq: list[tuple[float, float]] | None = None,
     distributed_args: dict | None = None,
+    fusible: Fusible | None = None,
+    comm_sizes_mb: list[float] | None = None,
+    dynamic_ops: tuple[str, ...] = (),
 ) -> GroundTruth:
-    """``distributed_args`` goes into profiler_metadata.json as torch_npu writes it under Megatron
-    (tensor/pipeline/data_parallel_size, world_size; ``rank`` is this rank's); ``aicore_freq``
-    writes the trace's AI Core Freq counter: (µs after the first kernel, MHz) per change;
-    ``syncs_per_step`` plants that many aclrtSynchronizeStream calls inside every step, each
+    """``dynamic_ops``: op types whose input shapes change every step (see ``_kernel_rows``);
+    ``comm_sizes_mb`` writes communication.json: each HCCL op of the profile an all-reduce moving
+    the next of these sizes (MB of 10^6 bytes, cycled) over SDMA/HCCS; ``fusible`` plants a fusion
+    candidate (see :class:`Fusible`); ``distributed_args`` goes into profiler_metadata.json as
+    torch_npu writes it under Megatron (tensor/pipeline/data_parallel_size, world_size; ``rank`` is
+    this rank's); ``aicore_freq`` writes the trace's AI Core Freq counter: (µs after the first
+    kernel, MHz) per change; ``syncs_per_step`` plants that many aclrtSynchronizeStream calls inside every step, each
     followed by ``sync_idle_us`` of device idle (at the kernels ``sync_positions`` names);
     ``memory`` adds memory_record.csv and operator_memory.csv (text export only; its truth is in
     ``gt.memory``); ``mallocs_per_step`` plants that many aclrtMalloc + aclrtFree pairs at the start of every step;
@@ -567,13 +615,13 @@ def write_torch_profile(
     if export not in ("text", "db"):
         raise ValueError(f"export must be 'text' or 'db', not {export!r}")
     kinds, start, dur, gaps, step = _plan(kernels, seed, steps, variation=variation, repeat_steps=repeat_steps,
-                                          syncs_per_step=syncs_per_step, sync_idle_us=sync_idle_us)  # fmt: skip
+                                          syncs_per_step=syncs_per_step, sync_idle_us=sync_idle_us, fusible=fusible)  # fmt: skip
     gt = _truth("torch_npu", kinds, dur)
     folder = out / f"npudiag-host_{2647914 + rank}_20251127192734{rank:03d}_ascend_pt"
     prof = folder / "ASCEND_PROFILER_OUTPUT"
     prof.mkdir(parents=True, exist_ok=True)
     if export == "text":
-        _write_csv(prof / "kernel_details.csv", KERNEL_DETAILS_HEADER, _kernel_rows(kinds, start, dur, gaps, step, True, seed))
+        _write_csv(prof / "kernel_details.csv", KERNEL_DETAILS_HEADER, _kernel_rows(kinds, start, dur, gaps, step, True, seed, dynamic_ops))
         _op_statistic(prof / "op_statistic.csv", gt, kinds, dur, device_col=True)
     info = {
         "config": {
@@ -588,7 +636,10 @@ def write_torch_profile(
         "rank_id": str(rank),
     }
     (folder / f"profiler_info_{rank}.json").write_text(json.dumps(info, indent=4), encoding="utf-8")
-    dist = {"world_size": 1, **(distributed_args or {}), "rank": rank}
+    if comm_sizes_mb:
+        _communication_json(prof / "communication.json", kinds, start, dur, step, comm_sizes_mb)
+    dist = {"rank": rank, "world_size": 1, **(distributed_args or {})}
+    dist["rank"] = rank
     (folder / "profiler_metadata.json").write_text(json.dumps({"distributed_args": dist}), encoding="utf-8")
     rows = []
     for s in sorted(set(step.tolist())):
@@ -701,6 +752,30 @@ CREATE TABLE CANN_API (startNs INTEGER,endNs INTEGER,type INTEGER,globalTid INTE
 _RUNTIME_TYPE = {"AI_CORE": "KERNEL_AICORE", "AI_VECTOR_CORE": "KERNEL_AIVEC", "AI_CPU": "KERNEL_AICPU", "MIX_AIC": "MIX_AIC"}
 _HCCL_STREAM = 4
 _SUBTASKS = (("Notify_Wait", 0.55, 0), ("Memcpy", 0.2, 1 << 20), ("Reduce_Inline", 0.15, 1 << 20), ("Notify_Record", 0.02, 0))
+
+
+def _communication_json(path: Path, kinds, start, dur, step, sizes_mb: list[float]) -> None:
+    """torch_npu's communication.json: per step, per collective op, its Communication Time Info and its
+    Communication Bandwidth Info for every transport (those it did not use at 0), as Level1 writes it."""
+    empty = {"Transit Size(MB)": 0, "Transit Time(ms)": 0, "Bandwidth(GB/s)": 0, "Large Packet Ratio": 0, "Size Distribution": {}}
+    out: dict = {}
+    for n, i in enumerate(np.flatnonzero(np.array([OP_MIX[k][2] for k in kinds]) == "HCCL")):
+        size = sizes_mb[n % len(sizes_mb)]
+        elapse_ms = float(dur[i]) / 1000.0
+        transit_ms = round(elapse_ms * 0.8, 6)
+        moved = {"Transit Size(MB)": size, "Transit Time(ms)": transit_ms, "Bandwidth(GB/s)": round(size / transit_ms / 1000.0, 4),
+                 "Large Packet Ratio": 1.0 if size >= 16 else 0.0, "Size Distribution": {str(size): [1, transit_ms]}}  # fmt: skip
+        op = {
+            "Communication Time Info": {
+                "Start Timestamp(us)": float(start[i]), "Elapse Time(ms)": elapse_ms, "Transit Time(ms)": transit_ms,
+                "Wait Time(ms)": round(elapse_ms - transit_ms, 6), "Synchronization Time(ms)": 0, "Idle Time(ms)": 0,
+                "Wait Time Ratio": round((elapse_ms - transit_ms) / elapse_ms, 4), "Synchronization Time Ratio": 0,
+            },
+            "Communication Bandwidth Info": {"RDMA": empty, "HCCS": moved, "PCIE": empty, "SDMA": moved, "SIO": empty},
+        }  # fmt: skip
+        ops = out.setdefault(f"step{int(step[i])}", {"p2p": {}, "collective": {}})["collective"]
+        ops[f"hcom_allReduce__868_{n}_1@13986101957389520"] = op
+    path.write_text(json.dumps(out, indent=4), encoding="utf-8")
 
 
 def _write_analysis_db(path: Path, step_rows: list[list[str]]) -> None:

@@ -28,7 +28,7 @@ def _f(x: Any) -> float | None:
 
 # the tables that say a rank holds data, and what kind (a rank of only step / comm files counts)
 DATA_TABLES = ("kernels", "copies", "api_calls", "steps", "op_statistic", "api_statistic", "comm_ops", "comm_links", "comm_tasks",
-               "memory_timeline", "op_memory")  # fmt: skip
+               "comm_bandwidth", "memory_timeline", "op_memory")  # fmt: skip
 
 
 def _ranks_of(table: pa.Table) -> list:

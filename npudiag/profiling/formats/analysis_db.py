@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from npudiag import schemas
 from npudiag.errors import InputError
-from npudiag.profiling.formats.communication import is_sample_group
+from npudiag.profiling.formats.communication import bandwidth_row, is_sample_group
 from npudiag.profiling.formats.msprof_db import _open
 
 _STEP_COLUMNS = {
@@ -57,11 +57,11 @@ def _step_id(value: object) -> int | None:
 
 
 def read_analysis_db(path: Path, rank: int | None = None) -> tuple[dict[str, pa.Table], list[str]]:
-    """(``{"steps", "comm_ops", "comm_links"}``, warnings); a missing table gives an empty one."""
+    """(``{"steps", "comm_ops", "comm_links", "comm_bandwidth"}``, warnings); a missing table gives an empty one."""
     con = _open(path)
     try:
         present = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        out = {"steps": schemas.empty("steps"), "comm_ops": schemas.empty("comm_ops"), "comm_links": schemas.empty("comm_links")}
+        out = {name: schemas.empty(name) for name in ("steps", "comm_ops", "comm_links", "comm_bandwidth")}
         try:
             if "StepTraceTime" in present:
                 out["steps"] = _steps(path, con, rank)
@@ -69,6 +69,8 @@ def read_analysis_db(path: Path, rank: int | None = None) -> tuple[dict[str, pa.
                 out["comm_ops"] = _comm_ops(path, con, rank)
             if "CommAnalyzerMatrix" in present:
                 out["comm_links"] = _comm_links(path, con, rank)
+            if "CommAnalyzerBandwidth" in present:
+                out["comm_bandwidth"] = _comm_bandwidth(path, con, rank)
         except sqlite3.DatabaseError as exc:
             raise InputError(path, f"database query failed: {exc}") from None
     finally:
@@ -109,6 +111,27 @@ def _comm_ops(path: Path, con: sqlite3.Connection, rank: int | None) -> pa.Table
             }
         )  # fmt: skip
     return pa.Table.from_pylist(out, schema=schemas.COMM_OPS) if out else schemas.empty("comm_ops")
+
+
+def _comm_bandwidth(path: Path, con: sqlite3.Connection, rank: int | None) -> pa.Table:
+    """CommAnalyzerBandwidth has one row per (op, transport, packet size); the op's transit figures
+    repeat on each, so one row per (step, op, transport) is kept."""
+    cols, rows = _rows(con, "CommAnalyzerBandwidth")
+    out, seen = [], set()
+    t = "CommAnalyzerBandwidth"
+    for r in rows:
+        d = dict(zip(cols, r))
+        step, op, transport = d.get("step"), d.get("hccl_op_name"), d.get("transport_type")
+        if (step, op, transport) in seen:
+            continue
+        seen.add((step, op, transport))
+        figures = (_num(path, t, d.get(k)) for k in ("transit_size", "transit_time", "bandwidth", "large_packet_ratio"))
+        kind = d.get("type")
+        row = bandwidth_row(path, rank, None if step is None else str(step), None if kind is None else str(kind),
+                            None if op is None else str(op), transport, *figures)  # fmt: skip
+        if row is not None:
+            out.append(row)
+    return pa.Table.from_pylist(out, schema=schemas.COMM_BANDWIDTH) if out else schemas.empty("comm_bandwidth")
 
 
 def _rank_of(v: object) -> int | None:

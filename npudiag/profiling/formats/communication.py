@@ -3,8 +3,9 @@
 Both are ``{step: {"p2p"|"collective": {op: ...}}}``. The matrix gives, per ``"src-dst"`` rank
 pair, Transport Type, Transit Size(MB) (10^6 bytes: 8 MiB shows as 8.388608), Transit Time(ms),
 Bandwidth(GB/s), Op Name; communication.json gives each op's Communication Time Info (Start
-Timestamp(us), Elapse / Transit / Wait / Synchronization / Idle Time(ms)). The "Total Op Info"
-entries are totals, skipped.
+Timestamp(us), Elapse / Transit / Wait / Synchronization / Idle Time(ms)) and its Communication
+Bandwidth Info (per transport: Transit Size(MB), Transit Time(ms), Bandwidth(GB/s), Large Packet
+Ratio). The "Total Op Info" entries are totals, skipped.
 
 The matrix groups each op kind's links several ways: ``allreduce-total@<group>`` holds every link's
 totals; ``-top1`` / ``-middle`` / ``-bottom1..3`` are sample ops (the slowest, a middle one, the
@@ -22,7 +23,7 @@ import pyarrow as pa
 
 from npudiag.errors import InputError
 from npudiag.safeio import load_json
-from npudiag.schemas import COMM_LINKS, COMM_OPS
+from npudiag.schemas import COMM_BANDWIDTH, COMM_LINKS, COMM_OPS
 
 _LINK = re.compile(r"^(\d+)-(\d+)$")
 _SAMPLE_GROUP = re.compile(r"-(top\d+|middle|bottom\d+)(@|$)")
@@ -84,7 +85,13 @@ def read_matrix(path: Path, rank: int | None) -> pa.Table:
 
 
 def read_communication(path: Path, rank: int | None) -> pa.Table:
-    rows = []
+    """The per-op times of communication.json (COMM_OPS)."""
+    return read_communication_tables(path, rank)["comm_ops"]
+
+
+def read_communication_tables(path: Path, rank: int | None) -> dict[str, pa.Table]:
+    """``{"comm_ops", "comm_bandwidth"}`` from one read of communication.json."""
+    rows, bw = [], []
     for step, kinds in _load(path).items():
         for kind, ops in _kinds(path, step, kinds).items():
             for op, info in ops.items():
@@ -105,4 +112,31 @@ def read_communication(path: Path, rank: int | None) -> pa.Table:
                         "synchronization_us": ms("Synchronization Time(ms)"), "idle_us": ms("Idle Time(ms)"),
                     }
                 )  # fmt: skip
-    return pa.Table.from_pylist(rows, schema=COMM_OPS) if rows else COMM_OPS.empty_table()
+                transports = info.get("Communication Bandwidth Info") or {}
+                if not isinstance(transports, dict):
+                    raise InputError(path, f"{op!r}: 'Communication Bandwidth Info' is not an object")
+                for transport, b in transports.items():
+                    if not isinstance(b, dict):
+                        raise InputError(path, f"{op!r}, {transport!r}: expected an object of transit figures")
+                    row = bandwidth_row(path, rank, step, kind, op, transport, *(_num(path, b, k) for k in BANDWIDTH_KEYS))
+                    if row is not None:
+                        bw.append(row)
+    return {
+        "comm_ops": pa.Table.from_pylist(rows, schema=COMM_OPS) if rows else COMM_OPS.empty_table(),
+        "comm_bandwidth": pa.Table.from_pylist(bw, schema=COMM_BANDWIDTH) if bw else COMM_BANDWIDTH.empty_table(),
+    }
+
+
+BANDWIDTH_KEYS = ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)", "Large Packet Ratio")
+
+
+def bandwidth_row(path: Path, rank, step, kind, op, transport, size_mb, time_ms, gbps, large) -> dict[str, Any] | None:
+    """One COMM_BANDWIDTH row (sizes in MB of 10^6 bytes, times in ms, as both exports write them);
+    None for a transport that moved nothing."""
+    if not size_mb and not time_ms:
+        return None
+    if (size_mb or 0) < 0 or (time_ms or 0) < 0 or (size_mb or 0) > 1e12:
+        raise InputError(path, f"{op!r}, {transport!r}: transit size {size_mb} MB / time {time_ms} ms out of range")
+    return {"rank": rank, "step": step, "kind": kind, "op_name": op, "transport": str(transport),
+            "size_bytes": None if size_mb is None else round(size_mb * 1e6), "time_us": None if time_ms is None else time_ms * 1000.0,
+            "bandwidth_gbps": gbps, "large_packet_pct": None if large is None else large * 100.0}  # fmt: skip

@@ -20,11 +20,14 @@ from npudiag.profiling.rules import (
     alloc_churn,
     alloc_in_loop,
     device_idle,
+    dynamic_shape,
+    fusion_candidates,
     hot_op,
     memory_fragmentation,
     memory_peak_op,
     single_stream,
     small_copies,
+    small_packets,
     sync_copy,
     sync_stream,
     unoverlapped_copy,
@@ -48,7 +51,8 @@ __all__ = [
 ]
 
 RULES = (sync_copy, unoverlapped_copy, small_copies, alloc_in_loop, device_idle, single_stream, aicpu_ops, hot_op,
-         memory_fragmentation, memory_peak_op, alloc_churn, sync_stream, aicore_freq)  # fmt: skip
+         memory_fragmentation, memory_peak_op, alloc_churn, sync_stream, aicore_freq, fusion_candidates,
+         small_packets, dynamic_shape)  # fmt: skip
 RuleFn = Callable[[RuleContext, dict[str, float]], list[Finding]]
 
 

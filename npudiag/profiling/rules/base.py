@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
-from npudiag.profiling.analysis.quantities import Timeline, timeline
+from npudiag.profiling.analysis.quantities import Timeline, idle_gaps, timeline
+from npudiag.profiling.analysis.timeline import merge
 
 
 @dataclass
@@ -151,11 +152,11 @@ def absolute(tl: Timeline, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np
     return tl.base + np.round(np.asarray(s) * 1000.0).astype(np.int64), tl.base + np.round(np.asarray(e) * 1000.0).astype(np.int64)
 
 
-def spans_of(table: pa.Table, share: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) absolute ns of each row of a table with start_ns / start_us and duration_us;
-    with ``share`` < 1, the last ``share`` of each row's duration."""
+def row_spans(table: pa.Table, share: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end) absolute ns of every row of a table with start_ns / start_us and duration_us, and
+    which rows have a usable start; with ``share`` < 1, the last ``share`` of each row's duration."""
     if table.num_rows == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool)
     us = pc.fill_null(table["start_us"], np.nan).to_numpy(zero_copy_only=False).astype(float)
     ok = np.isfinite(us) & (np.abs(us) < 9e15)
     start = np.where(ok, np.round(np.where(ok, us, 0.0) * 1000.0), 0).astype(np.int64)
@@ -167,7 +168,12 @@ def spans_of(table: pa.Table, share: float = 1.0) -> tuple[np.ndarray, np.ndarra
     d = pc.fill_null(table["duration_us"], 0.0).to_numpy(zero_copy_only=False).astype(float)
     d = np.where(np.isfinite(d) & (d > 0) & (d < 9e12), d, 0.0)
     end = start + np.round(d * 1000.0).astype(np.int64)
-    begin = end - np.round(d * share * 1000.0).astype(np.int64)
+    return end - np.round(d * share * 1000.0).astype(np.int64), end, ok
+
+
+def spans_of(table: pa.Table, share: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`row_spans` of the rows with a usable start."""
+    begin, end, ok = row_spans(table, share)
     return begin[ok], end[ok]
 
 
@@ -202,3 +208,27 @@ def prefer_acl(calls: pa.Table) -> pa.Table:
     """The AscendCL-level calls when there are any: the runtime calls nested in them are the same ones."""
     acl = calls.filter(pc.fill_null(pc.equal(calls["level"], "acl"), False))
     return acl if acl.num_rows else calls
+
+
+def idle_after(ctx: RuleContext, rank, calls: pa.Table) -> tuple[float, tuple[np.ndarray, np.ndarray]]:
+    """The device idle host calls leave (the device waits for the host): each gap a call overlaps,
+    from max(gap start, call start) to the gap's end; their union in µs, and the ranges as absolute ns."""
+    tl = ctx.timeline(rank)
+    gs, ge = idle_gaps(tl)
+    cs, ce = spans_of(calls)
+    if len(gs) == 0 or len(cs) == 0:
+        return 0.0, (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    cs_us, ce_us = (cs - tl.base) / 1000.0, (ce - tl.base) / 1000.0
+    order = np.argsort(gs)
+    gs, ge = gs[order], ge[order]
+    # the last gap starting before each call ends; it is the call's gap when it ends after the call starts
+    j = np.searchsorted(gs, ce_us, side="right") - 1
+    ok = j >= 0
+    j = np.maximum(j, 0)
+    ok &= ge[j] > cs_us
+    lo = np.maximum(gs[j], cs_us)[ok]
+    hi = ge[j][ok]
+    if len(lo) == 0:
+        return 0.0, (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    ms, me = merge(lo, hi)
+    return float((me - ms).sum()), absolute(tl, ms, me)

@@ -19,9 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.profiling.analysis.quantities import idle_gaps
-from npudiag.profiling.analysis.timeline import merge
-from npudiag.profiling.rules.base import Finding, RuleContext, absolute, host_api, prefer_acl, spans_of, step_starts
+from npudiag.profiling.rules.base import Finding, RuleContext, host_api, idle_after, prefer_acl, step_starts
 
 RULE_ID = "sync_stream"
 OPTIONS = {"min_steps": 2.0, "launch_ratio": 0.5, "min_launches": 20.0, "warning_share": 0.01, "critical_share": 0.05}
@@ -56,30 +54,6 @@ def launch_ratio(api: pa.Table) -> tuple[int, int, float]:
     return n, followed, (followed / n if n else 0.0)
 
 
-def _idle_after(ctx: RuleContext, rank, calls: pa.Table) -> tuple[float, tuple[np.ndarray, np.ndarray]]:
-    """The device idle the calls leave: each gap a call overlaps, from max(gap start, call start) to
-    the gap's end; their union in µs, and the ranges as absolute ns."""
-    tl = ctx.timeline(rank)
-    gs, ge = idle_gaps(tl)
-    cs, ce = spans_of(calls)
-    if len(gs) == 0 or len(cs) == 0:
-        return 0.0, (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    cs_us, ce_us = (cs - tl.base) / 1000.0, (ce - tl.base) / 1000.0
-    order = np.argsort(gs)
-    gs, ge = gs[order], ge[order]
-    # the last gap starting before each call ends; it is the call's gap when it ends after the call starts
-    j = np.searchsorted(gs, ce_us, side="right") - 1
-    ok = j >= 0
-    j = np.maximum(j, 0)
-    ok &= ge[j] > cs_us
-    lo = np.maximum(gs[j], cs_us)[ok]
-    hi = ge[j][ok]
-    if len(lo) == 0:
-        return 0.0, (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    ms, me = merge(lo, hi)
-    return float((me - ms).sum()), absolute(tl, ms, me)
-
-
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     host_api(ctx)
     out = []
@@ -104,7 +78,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         if not (in_loop or blocking):
             continue
         counted = calls.filter(pa.array(sel))
-        idle_us, ranges = _idle_after(ctx, rank, counted)
+        idle_us, ranges = idle_after(ctx, rank, counted)
         names = sorted(set(counted["name"].to_pylist()))
         host_wait_us = float(pc.sum(pc.fill_null(counted["duration_us"], 0.0)).as_py() or 0.0)
         if blocking:
