@@ -209,7 +209,7 @@ FINDING_INTERVALS = pa.schema(
 
 DIFF = pa.schema(
     [
-        ("match_by", pa.string()),  # type, name, type+shapes, name+shapes
+        ("match_by", pa.string()),  # type, name, type+shapes, name+shapes, torch (framework ops)
         ("key", pa.string()),
         ("status", pa.string()),  # both, added (only in current), removed (only in baseline)
         ("base_count", pa.float64()),  # per run: the mean over repeated runs, so not always whole
@@ -223,6 +223,8 @@ DIFF = pa.schema(
         ("delta_avg_us", pa.float64()),
         ("base_share_pct", pa.float64()),
         ("cur_share_pct", pa.float64()),
+        ("base_host_self_us", pa.float64()),  # --level torch: the ops' host self time per run (null at the kernel level)
+        ("cur_host_self_us", pa.float64()),
     ]
 )
 
@@ -438,6 +440,31 @@ COMM_BANDWIDTH = pa.schema(
     ]
 )
 
+# torch_ops.parquet: framework (aten / torch) ops by name, with the device time of the kernels they launched
+TORCH_OPS = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("name", pa.string()),  # aten::addmm, npu::npu_rms_norm ...
+        ("calls", pa.int64()),
+        ("host_total_us", pa.float64()),  # the calls' host time, nested ops included
+        ("host_self_us", pa.float64()),  # minus the ops nested directly inside
+        ("device_us", pa.float64()),  # the kernels launched from inside the op itself (not from a nested op)
+        ("kernels", pa.int64()),
+    ]
+)
+
+# device_info.parquet: what each device is made of (msprof's PROF_*/device_N/info.json.N DeviceInfo)
+DEVICE_INFO = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("device_id", pa.int32()),
+        ("ai_core_num", pa.int32()),  # AI Cores (cube units)
+        ("aiv_num", pa.int32()),  # vector cores; 0 on chips without separate ones
+        ("ai_cpu_core_num", pa.int32()),
+        ("aic_frequency_mhz", pa.float64()),
+    ]
+)
+
 MEMORY_TIMELINE = pa.schema(
     [
         ("source", pa.string()),  # memory_record, npu_module_mem, npu_mem, db
@@ -511,6 +538,8 @@ TABLES: dict[str, pa.Schema] = {
     "memory_timeline": MEMORY_TIMELINE,
     "op_memory": OP_MEMORY,
     "aicore_freq": AICORE_FREQ,
+    "device_info": DEVICE_INFO,
+    "torch_ops": TORCH_OPS,
 }
 
 

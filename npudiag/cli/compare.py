@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,8 +18,14 @@ if TYPE_CHECKING:
 CONFIG_FILE = "npudiag-gate.toml"  # read from the current folder when --config is not given
 
 COMPARE_EXAMPLE = """\b
-Example:
-  npudiag compare fixtures/sample_msprof fixtures/sample_torch --top 5"""
+Examples:
+  npudiag compare fixtures/sample_msprof fixtures/sample_torch --top 5
+  npudiag compare fixtures/sample_torch fixtures/sample_torch --level torch"""
+
+
+class Level(str, Enum):
+    kernel = "kernel"
+    torch = "torch"
 
 GATE_EXAMPLE = """\b
 Example (CI):
@@ -41,6 +48,9 @@ def compare(
     ),
     current: Path = typer.Argument(..., metavar="CURRENT", help="Current: the same kinds of input as the baseline."),
     by: By = typer.Option(By.type, "--by", help="Match operators by op type or by op name."),
+    level: Level = typer.Option(
+        Level.kernel, "--level", help="kernel: device kernels; torch: framework ops (aten::mm ...) with their kernels' device time."
+    ),
     shapes: bool = typer.Option(False, "--shapes", help="Same op with other input shapes is a different kernel."),
     top: int = typer.Option(20, "--top", min=1, help="How many operators to show."),
     out: Path = typer.Option(Path("npudiag-out/compare"), "--out", "-o", help="Folder for diff.parquet and compare.json."),
@@ -56,7 +66,7 @@ def compare(
     from npudiag.report.json_report import render_json
 
     say = Say(quiet, verbose)
-    result = pipeline.compare(baseline, current, out, by=by.value, shapes=shapes, status=_status(quiet or json_out))
+    result = pipeline.compare(baseline, current, out, by=by.value, shapes=shapes, level=level.value, status=_status(quiet or json_out))
     say.warnings(result.warnings)
     if json_out:
         sys.stdout.write(render_json(result.summary) + "\n")

@@ -36,6 +36,7 @@ KINDS: dict[str, re.Pattern[str]] = {
     "operator_memory": re.compile(r"^operator_memory[^/]*\.csv$"),
     "npu_module_mem": re.compile(r"^npu_module_mem[^/]*\.csv$"),
     "npu_mem": re.compile(r"^npu_mem(?!ory)[^/]*\.csv$"),
+    "device_info": re.compile(r"^info\.json\.\d+$"),
 }
 # files we recognise and list in the manifest but do not read into tables yet
 KNOWN_UNREAD = re.compile(
@@ -156,10 +157,20 @@ def _torch_rank(folder: Path, scope: Scope) -> int | None:
     return None
 
 
+def _device_info(unit: Unit, devices: list[Path], scope: Scope) -> None:
+    """Add the ``info.json.N`` of these ``device_N`` folders (the only file read from them here)."""
+    for dev in devices:
+        if dev.is_dir() and scope.allows(dev):
+            for f in _files(dev, scope):
+                if KINDS["device_info"].match(f.name):
+                    unit.add(f)
+
+
 def _torch_unit(folder: Path, scope: Scope) -> Unit:
     unit = Unit(folder, "torch_npu", _torch_rank(folder, scope))
     for f in _files(folder / "ASCEND_PROFILER_OUTPUT", scope):
         unit.add(f, sniff=True)
+    _device_info(unit, sorted(folder.glob("PROF_*/device_*")), scope)
     return unit
 
 
@@ -169,6 +180,7 @@ def _msprof_units(folder: Path, scope: Scope) -> list[Unit]:
         unit = Unit(folder, "msprof")
         for f in _files(out, scope) + _files(folder, scope):
             unit.add(f, sniff=True)
+        _device_info(unit, sorted(folder.glob("device_*")), scope)
         return [unit]
     units = []
     for dev in sorted(folder.glob("device_*")):
@@ -180,6 +192,7 @@ def _msprof_units(folder: Path, scope: Scope) -> list[Unit]:
             for f in _files(dev / sub, scope):
                 unit.add(f, sniff=True)
         if unit.files:
+            _device_info(unit, [dev], scope)
             units.append(unit)
     if not units:
         unit = Unit(folder, "msprof")

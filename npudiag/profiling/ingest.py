@@ -28,6 +28,7 @@ from npudiag.profiling.discover import Unit, assign_ranks, discover, duplicate_r
 from npudiag.profiling.formats.analysis_db import read_analysis_db
 from npudiag.profiling.formats.api_statistic import read_api_statistic
 from npudiag.profiling.formats.communication import read_communication_tables, read_matrix
+from npudiag.profiling.formats.device_info import read_device_info
 from npudiag.profiling.formats.kernel_csv import read_kernels
 from npudiag.profiling.formats.memory_csv import read_memory_record, read_npu_mem, read_npu_module_mem, read_operator_memory
 from npudiag.profiling.formats.msprof_db import read_db
@@ -148,6 +149,7 @@ _READERS: dict[str, Callable[[Path, int | None], Any]] = {
     "analysis_db": read_analysis_db,
     "communication_matrix": lambda path, rank: (read_matrix(path, rank), []),
     "communication": lambda path, rank: (read_communication_tables(path, rank), []),
+    "device_info": lambda path, rank: (read_device_info(path, rank), []),
     "memory_record": read_memory_record,
     "npu_module_mem": read_npu_module_mem,
     "npu_mem": read_npu_mem,
@@ -173,7 +175,7 @@ class UnitResult:
 
 
 READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops", "comm_tasks",
-               "comm_bandwidth", "memory_timeline", "op_memory", "aicore_freq")  # fmt: skip
+               "comm_bandwidth", "memory_timeline", "op_memory", "aicore_freq", "device_info", "torch_ops")  # fmt: skip
 # the memory files of a unit, by the table they give; the .db export's tables stand in for them
 _MEMORY_KINDS = {"memory_timeline": ("memory_record", "npu_module_mem", "npu_mem"), "op_memory": ("operator_memory",)}
 
@@ -316,6 +318,11 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
             r.use("analysis_db", name, [p for p, _ in found])
     _read_memory(r, parts)
     _read_freq(r, parts)
+    _read_torch_ops(r, parts)
+    infos = [t for t in r.tables_of("device_info") if t.num_rows]
+    if infos:
+        parts["device_info"].extend(infos)
+        r.use("device_info", "device_info")
     copies = build_copies(dev_copies, api)
     if copies.num_rows:
         parts["copies"].append(copies)
@@ -363,6 +370,18 @@ def _read_freq(r: _UnitReader, parts: dict[str, list[pa.Table]]) -> None:
             t = found[0][1] if len(found) == 1 else _first_of_each(pa.concat_tables([x for _, x in found]))
             parts["aicore_freq"].append(t)
             r.use(kind, "aicore_freq", [p for p, _ in found])
+            return
+
+
+def _read_torch_ops(r: _UnitReader, parts: dict[str, list[pa.Table]]) -> None:
+    """torch_ops from the trace's cpu_op events, else from the .db's PYTORCH_API (the same run's ops either way)."""
+    for kind in ("trace", "db"):
+        if kind not in r.unit.files:
+            continue
+        found = [(p, t.torch_ops) for p, t in r.read(kind) if t.torch_ops.num_rows]
+        if found:
+            parts["torch_ops"].extend(t for _, t in found)
+            r.use(kind, "torch_ops", [p for p, _ in found])
             return
 
 

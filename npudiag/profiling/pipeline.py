@@ -372,30 +372,48 @@ def compare(
     *,
     by: str = "type",
     shapes: bool = False,
+    level: str = "kernel",
     status=None,
 ) -> Comparison:
     """Match operators of two sides (profiles, ``analyze`` out folders or folders of repeated runs) by
-    op type or name (``shapes``: a different input shape is a different op); write diff.parquet and
-    compare.json into ``out`` when given. ``status(path)`` is a context manager around each read."""
-    from npudiag.profiling.analysis.compare import compare_totals, diff_ops
+    op type or name (``shapes``: a different input shape is a different op), or at ``level`` "torch"
+    framework ops (aten::mm ...) with their kernels' device time; write diff.parquet and compare.json
+    into ``out`` when given. ``status(path)`` is a context manager around each read. A warning says
+    when less than half of either side's device time is in ops found on both sides."""
+    from npudiag.profiling.analysis.compare import LEVELS, compare_totals, diff_ops, matched
     from npudiag.profiling.runs import describe
     from npudiag.store import write_json, write_table
 
+    if level not in LEVELS:
+        raise OptionError(f"level must be one of {', '.join(LEVELS)}, not {level!r}", "level")
+
     base, cur = _sides(baseline, current, status)
     bt, ct = [r.tables for r in base], [r.tables for r in cur]
-    diff = diff_ops(bt, ct, by=by, shapes=shapes)
+    diff = diff_ops(bt, ct, by=by, shapes=shapes, level=level)
+    share = matched(diff)
+    warnings = [w for r in base + cur for w in r.warnings]
+    if level == "torch" and not diff.num_rows:
+        warnings.append("no framework ops on either side (torch_ops comes from torch_npu's trace_view.json cpu_op events or "
+                        "the .db's PYTORCH_API; msprof-only profiles have none)")  # fmt: skip
+    elif any(v is not None and v < 0.5 for v in share.values()):
+        fmt = {k: "-" if v is None else f"{100 * v:.0f}%" for k, v in share.items()}
+        hint = "" if level == "torch" else "; --level torch matches framework ops, whatever the kernels are called"
+        warnings.append(f"only {fmt['baseline']} of the baseline's and {fmt['current']} of the current's device time is in ops "
+                        f"found on both sides: the sides differ in profiler level, naming or workload{hint}")  # fmt: skip
     summary = {
         "baseline": describe(base),
         "current": describe(cur),
         "totals": compare_totals(bt, ct),
-        "ops": {"match_by": diff["match_by"][0].as_py() if diff.num_rows else by, "total": diff.num_rows, "rows": diff.to_pylist()},
+        "ops": {"match_by": diff["match_by"][0].as_py() if diff.num_rows else ("torch" if level == "torch" else by),
+                "total": diff.num_rows, "matched_share": share, "rows": diff.to_pylist()},  # fmt: skip
     }
     if out is not None:
         out = Path(out)
         summary["out"] = str(out / "diff.parquet")
         write_table(diff, out / "diff.parquet")
         write_json({k: v for k, v in summary.items() if k != "ops"}, out / "compare.json")
-    return Comparison(summary, {"diff": diff}, [w for r in base + cur for w in r.warnings])
+    summary["warnings"] = warnings
+    return Comparison(summary, {"diff": diff}, warnings)
 
 
 @dataclass

@@ -42,19 +42,35 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
             for r in result["totals"]["rows"]]  # fmt: skip
     console.print(table(console, "Totals (per run)", cols, rows))
     ops = result["ops"]
-    title = f"Operators by {ops['match_by']}, largest change first ({min(top, len(ops['rows']))} of {ops['total']})"
+    torch = ops["match_by"] == "torch"
+    what = "Framework ops" if torch else f"Operators by {ops['match_by']}"
+    title = f"{what}, largest change first ({min(top, len(ops['rows']))} of {ops['total']})"
     cols = [Col("op", "name", 0, min_width=16), Col("count", priority=3), Col("base", priority=1), Col("current", priority=1),
             Col("delta", priority=0), Col("change", priority=0), Col("avg base", priority=2), Col("avg cur", priority=2)]  # fmt: skip
+    if torch:
+        cols += [Col("host self base", priority=4), Col("host self cur", priority=4)]
     rows = []
     for r in ops["rows"][:top]:
         mark = {"added": " (new)", "removed": " (gone)"}.get(r["status"], "")
         count = _count(r["base_count"]) if r["base_count"] == r["cur_count"] else f"{_count(r['base_count'])}→{_count(r['cur_count'])}"
         delta = r["delta_total_us"]
-        rows.append([
+        row = [
             plain(r["key"] + mark), count, fmt_us(r["base_total_us"]), fmt_us(r["cur_total_us"]),
             Text(("+" if delta > 0 else "") + fmt_us(delta), style="red" if delta > 0 else "green" if delta < 0 else ""),
             _ratio(r["ratio"]), fmt_us(r["base_avg_us"]), fmt_us(r["cur_avg_us"]),
-        ])  # fmt: skip
-    console.print(table(console, title, cols, rows, caption="base, current: the op's total device time per run; avg: per call"))
+        ]  # fmt: skip
+        if torch:
+            row += [fmt_us(r["base_host_self_us"]), fmt_us(r["cur_host_self_us"])]
+        rows.append(row)
+    caption = (
+        "base, current: device time of the kernels each op launched, per run; avg: per call; host self: the op's own host time"
+        if torch
+        else "base, current: the op's total device time per run; avg: per call"
+    )
+    console.print(table(console, title, cols, rows, caption=caption))
+    share = ops.get("matched_share") or {}
+    if any(v is not None and v < 0.5 for v in share.values()):
+        fmt = ", ".join(f"{k} {'-' if v is None else f'{100 * v:.0f}%'}" for k, v in share.items())
+        console.print(Text(f"Matched on both sides: {fmt} of the device time (see the warning).", style="yellow"))
     if result.get("out"):
         console.print(plain(f"diff table: {result['out']}", style="dim"))

@@ -706,8 +706,11 @@ def write_msprof_profile(
     small_copies: int = 0,
     idle_gaps: int = 0,
     idle_gap_us: float = 0.0,
+    device_info: tuple[int, int] | None = None,
 ) -> GroundTruth:
-    """``small_copies`` plants async 1 KiB H2D copies of 5 µs; ``idle_gaps`` plants device gaps of ``idle_gap_us``."""
+    """``small_copies`` plants async 1 KiB H2D copies of 5 µs; ``idle_gaps`` plants device gaps of ``idle_gap_us``;
+    ``device_info`` (AI Cores, vector cores) writes device_0/info.json.0 as msprof does (every compute
+    kernel of the generator runs on 40 blocks)."""
     kinds, start, dur, gaps, step = _plan(kernels, seed, 1, idle_gaps, idle_gap_us)
     gt = _truth("msprof", kinds, dur)
     folder = out / "PROF_000001_20260605155111872_NPUDIAGGENERATEDAA"
@@ -721,6 +724,8 @@ def write_msprof_profile(
         _write_trace(mso / f"msprof_{ts}.json", events)
     if db:
         _write_db(folder / f"msprof_{ts}.db", kinds, start, dur, copies, copy_bytes, copy_us)
+    if device_info is not None:
+        _info_json(folder / "device_0", *device_info)
     gt.copies = {"count": copies, "bytes_each": copy_bytes, "device_us_each": copy_us, "mode": "sync"}
     gt.profile_dir = str(folder)
     (out / "ground_truth.json").write_text(json.dumps(gt.__dict__, indent=2), encoding="utf-8")
@@ -754,6 +759,22 @@ _HCCL_STREAM = 4
 _SUBTASKS = (("Notify_Wait", 0.55, 0), ("Memcpy", 0.2, 1 << 20), ("Reduce_Inline", 0.15, 1 << 20), ("Notify_Record", 0.02, 0))
 
 
+def _info_json(device: Path, ai_core_num: int, aiv_num: int) -> None:
+    """msprof's device_N/info.json.N (and its .done marker), with the fields of a real Atlas A2 file."""
+    device.mkdir(parents=True, exist_ok=True)
+    info = {
+        "jobInfo": "NA", "version": "1.0", "OS": "Linux-5.10.0-aarch64", "cpuCores": 192, "hostname": "npudiag-host",
+        "hwtype": "aarch64", "devices": "0", "platform": "Ascend910B",
+        "DeviceInfo": [{"id": 0, "env_type": 3, "ctrl_cpu_id": "ARMv8_Cortex_A55", "ctrl_cpu_core_num": 1, "ctrl_cpu_endian_little": 1,
+                        "ts_cpu_core_num": 1, "ai_cpu_core_num": 6, "ai_core_num": ai_core_num, "ai_cpu_core_id": 1,
+                        "ai_core_id": 0, "aicpu_occupy_bitmap": 126, "ctrl_cpu": "0", "ai_cpu": "1,2,3,4,5,6", "aiv_num": aiv_num,
+                        "hwts_frequency": "50", "aic_frequency": "1800", "aiv_frequency": "1800"}],
+        "platform_version": "5", "pid": "2647914", "memoryTotal": 1584332800, "cpuNums": 192, "sysClockFreq": 100, "rank_id": 0,
+    }  # fmt: skip
+    (device / "info.json.0").write_text(json.dumps(info), encoding="utf-8")
+    (device / "info.json.0.done").write_text("", encoding="utf-8")
+
+
 def _communication_json(path: Path, kinds, start, dur, step, sizes_mb: list[float]) -> None:
     """torch_npu's communication.json: per step, per collective op, its Communication Time Info and its
     Communication Bandwidth Info for every transport (those it did not use at 0), as Level1 writes it."""
@@ -763,7 +784,7 @@ def _communication_json(path: Path, kinds, start, dur, step, sizes_mb: list[floa
         size = sizes_mb[n % len(sizes_mb)]
         elapse_ms = float(dur[i]) / 1000.0
         transit_ms = round(elapse_ms * 0.8, 6)
-        moved = {"Transit Size(MB)": size, "Transit Time(ms)": transit_ms, "Bandwidth(GB/s)": round(size / transit_ms / 1000.0, 4),
+        moved = {"Transit Size(MB)": size, "Transit Time(ms)": transit_ms, "Bandwidth(GB/s)": round(size / transit_ms, 4),
                  "Large Packet Ratio": 1.0 if size >= 16 else 0.0, "Size Distribution": {str(size): [1, transit_ms]}}  # fmt: skip
         op = {
             "Communication Time Info": {

@@ -18,23 +18,41 @@ from npudiag.profiling.analysis.hot_ops import op_key
 from npudiag.profiling.analysis.metrics import samples
 from npudiag.profiling.analysis.summary import per_rank
 
+LEVELS = ("kernel", "torch")
 
-def _aggregate(runs: Sequence[dict[str, pa.Table]], by: str, shapes: bool) -> pa.Table:
+
+def _aggregate(runs: Sequence[dict[str, pa.Table]], by: str, shapes: bool, level: str = "kernel") -> pa.Table:
+    """Per key and per run: count, device time (and host self time at the torch level)."""
     parts = []
     for t in runs:
-        k = t["kernels"]
-        parts.append(pa.table({"key": op_key(k, by, shapes), "d": pc.fill_null(k["duration_us"], 0.0)}))
-    g = pa.concat_tables(parts).group_by("key").aggregate([("d", "count"), ("d", "sum")])
+        if level == "torch":
+            o = t.get("torch_ops", schemas.empty("torch_ops"))
+            parts.append(pa.table({"key": o["name"], "n": o["calls"].cast(pa.float64()), "d": pc.fill_null(o["device_us"], 0.0),
+                                   "h": pc.fill_null(o["host_self_us"], 0.0)}))  # fmt: skip
+        else:
+            k = t["kernels"]
+            d = pc.fill_null(k["duration_us"], 0.0)
+            parts.append(pa.table({"key": op_key(k, by, shapes), "n": pa.repeat(pa.scalar(1.0), k.num_rows), "d": d,
+                                   "h": pa.nulls(k.num_rows, pa.float64())}))  # fmt: skip
+    g = pa.concat_tables(parts).group_by("key").aggregate([("n", "sum"), ("d", "sum"), ("h", "sum")])
     n = float(len(runs))
-    return pa.table({"key": g["key"], "count": pc.divide(g["d_count"].cast(pa.float64()), n), "total": pc.divide(g["d_sum"], n)})
+    host = pc.divide(g["h_sum"], n) if level == "torch" else pa.nulls(g.num_rows, pa.float64())
+    return pa.table({"key": g["key"], "count": pc.divide(g["n_sum"], n), "total": pc.divide(g["d_sum"], n), "host": host})
 
 
 def diff_ops(
-    base: Sequence[dict[str, pa.Table]], cur: Sequence[dict[str, pa.Table]], *, by: str = "type", shapes: bool = False
+    base: Sequence[dict[str, pa.Table]],
+    cur: Sequence[dict[str, pa.Table]],
+    *,
+    by: str = "type",
+    shapes: bool = False,
+    level: str = "kernel",
 ) -> pa.Table:
-    """One row per op group on either side, sorted by the absolute change of total time."""
-    b = _aggregate(base, by, shapes)
-    c = _aggregate(cur, by, shapes)
+    """One row per op group on either side, sorted by the absolute change of total time. ``level``
+    "torch" matches framework ops (torch_ops: aten::mm ...) with the device time of their kernels
+    and their host self time, instead of kernels by type or name."""
+    b = _aggregate(base, by, shapes, level)
+    c = _aggregate(cur, by, shapes, level)
     j = b.join(c, "key", join_type="full outer", left_suffix="_b", right_suffix="_c")
     bc, cc = pc.fill_null(j["count_b"], 0.0), pc.fill_null(j["count_c"], 0.0)
     bt, ct = pc.fill_null(j["total_b"], 0.0), pc.fill_null(j["total_c"], 0.0)
@@ -52,7 +70,7 @@ def diff_ops(
     ba, ca = avg(bt, bc), avg(ct, cc)
     out = pa.table(
         {
-            "match_by": pa.array([by + ("+shapes" if shapes else "")] * j.num_rows, pa.string()),
+            "match_by": pa.array(["torch" if level == "torch" else by + ("+shapes" if shapes else "")] * j.num_rows, pa.string()),
             "key": j["key"],
             "status": status,
             "base_count": bc,
@@ -66,11 +84,23 @@ def diff_ops(
             "delta_avg_us": pc.subtract(ca, ba),
             "base_share_pct": share(bt, b_sum),
             "cur_share_pct": share(ct, c_sum),
+            "base_host_self_us": j["host_b"],
+            "cur_host_self_us": j["host_c"],
         }
     )
     out = out.append_column("_abs", pc.abs(delta))
     out = out.sort_by([("_abs", "descending"), ("key", "ascending")]).drop_columns(["_abs"])
     return schemas.conform(out, schemas.DIFF)
+
+
+def matched(diff: pa.Table) -> dict[str, float | None]:
+    """The share of each side's device time in ops found on both sides (None for a side with none)."""
+    both = pc.equal(diff["status"], "both")
+    out: dict[str, float | None] = {}
+    for side, col in (("baseline", "base_total_us"), ("current", "cur_total_us")):
+        total = pc.sum(diff[col]).as_py() or 0.0
+        out[side] = (pc.sum(pc.filter(diff[col], both)).as_py() or 0.0) / total if total > 0 else None
+    return out
 
 
 def _side_totals(runs: Sequence[dict[str, pa.Table]]) -> dict[str, Any]:

@@ -55,6 +55,7 @@ class DbTables:
     memory_timeline: pa.Table = field(default_factory=lambda: schemas.empty("memory_timeline"))
     op_memory: pa.Table = field(default_factory=lambda: schemas.empty("op_memory"))
     aicore_freq: pa.Table = field(default_factory=lambda: schemas.empty("aicore_freq"))
+    torch_ops: pa.Table = field(default_factory=lambda: schemas.empty("torch_ops"))
 
 
 def _columns(con: sqlite3.Connection, table: str) -> list[str]:
@@ -279,7 +280,34 @@ def _read(db: _Db, rank: int | None) -> DbTables:
     out.memory_timeline = _memory_timeline(db, rank)
     out.op_memory = _op_memory(db, rank)
     out.aicore_freq = _aicore_freq(db, rank)
+    # the device work framework ops launch: compute kernels and copies (not HCCL's sub-tasks)
+    out.torch_ops = _torch_ops(db, rank, schemas.concat([task.filter(is_cti), rest.filter(pc.equal(classes, tasks.COPY))]))
     return out
+
+
+def _torch_ops(db: _Db, rank: int | None, task: pa.Table) -> pa.Table:
+    """PYTORCH_API rows of type op (ENUM_API_TYPE), linked to their tasks through CONNECTION_IDS."""
+    from npudiag.profiling.formats.torch_ops import from_db
+
+    if "PYTORCH_API" not in db.present:
+        return schemas.empty("torch_ops")
+    api = db.read("PYTORCH_API", {"startNs": "startNs", "endNs": "endNs", "globalTid": "globalTid", "connectionId": "connectionId",
+                                   "name": "name", "type": "type"})  # fmt: skip
+    op_type = 50001  # ENUM_API_TYPE 'op' in every export seen; the table says so where it is present
+    if "ENUM_API_TYPE" in db.present:
+        found = [r[0] for r in db.con.execute("SELECT id FROM ENUM_API_TYPE WHERE name = 'op'").fetchall()]
+        op_type = found[0] if found else op_type
+    api = api.filter(pc.fill_null(pc.and_(pc.equal(api["type"], op_type), pc.is_valid(api["startNs"])), False))
+    api = api.filter(pc.fill_null(pc.greater_equal(api["endNs"], api["startNs"]), False))
+    conn = db.read("CONNECTION_IDS", {"id": "id", "connectionId": "connectionId"}) if "CONNECTION_IDS" in db.present else None
+    if api.num_rows == 0:
+        return schemas.empty("torch_ops")
+    keys, values = db.strings()
+    names = dict(zip(keys.to_pylist(), values.to_pylist()))
+    links = conn if conn is not None else pa.table({"id": pa.array([], _INT), "connectionId": pa.array([], _INT)})
+    t = task.select(["connection_id", "start_ns", "end_ns"]).rename_columns(["connectionId", "startNs", "endNs"])
+    t = t.filter(pc.is_valid(t["connectionId"]))
+    return from_db(api, links.filter(pc.is_valid(links["connectionId"])), t, names, rank)
 
 
 def _aicore_freq(db: _Db, rank: int | None) -> pa.Table:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.errors import InputError
@@ -64,6 +65,7 @@ class TraceTables:
     device_ids: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     aicore_freq: pa.Table = field(default_factory=lambda: schemas.empty("aicore_freq"))
+    torch_ops: pa.Table = field(default_factory=lambda: schemas.empty("torch_ops"))
 
 
 def _num(value: object) -> float:
@@ -217,10 +219,17 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
     flows: dict[int, int] = {}  # HostToDevice flow id (the connection id) -> host launch time, ns
     skip_pids: set[object] = set()  # processes already named and not needed (Overlap Analysis, HBM, ...)
     freq: list[tuple[int, float, float]] = []  # "AI Core Freq" counter samples: (exact ns, us, MHz)
+    torch = _TorchOps()  # torch_npu's cpu_op events and the torch_to_npu flows from them to kernels
     for ev in iter_events(path, progress):
         ph = ev.get("ph")
         if ph == "X":
             cat = ev.get("cat")
+            if cat == "cpu_op":
+                torch.add_op(ev, cols)
+                continue
+            if cat == "enqueue" or cat == "dequeue":
+                torch.add_queue(ev, cols, cat)
+                continue
             if (cat in _SKIP_CATS and not str(ev.get("name", "")).startswith("ProfilerStep#")) or ev.get("pid") in skip_pids:
                 continue
             t = _num(ev.get("ts"))
@@ -229,10 +238,16 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
                 continue
             cols.add(ev, t)
         elif ph == "s":
-            if ev.get("cat") == "HostToDevice":
+            cat = ev.get("cat")
+            if cat == "HostToDevice":
                 fid, t = _code(ev.get("id")), _num(ev.get("ts"))
                 if fid != MISSING and t == t:
                     flows[fid] = _exact_ns(ev.get("ts"), t)
+            elif cat == "async_npu":
+                torch.add_flow(ev, cols, end=False)
+        elif ph == "f":
+            if ev.get("cat") == "async_npu":
+                torch.add_flow(ev, cols, end=True)
         elif ph == "C":
             if ev.get("name") == AICORE_FREQ and isinstance(ev.get("args"), dict):
                 t, mhz = _num(ev.get("ts")), _num(ev["args"].get("MHz"))
@@ -296,7 +311,81 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
         device_ids,
         warnings,
         _freq_table(freq, rank, device_id),
+        torch.table(cols, hw, rank),
     )
+
+
+class _TorchOps:
+    """cpu_op calls (thread, exact start and end ns, name) and torch_to_npu flow ends by flow id."""
+
+    def __init__(self) -> None:
+        self.thread = array("q")
+        self.start = array("q")
+        self.end = array("q")
+        self.names: list[str] = []
+        self.starts: dict[int, tuple[int, int]] = {}  # flow id -> (thread code, ns) inside the op
+        self.ends: dict[int, tuple[int, int, int]] = {}  # flow id -> (pid, tid, ns): the kernel's start on its stream
+        self.threads: dict[tuple[int, int], int] = {}  # (pid, tid) -> thread code
+        self.queue: dict[str, list[tuple[int, int, int, int]]] = {"enqueue": [], "dequeue": []}  # (thread, start, end, corr)
+
+    def _thread(self, ev: dict, cols: _Columns) -> int:
+        return self.threads.setdefault((cols.pid_code(ev.get("pid")), _code(ev.get("tid"))), len(self.threads))
+
+    def add_op(self, ev: dict, cols: _Columns) -> None:
+        t, d = _num(ev.get("ts")), _num(ev.get("dur"))
+        if t != t or d != d or d < 0 or d > 1e12:
+            return
+        s = _exact_ns(ev.get("ts"), t)
+        self.thread.append(self._thread(ev, cols))
+        self.start.append(s)
+        self.end.append(s + round(d * 1000))
+        nm = ev.get("name", "")
+        self.names.append(nm if nm.__class__ is str else str(nm))
+
+    def add_queue(self, ev: dict, cols: _Columns, cat: str) -> None:
+        t, d = _num(ev.get("ts")), _num(ev.get("dur"))
+        a = ev.get("args")
+        corr = _code(a.get("correlation_id")) if isinstance(a, dict) else MISSING
+        if t != t or d != d or corr == MISSING:
+            return
+        s = _exact_ns(ev.get("ts"), t)
+        self.queue[cat].append((self._thread(ev, cols), s, s + round(max(d, 0.0) * 1000), corr))
+
+    def add_flow(self, ev: dict, cols: _Columns, end: bool) -> None:
+        fid, t = _code(ev.get("id")), _num(ev.get("ts"))
+        if fid == MISSING or t != t:
+            return
+        if end:
+            self.ends[fid] = (cols.pid_code(ev.get("pid")), _code(ev.get("tid")), _exact_ns(ev.get("ts"), t))
+        else:
+            self.starts[fid] = (self._thread(ev, cols), _exact_ns(ev.get("ts"), t))
+
+    def table(self, cols: _Columns, hw: np.ndarray, rank) -> pa.Table:
+        from npudiag.profiling.formats.torch_ops import Queue, torch_op_table
+
+        deq = np.array(self.queue["dequeue"], np.int64).reshape(-1, 4)
+        enq = np.array(self.queue["enqueue"], np.int64).reshape(-1, 4)
+        queue = Queue(deq[:, 0], deq[:, 1], deq[:, 2], deq[:, 3], enq[:, 0], enq[:, 1], enq[:, 3])
+
+        if not self.names:
+            return schemas.empty("torch_ops")
+        both = [f for f in self.starts if f in self.ends]
+        # each flow's kernel: the device task starting at the flow's end, on the same stream thread
+        from npudiag.profiling import tasks
+
+        kernels = pa.table({"pid": cols.np(cols.pid)[hw], "tid": cols.np(cols.tid)[hw], "ns": cols.np(cols.ts_ns)[hw],
+                            "us": cols.np(cols.dur)[hw]})  # fmt: skip
+        # device work only: compute kernels and copies, not communication sub-tasks or syncs
+        kind, _ = tasks.classify(_strs(cols.strs["type"], hw), _strs(cols.name, hw))
+        kernels = kernels.filter(pc.is_in(kind, pa.array([tasks.COMPUTE, tasks.COPY])))
+        launches = pa.table({"pid": [self.ends[f][0] for f in both], "tid": [self.ends[f][1] for f in both],
+                             "ns": [self.ends[f][2] for f in both], "lt": [self.starts[f][0] for f in both],
+                             "lns": [self.starts[f][1] for f in both]},
+                            schema=pa.schema([(c, pa.int64()) for c in ("pid", "tid", "ns", "lt", "lns")]))  # fmt: skip
+        j = launches.join(kernels, ["pid", "tid", "ns"], join_type="inner")
+        return torch_op_table(self.names, np.frombuffer(self.thread, np.int64), np.frombuffer(self.start, np.int64),
+                              np.frombuffer(self.end, np.int64), j["lt"].to_numpy(), j["lns"].to_numpy(),
+                              np.nan_to_num(j["us"].to_numpy(zero_copy_only=False)), rank, queue=queue)  # fmt: skip
 
 
 def _freq_table(samples: list[tuple[int, float, float]], rank, device_id) -> pa.Table:

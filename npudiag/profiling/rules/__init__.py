@@ -19,6 +19,8 @@ from npudiag.profiling.rules import (
     aicpu_ops,
     alloc_churn,
     alloc_in_loop,
+    bandwidth,
+    block_dim,
     device_idle,
     dynamic_shape,
     fusion_candidates,
@@ -52,7 +54,7 @@ __all__ = [
 
 RULES = (sync_copy, unoverlapped_copy, small_copies, alloc_in_loop, device_idle, single_stream, aicpu_ops, hot_op,
          memory_fragmentation, memory_peak_op, alloc_churn, sync_stream, aicore_freq, fusion_candidates,
-         small_packets, dynamic_shape)  # fmt: skip
+         small_packets, dynamic_shape, block_dim, bandwidth)  # fmt: skip
 RuleFn = Callable[[RuleContext, dict[str, float]], list[Finding]]
 
 

@@ -1,0 +1,204 @@
+"""Framework (aten / torch) operators with the device time of the kernels each one launched.
+
+From torch_npu's trace_view.json: ``cpu_op`` complete events (one per aten / torch op call, nested
+on their thread) and the ``async_npu`` flows ``torch_to_npu``, whose start (``ph:"s"``) lies inside
+the op that launched a kernel and whose end (``ph:"f"``) is that kernel's start on its stream.
+From the .db export: PYTORCH_API (``startNs``, ``endNs``, ``globalTid``, ``connectionId``) with
+CONNECTION_IDS (an op's connection ids) and TASK (``connectionId``): the same link.
+
+Each kernel belongs to the innermost framework op (``aten::``, ``npu::`` ...) around its flow start
+(the aclnn / CANN node calls torch_npu records inside those are passed over; a launch from its task
+queue's worker is followed back to the op that enqueued it). Per op name: calls, host time
+(inclusive), host self time (minus the ops nested directly inside), device time and kernels.
+Everything is array arithmetic: nesting depth from the starts and ends sorted per thread, the
+parent as the last op one level up that started before, self time from per-level cumulative sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag.schemas import TORCH_OPS
+
+
+def _groups(keys: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Order by (key, start) and the composite sort key (key rank in the high bits, start offset below)."""
+    span = int(starts.max() - starts.min()) + 2 if len(starts) else 2
+    _, rank = np.unique(keys, return_inverse=True)
+    comp = rank.astype(np.int64) * span + (starts - (starts.min() if len(starts) else 0)) + 1
+    return np.argsort(comp, kind="stable"), comp
+
+
+def _nesting(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(depth, parent index or -1) of each op, the ops of a thread taken as properly nested."""
+    n = len(start)
+    order = np.lexsort((-end, start, thread))
+    t, s, e = thread[order], start[order], end[order]
+    first = np.r_[0, np.flatnonzero(t[1:] != t[:-1]) + 1]
+    grp = np.repeat(np.arange(len(first)), np.diff(np.r_[first, n]))
+    before = np.arange(n) - first[grp]  # ops of the thread sorted before this one
+    span = int(max(e.max(), s.max()) - min(s.min(), e.min())) + 2
+    lo = min(s.min(), e.min())
+    ends_sorted = np.sort(grp.astype(np.int64) * span + (e - lo))
+    ended = np.searchsorted(ends_sorted, grp.astype(np.int64) * span + (s - lo), side="right") - first[grp]
+    depth_sorted = np.maximum(before - ended, 0)
+    # parent: the last op of the same thread one level up that starts at or before this one
+    level = grp.astype(np.int64) * (depth_sorted.max() + 2) + depth_sorted
+    key_sorted = level * span + (s - lo)
+    idx = np.lexsort((s, level))
+    pos = np.searchsorted(key_sorted[idx], (level - 1) * span + (s - lo), side="right") - 1
+    parent_sorted = np.full(n, -1, np.int64)
+    ok = (depth_sorted > 0) & (pos >= 0)
+    cand = idx[np.maximum(pos, 0)]
+    ok &= (level[cand] == level - 1) & (e[cand] >= e)
+    parent_sorted[ok] = cand[ok]
+    depth, parent = np.empty(n, np.int64), np.full(n, -1, np.int64)
+    depth[order] = depth_sorted
+    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    return depth, parent
+
+
+@dataclass
+class Queue:
+    """torch_npu's task queue: an op enqueues its work on its own thread (Enqueue), a worker thread
+    dequeues it (Dequeue) and launches the kernels; both carry the same correlation id."""
+
+    deq_thread: np.ndarray
+    deq_start: np.ndarray
+    deq_end: np.ndarray
+    deq_corr: np.ndarray
+    enq_thread: np.ndarray
+    enq_start: np.ndarray
+    enq_corr: np.ndarray
+
+    def relay(self, thread: np.ndarray, ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Points inside a Dequeue moved to its Enqueue (thread, start); others unchanged."""
+        if len(self.deq_start) == 0 or len(ns) == 0:
+            return thread, ns
+        i = _containing(self.deq_thread, self.deq_start, self.deq_end, thread, ns)
+        hit = i >= 0
+        corr = np.where(hit, self.deq_corr[np.maximum(i, 0)], -1)
+        order = np.argsort(self.enq_corr, kind="stable")
+        pos = np.searchsorted(self.enq_corr[order], corr)
+        j = order[np.minimum(pos, len(order) - 1)] if len(order) else np.zeros(len(corr), np.int64)
+        ok = hit & (len(order) > 0) & (self.enq_corr[j] == corr) if len(order) else np.zeros(len(corr), bool)
+        return np.where(ok, self.enq_thread[j], thread), np.where(ok, self.enq_start[j], ns)
+
+
+def _containing(thread: np.ndarray, start: np.ndarray, end: np.ndarray, t: np.ndarray, ns: np.ndarray) -> np.ndarray:
+    """For each point (t, ns), the interval of that thread that started last at or before it, when it
+    still runs then (-1 otherwise); the intervals of a thread do not overlap."""
+    order, comp = _groups(np.r_[thread, t], np.r_[start, ns])
+    n = len(start)
+    iv, pt = comp[:n], comp[n:]
+    iv_order = np.argsort(iv, kind="stable")
+    pos = np.searchsorted(iv[iv_order], pt, side="right") - 1
+    cand = np.where(pos >= 0, iv_order[np.maximum(pos, 0)], -1)
+    ok = (cand >= 0) & (thread[np.maximum(cand, 0)] == t) & (end[np.maximum(cand, 0)] >= ns)
+    return np.where(ok, cand, -1)
+
+
+def torch_op_table(
+    names: list[str], thread: np.ndarray, start: np.ndarray, end: np.ndarray,
+    launch_thread: np.ndarray, launch_ns: np.ndarray, kernel_us: np.ndarray, rank: int | None,
+    owners: np.ndarray | None = None, queue: Queue | None = None,
+) -> pa.Table:  # fmt: skip
+    """TORCH_OPS from op calls (``thread`` codes, ``start`` / ``end`` ns) and launches (the thread and
+    time of each kernel's flow start, and the kernel's duration); ``owners`` gives each kernel's op
+    directly (the .db links them) instead of the launch points. With a ``queue``, work launched from
+    a worker's Dequeue belongs to the op around the matching Enqueue."""
+    if len(start) == 0:
+        return TORCH_OPS.empty_table()
+    start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
+    thread = np.asarray(thread, np.int64)
+    depth, parent = _nesting(thread, start, end)
+    dur = (end - start).astype(float)
+    child = np.bincount(parent[parent >= 0], weights=dur[parent >= 0], minlength=len(start))
+    self_ns = np.maximum(dur - child, 0.0)
+    device = np.zeros(len(start))
+    kernels = np.zeros(len(start), np.int64)
+    if len(kernel_us):
+        if owners is not None:  # the op's own start stands for its launch point; inside a Dequeue it is relayed
+            owners = np.asarray(owners, np.int64)
+            launch_thread, launch_ns = thread[owners], start[owners]
+        lt, lns = np.asarray(launch_thread, np.int64), np.asarray(launch_ns, np.int64)
+        rt, rns = queue.relay(lt, lns) if queue is not None else (lt, lns)
+        owner = _owner(thread, start, end, parent, rt, rns)
+        if owners is not None:
+            moved = (rt != lt) | (rns != lns)
+            owner = np.where(moved, owner, owners)
+        owner = _framework_op(owner, parent, pc.match_substring(pa.array(names, pa.string()), "::").to_numpy(zero_copy_only=False))
+        hit = owner >= 0
+        device = np.bincount(owner[hit], weights=np.asarray(kernel_us, float)[hit], minlength=len(start))
+        kernels = np.bincount(owner[hit], minlength=len(start))
+    t = pa.table({"name": pa.array(names, pa.string()), "dur": dur / 1000.0, "self": self_ns / 1000.0, "dev": device, "k": kernels})
+    g = t.group_by("name", use_threads=False).aggregate([("dur", "count"), ("dur", "sum"), ("self", "sum"), ("dev", "sum"), ("k", "sum")])
+    out = pa.table(
+        {
+            "rank": pa.array([rank] * g.num_rows, pa.int32()),
+            "name": g["name"],
+            "calls": g["dur_count"],
+            "host_total_us": g["dur_sum"],
+            "host_self_us": g["self_sum"],
+            "device_us": g["dev_sum"],
+            "kernels": g["k_sum"],
+        },
+        schema=TORCH_OPS,
+    )
+    return out.sort_by([("device_us", "descending"), ("name", "ascending")])
+
+
+def _framework_op(owner: np.ndarray, parent: np.ndarray, framework: np.ndarray) -> np.ndarray:
+    """Each kernel's op moved up to the nearest enclosing framework op (a name with ``::``: aten::mm,
+    npu::npu_rms_norm, c10d::allreduce_), past the aclnn / CANN node calls nested inside it; an op with
+    no framework op around it keeps the kernel."""
+    cur = owner.copy()
+    for _ in range(256):
+        climb = (cur >= 0) & ~framework[np.maximum(cur, 0)]
+        if not climb.any():
+            break
+        cur = np.where(climb, parent[np.maximum(cur, 0)], cur)
+    return np.where(cur >= 0, cur, owner)
+
+
+def _owner(thread, start, end, parent, lt, lts) -> np.ndarray:
+    """For each launch (thread, time), the innermost op of that thread around it; -1 when none."""
+    _, comp = _groups(np.r_[thread, lt], np.r_[start, lts])
+    n = len(start)
+    op_comp, launch_comp = comp[:n], comp[n:]
+    op_order = np.lexsort((-end, op_comp))  # at one start, the outer op first: the inner one is found
+    pos = np.searchsorted(op_comp[op_order], launch_comp, side="right") - 1
+    cand = np.where(pos >= 0, op_order[np.maximum(pos, 0)], -1)
+    ok = cand >= 0
+    ok[ok] = thread[cand[ok]] == lt[ok]
+    cand = np.where(ok, cand, -1)
+    for _ in range(256):  # climb to the op still running at the launch (the depth bounds the loop)
+        out = (cand >= 0) & (end[np.maximum(cand, 0)] < lts)
+        if not out.any():
+            break
+        cand = np.where(out, parent[np.maximum(cand, 0)], cand)
+    return cand
+
+
+def from_db(api: pa.Table, conn: pa.Table, task: pa.Table, names: dict[int, str], rank: int | None) -> pa.Table:
+    """TORCH_OPS from the .db's PYTORCH_API rows of type op (startNs, endNs, globalTid, connectionId,
+    name id), CONNECTION_IDS (an op's id -> its connectionIds) and TASK (startNs, endNs, connectionId)."""
+    if api.num_rows == 0:
+        return TORCH_OPS.empty_table()
+
+    def ns(col) -> np.ndarray:
+        return pc.cast(col, pa.int64()).to_numpy(zero_copy_only=False)
+
+    start, end, thread = ns(api["startNs"]), ns(api["endNs"]), ns(api["globalTid"])
+    label = [names.get(i, str(i)) for i in api["name"].to_pylist()]
+    op_index = pa.table({"id": pc.cast(api["connectionId"], pa.int64()), "op": pa.array(np.arange(api.num_rows))})
+    links = pa.table({"id": pc.cast(conn["id"], pa.int64()), "connectionId": pc.cast(conn["connectionId"], pa.int64())})
+    links = links.join(op_index, "id", join_type="inner")
+    t = pa.table({"connectionId": pc.cast(task["connectionId"], pa.int64()), "startNs": ns(task["startNs"]), "endNs": ns(task["endNs"])})
+    tasks = t.join(links.select(["connectionId", "op"]), "connectionId", join_type="inner")
+    k_us = (tasks["endNs"].to_numpy() - tasks["startNs"].to_numpy()) / 1000.0
+    return torch_op_table(label, thread, start, end, np.zeros(0), np.zeros(0), k_us, rank, owners=tasks["op"].to_numpy())

@@ -1,0 +1,158 @@
+"""Framework ops (torch_ops) and compare --level torch, recomputed from the raw trace with json and
+from the raw .db with sqlite3, in plain loops independent of npudiag's array code."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from npudiag.profiling.ingest import ingest
+
+from .helpers import run_cli
+
+LEVEL0 = "msinsight-pytorch-text-2025/level0/rank0_ascend_pt"
+DB = "msinsight-pytorch-db-rank1/level1/rank1_ascend_pt"
+
+
+def _ns(ts) -> int:
+    return int(Decimal(str(ts)) * 1000)
+
+
+def _innermost_framework(ops: list[dict], thread, ns: int) -> dict | None:
+    """The innermost op with '::' in its name on ``thread`` around ``ns``; else the innermost op."""
+    around = [o for o in ops if o["thread"] == thread and o["start"] <= ns <= o["end"]]
+    if not around:
+        return None
+    around.sort(key=lambda o: (o["start"], -o["end"]))
+    framework = [o for o in around if "::" in o["name"]]
+    return framework[-1] if framework else around[-1]
+
+
+def _per_name(ops: list[dict]) -> dict[str, dict]:
+    """calls, host total / self (minus direct children on the thread), device, kernels per name."""
+    by_thread = defaultdict(list)
+    for o in ops:
+        by_thread[o["thread"]].append(o)
+    for group in by_thread.values():
+        group.sort(key=lambda o: (o["start"], -o["end"]))
+        stack: list[dict] = []
+        for o in group:
+            while stack and stack[-1]["end"] < o["end"]:
+                stack.pop()
+            if stack:
+                stack[-1]["children"] += o["end"] - o["start"]
+            stack.append(o)
+    out: dict[str, dict] = defaultdict(lambda: {"calls": 0, "total": 0, "self": 0, "device": 0.0, "kernels": 0})
+    for o in ops:
+        r = out[o["name"]]
+        r["calls"] += 1
+        r["total"] += o["end"] - o["start"]
+        r["self"] += max(o["end"] - o["start"] - o["children"], 0)
+        r["device"] += o["device"]
+        r["kernels"] += o["kernels"]
+    return out
+
+
+def test_torch_ops_of_a_real_trace_equal_a_recount_with_json(corpus: Path) -> None:
+    """Level0 trace_view.json: every torch_to_npu flow's kernel (Ascend Hardware task starting at the
+    flow's end on that stream) belongs to the innermost aten op around the flow's start (through the
+    task queue's Enqueue when the start lies in a Dequeue)."""
+    unit = corpus / LEVEL0
+    events = json.loads((unit / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    ops = [{"thread": (e["pid"], e["tid"]), "start": _ns(e["ts"]), "end": _ns(e["ts"]) + round(float(e["dur"]) * 1000),
+            "name": e["name"], "children": 0, "device": 0.0, "kernels": 0}
+           for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]  # fmt: skip
+    tasks = {(e["pid"], e["tid"], _ns(e["ts"])): e for e in events if e.get("ph") == "X" and names.get(e["pid"]) == "Ascend Hardware"}
+    deq = [e for e in events if e.get("ph") == "X" and e.get("cat") == "dequeue"]
+    enq = {e["args"]["correlation_id"]: e for e in events if e.get("ph") == "X" and e.get("cat") == "enqueue"}
+    starts = {e["id"]: e for e in events if e.get("cat") == "async_npu" and e["ph"] == "s"}
+    linked = 0
+    for f in (e for e in events if e.get("cat") == "async_npu" and e["ph"] == "f"):
+        task = tasks.get((f["pid"], f["tid"], _ns(f["ts"])))
+        s = starts.get(f["id"])
+        if task is None or s is None:
+            continue
+        assert task["args"]["Task Type"] in {"AI_CORE", "MIX_AIV", "SDMA_SQE", "PCIE_DMA_SQE", "DSA_SQE"}  # compute or copy, all kept
+        thread, ns = (s["pid"], s["tid"]), _ns(s["ts"])
+        for d in deq:
+            if (d["pid"], d["tid"]) == thread and _ns(d["ts"]) <= ns <= _ns(d["ts"]) + round(d["dur"] * 1000):
+                e = enq[d["args"]["correlation_id"]]
+                thread, ns = (e["pid"], e["tid"]), _ns(e["ts"])
+        owner = _innermost_framework(ops, thread, ns)
+        if owner is not None:
+            owner["device"] += float(task["dur"])
+            owner["kernels"] += 1
+            linked += 1
+    want = _per_name(ops)
+    got = {r["name"]: r for r in ingest([unit]).tables["torch_ops"].to_pylist()}
+    assert linked == 206 and sum(r["kernels"] for r in got.values()) == linked
+    assert set(got) == set(want) and len(got) == 134
+    for name, w in want.items():
+        g = got[name]
+        assert (g["calls"], g["kernels"]) == (w["calls"], w["kernels"]), name
+        assert g["device_us"] == pytest.approx(w["device"], abs=1e-6), name
+        assert g["host_total_us"] == pytest.approx(w["total"] / 1000, abs=1e-6), name
+        assert g["host_self_us"] == pytest.approx(w["self"] / 1000, abs=1e-6), name
+    assert max(got.values(), key=lambda r: r["device_us"])["name"] == "aten::convolution_backward"
+
+
+def test_torch_ops_of_a_real_db_equal_a_recount_with_sqlite(corpus: Path) -> None:
+    """The .db export: PYTORCH_API rows of type op, their CONNECTION_IDS, the TASK rows with those
+    connection ids that are compute kernels (COMPUTE_TASK_INFO) or copies (MEMCPY tasks)."""
+    unit = corpus / DB
+    con = sqlite3.connect(next((unit / "ASCEND_PROFILER_OUTPUT").glob("ascend_pytorch_profiler_*.db")))
+    op_type = con.execute("SELECT id FROM ENUM_API_TYPE WHERE name = 'op'").fetchone()[0]
+    rows = con.execute("SELECT p.rowid, p.startNs, p.endNs, p.globalTid, s.value FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name "
+                       "WHERE p.type = ?", (op_type,)).fetchall()  # fmt: skip
+    ops = {r[0]: {"thread": r[3], "start": int(r[1]), "end": int(r[2]), "name": r[4], "children": 0, "device": 0.0, "kernels": 0}
+           for r in rows}  # fmt: skip
+    links = con.execute(
+        "SELECT p.rowid, t.startNs, t.endNs FROM PYTORCH_API p JOIN CONNECTION_IDS c ON c.id = p.connectionId "
+        "JOIN TASK t ON t.connectionId = c.connectionId JOIN STRING_IDS ty ON ty.id = t.taskType "
+        "WHERE p.type = ? AND (t.globalTaskId IN (SELECT globalTaskId FROM COMPUTE_TASK_INFO) OR ty.value LIKE 'MEMCPY%')",
+        (op_type,),
+    ).fetchall()
+    con.close()
+    for rowid, start, end in links:
+        op = ops[rowid]
+        owner = op if "::" in op["name"] else (_innermost_framework(list(ops.values()), op["thread"], op["start"]) or op)
+        owner["device"] += (int(end) - int(start)) / 1000
+        owner["kernels"] += 1
+    want = _per_name(list(ops.values()))
+    got = {r["name"]: r for r in ingest([unit]).tables["torch_ops"].to_pylist()}
+    assert len(links) > 100 and sum(r["kernels"] for r in got.values()) == len(links)
+    assert set(got) == set(want)
+    for name, w in want.items():
+        assert (got[name]["calls"], got[name]["kernels"]) == (w["calls"], w["kernels"]), name
+        assert got[name]["device_us"] == pytest.approx(w["device"], abs=1e-6), name
+        assert got[name]["host_self_us"] == pytest.approx(w["self"] / 1000, abs=1e-6), name
+
+
+def test_compare_level_torch_matches_framework_ops_and_warns_on_little_overlap(corpus: Path, tmp_path: Path) -> None:
+    """Level0 text export vs the Level1 .db export of the same model: kernels share no key (Level0
+    writes no op types), so the kernel-level compare warns; the framework ops match, and their device
+    times are the two sides' torch_ops."""
+    a, b = corpus / LEVEL0, corpus / DB
+    kernel = run_cli("compare", a, b, "--out", tmp_path / "k", "--json")
+    assert kernel.returncode == 0, kernel.stderr
+    k = json.loads(kernel.stdout)
+    assert k["ops"]["matched_share"]["baseline"] < 0.5 and "--level torch" in kernel.stderr
+    torch = run_cli("compare", a, b, "--out", tmp_path / "t", "--json", "--level", "torch")
+    assert torch.returncode == 0, torch.stderr
+    t = json.loads(torch.stdout)
+    assert t["ops"]["match_by"] == "torch" and t["ops"]["matched_share"]["baseline"] > 0.9
+    sides = [{r["name"]: r for r in ingest([p]).tables["torch_ops"].to_pylist()} for p in (a, b)]
+    rows = {r["key"]: r for r in t["ops"]["rows"]}
+    for name in ("aten::addmm", "aten::mm", "aten::convolution_backward"):
+        assert rows[name]["status"] == "both"
+        assert rows[name]["base_total_us"] == pytest.approx(sides[0][name]["device_us"])
+        assert rows[name]["cur_total_us"] == pytest.approx(sides[1][name]["device_us"])
+        assert rows[name]["cur_host_self_us"] == pytest.approx(sides[1][name]["host_self_us"])
+    text = run_cli("compare", a, b, "--out", tmp_path / "t2", "--level", "torch", env={"COLUMNS": "80"}).stdout
+    assert "Framework ops, largest change first" in text and "aten::addmm" in text
