@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.profiling.rules.base import Finding, RuleContext, Skipped
+from npudiag.profiling.rules.base import Finding, RuleContext, transfers
 
 RULE_ID = "bandwidth"
 OPTIONS = {"sdma_gbps": 18.0, "ratio": 0.8, "min_mb": 16.0, "retransmission_ms": 4000.0, "warning_share": 0.03, "critical_share": 0.10}
@@ -42,12 +42,10 @@ def _owned(ctx: RuleContext, rank, slow: pa.Table, lost_us: np.ndarray) -> tuple
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
-    bw = ctx.table("comm_bandwidth")
-    if bw.num_rows == 0:
-        raise Skipped("no per-op transfer sizes (communication.json or analysis.db from a torch_npu profile of Level1 or more)")
+    transfers(ctx)
     out = []
     limit = opts["ratio"] * opts["sdma_gbps"]
-    for rank in sorted(set(bw["rank"].to_pylist()), key=lambda r: (r is None, r)):
+    for rank in ctx.ranks_of("comm_bandwidth"):
         b = ctx.for_rank("comm_bandwidth", rank)
         size = pc.fill_null(b["size_bytes"], 0)
         sdma = b.filter(pc.and_(pc.equal(b["transport"], "SDMA"), pc.greater_equal(size, opts["min_mb"] * 1e6)))

@@ -58,6 +58,11 @@ class RuleContext:
                 seen |= set(pc.unique(t["rank"]).to_pylist())
         return sorted(seen, key=lambda r: (r is None, r))
 
+    def ranks_of(self, name: str) -> list[int | None]:
+        """The ranks that have rows in table ``name``, in order (no rank last)."""
+        t = self.table(name)
+        return sorted(set(t["rank"].to_pylist()), key=lambda r: (r is None, r)) if t.num_rows else []
+
     def for_rank(self, name: str, rank: int | None) -> pa.Table:
         t = self.table(name)
         if t.num_rows == 0:
@@ -202,6 +207,14 @@ def host_api(ctx: RuleContext) -> pa.Table:
     if api.num_rows == 0:
         raise Skipped("no host API timeline (needs msprof_*.json / trace_view.json with CANN events, or the .db)")
     return api
+
+
+def transfers(ctx: RuleContext) -> pa.Table:
+    """Per-op transfer sizes by transport (comm_bandwidth); Skipped, saying what gives them, when there are none."""
+    bw = ctx.table("comm_bandwidth")
+    if bw.num_rows == 0:
+        raise Skipped("no per-op transfer sizes (communication.json or analysis.db from a torch_npu profile of Level1 or more)")
+    return bw
 
 
 def prefer_acl(calls: pa.Table) -> pa.Table:

@@ -34,7 +34,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if pc.sum(pc.is_valid(copies["size_bytes"])).as_py() in (0, None):
         raise Skipped("copy sizes are not recorded (torch_npu's trace_view has no size(B); msprof's msprof_*.json has)")
     out = []
-    for rank in sorted(set(copies["rank"].to_pylist()), key=lambda r: (r is None, r)):
+    for rank in ctx.ranks_of("copies"):
         c = ctx.for_rank("copies", rank)
         c = c.filter(pc.is_valid(c["size_bytes"]))
         # one copy shows up as a device task and as the host call that launched it: count one side

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from npudiag.profiling.rules.base import Finding, RuleContext, Skipped
+from npudiag.profiling.rules.base import Finding, RuleContext, transfers
 
 RULE_ID = "small_packets"
 OPTIONS = {"sdma_min_mb": 16.0, "rdma_min_mb": 1.0, "min_ratio": 0.2, "warning_share": 0.05, "critical_share": 0.20}
@@ -27,11 +27,9 @@ ADVICE = (
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
-    bw = ctx.table("comm_bandwidth")
-    if bw.num_rows == 0:
-        raise Skipped("no per-op transfer sizes (communication.json or analysis.db from a torch_npu profile of Level1 or more)")
+    transfers(ctx)
     out = []
-    for rank in sorted(set(bw["rank"].to_pylist()), key=lambda r: (r is None, r)):
+    for rank in ctx.ranks_of("comm_bandwidth"):
         b = ctx.for_rank("comm_bandwidth", rank)
         span = ctx.span_us(rank)
         for transport, limit in (("SDMA", opts["sdma_min_mb"]), ("RDMA", opts["rdma_min_mb"])):

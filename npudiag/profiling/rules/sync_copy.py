@@ -20,7 +20,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if copies.num_rows == 0:
         raise Skipped("no memory copies in this profile")
     out = []
-    for rank in sorted(set(copies["rank"].to_pylist()), key=lambda r: (r is None, r)):
+    for rank in ctx.ranks_of("copies"):
         c = ctx.for_rank("copies", rank)
         host = c.filter(pc.equal(c["side"], "host"))
         side = "host"
