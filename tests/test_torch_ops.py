@@ -156,3 +156,19 @@ def test_compare_level_torch_matches_framework_ops_and_warns_on_little_overlap(c
         assert rows[name]["cur_host_self_us"] == pytest.approx(sides[1][name]["host_self_us"])
     text = run_cli("compare", a, b, "--out", tmp_path / "t2", "--level", "torch", env={"COLUMNS": "80"}).stdout
     assert "Framework ops, largest change first" in text and "aten::addmm" in text
+
+
+def test_nesting_and_ownership_by_hand_with_timestamps_far_apart() -> None:
+    """aten::a (0-100 ns) holds aclnnA (10-50): a kernel launched at 20 ns belongs to aten::a (the
+    framework op around the aclnn call); aten::a's self time is 100 - 40 ns. An op 9e17 ns later on a
+    thread with a 2^40 id must not overflow the keys."""
+    import numpy as np
+
+    from npudiag.profiling.formats.torch_ops import torch_op_table
+
+    far = 9 * 10**17
+    t = torch_op_table(["aten::a", "aclnnA", "aten::b"], np.array([7, 7, 2**40]), np.array([0, 10, far]), np.array([100, 50, far + 5]),
+                       np.array([7]), np.array([20]), np.array([3.0]), 0)  # fmt: skip
+    rows = {r["name"]: r for r in t.to_pylist()}
+    assert (rows["aten::a"]["device_us"], rows["aten::a"]["kernels"], rows["aclnnA"]["kernels"]) == (3.0, 1, 0)
+    assert rows["aten::a"]["host_self_us"] == pytest.approx(0.06) and rows["aten::b"]["host_total_us"] == pytest.approx(0.005)

@@ -115,8 +115,18 @@ def torch_op_table(
         return TORCH_OPS.empty_table()
     start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
     thread = np.asarray(thread, np.int64)
-    depth, parent = _nesting(thread, start, end)
     dur = (end - start).astype(float)
+    # from here on times are their ranks among all times: order and equality kept, and the composite
+    # (group, time) keys below stay far inside int64 whatever the timestamps are
+    launch_ns = np.asarray(launch_ns, np.int64)
+    q = queue
+    parts = [start, end, launch_ns] + ([q.deq_start, q.deq_end, q.enq_start] if q is not None else [])
+    times = np.unique(np.concatenate(parts))
+    start, end, launch_ns = (np.searchsorted(times, x) for x in (start, end, launch_ns))
+    if q is not None:
+        queue = Queue(q.deq_thread, np.searchsorted(times, q.deq_start), np.searchsorted(times, q.deq_end), q.deq_corr,
+                      q.enq_thread, np.searchsorted(times, q.enq_start), q.enq_corr)  # fmt: skip
+    depth, parent = _nesting(thread, start, end)
     child = np.bincount(parent[parent >= 0], weights=dur[parent >= 0], minlength=len(start))
     self_ns = np.maximum(dur - child, 0.0)
     device = np.zeros(len(start))
@@ -125,7 +135,7 @@ def torch_op_table(
         if owners is not None:  # the op's own start stands for its launch point; inside a Dequeue it is relayed
             owners = np.asarray(owners, np.int64)
             launch_thread, launch_ns = thread[owners], start[owners]
-        lt, lns = np.asarray(launch_thread, np.int64), np.asarray(launch_ns, np.int64)
+        lt, lns = np.asarray(launch_thread, np.int64), launch_ns
         rt, rns = queue.relay(lt, lns) if queue is not None else (lt, lns)
         owner = _owner(thread, start, end, parent, rt, rns)
         if owners is not None:

@@ -336,6 +336,8 @@ class _TorchOps:
         if t != t or d != d or d < 0 or d > 1e12:
             return
         s = _exact_ns(ev.get("ts"), t)
+        if s == MISSING:
+            return
         self.thread.append(self._thread(ev, cols))
         self.start.append(s)
         self.end.append(s + round(d * 1000))
@@ -349,30 +351,33 @@ class _TorchOps:
         if t != t or d != d or corr == MISSING:
             return
         s = _exact_ns(ev.get("ts"), t)
+        if s == MISSING:
+            return
         self.queue[cat].append((self._thread(ev, cols), s, s + round(max(d, 0.0) * 1000), corr))
 
     def add_flow(self, ev: dict, cols: _Columns, end: bool) -> None:
         fid, t = _code(ev.get("id")), _num(ev.get("ts"))
         if fid == MISSING or t != t:
             return
+        ns = _exact_ns(ev.get("ts"), t)
+        if ns == MISSING:
+            return
         if end:
-            self.ends[fid] = (cols.pid_code(ev.get("pid")), _code(ev.get("tid")), _exact_ns(ev.get("ts"), t))
+            self.ends[fid] = (cols.pid_code(ev.get("pid")), _code(ev.get("tid")), ns)
         else:
-            self.starts[fid] = (self._thread(ev, cols), _exact_ns(ev.get("ts"), t))
+            self.starts[fid] = (self._thread(ev, cols), ns)
 
     def table(self, cols: _Columns, hw: np.ndarray, rank) -> pa.Table:
+        from npudiag.profiling import tasks
         from npudiag.profiling.formats.torch_ops import Queue, torch_op_table
-
-        deq = np.array(self.queue["dequeue"], np.int64).reshape(-1, 4)
-        enq = np.array(self.queue["enqueue"], np.int64).reshape(-1, 4)
-        queue = Queue(deq[:, 0], deq[:, 1], deq[:, 2], deq[:, 3], enq[:, 0], enq[:, 1], enq[:, 3])
 
         if not self.names:
             return schemas.empty("torch_ops")
+        deq = np.array(self.queue["dequeue"], np.int64).reshape(-1, 4)
+        enq = np.array(self.queue["enqueue"], np.int64).reshape(-1, 4)
+        queue = Queue(deq[:, 0], deq[:, 1], deq[:, 2], deq[:, 3], enq[:, 0], enq[:, 1], enq[:, 3])
         both = [f for f in self.starts if f in self.ends]
         # each flow's kernel: the device task starting at the flow's end, on the same stream thread
-        from npudiag.profiling import tasks
-
         kernels = pa.table({"pid": cols.np(cols.pid)[hw], "tid": cols.np(cols.tid)[hw], "ns": cols.np(cols.ts_ns)[hw],
                             "us": cols.np(cols.dur)[hw]})  # fmt: skip
         # device work only: compute kernels and copies, not communication sub-tasks or syncs
