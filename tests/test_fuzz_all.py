@@ -30,6 +30,8 @@ from npudiag.logs.ingest import parse_logs
 from npudiag.logs.sources import find_sources
 from npudiag.profiling.analysis.gate import load_config
 from npudiag.profiling.formats.api_statistic import read_api_statistic
+from npudiag.profiling.formats.communication import read_communication_tables
+from npudiag.profiling.formats.device_info import read_device_info
 from npudiag.profiling.formats.kernel_csv import read_kernels
 from npudiag.profiling.formats.msprof_db import read_db
 from npudiag.profiling.formats.op_statistic import read_op_statistic
@@ -54,8 +56,8 @@ def _samples() -> dict[str, bytes]:
     if _SAMPLES:
         return _SAMPLES
     with tempfile.TemporaryDirectory() as tmp:
-        t = write_torch_profile(Path(tmp) / "t", kernels=60, copies=3, seed=2, steps=3)
-        m = write_msprof_profile(Path(tmp) / "m", kernels=50, copies=3, seed=2, db=True)
+        t = write_torch_profile(Path(tmp) / "t", kernels=60, copies=3, seed=2, steps=3, comm_sizes_mb=[2.0, 64.0])
+        m = write_msprof_profile(Path(tmp) / "m", kernels=50, copies=3, seed=2, db=True, device_info=(24, 48))
         tp = Path(t.profile_dir) / "ASCEND_PROFILER_OUTPUT"
         mp = Path(m.profile_dir) / "mindstudio_profiler_output"
         _SAMPLES["kernel_details.csv"] = (tp / "kernel_details.csv").read_bytes()
@@ -65,6 +67,8 @@ def _samples() -> dict[str, bytes]:
         _SAMPLES["trace_view.json"] = (tp / "trace_view.json").read_bytes()
         _SAMPLES["msprof_20260605155140.db"] = next(Path(m.profile_dir).glob("msprof_*.db")).read_bytes()
         _SAMPLES["api_statistic.csv"] = API_STATISTIC.encode()
+        _SAMPLES["communication.json"] = (tp / "communication.json").read_bytes()
+        _SAMPLES["info.json.0"] = (Path(m.profile_dir) / "device_0" / "info.json.0").read_bytes()
         f = Path(tmp) / "MatMul.mm.1.1.1764246877073569"
         write_dump_file(
             f, "mm", [Tensor(np.arange(24, dtype=np.float32).reshape(4, 6)), Tensor(np.ones(3, np.float16))], [Tensor(np.ones(5, np.int64))]
@@ -185,8 +189,40 @@ def test_trace_json(tmp_path_factory, op, arg, flips) -> None:
         _conforms(t.comm_tasks, schemas.COMM_TASKS)
         _conforms(t.api_calls, schemas.API_CALLS)
         _conforms(t.steps, schemas.STEPS)
+        _conforms(t.torch_ops, schemas.TORCH_OPS)
 
     _expect(_write(tmp_path_factory, "trace_view.json", op, arg, flips), read_trace, check)
+
+
+@SETTINGS
+@given(*MUT)
+def test_communication_json(tmp_path_factory, op, arg, flips) -> None:
+    def check(t) -> None:
+        _conforms(t["comm_ops"], schemas.COMM_OPS)
+        _conforms(t["comm_bandwidth"], schemas.COMM_BANDWIDTH)
+
+    _expect(_write(tmp_path_factory, "communication.json", op, arg, flips), lambda p: read_communication_tables(p, 0), check)
+
+
+@SETTINGS
+@given(*MUT)
+def test_device_info(tmp_path_factory, op, arg, flips) -> None:
+    _expect(_write(tmp_path_factory, "info.json.0", op, arg, flips), lambda p: read_device_info(p, 0),
+            lambda t: _conforms(t, schemas.DEVICE_INFO))  # fmt: skip
+
+
+@SETTINGS
+@given(*MUT)
+def test_trace_with_torch_ops(tmp_path_factory, op, arg, flips) -> None:
+    """A real torch_npu trace with cpu_op events, task-queue events and torch_to_npu flows (corpus)."""
+    from .conftest import CORPUS
+
+    real = CORPUS / "msinsight-pytorch-text-2025" / "level0" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    if not real.is_file():
+        return  # the corpus is absent: the generated trace above still runs
+    p = tmp_path_factory.mktemp("f") / "trace_view.json"
+    p.write_bytes(_mutate(real.read_bytes(), op, arg, flips))
+    _expect(p, read_trace, lambda t: _conforms(t.torch_ops, schemas.TORCH_OPS))
 
 
 @SETTINGS
