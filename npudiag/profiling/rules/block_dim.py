@@ -46,6 +46,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     for rank in ctx.ranks():
         cores = _cores(ctx, rank)
         k = ctx.for_rank("kernels", rank)
+        k = k.select(["task_type", "block_dim", "mix_block_dim", "duration_us", "start_us", "start_ns", "op_type", "op_name"])
         if cores is None or k.num_rows == 0:
             continue
         aic, aiv = cores

@@ -43,7 +43,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         raise Skipped("no step ids: shapes cannot be compared step by step (profile with a torch_npu schedule)")
     out = []
     for rank in ctx.ranks():
-        k = ctx.for_rank("kernels", rank)
+        k = ctx.for_rank("kernels", rank).select(["step", "task_class", "op_type", "op_state", "input_shapes", "duration_us"])
         steps = sorted(s for s in pc.unique(k["step"]).to_pylist() if s is not None)
         later = steps[1:] if len(steps) > opts["min_steps"] else []
         if len(later) < opts["min_steps"]:

@@ -93,7 +93,8 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         raise Skipped("no kernels in this profile")
     out = []
     for rank in ctx.ranks():
-        k = ctx.for_rank("kernels", rank)
+        k = ctx.for_rank("kernels", rank).select(["task_class", "task_type", "stream_id", "start_us", "start_ns", "duration_us", "op_type",
+                                                  "op_name"])  # fmt: skip
         k = k.filter(pc.fill_null(pc.not_equal(k["task_class"], "communication"), True)) if k.num_rows else k
         if k.num_rows < 2:
             continue
