@@ -117,8 +117,10 @@ def _ranks(*tables: pa.Table) -> list:
 
 
 def step_breakdown(tables: dict[str, pa.Table]) -> pa.Table:
-    kernels, steps = tables["kernels"], tables["steps"]
-    copies = tables["copies"]
+    # only the columns the phases read: taking rows of the whole kernels table copied every string
+    kernels = tables["kernels"].select(["rank", "step", "start_us", "start_ns", "duration_us", "task_class"])
+    steps = tables["steps"]
+    copies = tables["copies"].select(["rank", "side", "start_us", "start_ns", "duration_us"])
     if copies.num_rows:
         copies = copies.filter(pc.fill_null(pc.equal(copies["side"], "device"), False))
     rows = []
