@@ -45,10 +45,20 @@ def split_tasks(table: pa.Table, hccl_streams: set[int] | None = None) -> SplitT
     if known is not None and known.null_count < table.num_rows:  # a reader that knew (comm op rows) wins
         classes = pc.coalesce(known, classes)
     table = _set(table, "task_class", classes)
-    kernels = table.filter(pc.is_in(classes, pa.array(list(tasks.KERNEL_CLASSES))))
-    copies = device_copies(table.filter(pc.equal(classes, tasks.COPY)))
-    sub = comm_tasks_from_hardware(table.filter(pc.equal(classes, tasks.COMM_TASK)))
+    kernels = _rows(table, pc.is_in(classes, pa.array(list(tasks.KERNEL_CLASSES))))
+    copies = device_copies(_rows(table, pc.equal(classes, tasks.COPY)))
+    sub = comm_tasks_from_hardware(_rows(table, pc.equal(classes, tasks.COMM_TASK)))
     return SplitTasks(kernels, copies, sub, tasks.counts(classes, table["task_type"]), unknown)
+
+
+def _rows(table: pa.Table, mask) -> pa.Table:
+    """``table.filter(mask)`` (``mask`` has no nulls), without copying a wide table when the mask
+    keeps every row or none (a kernel CSV is all kernels)."""
+    if pc.all(mask).as_py():
+        return table
+    if not pc.any(mask).as_py():
+        return table.slice(0, 0)
+    return table.filter(mask)
 
 
 def _set(table: pa.Table, name: str, values) -> pa.Table:
