@@ -78,3 +78,21 @@ def test_db_reader_on_generated_export(tmp_path: Path) -> None:
     assert by_type.keys() == raw.keys()
     for op, v in raw.items():
         assert by_type[op] == pytest.approx(v, abs=1e-6)
+
+
+def test_exact_timestamps_from_text_fast_and_general_paths_agree() -> None:
+    """CSV timestamp text to exact ns: the fast path (every value 'digits.ddd') and the general one
+    give the same numbers, and a value whose ns do not fit int64 is null, never wrapped around."""
+    import pyarrow as pa
+
+    from npudiag.profiling.formats import csvtext
+
+    class Text:
+        def __init__(self, values: list[str | None]) -> None:
+            self.table = pa.table({"t": pa.chunked_array([pa.array(values, pa.string())])})
+
+    fast = ["1764246877073569.640\t", "-0.500", "-1.500", "0001.000", "8999999999999999.999", None, " 12.345 "]
+    want = [1764246877073569640, -500, -1500, 1000, 8999999999999999999, None, 12345]
+    assert csvtext.to_ns(Text(fast), "t").to_pylist() == want
+    general = [*fast, "1.5", "17642468770735690.000", "-9999999999999999.000"]  # not all 'digits.ddd': the general path
+    assert csvtext.to_ns(Text(general), "t").to_pylist() == [*want, 1500, None, None]

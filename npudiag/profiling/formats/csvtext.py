@@ -266,6 +266,7 @@ def _first_bad_number(col: pa.ChunkedArray) -> tuple[int, str]:
 
 
 _DECIMAL = r"^(?P<i>-?\d+)(?:\.(?P<f>\d{0,3})\d*)?$"
+_EXACT3 = r"^-?(\d{1,15}|[1-8]\d{15})\.\d{3}$"
 
 
 def to_ns(ct: CsvText, name: str | None) -> pa.ChunkedArray | None:
@@ -276,11 +277,17 @@ def to_ns(ct: CsvText, name: str | None) -> pa.ChunkedArray | None:
     if not pa.types.is_string(raw.type):
         return pc.cast(pc.round(pc.multiply(raw.cast(pa.float64()), 1000.0)), pa.int64(), safe=False)
     text = pc.utf8_trim_whitespace(raw)
+    # the form every real file writes (16 digits, a point, 3 decimals): the digits without the point
+    # are the nanoseconds; a bound on the digits keeps the cast inside int64
+    if pc.all(pc.fill_null(pc.match_substring_regex(text, _EXACT3), True)).as_py():
+        return pc.replace_substring(text, ".", "", max_replacements=1).cast(pa.int64())
     m = pc.extract_regex(text, _DECIMAL)
     digits = pc.struct_field(m, "i")
-    # at most 16 digits before the point fit int64 nanoseconds; longer is null (the float start stands)
+    # whole microseconds whose nanoseconds fit int64 (|us| < 9,223,372,036,854,775); others are null
+    # and the float start stands (17 digits passed here before and wrapped around)
     digits = pc.if_else(pc.less_equal(pc.utf8_length(digits), 17), digits, pa.scalar(None, pa.string()))
     whole = digits.cast(pa.int64())
+    whole = pc.if_else(pc.less(pc.abs(whole), 9_223_372_036_854_775), whole, pa.scalar(None, pa.int64()))
     frac = pc.utf8_rpad(pc.struct_field(m, "f"), 3, "0").cast(pa.int64())
     # the fraction has the number's sign: "-1.5" is -1500 ns, "-0.5" is -500 ns
     frac = pc.if_else(pc.fill_null(pc.starts_with(text, "-"), False), pc.negate(frac), frac)
