@@ -201,7 +201,7 @@ def test_communication_json(tmp_path_factory, op, arg, flips) -> None:
         _conforms(t["comm_ops"], schemas.COMM_OPS)
         _conforms(t["comm_bandwidth"], schemas.COMM_BANDWIDTH)
 
-    _expect(_write(tmp_path_factory, "communication.json", op, arg, flips), lambda p: read_communication_tables(p, 0), check)
+    _expect(_write(tmp_path_factory, "communication.json", op, arg, flips), lambda p: read_communication_tables(p, 0)[0], check)
 
 
 @SETTINGS

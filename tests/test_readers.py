@@ -96,3 +96,36 @@ def test_exact_timestamps_from_text_fast_and_general_paths_agree() -> None:
     assert csvtext.to_ns(Text(fast), "t").to_pylist() == want
     general = [*fast, "1.5", "17642468770735690.000", "-9999999999999999.000"]  # not all 'digits.ddd': the general path
     assert csvtext.to_ns(Text(general), "t").to_pylist() == [*want, 1500, None, None]
+
+
+def test_unusable_bandwidth_figures_keep_the_op_times(tmp_path: Path) -> None:
+    """communication.json: an op whose Communication Bandwidth Info is not usable keeps its times
+    (comm_ops) and the other ops' figures; a warning names the file and counts the op."""
+    import json
+
+    from npudiag.profiling.formats.communication import read_communication_tables
+
+    ok = {"Transit Size(MB)": 32.0, "Transit Time(ms)": 2.0, "Bandwidth(GB/s)": 16.0, "Large Packet Ratio": 1.0}
+    times = {"Start Timestamp(us)": 1.0, "Elapse Time(ms)": 2.5, "Transit Time(ms)": 2.0, "Wait Time(ms)": 0.5,
+             "Synchronization Time(ms)": 0, "Idle Time(ms)": 0}  # fmt: skip
+    data = {"step1": {"p2p": {}, "collective": {
+        "a@1": {"Communication Time Info": times, "Communication Bandwidth Info": {"SDMA": ok}},
+        "b@1": {"Communication Time Info": times, "Communication Bandwidth Info": {"SDMA": {**ok, "Transit Size(MB)": "N/A"}}},
+    }}}  # fmt: skip
+    f = tmp_path / "communication.json"
+    f.write_text(json.dumps(data))
+    tables, warnings = read_communication_tables(f, 0)
+    assert tables["comm_ops"]["op_name"].to_pylist() == ["a@1", "b@1"]
+    assert tables["comm_bandwidth"]["op_name"].to_pylist() == ["a@1"] and tables["comm_bandwidth"]["size_bytes"].to_pylist() == [32_000_000]
+    assert len(warnings) == 1 and str(f) in warnings[0] and "1 op(s)" in warnings[0]
+
+
+def test_device_info_frequency_forms(tmp_path: Path) -> None:
+    import json
+
+    from npudiag.profiling.formats.device_info import read_device_info
+
+    f = tmp_path / "info.json.0"
+    f.write_text(json.dumps({"DeviceInfo": [{"id": 0, "ai_core_num": 24, "aiv_num": 48, "aic_frequency": "1800.0"}]}))
+    assert read_device_info(f, 0).to_pylist()[0] | {"rank": 0} == {"rank": 0, "device_id": 0, "ai_core_num": 24, "aiv_num": 48,
+                                                                 "ai_cpu_core_num": None, "aic_frequency_mhz": 1800.0}  # fmt: skip

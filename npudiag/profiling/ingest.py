@@ -148,7 +148,7 @@ _READERS: dict[str, Callable[[Path, int | None], Any]] = {
     "db": read_db,
     "analysis_db": read_analysis_db,
     "communication_matrix": lambda path, rank: (read_matrix(path, rank), []),
-    "communication": lambda path, rank: (read_communication_tables(path, rank), []),
+    "communication": read_communication_tables,
     "device_info": lambda path, rank: (read_device_info(path, rank), []),
     "memory_record": read_memory_record,
     "npu_module_mem": read_npu_module_mem,

@@ -62,6 +62,7 @@ def read_analysis_db(path: Path, rank: int | None = None) -> tuple[dict[str, pa.
     try:
         present = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         out = {name: schemas.empty(name) for name in ("steps", "comm_ops", "comm_links", "comm_bandwidth")}
+        warnings: list[str] = []
         try:
             if "StepTraceTime" in present:
                 out["steps"] = _steps(path, con, rank)
@@ -70,12 +71,15 @@ def read_analysis_db(path: Path, rank: int | None = None) -> tuple[dict[str, pa.
             if "CommAnalyzerMatrix" in present:
                 out["comm_links"] = _comm_links(path, con, rank)
             if "CommAnalyzerBandwidth" in present:
-                out["comm_bandwidth"] = _comm_bandwidth(path, con, rank)
+                try:  # optional figures: unusable ones leave the steps and op times of the file read
+                    out["comm_bandwidth"] = _comm_bandwidth(path, con, rank)
+                except InputError as exc:
+                    warnings.append(f"{path}: CommAnalyzerBandwidth was not read ({exc.problem})")
         except sqlite3.DatabaseError as exc:
             raise InputError(path, f"database query failed: {exc}") from None
     finally:
         con.close()
-    return out, []
+    return out, warnings
 
 
 def _steps(path: Path, con: sqlite3.Connection, rank: int | None) -> pa.Table:

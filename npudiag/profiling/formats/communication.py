@@ -86,12 +86,13 @@ def read_matrix(path: Path, rank: int | None) -> pa.Table:
 
 def read_communication(path: Path, rank: int | None) -> pa.Table:
     """The per-op times of communication.json (COMM_OPS)."""
-    return read_communication_tables(path, rank)["comm_ops"]
+    return read_communication_tables(path, rank)[0]["comm_ops"]
 
 
-def read_communication_tables(path: Path, rank: int | None) -> dict[str, pa.Table]:
-    """``{"comm_ops", "comm_bandwidth"}`` from one read of communication.json."""
-    rows, bw = [], []
+def read_communication_tables(path: Path, rank: int | None) -> tuple[dict[str, pa.Table], list[str]]:
+    """(``{"comm_ops", "comm_bandwidth"}``, warnings) from one read of communication.json; an op whose
+    bandwidth figures are unusable keeps its times, and a warning counts such ops."""
+    rows, bw, skipped = [], [], []
     for step, kinds in _load(path).items():
         for kind, ops in _kinds(path, step, kinds).items():
             for op, info in ops.items():
@@ -112,19 +113,30 @@ def read_communication_tables(path: Path, rank: int | None) -> dict[str, pa.Tabl
                         "synchronization_us": ms("Synchronization Time(ms)"), "idle_us": ms("Idle Time(ms)"),
                     }
                 )  # fmt: skip
-                transports = info.get("Communication Bandwidth Info") or {}
-                if not isinstance(transports, dict):
-                    raise InputError(path, f"{op!r}: 'Communication Bandwidth Info' is not an object")
-                for transport, b in transports.items():
-                    if not isinstance(b, dict):
-                        raise InputError(path, f"{op!r}, {transport!r}: expected an object of transit figures")
-                    row = bandwidth_row(path, rank, step, kind, op, transport, *(_num(path, b, k) for k in BANDWIDTH_KEYS))
-                    if row is not None:
-                        bw.append(row)
+                try:  # optional figures: an op whose bandwidth part is unusable keeps its times
+                    bw.extend(_bandwidth_rows(path, rank, step, kind, op, info.get("Communication Bandwidth Info") or {}))
+                except InputError as exc:
+                    skipped.append(exc.problem)
+    warnings = []
+    if skipped:
+        warnings.append(f"{path}: the Communication Bandwidth Info of {len(skipped)} op(s) was not read ({skipped[0]})")
     return {
         "comm_ops": pa.Table.from_pylist(rows, schema=COMM_OPS) if rows else COMM_OPS.empty_table(),
         "comm_bandwidth": pa.Table.from_pylist(bw, schema=COMM_BANDWIDTH) if bw else COMM_BANDWIDTH.empty_table(),
-    }
+    }, warnings
+
+
+def _bandwidth_rows(path: Path, rank, step, kind, op, transports: object) -> list[dict[str, Any]]:
+    if not isinstance(transports, dict):
+        raise InputError(path, f"{op!r}: 'Communication Bandwidth Info' is not an object")
+    out = []
+    for transport, b in transports.items():
+        if not isinstance(b, dict):
+            raise InputError(path, f"{op!r}, {transport!r}: expected an object of transit figures")
+        row = bandwidth_row(path, rank, step, kind, op, transport, *(_num(path, b, k) for k in BANDWIDTH_KEYS))
+        if row is not None:
+            out.append(row)
+    return out
 
 
 BANDWIDTH_KEYS = ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)", "Large Packet Ratio")

@@ -28,6 +28,16 @@ def _int(path: Path, d: dict, key: str) -> int | None:
     return int(v)
 
 
+def _mhz(v: object) -> float | None:
+    """``aic_frequency`` ("1000", 1800, "1800.0"): a clock in MHz, None where it is none (not needed
+    by any rule, so an odd value is not an error)."""
+    try:
+        f = float(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None
+    except ValueError:
+        return None
+    return f if f is not None and 0 < f < 1e6 else None
+
+
 def read_device_info(path: Path, rank: int | None) -> pa.Table:
     data = load_json(path, _MAX_BYTES)
     if not isinstance(data, dict):
@@ -39,7 +49,7 @@ def read_device_info(path: Path, rank: int | None) -> pa.Table:
     for d in devices:
         if not isinstance(d, dict):
             raise InputError(path, "a 'DeviceInfo' entry is not an object")
-        freq = _int(path, d, "aic_frequency")
+        freq = _mhz(d.get("aic_frequency"))
         rows.append(
             {
                 "rank": rank,
