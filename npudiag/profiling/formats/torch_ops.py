@@ -25,12 +25,11 @@ import pyarrow.compute as pc
 from npudiag.schemas import TORCH_OPS
 
 
-def _groups(keys: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Order by (key, start) and the composite sort key (key rank in the high bits, start offset below)."""
+def _composite(keys: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """A sort key of (key, start): the key's rank in the high part, the start's offset below."""
     span = int(starts.max() - starts.min()) + 2 if len(starts) else 2
     _, rank = np.unique(keys, return_inverse=True)
-    comp = rank.astype(np.int64) * span + (starts - (starts.min() if len(starts) else 0)) + 1
-    return np.argsort(comp, kind="stable"), comp
+    return rank.astype(np.int64) * span + (starts - (starts.min() if len(starts) else 0)) + 1
 
 
 def _nesting(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -92,7 +91,7 @@ class Queue:
 def _containing(thread: np.ndarray, start: np.ndarray, end: np.ndarray, t: np.ndarray, ns: np.ndarray) -> np.ndarray:
     """For each point (t, ns), the interval of that thread that started last at or before it, when it
     still runs then (-1 otherwise); the intervals of a thread do not overlap."""
-    order, comp = _groups(np.r_[thread, t], np.r_[start, ns])
+    comp = _composite(np.r_[thread, t], np.r_[start, ns])
     n = len(start)
     iv, pt = comp[:n], comp[n:]
     iv_order = np.argsort(iv, kind="stable")
@@ -177,7 +176,7 @@ def _framework_op(owner: np.ndarray, parent: np.ndarray, framework: np.ndarray) 
 
 def _owner(thread, start, end, parent, lt, lts) -> np.ndarray:
     """For each launch (thread, time), the innermost op of that thread around it; -1 when none."""
-    _, comp = _groups(np.r_[thread, lt], np.r_[start, lts])
+    comp = _composite(np.r_[thread, lt], np.r_[start, lts])
     n = len(start)
     op_comp, launch_comp = comp[:n], comp[n:]
     op_order = np.lexsort((-end, op_comp))  # at one start, the outer op first: the inner one is found
