@@ -153,7 +153,8 @@ class _Columns:
     def pid_code(self, value: object) -> int:
         c = _code(value)
         if c == MISSING and value is not None:
-            c = self.other_pids.setdefault(value, -1 - len(self.other_pids))
+            key = value if value.__hash__ is not None else repr(value)  # a list or object as pid: hostile, still one process
+            c = self.other_pids.setdefault(key, -1 - len(self.other_pids))
         return c
 
     def add(self, ev: dict, t: float) -> None:
@@ -210,39 +211,48 @@ class _Columns:
         return np.frombuffer(col, dtype=np.int64) if col.typecode == "q" else np.frombuffer(col, dtype=np.float64)
 
 
-def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], None] | None = None) -> TraceTables:
-    process_names: dict[int, str] = {}
-    process_labels: dict[int, str] = {}
-    thread_names: dict[tuple[int, int], str] = {}
-    cols = _Columns()
-    bad_ts = 0
-    flows: dict[int, int] = {}  # HostToDevice flow id (the connection id) -> host launch time, ns
-    skip_pids: set[object] = set()  # processes already named and not needed (Overlap Analysis, HBM, ...)
-    freq: list[tuple[int, float, float]] = []  # "AI Core Freq" counter samples: (exact ns, us, MHz)
-    torch = _TorchOps()  # torch_npu's cpu_op events and the torch_to_npu flows from them to kernels
-    for ev in iter_events(path, progress):
+class _Reading:
+    """What is gathered while the events stream past, in file order: the per-event reader below
+    and the piece-wise one of :mod:`trace_fast` fill the same state, so the tables come out the same."""
+
+    def __init__(self) -> None:
+        self.process_names: dict[int, str] = {}
+        self.process_labels: dict[int, str] = {}
+        self.thread_names: dict[tuple[int, int], str] = {}
+        self.cols = _Columns()
+        self.bad_ts = 0
+        self.flows: dict[int, int] = {}  # HostToDevice flow id (the connection id) -> host launch time, ns
+        self.skip_pids: set[object] = set()  # processes already named and not needed (Overlap Analysis, HBM, ...)
+        self.freq: list[tuple[int, float, float]] = []  # "AI Core Freq" counter samples: (exact ns, us, MHz)
+        self.torch = _TorchOps()  # torch_npu's cpu_op events and the torch_to_npu flows from them to kernels
+
+    def event(self, ev: dict) -> None:
+        cols, torch = self.cols, self.torch
         ph = ev.get("ph")
         if ph == "X":
             cat = ev.get("cat")
             if cat == "cpu_op":
                 torch.add_op(ev, cols)
-                continue
+                return
             if cat == "enqueue" or cat == "dequeue":
                 torch.add_queue(ev, cols, cat)
-                continue
-            if (cat in _SKIP_CATS and not str(ev.get("name", "")).startswith("ProfilerStep#")) or ev.get("pid") in skip_pids:
-                continue
+                return
+            if cat.__class__ is str and cat in _SKIP_CATS and not str(ev.get("name", "")).startswith("ProfilerStep#"):
+                return
+            pid = ev.get("pid")
+            if self.skip_pids and pid.__hash__ is not None and pid in self.skip_pids:
+                return
             t = _num(ev.get("ts"))
             if t != t:  # NaN
-                bad_ts += 1
-                continue
+                self.bad_ts += 1
+                return
             cols.add(ev, t)
         elif ph == "s":
             cat = ev.get("cat")
             if cat == "HostToDevice":
                 fid, t = _code(ev.get("id")), _num(ev.get("ts"))
                 if fid != MISSING and t == t:
-                    flows[fid] = _exact_ns(ev.get("ts"), t)
+                    self.flows[fid] = _exact_ns(ev.get("ts"), t)
             elif cat == "async_npu":
                 torch.add_flow(ev, cols, end=False)
         elif ph == "f":
@@ -252,18 +262,41 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
             if ev.get("name") == AICORE_FREQ and isinstance(ev.get("args"), dict):
                 t, mhz = _num(ev.get("ts")), _num(ev["args"].get("MHz"))
                 if t == t and mhz == mhz:
-                    freq.append((_exact_ns(ev.get("ts"), t), t, mhz))
+                    self.freq.append((_exact_ns(ev.get("ts"), t), t, mhz))
         elif ph == "M":
             a = ev.get("args") if isinstance(ev.get("args"), dict) else {}
             pid = cols.pid_code(ev.get("pid"))
             if ev.get("name") == "process_name":
-                process_names[pid] = str(a.get("name", ""))
-                if process_names[pid] not in _NEEDED:
-                    skip_pids.add(ev.get("pid"))
+                self.process_names[pid] = str(a.get("name", ""))
+                if self.process_names[pid] not in _NEEDED and ev.get("pid").__hash__ is not None:
+                    self.skip_pids.add(ev.get("pid"))
             elif ev.get("name") == "process_labels":
-                process_labels[pid] = str(a.get("labels", ""))
+                self.process_labels[pid] = str(a.get("labels", ""))
             elif ev.get("name") == "thread_name":
-                thread_names[(pid, _code(ev.get("tid")))] = str(a.get("name", ""))
+                self.thread_names[(pid, _code(ev.get("tid")))] = str(a.get("name", ""))
+
+
+def _read_events(path: Path, progress: Callable[[int], None] | None) -> _Reading:
+    """One event at a time (the reference reader; any input, exact errors)."""
+    state = _Reading()
+    for ev in iter_events(path, progress):
+        state.event(ev)
+    return state
+
+
+def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], None] | None = None) -> TraceTables:
+    from npudiag.profiling.formats import trace_fast
+
+    try:
+        state = trace_fast.read(path, _Reading, progress)
+    except trace_fast.Unsure:
+        state = _read_events(path, progress)
+    return _tables(path, state, rank)
+
+
+def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
+    cols, bad_ts, process_names, process_labels = state.cols, state.bad_ts, state.process_names, state.process_labels
+    thread_names, flows, freq, torch = state.thread_names, state.flows, state.freq, state.torch
     warnings = []
     if bad_ts:
         warnings.append(f"{path}: {bad_ts} complete event(s) without a numeric 'ts' were skipped")

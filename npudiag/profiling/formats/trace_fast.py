@@ -1,0 +1,297 @@
+"""The fast path of :mod:`trace_json`: the event array decoded by msgspec (C) a piece at a time, and
+the columns of the complete events filled a piece at a time with array operations.
+
+It gives the same state as the per-event reader (``trace_json._Reading.event``), field for field;
+whatever it cannot vouch for raises :class:`Unsure` and the caller reads the file again event by
+event, which also gives the exact error for malformed input. Unsure is raised for: a file that is
+not a bare JSON array (the ``{"traceEvents": [...]}`` form), a piece that is not valid JSON or not
+an array of objects with object ``args`` (a cut that falls inside a string or a nested array makes
+its piece invalid, never a different valid document), numbers beyond a double, and a pid that is
+not an int. Real msprof and torch_npu traces take this path throughout.
+
+Pieces are cut where one event object ends and the next begins (``}`` ``,`` ``{``), so memory is a
+piece of text, its decoded events and the typed columns kept (about 140 bytes an event).
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from collections.abc import Callable, Iterator
+from itertools import repeat
+from operator import attrgetter, itemgetter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from npudiag.profiling.formats import trace_json as tj
+
+PIECE_BYTES = 8 << 20
+_WINDOW = 1 << 16  # where the last cut of a piece is looked for first
+_CUT = re.compile(rb"\}\s*,\s*\{")
+_EXACT3 = r"^-?(\d{1,15}|[1-8]\d{15})\.\d{3}$"  # 'digits.ddd' whose digits without the point are the ns and fit int64
+MISSING = tj.MISSING
+
+
+class Unsure(Exception):
+    """This input is left to the per-event reader."""
+
+
+# every args key the per-event reader looks at, as attributes a0, a1, ...
+_ARG_KEYS = [k for keys in (*tj._INT_ARGS.values(), *tj._STR_ARGS.values()) for k in keys] + ["correlation_id", "MHz"]
+_ATTR = {k: f"a{i}" for i, k in enumerate(_ARG_KEYS)}
+_Args = msgspec.defstruct(
+    "_Args",
+    [(_ATTR[k], Any, msgspec.field(default=None, name=k)) for k in _ARG_KEYS]
+    + [("name", Any, msgspec.UNSET), ("labels", Any, msgspec.UNSET)],  # absent is not null: M events read a.get("name", "")
+    gc=False,
+)
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: Any = None
+    cat: Any = None
+    name: Any = msgspec.UNSET  # absent reads as "", null as "None"
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    args: _Args | None = None  # type: ignore[valid-type]
+
+
+_FIELDS = [attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")]
+_ARGS_ALL = attrgetter(*_ATTR.values())
+_ARGS_GET = attrgetter(*(_ATTR[k] for keys in (*tj._INT_ARGS.values(), *tj._STR_ARGS.values()) for k in keys))
+_COL = {k: i for i, k in enumerate(k for keys in (*tj._INT_ARGS.values(), *tj._STR_ARGS.values()) for k in keys)}
+_EMPTY = _Args()
+_PH = {"X": 1, "s": 2, "f": 2, "C": 2, "M": 3}
+_CAT = {**dict.fromkeys(tj._SKIP_CATS, 2), "cpu_op": 1, "enqueue": 1, "dequeue": 1}  # 1: torch ops, per event; 2: skipped
+NoneType = type(None)
+
+
+def read(path: Path, make_state: Callable[[], Any], progress: Callable[[int], None] | None = None) -> Any:
+    """The reader state for ``path`` (a ``trace_json._Reading``), or Unsure."""
+    state = make_state()
+    decoder = msgspec.json.Decoder(list[_Event])
+    # nothing made here can form a cycle; the collector walking millions of new objects costs 40 %
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for piece in _pieces(path, progress):
+            try:
+                events = decoder.decode(piece)
+            except msgspec.MsgspecError:
+                raise Unsure from None
+            _fill(state, events)
+            del events
+    finally:
+        if collecting:
+            gc.enable()
+    return state
+
+
+def _pieces(path: Path, progress: Callable[[int], None] | None) -> Iterator[bytes]:
+    """JSON array texts of whole events, in order, about PIECE_BYTES each."""
+    with open(path, "rb") as fh:
+
+        def more() -> bytes:
+            raw = fh.read(PIECE_BYTES)
+            if progress is not None:
+                progress(len(raw))
+            return raw
+
+        buf = more()
+        buf = buf[3:] if buf.startswith(b"\xef\xbb\xbf") else buf
+        buf = buf.lstrip()
+        if not buf.startswith(b"["):
+            raise Unsure
+        buf = buf[1:]
+        eof = False
+        while True:
+            if not eof:
+                raw = more()
+                eof = not raw
+                buf += raw
+            cut = None
+            if not eof:
+                for m in _CUT.finditer(buf, max(0, len(buf) - _WINDOW)):
+                    cut = m
+                if cut is None:
+                    for m in _CUT.finditer(buf):
+                        cut = m
+            if cut is None:
+                if eof:
+                    yield b"[" + buf  # the last events and the array's ']'
+                    return
+                continue  # one event larger than the buffer: read on
+            yield b"[" + buf[: cut.start() + 1] + b"]"
+            buf = buf[cut.end() - 1 :]
+
+
+def _take(seq: tuple | list, rows: np.ndarray) -> list:
+    if len(rows) == len(seq):
+        return list(seq)
+    if len(rows) == 1:
+        return [seq[int(rows[0])]]
+    return list(itemgetter(*rows.tolist())(seq)) if len(rows) else []
+
+
+def _as_dict(e: Any) -> dict:
+    """The event as the per-event reader sees it (None and absent read alike, except names)."""
+    d = {"ph": e.ph, "cat": e.cat, "pid": e.pid, "tid": e.tid, "ts": e.ts, "dur": e.dur, "id": e.id}
+    if e.name is not msgspec.UNSET:
+        d["name"] = e.name
+    a = e.args
+    if a is not None:
+        args = {k: v for k, v in zip(_ARG_KEYS, _ARGS_ALL(a)) if v is not None}
+        for k in ("name", "labels"):
+            v = getattr(a, k)
+            if v is not msgspec.UNSET:
+                args[k] = v
+        d["args"] = args
+    return d
+
+
+def _fill(state: Any, events: list) -> None:
+    n = len(events)
+    if not n:
+        return
+    ph, cat, name, pid, tid, ts, dur, args = (list(map(get, events)) for get in _FIELDS)
+    if set(map(type, pid)) != {int}:
+        raise Unsure
+    try:
+        pids = np.array(pid, np.int64)
+        phk = np.fromiter(map(_PH.get, ph, repeat(0)), np.int8, n)
+        catk = np.fromiter(map(_CAT.get, cat, repeat(0)), np.int8, n)
+    except (OverflowError, TypeError):  # a pid beyond int64, a list as ph or cat
+        raise Unsure from None
+    if (pids == MISSING).any():
+        raise Unsure
+    # events read one at a time, in file order: metadata, flows, counters, torch ops and queues
+    one = np.nonzero((phk >= 2) | ((phk == 1) & (catk == 1)))[0]
+    skip_before = set(state.skip_pids)
+    skipped_at: dict[int, int] = {}  # pid -> position in this piece where its process was found not needed
+    for i in one.tolist():
+        state.event(_as_dict(events[i]))
+        if phk[i] == 3 and len(state.skip_pids) > len(skip_before) + len(skipped_at):
+            skipped_at.setdefault(pid[i], i)
+    # complete events of the processes kept, filled column-wise
+    x = (phk == 1) & (catk != 1)
+    sc = np.nonzero(x & (catk == 2))[0]
+    if len(sc):
+        steps = [_name(v).startswith("ProfilerStep#") for v in _take(name, sc)]
+        x[sc[~np.array(steps, bool)]] = False
+    if skip_before:
+        x &= ~np.isin(pids, np.array(list(skip_before), np.int64))
+    if skipped_at:
+        at = np.arange(n)
+        for p, i in skipped_at.items():
+            x &= ~((pids == p) & (at > i))
+    rows = np.nonzero(x)[0]
+    if not len(rows):
+        return
+    raw_ts = _take(ts, rows)
+    t = _ts_floats(raw_ts)
+    bad = np.isnan(t)
+    if bad.any():
+        state.bad_ts += int(bad.sum())
+        rows, t = rows[~bad], t[~bad]
+        raw_ts = _take(ts, rows)
+        if not len(rows):
+            return
+    _append(state.cols, pids[rows], _take(tid, rows), _take(name, rows), _take(cat, rows), t, raw_ts, _take(dur, rows),
+            _take(args, rows))  # fmt: skip
+
+
+def _append(cols: Any, pids: np.ndarray, tid: list, name: list, cat: list, t: np.ndarray, raw_ts: list, dur: list, args: list) -> None:
+    intern = cols._intern
+    cols.pid.frombytes(pids.tobytes())
+    cols.tid.frombytes(_ints(tid).tobytes())
+    cols.name.extend(_interned([_name(v) for v in name] if set(map(type, name)) != {str} else name, intern))
+    cols.cat.extend(_interned([v if v is None or v.__class__ is str else str(v) for v in cat], intern))
+    cols.ts.frombytes(t.tobytes())
+    cols.ts_ns.frombytes(_ns(raw_ts, t).tobytes())
+    cols.dur.frombytes(_floats(dur).tobytes())
+    if args.count(None):
+        args = [_EMPTY if a is None else a for a in args]
+    values = list(zip(*map(_ARGS_GET, args)))
+    for key, names in tj._INT_ARGS.items():
+        cols.ints[key].frombytes(_ints(_coalesce([values[_COL[k]] for k in names])).tobytes())
+    for key, names in tj._STR_ARGS.items():
+        v = _coalesce([values[_COL[k]] for k in names])
+        if not set(map(type, v)) <= {str, NoneType}:
+            v = [s if s is None or s.__class__ is str else str(s) for s in v]
+        cols.strs[key].extend(_interned(v, intern))
+
+
+def _name(v: object) -> str:
+    if v.__class__ is str:
+        return v  # type: ignore[return-value]
+    return "" if v is msgspec.UNSET else str(v)
+
+
+def _interned(values: list, intern: dict) -> list:
+    if values.count(None) == len(values):
+        return [None] * len(values)
+    return list(map(intern.setdefault, values, values))
+
+
+def _coalesce(candidates: list) -> list | tuple:
+    """Per row, the first candidate that is not None (older and newer CANN name the same arg differently)."""
+    out = candidates[0]
+    for c in candidates[1:]:
+        if not out.count(None):
+            break
+        if c.count(None) == len(c):
+            continue
+        out = [a if a is not None else b for a, b in zip(out, c)]
+    return out
+
+
+def _ints(values: list | tuple) -> np.ndarray:
+    """int64 as trace_json._code gives them, MISSING for None."""
+    if values.count(None) == len(values):
+        return np.full(len(values), MISSING, np.int64)
+    if set(map(type, values)) <= {int, NoneType}:
+        try:
+            return pc.fill_null(pa.array(values, pa.int64()), MISSING).to_numpy()
+        except (OverflowError, pa.ArrowException):
+            pass
+    return np.fromiter(map(tj._code, values), np.int64, len(values))
+
+
+def _floats(values: list | tuple) -> np.ndarray:
+    """float64 as trace_json._num gives them, NaN for None."""
+    if set(map(type, values)) <= {float, int, NoneType}:
+        try:
+            return pc.fill_null(pa.array(values, pa.float64()), np.nan).to_numpy()
+        except (OverflowError, pa.ArrowException):
+            pass
+    return np.fromiter(map(tj._num, values), np.float64, len(values))
+
+
+def _ts_floats(values: list) -> np.ndarray:
+    if set(map(type, values)) == {str}:
+        try:
+            return pc.cast(pa.array(values, pa.string()), pa.float64()).to_numpy()
+        except pa.ArrowException:
+            return np.fromiter(map(tj._num, values), np.float64, len(values))
+    return _floats(values)
+
+
+def _ns(values: list, t: np.ndarray) -> np.ndarray:
+    """Exact ns as trace_json._exact_ns gives them."""
+    kinds = set(map(type, values))
+    if kinds == {str}:
+        text = pa.array(values, pa.string())
+        if pc.all(pc.match_substring_regex(text, _EXACT3)).as_py():
+            return pc.replace_substring(text, ".", "", max_replacements=1).cast(pa.int64()).to_numpy()
+    elif kinds <= {float, int}:
+        ok = np.abs(t) < tj._NS_LIMIT / 1000.0  # False for NaN
+        return np.where(ok, np.rint(np.where(ok, t, 0.0) * 1000.0), MISSING).astype(np.int64)
+    return np.fromiter(map(tj._exact_ns, values, t.tolist()), np.int64, len(values))

@@ -1,0 +1,182 @@
+"""The fast trace reader (msgspec pieces, column-wise fill) gives exactly the per-event reader's
+tables: on every real trace of the corpus, on the generated ones, cut into many small pieces, and on
+hypothesis-made events of every odd type; what it cannot vouch for goes to the per-event reader."""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from npudiag.errors import InputError
+from npudiag.profiling.formats import trace_fast
+from npudiag.profiling.formats import trace_json as tj
+from npudiag.testing.generate import write_msprof_profile, write_torch_profile
+
+from .conftest import CORPUS, corpus_files
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+PARTS = ("tasks", "comm_ops", "comm_tasks", "api_calls", "steps", "aicore_freq", "torch_ops")
+
+
+def _per_event(path: Path) -> tj.TraceTables:
+    return tj._tables(path, tj._read_events(path, None), 5)
+
+
+def _fast(path: Path) -> tj.TraceTables:
+    return tj._tables(path, trace_fast.read(path, tj._Reading), 5)
+
+
+def _same(a: tj.TraceTables, b: tj.TraceTables) -> None:
+    for part in PARTS:
+        x, y = getattr(a, part), getattr(b, part)
+        assert x.schema == y.schema, part
+        assert x.equals(y), (part, x.num_rows, y.num_rows)
+    assert (a.hccl_streams, a.device_ids, a.warnings) == (b.hccl_streams, b.device_ids, b.warnings)
+
+
+def _traces() -> list[Path]:
+    names = ("trace_view*.json", "msprof_*.json", "hccl_*.json", "task_time_*.json", "step_trace_*.json")
+    found = [p for n in names for p in corpus_files(f"**/{n}")]
+    return found + [p for n in names for p in sorted(FIXTURES.glob(f"**/{n}"))]
+
+
+@pytest.mark.parametrize("path", _traces(), ids=lambda p: "/".join(p.parts[-3:]))
+def test_real_traces_take_the_fast_path_and_give_the_same_tables(path: Path, monkeypatch) -> None:
+    reference = _per_event(path)
+    _same(_fast(path), reference)
+    # cut into pieces of ~4 KB: state that crosses pieces (process names found later, skipped
+    # processes, flows) comes out the same
+    monkeypatch.setattr(trace_fast, "PIECE_BYTES", 4096)
+    _same(_fast(path), reference)
+
+
+def test_the_corpus_has_traces(corpus) -> None:
+    assert len([p for p in _traces() if str(CORPUS) in str(p)]) >= 10
+
+
+@pytest.mark.parametrize("kind", ["torch", "msprof"])
+def test_generated_profiles_with_every_event_kind(tmp_path: Path, kind: str, monkeypatch) -> None:
+    if kind == "torch":
+        write_torch_profile(tmp_path, kernels=400, copies=20, seed=4, steps=4, comm_sizes_mb=[2.0, 64.0], dynamic_ops=("Add",))
+        paths = list(tmp_path.glob("**/trace_view.json"))
+    else:
+        write_msprof_profile(tmp_path, kernels=400, copies=20, seed=4)
+        paths = list(tmp_path.glob("**/msprof_*.json"))
+    assert paths
+    monkeypatch.setattr(trace_fast, "PIECE_BYTES", 2048)
+    for p in paths:
+        _same(_fast(p), _per_event(p))
+
+
+def test_unsure_inputs_are_read_event_by_event(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(trace_fast, "PIECE_BYTES", 8)  # a cut tried at every '},{'-like spot
+    ev = {"ph": "X", "pid": 1, "tid": 2, "ts": "10.000", "dur": 1.0, "name": "k", "args": {"Task Type": "AI_CORE"}}
+    meta = {"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": "Ascend Hardware"}}
+    cases = {
+        "object_form": json.dumps({"traceEvents": [meta, ev]}),
+        "string_pid": json.dumps([meta, {**ev, "pid": "1"}]),
+        "args_list": json.dumps([meta, {**ev, "args": [1, 2]}]),
+        "cut_inside_string": json.dumps([meta, {**ev, "name": "a},{b"}]),
+        "nan_literal": json.dumps([meta, {**ev, "dur": float("nan")}]),
+        "number_item": "[" + json.dumps(meta) + ", 5, " + json.dumps(ev) + "]",
+        "trailing_garbage": json.dumps([meta, ev]) + " x",
+    }
+    for name, text in cases.items():
+        p = tmp_path / f"{name}.json"
+        p.write_text(text)
+        with pytest.raises(trace_fast.Unsure, match=""):
+            trace_fast.read(p, tj._Reading)
+            pytest.fail(name)
+        assert gc.isenabled(), name
+        _same(tj.read_trace(p, 5), _per_event(p))
+
+
+def test_malformed_json_gives_the_per_event_readers_error(tmp_path: Path) -> None:
+    p = tmp_path / "msprof_1.json"
+    p.write_text('[{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "CANN"}}, {"ph": "X", "pid": 1, "ts": ')
+    with pytest.raises(InputError) as exc:
+        tj.read_trace(p)
+    assert "cut off" in str(exc.value) and str(p) in exc.value.one_line()
+
+
+_ODD = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**64), 2**64), st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["", "7", " 12 ", "1.5", "-0.500", "1736405443876953.510", "nan", "inf", "x", "17642468770735690.000"]),
+)  # fmt: skip
+_KEYS = [k for keys in (*tj._INT_ARGS.values(), *tj._STR_ARGS.values()) for k in keys] + ["correlation_id", "MHz", "name", "labels"]
+
+
+@st.composite
+def _event(draw, tame: bool = False) -> dict:
+    ev: dict = {}
+    ev["ph"] = draw(st.sampled_from(["X", "X", "X", "M", "s", "f", "C", "i", None]))
+    for key, values in (
+        ("cat", st.sampled_from([None, "cpu_op", "enqueue", "dequeue", "python_function", "HostToDevice", "async_npu", "kernel", 3])),
+        (
+            "name",
+            st.sampled_from(
+                [
+                    "process_name",
+                    "thread_name",
+                    "process_labels",
+                    "ProfilerStep#3",
+                    "AI Core Freq",
+                    "AscendCL@aclnnAdd",
+                    "Iteration 2",
+                    "k",
+                    None,
+                    7,
+                ]
+            ),
+        ),
+        ("pid", st.sampled_from([1, 2, 3]) if tame else st.one_of(st.sampled_from([1, 2, 3]), _ODD)),
+        ("tid", st.one_of(st.sampled_from([1, 2]), _ODD)),
+        ("ts", st.one_of(st.sampled_from(["10.000", "11.250", "12.5", 13.0, 14]), _ODD)),
+        ("dur", st.one_of(st.sampled_from([1.0, 2, 0.5]), _ODD)),
+        ("id", st.one_of(st.sampled_from([1, 2, "3"]), _ODD)),
+    ):
+        if draw(st.integers(0, 5)) or (tame and key == "pid"):
+            ev[key] = draw(values)
+    if draw(st.integers(0, 4)):
+        names = st.sampled_from(
+            ["Ascend Hardware", "CANN", "HCCL", "Python", "Overlap Analysis", "Plane 0", "Stream 2", "Step Trace", "NPU 0"]
+        )
+        ev["args"] = {k: draw(st.one_of(names, _ODD)) for k in draw(st.lists(st.sampled_from(_KEYS), max_size=6))}
+    return ev
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.booleans().flatmap(lambda tame: st.lists(_event(tame), min_size=1, max_size=40)),
+    st.sampled_from([", ", ",", ",\n  "]),
+    st.sampled_from([64, 300, 8 << 20]),
+)
+def test_any_events_read_the_same_either_way(tmp_path_factory, events, sep, piece) -> None:
+    p = tmp_path_factory.mktemp("t") / "trace_view.json"
+    p.write_text("[" + sep.join(json.dumps(e) for e in events) + "]")
+    saved, trace_fast.PIECE_BYTES = trace_fast.PIECE_BYTES, piece
+    try:
+        _check_both(p)
+    finally:
+        trace_fast.PIECE_BYTES = saved
+
+
+def _check_both(p: Path) -> None:
+    try:
+        reference = _per_event(p)
+    except InputError as exc:
+        with pytest.raises(InputError) as again:
+            tj.read_trace(p)
+        assert again.value.one_line() == exc.one_line()
+        return
+    _same(tj.read_trace(p, 5), reference)
+    try:
+        fast = _fast(p)
+    except trace_fast.Unsure:
+        return
+    _same(fast, reference)
