@@ -8,6 +8,7 @@ per-run metric columns (kernels: the PMU tail of op_summary / kernel_details, wh
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 KERNELS = pa.schema(
@@ -552,6 +553,25 @@ def empty(name: str) -> pa.Table:
     return TABLES[name].empty_table()
 
 
+_ZEROS: list = [0, None]  # (length, buffer) of the last zero buffer made
+
+
+def nulls(n: int, type: pa.DataType) -> pa.Array:
+    """An all-null column of ``n`` rows. Fixed-width and text types share one zero buffer (validity,
+    values, offsets), made by calloc, so memory pages are only mapped if read: a table of forty absent
+    columns costs no more than one (``pa.nulls`` allocates and zero-fills each)."""
+    fixed = pa.types.is_integer(type) or pa.types.is_floating(type) or pa.types.is_boolean(type) or pa.types.is_timestamp(type)
+    if not n or not (fixed or pa.types.is_string(type)):
+        return pa.nulls(n, type)
+    size = (n + 1) * 8
+    if _ZEROS[0] < size:
+        _ZEROS[:] = [size, pa.py_buffer(np.zeros(size, np.uint8))]
+    zeros = _ZEROS[1]
+    if fixed:
+        return pa.Array.from_buffers(type, n, [zeros, zeros], null_count=n)
+    return pa.Array.from_buffers(type, n, [zeros, zeros, pa.py_buffer(b"")], null_count=n)
+
+
 def conform(table: pa.Table, schema: pa.Schema, *, keep_extra: bool = False) -> pa.Table:
     """Return ``table`` with exactly ``schema``'s columns first (missing ones as nulls).
 
@@ -567,7 +587,7 @@ def conform(table: pa.Table, schema: pa.Schema, *, keep_extra: bool = False) -> 
                 col = col.cast(field.type)
             arrays.append(col)
         else:
-            arrays.append(pa.nulls(n, field.type))
+            arrays.append(nulls(n, field.type))
     fields = list(schema)
     if keep_extra:
         for name in table.column_names:

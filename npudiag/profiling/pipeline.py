@@ -156,6 +156,9 @@ def _analyze_one(found, target, paths, force, overrides, step_window, time_range
         profile = ingest(paths, progress.advance, total=progress.set_total, found=found)
     else:
         profile = ingest(paths, found=found)
+    # reading leaves memory free but held by Arrow's allocator (a trace's store, the takes from it);
+    # handed back before the analysis allocates its own
+    pa.default_memory_pool().release_unused()
     read_any = any(f.used_for for f in profile.inputs)
     meta = _meta(paths, profile.errors, profile.warnings)
     tables = dict(profile.tables)

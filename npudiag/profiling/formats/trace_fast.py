@@ -32,7 +32,8 @@ from npudiag.profiling.formats import trace_json as tj
 
 PIECE_BYTES = 8 << 20
 _WINDOW = 1 << 16  # where the last cut of a piece is looked for first
-_CUT = re.compile(rb"\}\s*,\s*\{")
+_JSON_WS = b" \t\r\n"
+_CUT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _EXACT3 = r"^-?(\d{1,15}|[1-8]\d{15})\.\d{3}$"  # 'digits.ddd' whose digits without the point are the ns and fit int64
 MISSING = tj.MISSING
 
@@ -78,13 +79,20 @@ def read(path: Path, make_state: Callable[[], Any], progress: Callable[[int], No
     """The reader state for ``path`` (a ``trace_json._Reading``), or Unsure."""
     state = make_state()
     decoder = msgspec.json.Decoder(list[_Event])
+    arrow = _ArrowPieces(decoder)
     # nothing made here can form a cycle; the collector walking millions of new objects costs 40 %
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for piece in _pieces(path, progress):
+        for body in _pieces(path, progress):
+            if not body.strip(_JSON_WS):
+                continue
+            if arrow.fill(state, body):
+                state.pieces["arrow"] += 1
+                continue
+            state.pieces["msgspec"] += 1
             try:
-                events = decoder.decode(piece)
+                events = decoder.decode(b"[" + body + b"]")
             except msgspec.MsgspecError:
                 raise Unsure from None
             _fill(state, events)
@@ -96,7 +104,7 @@ def read(path: Path, make_state: Callable[[], Any], progress: Callable[[int], No
 
 
 def _pieces(path: Path, progress: Callable[[int], None] | None) -> Iterator[bytes]:
-    """JSON array texts of whole events, in order, about PIECE_BYTES each."""
+    """The text of whole events, in order, about PIECE_BYTES each, without the array's brackets."""
     with open(path, "rb") as fh:
 
         def more() -> bytes:
@@ -107,7 +115,7 @@ def _pieces(path: Path, progress: Callable[[int], None] | None) -> Iterator[byte
 
         buf = more()
         buf = buf[3:] if buf.startswith(b"\xef\xbb\xbf") else buf
-        buf = buf.lstrip()
+        buf = buf.lstrip(_JSON_WS)
         if not buf.startswith(b"["):
             raise Unsure
         buf = buf[1:]
@@ -126,10 +134,13 @@ def _pieces(path: Path, progress: Callable[[int], None] | None) -> Iterator[byte
                         cut = m
             if cut is None:
                 if eof:
-                    yield b"[" + buf  # the last events and the array's ']'
+                    buf = buf.rstrip(_JSON_WS)
+                    if not buf.endswith(b"]"):
+                        raise Unsure  # cut off, or more after the array
+                    yield buf[:-1]
                     return
                 continue  # one event larger than the buffer: read on
-            yield b"[" + buf[: cut.start() + 1] + b"]"
+            yield buf[: cut.start() + 1]
             buf = buf[cut.end() - 1 :]
 
 
@@ -209,36 +220,28 @@ def _fill(state: Any, events: list) -> None:
 
 
 def _append(cols: Any, pids: np.ndarray, tid: list, name: list, cat: list, t: np.ndarray, raw_ts: list, dur: list, args: list) -> None:
-    intern = cols._intern
-    cols.pid.frombytes(pids.tobytes())
-    cols.tid.frombytes(_ints(tid).tobytes())
-    cols.name.extend(_interned([_name(v) for v in name] if set(map(type, name)) != {str} else name, intern))
-    cols.cat.extend(_interned([v if v is None or v.__class__ is str else str(v) for v in cat], intern))
-    cols.ts.frombytes(t.tobytes())
-    cols.ts_ns.frombytes(_ns(raw_ts, t).tobytes())
-    cols.dur.frombytes(_floats(dur).tobytes())
+    if set(map(type, name)) != {str}:
+        name = [_name(v) for v in name]
+    if not set(map(type, cat)) <= {str, NoneType}:
+        cat = [v if v is None or v.__class__ is str else str(v) for v in cat]
     if args.count(None):
         args = [_EMPTY if a is None else a for a in args]
     values = list(zip(*map(_ARGS_GET, args)))
-    for key, names in tj._INT_ARGS.items():
-        cols.ints[key].frombytes(_ints(_coalesce([values[_COL[k]] for k in names])).tobytes())
+    ints = {key: _ints(_coalesce([values[_COL[k]] for k in names])) for key, names in tj._INT_ARGS.items()}
+    strs = {}
     for key, names in tj._STR_ARGS.items():
         v = _coalesce([values[_COL[k]] for k in names])
         if not set(map(type, v)) <= {str, NoneType}:
             v = [s if s is None or s.__class__ is str else str(s) for s in v]
-        cols.strs[key].extend(_interned(v, intern))
+        strs[key] = pa.array(v, pa.string())
+    cols.append_chunk(tj.store_chunk(pids, _ints(tid), t, _ns(raw_ts, t), _floats(dur), pa.array(name, pa.string()),
+                                     pa.array(cat, pa.string()), ints, strs))  # fmt: skip
 
 
 def _name(v: object) -> str:
     if v.__class__ is str:
         return v  # type: ignore[return-value]
     return "" if v is msgspec.UNSET else str(v)
-
-
-def _interned(values: list, intern: dict) -> list:
-    if values.count(None) == len(values):
-        return [None] * len(values)
-    return list(map(intern.setdefault, values, values))
 
 
 def _coalesce(candidates: list) -> list | tuple:
@@ -295,3 +298,154 @@ def _ns(values: list, t: np.ndarray) -> np.ndarray:
         ok = np.abs(t) < tj._NS_LIMIT / 1000.0  # False for NaN
         return np.where(ok, np.rint(np.where(ok, t, 0.0) * 1000.0), MISSING).astype(np.int64)
     return np.fromiter(map(tj._exact_ns, values, t.tolist()), np.int64, len(values))
+
+
+# --- pieces read by pyarrow's JSON reader (C++, on every core) ---------------------------------
+# The commas between events become line breaks and the piece is read as JSON lines with a declared
+# schema. Arrow refuses what the schema does not say (a string where a number is declared, a number
+# beyond int64, a key twice, a NaN literal), and a line break put inside a string or a nested array
+# leaves lines that are not JSON, so a piece it reads is read right; any refusal leaves the piece,
+# untouched, to msgspec. Events the per-event reader handles one at a time (metadata, flows,
+# counters, torch ops, queues) are decoded from their own lines by msgspec.
+_BANDWIDTH = "bandwidth(GB/s)"  # a number in real traces (read as text by the per-event reader; the same float)
+
+
+def _arrow_schema(ts: pa.DataType) -> pa.Schema:
+    args = [pa.field(k, pa.int64()) for keys in tj._INT_ARGS.values() for k in keys]
+    args += [pa.field(k, pa.float64() if k == _BANDWIDTH else pa.string()) for keys in tj._STR_ARGS.values() for k in keys]
+    return pa.schema([("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()), ("pid", pa.int64()),
+                      ("tid", pa.int64()), ("ts", ts), ("dur", pa.float64()), ("args", pa.struct(args))])  # fmt: skip
+
+
+_PH_CODES = pa.array(["X", "s", "f", "C", "M"])
+_TORCH_CATS = pa.array(["cpu_op", "enqueue", "dequeue"])
+_SKIP = pa.array(sorted(tj._SKIP_CATS))
+
+
+class _ArrowPieces:
+    def __init__(self, decoder: msgspec.json.Decoder) -> None:
+        import pyarrow.json as pj
+
+        self.pj = pj
+        self.decoder = decoder
+        # torch_npu and msprof >= 8 write ts as text, older msprof as a number; msprof 8 pretty-prints
+        # (events over several lines); the combination that last worked is tried first
+        self.options = [pj.ParseOptions(explicit_schema=_arrow_schema(t), unexpected_field_behavior="ignore", newlines_in_values=nl)
+                        for nl in (False, True) for t in (pa.string(), pa.float64())]  # fmt: skip
+        self.read = pj.ReadOptions(block_size=1 << 20)
+        self.sep: bytes | None = None
+        self.failed = 0  # pieces in a row this path left to msgspec; after two it stops trying
+
+    def _parse(self, lines: bytes) -> pa.Table | None:
+        for i, opts in enumerate(self.options):
+            try:
+                table = self.pj.read_json(pa.BufferReader(lines), read_options=self.read, parse_options=opts)
+            except (pa.ArrowException, ValueError):
+                continue
+            if i:
+                self.options.insert(0, self.options.pop(i))
+            return table
+        return None
+
+    def fill(self, state: Any, body: bytes) -> bool:
+        """Fill ``state`` from one piece; False, with ``state`` untouched, when the piece is left to msgspec."""
+        if self.failed >= 2:
+            return False
+        done = self._fill(state, body.strip(_JSON_WS))
+        self.failed = 0 if done else self.failed + 1
+        return done
+
+    def _fill(self, state: Any, body: bytes) -> bool:
+        if self.sep is None:
+            self.sep = _CUT.search(body).group(0) if _CUT.search(body) else b"}, {"
+        # the file's own separator replaced by one line break more than its length (a plain replace is
+        # faster than the pattern, and the count falls out of the lengths); any other separator in
+        # the piece leaves two events on a line, which the row count below catches
+        lines = body.replace(self.sep, b"}" + b"\n" * (len(self.sep) - 1) + b"{")
+        count = len(lines) - len(body)
+        t = self._parse(lines)
+        split: Callable[[bytes], list[bytes]] = lambda b: b.split(self.sep)  # noqa: E731
+        if t is None or t.num_rows != count + 1:
+            lines, count = _CUT.subn(b"}\n{", body)
+            t, split = self._parse(lines), _CUT.split
+        if t is None or t.num_rows != count + 1 or t["pid"].null_count:
+            return False  # two events on a line, or a pid that is no int: not for this path
+        t = t.combine_chunks()
+        n = t.num_rows
+        pids = t["pid"].to_numpy()
+        if (pids == MISSING).any():
+            return False
+        ph = pc.fill_null(pc.index_in(t["ph"], _PH_CODES), -1).to_numpy()
+        torch = pc.fill_null(pc.is_in(t["cat"], _TORCH_CATS), False).to_numpy(zero_copy_only=False)
+        x = (ph == 0) & ~torch
+        one = np.nonzero((ph > 0) | ((ph == 0) & torch))[0]
+        name = t["name"]
+        if name.null_count and pc.any(pc.and_(pc.is_null(name), pa.array(x))).as_py():
+            return False  # an absent name reads "", a null one "None": msgspec tells them apart
+        events = []
+        if len(one):
+            texts = _event_texts(_take(split(body), one), one, n)
+            try:
+                events = self.decoder.decode(b"[" + b",".join(texts) + b"]")
+            except msgspec.MsgspecError:
+                return False
+        # from here on the piece is read by this path
+        skip_before = set(state.skip_pids)
+        skipped_at: dict[int, int] = {}
+        for i, e in zip(one.tolist(), events):
+            state.event(_as_dict(e))
+            if ph[i] == 4 and len(state.skip_pids) > len(skip_before) + len(skipped_at):
+                skipped_at.setdefault(e.pid, i)
+        skipped = pc.fill_null(pc.is_in(t["cat"], _SKIP), False)
+        skipped = pc.and_(skipped, pc.invert(pc.fill_null(pc.starts_with(name, "ProfilerStep#"), False)))
+        x &= ~skipped.to_numpy(zero_copy_only=False)
+        if skip_before:
+            x &= ~np.isin(pids, np.array(list(skip_before), np.int64))
+        for p, i in skipped_at.items():
+            x &= ~((pids == p) & (np.arange(n) > i))
+        rows = np.nonzero(x)[0]
+        if not len(rows):
+            return True
+        k = t.take(rows)
+        ts = k["ts"].chunk(0) if k["ts"].num_chunks else pa.array([], k["ts"].type)
+        if pa.types.is_string(ts.type):
+            try:
+                sec = pc.cast(ts, pa.float64()).to_numpy(zero_copy_only=False)
+            except pa.ArrowInvalid:
+                sec = np.fromiter(map(tj._num, ts.to_pylist()), np.float64, len(ts))
+        else:
+            sec = ts.to_numpy(zero_copy_only=False)
+        bad = np.isnan(sec)
+        if bad.any():
+            state.bad_ts += int(bad.sum())
+            good = np.nonzero(~bad)[0]
+            k, ts, sec = k.take(good), ts.take(good), sec[good]
+            if not k.num_rows:
+                return True
+        if pa.types.is_string(ts.type):
+            if pc.all(pc.match_substring_regex(ts, _EXACT3)).as_py():
+                ns = pc.replace_substring(ts, ".", "", max_replacements=1).cast(pa.int64()).to_numpy()
+            else:
+                ns = np.fromiter(map(tj._exact_ns, ts.to_pylist(), sec.tolist()), np.int64, len(ts))
+        else:
+            ok = np.abs(sec) < tj._NS_LIMIT / 1000.0
+            ns = np.where(ok, np.rint(np.where(ok, sec, 0.0) * 1000.0), MISSING).astype(np.int64)
+        args = k["args"]
+
+        def arg(key: str) -> pa.ChunkedArray:
+            return pc.struct_field(args, key)
+
+        ints = {key: pc.fill_null(pc.coalesce(*(arg(a) for a in names)), MISSING) for key, names in tj._INT_ARGS.items()}
+        strs = {}
+        for key, names in tj._STR_ARGS.items():
+            v = pc.coalesce(*(arg(a) for a in names))
+            strs[key] = v if pa.types.is_string(v.type) else pc.cast(v, pa.string())
+        state.cols.append_chunk(tj.store_chunk(k["pid"], pc.fill_null(k["tid"], MISSING), sec, ns, pc.fill_null(k["dur"], np.nan),
+                                               k["name"], k["cat"], ints, strs))  # fmt: skip
+        return True
+
+
+def _event_texts(parts: list[bytes], rows: np.ndarray, n: int) -> list[bytes]:
+    """Part i of a piece split at its separators is event i less the '{' the separator before it took
+    (i > 0) and the '}' the one after it took (i < n - 1)."""
+    return [(b"{" if i else b"") + part + (b"}" if i < n - 1 else b"") for part, i in zip(parts, rows.tolist())]

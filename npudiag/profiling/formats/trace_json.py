@@ -134,6 +134,12 @@ class _Columns:
     """Typed columns kept while streaming (about 150 bytes an event); strings are interned."""
 
     def __init__(self) -> None:
+        self.chunks: list[pa.Table] = []  # in file order, each in the _STORE schema
+        self._intern: dict[str, str] = {}
+        self.other_pids: dict[object, int] = {}
+        self._reset()
+
+    def _reset(self) -> None:
         self.pid = array("q")
         self.tid = array("q")
         self.ts = array("d")
@@ -143,12 +149,30 @@ class _Columns:
         self.cat: list[str | None] = []
         self.ints = {k: array("q") for k in _INT_ARGS}
         self.strs: dict[str, list[str | None]] = {k: [] for k in _STR_ARGS}
-        self._intern: dict[str, str] = {}
-        self.other_pids: dict[object, int] = {}
         self._int_items = tuple((_INT_ARGS[k], col.append) for k, col in self.ints.items())
         self._str_items = tuple((_STR_ARGS[k], col.append) for k, col in self.strs.items())
         self._int_appends = tuple(a for _, a in self._int_items)
         self._str_appends = tuple(a for _, a in self._str_items)
+
+    def append_chunk(self, chunk: pa.Table) -> None:
+        """Rows filled elsewhere (trace_fast), after those added one by one so far."""
+        self._flush()
+        self.chunks.append(chunk)
+
+    def _flush(self) -> None:
+        if not len(self.pid):
+            return
+        f64, i64 = (lambda c: np.frombuffer(c, np.float64)), (lambda c: np.frombuffer(c, np.int64))
+        self.chunks.append(store_chunk(i64(self.pid), i64(self.tid), f64(self.ts), i64(self.ts_ns), f64(self.dur),
+                                       pa.array(self.name, pa.string()), pa.array(self.cat, pa.string()),
+                                       {k: i64(v) for k, v in self.ints.items()},
+                                       {k: pa.array(v, pa.string()) for k, v in self.strs.items()}))  # fmt: skip
+        self._reset()
+
+    def finish(self) -> _Final:
+        self._flush()
+        chunks, self.chunks = self.chunks, []
+        return _Final(chunks)
 
     def pid_code(self, value: object) -> int:
         c = _code(value)
@@ -207,8 +231,50 @@ class _Columns:
                     v = str(v)
                 append(intern.setdefault(v, v))
 
-    def np(self, col: array) -> np.ndarray:
-        return np.frombuffer(col, dtype=np.int64) if col.typecode == "q" else np.frombuffer(col, dtype=np.float64)
+
+_STORE = pa.schema(
+    [("pid", pa.int64()), ("tid", pa.int64()), ("ts", pa.float64()), ("ts_ns", pa.int64()), ("dur", pa.float64()),
+     ("name", pa.string()), ("cat", pa.string())]
+    + [(f"i:{k}", pa.int64()) for k in _INT_ARGS] + [(f"s:{k}", pa.string()) for k in _STR_ARGS]
+)  # fmt: skip
+
+
+def store_chunk(pid, tid, ts, ts_ns, dur, name: pa.Array, cat: pa.Array, ints: dict, strs: dict) -> pa.Table:
+    """Kept complete events in the reader's store: int columns hold MISSING for no value (no nulls)."""
+    arrays = [pid, tid, ts, ts_ns, dur, name, cat, *(ints[k] for k in _INT_ARGS), *(strs[k] for k in _STR_ARGS)]
+    return pa.Table.from_arrays([pa.array(a, f.type) if isinstance(a, np.ndarray) else a for a, f in zip(arrays, _STORE)], schema=_STORE)
+
+
+class _Final:
+    """The store once read: numbers as numpy arrays, text as Arrow arrays, row i = kept event i.
+    Built a column at a time, each column's chunks released as it is copied, so the peak is the store
+    plus one column (a whole-table combine doubled it)."""
+
+    def __init__(self, chunks: list[pa.Table]) -> None:
+        self.n = sum(c.num_rows for c in chunks)
+
+        def column(name: str) -> pa.ChunkedArray:
+            return pa.chunked_array([a for c in chunks for a in c.column(name).chunks], _STORE.field(name).type)
+
+        def numbers(name: str) -> np.ndarray:
+            # combined in Arrow's pool (a view for numpy; no nulls: MISSING / NaN stand for no value)
+            out = column(name).combine_chunks()
+            chunks[:] = [c.drop_columns([name]) for c in chunks]  # in place: the caller's list lets go too
+            return out.to_numpy()
+
+        # pid and tid are read whole; the rest only at the rows of each table, taken from the chunks
+        # (combining them all would add a copy of the store that the allocator keeps)
+        self.pid, self.tid = numbers("pid"), numbers("tid")
+        self._columns = {c: column(c) for c in _STORE.names if c not in ("pid", "tid")}
+
+    def num(self, key: str, rows: np.ndarray) -> np.ndarray:
+        """Number column ``key`` (ts, ts_ns, dur, or "i:" and an int arg) at ``rows``."""
+        return self._columns[key].take(rows).to_numpy()
+
+    def text(self, key: str, rows: np.ndarray) -> pa.Array:
+        """Column ``key`` (name, cat or a text arg) at ``rows``."""
+        taken = self._columns[key if key in ("name", "cat") else f"s:{key}"].take(rows)
+        return taken.combine_chunks() if taken.num_chunks != 1 else taken.chunk(0)
 
 
 class _Reading:
@@ -225,6 +291,7 @@ class _Reading:
         self.skip_pids: set[object] = set()  # processes already named and not needed (Overlap Analysis, HBM, ...)
         self.freq: list[tuple[int, float, float]] = []  # "AI Core Freq" counter samples: (exact ns, us, MHz)
         self.torch = _TorchOps()  # torch_npu's cpu_op events and the torch_to_npu flows from them to kernels
+        self.pieces = {"arrow": 0, "msgspec": 0}  # how trace_fast read the file's pieces
 
     def event(self, ev: dict) -> None:
         cols, torch = self.cols, self.torch
@@ -295,28 +362,31 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
 
 
 def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
-    cols, bad_ts, process_names, process_labels = state.cols, state.bad_ts, state.process_names, state.process_labels
+    cols, bad_ts, process_names, process_labels = state.cols.finish(), state.bad_ts, state.process_names, state.process_labels
     thread_names, flows, freq, torch = state.thread_names, state.flows, state.freq, state.torch
     warnings = []
     if bad_ts:
         warnings.append(f"{path}: {bad_ts} complete event(s) without a numeric 'ts' were skipped")
-    if not process_names and len(cols.pid):
+    if not process_names and cols.n:
         raise InputError(path, "no process_name metadata events; expected an msprof / torch_npu Chrome trace")
     device_ids = sorted({d for d in (_device_from_label(v) for v in process_labels.values()) if d is not None})
     device_id = device_ids[0] if len(device_ids) == 1 else None
 
-    pid = cols.np(cols.pid)
-    tid = cols.np(cols.tid)
+    pid, tid = cols.pid, cols.tid
 
     def rows_of(names: set[str]) -> np.ndarray:
         pids = [p for p, n in process_names.items() if n in names]
         return np.nonzero(np.isin(pid, np.array(pids, dtype=np.int64)))[0] if pids else np.array([], dtype=np.int64)
 
     def on_threads(rows: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
-        names = {k for k, v in thread_names.items() if test(v)}
+        names = [k for k, v in thread_names.items() if test(v)]
         if not names or not len(rows):
             return np.zeros(len(rows), bool)
-        return np.array([(int(pid[i]), int(tid[i])) in names for i in rows], dtype=bool)
+        here = pa.table({"pid": pid[rows], "tid": tid[rows], "i": np.arange(len(rows))})
+        named = pa.table({"pid": [k[0] for k in names], "tid": [k[1] for k in names]}, schema=here.select(["pid", "tid"]).schema)
+        out = np.zeros(len(rows), bool)
+        out[here.join(named, ["pid", "tid"], join_type="left semi")["i"].to_numpy()] = True
+        return out
 
     hw = rows_of({HARDWARE})
     marker_rows = hw[on_threads(hw, lambda n: n.startswith(STEP_TRACE))]
@@ -327,12 +397,17 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
     planes, ops = hccl[plane], hccl[~plane]
     cann = rows_of({CANN})
     py = rows_of({PYTHON})
-    step_rows = py[np.array([_PROFILER_STEP.match(cols.name[i]) is not None for i in py], dtype=bool)] if len(py) else py
-    streams = _take_int(cols, "stream", planes)
+    is_step = [_PROFILER_STEP.match(n) is not None for n in cols.text("name", py).to_pylist()]
+    step_rows = py[np.array(is_step, dtype=bool)] if len(py) else py
+    streams = cols.num("i:stream", planes)
     plane_ids = np.array([_plane_of(thread_names.get((int(pid[i]), int(tid[i])), "")) for i in planes], dtype=np.int64)
     parts = []
-    for table in (_task_table(cols, hw, rank, device_id, flows), _comm_op_table(cols, ops, rank, device_id),
-                  _comm_task_table(cols, planes, plane_ids, rank), _api_table(cols, cann, rank)):  # fmt: skip
+    for build in (lambda: _task_table(cols, hw, rank, device_id, flows), lambda: _comm_op_table(cols, ops, rank, device_id),
+                  lambda: _comm_task_table(cols, planes, plane_ids, rank), lambda: _api_table(cols, cann, rank)):  # fmt: skip
+        table = build()
+        # the takes and casts of a table leave hundreds of MB free but held by Arrow's allocator;
+        # handing them back keeps the peak near what is live (500 MB trace: 947 -> 398 MB after)
+        pa.default_memory_pool().release_unused()
         label = "op_name" if "op_name" in table.column_names else ("name" if "name" in table.column_names else "task_type")
         table, bad = drop_bad_timing(table, str(path), lambda i, t=table, c=label: f"event {t[c][i].as_py()!r} at {t['start_us'][i]}")
         warnings.extend(bad)
@@ -400,7 +475,7 @@ class _TorchOps:
         else:
             self.starts[fid] = (self._thread(ev, cols), ns)
 
-    def table(self, cols: _Columns, hw: np.ndarray, rank) -> pa.Table:
+    def table(self, cols: _Final, hw: np.ndarray, rank) -> pa.Table:
         from npudiag.profiling import tasks
         from npudiag.profiling.formats.torch_ops import Queue, torch_op_table
 
@@ -411,10 +486,9 @@ class _TorchOps:
         queue = Queue(deq[:, 0], deq[:, 1], deq[:, 2], deq[:, 3], enq[:, 0], enq[:, 1], enq[:, 3])
         both = [f for f in self.starts if f in self.ends]
         # each flow's kernel: the device task starting at the flow's end, on the same stream thread
-        kernels = pa.table({"pid": cols.np(cols.pid)[hw], "tid": cols.np(cols.tid)[hw], "ns": cols.np(cols.ts_ns)[hw],
-                            "us": cols.np(cols.dur)[hw]})  # fmt: skip
+        kernels = pa.table({"pid": cols.pid[hw], "tid": cols.tid[hw], "ns": cols.num("ts_ns", hw), "us": cols.num("dur", hw)})
         # device work only: compute kernels and copies, not communication sub-tasks or syncs
-        kind, _ = tasks.classify(_strs(cols.strs["type"], hw), _strs(cols.name, hw))
+        kind, _ = tasks.classify(cols.text("type", hw), cols.text("name", hw))
         kernels = kernels.filter(pc.is_in(kind, pa.array([tasks.COMPUTE, tasks.COPY])))
         launches = pa.table({"pid": [self.ends[f][0] for f in both], "tid": [self.ends[f][1] for f in both],
                              "ns": [self.ends[f][2] for f in both], "lt": [self.starts[f][0] for f in both],
@@ -458,8 +532,8 @@ def _int_col(values: np.ndarray) -> pa.Array:
     return pa.array(values, pa.int64(), mask=values == MISSING)
 
 
-def _take_int(cols: _Columns, key: str, rows: np.ndarray) -> np.ndarray:
-    return cols.np(cols.ints[key])[rows]
+def _take_int(cols: _Final, key: str, rows: np.ndarray) -> np.ndarray:
+    return cols.num(f"i:{key}", rows)
 
 
 def _first(*candidates: np.ndarray) -> np.ndarray:
@@ -469,49 +543,64 @@ def _first(*candidates: np.ndarray) -> np.ndarray:
     return out
 
 
-def _strs(values: list, rows: np.ndarray) -> pa.Array:
-    return pa.array([values[i] for i in rows], pa.string())
+def _mapped(values: pa.Array, f: Callable[[str | None], str | None]) -> pa.Array:
+    """f of each value, computed once per distinct value (Python's own string functions, any size)."""
+    distinct = pc.unique(values)
+    out = pa.array([f(v) for v in distinct.to_pylist()], pa.string())
+    return out.take(pc.index_in(values, distinct, skip_nulls=False))
 
 
-def _common(cols: _Columns, rows: np.ndarray, rank, device_id) -> dict[str, pa.Array]:
+def _to_floats(values: pa.Array) -> np.ndarray:
+    """float() of each text (None and what is no number: NaN)."""
+    try:
+        return pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
+    except pa.ArrowInvalid:
+        return np.array([_num(v) for v in values.to_pylist()], np.float64)
+
+
+def _common(cols: _Final, rows: np.ndarray, rank, device_id) -> dict[str, pa.Array]:
     n = len(rows)
     return {
         "source": pa.repeat(pa.scalar("trace"), n),
         "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
         "device_id": pa.repeat(pa.scalar(device_id, pa.int32()), n),
-        "op_name": _strs(cols.name, rows),
-        "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
-        "start_ns": _int_col(cols.np(cols.ts_ns)[rows]),
-        "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
+        "op_name": cols.text("name", rows),
+        "start_us": pa.array(cols.num("ts", rows), pa.float64()),
+        "start_ns": _int_col(cols.num("ts_ns", rows)),
+        "duration_us": pa.array(cols.num("dur", rows), pa.float64()),
     }
 
 
-def _model(cols: _Columns, rows: np.ndarray) -> pa.Array:
+def _model(cols: _Final, rows: np.ndarray) -> pa.Array:
     model = _take_int(cols, "model", rows)
     return _int_col(np.where(model == NO_MODEL_ID, MISSING, model))
 
 
-def _task_table(cols: _Columns, rows: np.ndarray, rank, device_id, flows: dict[int, int]) -> pa.Table:
+def _task_table(cols: _Final, rows: np.ndarray, rank, device_id, flows: dict[int, int]) -> pa.Table:
     conn = _take_int(cols, "connection", rows)
-    launch = np.array([flows.get(int(c), MISSING) if c != MISSING else MISSING for c in conn], dtype=np.int64) if flows else None
-    op = cols.strs["operation"]
+    launch = None
+    if flows:
+        at = pc.index_in(pa.array(conn), pa.array(np.fromiter(flows, np.int64, len(flows)))).to_numpy(zero_copy_only=False)
+        found = ~np.isnan(at) & (conn != MISSING)
+        launch = np.full(len(rows), MISSING, np.int64)
+        launch[found] = np.fromiter(flows.values(), np.int64, len(flows))[at[found].astype(np.int64)]
     table = pa.table(
         {
             **_common(cols, rows, rank, device_id),
             "model_id": _model(cols, rows),
-            "stream_id": _int_col(_first(_take_int(cols, "stream", rows), cols.np(cols.tid)[rows])),
+            "stream_id": _int_col(_first(_take_int(cols, "stream", rows), cols.tid[rows])),
             "task_id": _int_col(_take_int(cols, "task", rows)),
-            "task_type": _strs(cols.strs["type"], rows),
+            "task_type": cols.text("type", rows),
             "connection_id": _int_col(conn),
             "size_bytes": _int_col(_take_int(cols, "size", rows)),
-            "direction": pa.array([_OPERATION.get((op[i] or "").lower(), "unknown") for i in rows], pa.string()),
+            "direction": _mapped(cols.text("operation", rows), lambda op: _OPERATION.get((op or "").lower(), "unknown")),
             "launch_ns": _int_col(launch) if launch is not None else pa.nulls(len(rows), pa.int64()),
         }
     )
     return schemas.conform(table, schemas.KERNELS, keep_extra=True)
 
 
-def _comm_op_table(cols: _Columns, rows: np.ndarray, rank, device_id) -> pa.Table:
+def _comm_op_table(cols: _Final, rows: np.ndarray, rank, device_id) -> pa.Table:
     n = len(rows)
     table = pa.table(
         {
@@ -529,43 +618,37 @@ def _rank_col(values: np.ndarray) -> pa.Array:
     return _int_col(np.where(values == NO_RANK, MISSING, values))
 
 
-def _comm_task_table(cols: _Columns, rows: np.ndarray, plane_ids: np.ndarray, rank) -> pa.Table:
+def _comm_task_table(cols: _Final, rows: np.ndarray, plane_ids: np.ndarray, rank) -> pa.Table:
     n = len(rows)
-    bw = [_num(cols.strs["bandwidth"][i]) for i in rows]
+    bw = _to_floats(cols.text("bandwidth", rows))
     table = pa.table(
         {
             "source": pa.repeat(pa.scalar("trace"), n),
             "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
             "plane_id": pa.array(np.where(plane_ids == MISSING, 0, plane_ids), pa.int32(), mask=plane_ids == MISSING),
-            "task_type": _strs(cols.strs["type"], rows),
-            "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
-            "start_ns": _int_col(cols.np(cols.ts_ns)[rows]),
-            "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
+            "task_type": pc.coalesce(cols.text("type", rows), cols.text("name", rows)),  # else its name: both say Notify_Wait...
+            "start_us": pa.array(cols.num("ts", rows), pa.float64()),
+            "start_ns": _int_col(cols.num("ts_ns", rows)),
+            "duration_us": pa.array(cols.num("dur", rows), pa.float64()),
             "stream_id": _int_col(_take_int(cols, "stream", rows)),
             "task_id": _int_col(_take_int(cols, "task", rows)),
             "src_rank": _rank_col(_take_int(cols, "src", rows)),
             "dst_rank": _rank_col(_take_int(cols, "dst", rows)),
-            "transport": _strs(cols.strs["transport"], rows),
-            "link_type": _strs(cols.strs["link"], rows),
+            "transport": cols.text("transport", rows),
+            "link_type": cols.text("link", rows),
             "size_bytes": _int_col(_take_int(cols, "size", rows)),
-            "bandwidth_gbps": pa.array(bw, pa.float64(), mask=np.isnan(np.array(bw, float)) if n else None),
+            "bandwidth_gbps": pa.array(bw, pa.float64(), mask=np.isnan(bw)),
         }
     )
-    table = table.set_column(table.schema.get_field_index("task_type"), "task_type", _fill_type(table["task_type"], cols, rows))
     return schemas.conform(table, schemas.COMM_TASKS)
 
 
-def _fill_type(types: pa.ChunkedArray, cols: _Columns, rows: np.ndarray) -> pa.Array:
-    """A plane task's type is its ``task type`` arg, else its name (both say Notify_Wait, Memcpy...)."""
-    return pa.array([t if t is not None else cols.name[i] for t, i in zip(types.to_pylist(), rows)], pa.string())
-
-
-def _step_table(cols: _Columns, markers: np.ndarray, profiler_steps: np.ndarray, rank, device_id) -> pa.Table:
+def _step_table(cols: _Final, markers: np.ndarray, profiler_steps: np.ndarray, rank, device_id) -> pa.Table:
     """Steps from msprof's step-trace markers (by iteration id), else torch_npu's ProfilerStep#N ranges."""
     steps: dict[int, dict] = {}
-    ts, dur = cols.np(cols.ts), cols.np(cols.dur)
-    for i in markers:
-        m = _MARKER.match(cols.name[i])
+    ts, dur = cols.num("ts", markers), cols.num("dur", markers)
+    for i, name in enumerate(cols.text("name", markers).to_pylist()):
+        m = _MARKER.match(name)
         if not m:
             continue
         kind, step = m.group(1), int(m.group(2))
@@ -585,37 +668,35 @@ def _step_table(cols: _Columns, markers: np.ndarray, profiler_steps: np.ndarray,
     source = "step_trace"
     if not steps:
         source = "trace"
-        for i in profiler_steps:
-            step = int(_PROFILER_STEP.match(cols.name[i]).group(1))  # type: ignore[union-attr]
+        ts, dur = cols.num("ts", profiler_steps), cols.num("dur", profiler_steps)
+        for i, name in enumerate(cols.text("name", profiler_steps).to_pylist()):
+            step = int(_PROFILER_STEP.match(name).group(1))  # type: ignore[union-attr]
             d = float(dur[i]) if dur[i] == dur[i] else None
             steps.setdefault(step, {"step": step, "start_us": float(ts[i]), "end_us": float(ts[i]) + d if d is not None else None})
     rows = [{"source": source, "rank": rank, "device_id": device_id, **steps[k]} for k in sorted(steps)]
     return pa.Table.from_pylist(rows, schema=schemas.STEPS) if rows else schemas.empty("steps")
 
 
-def _api_table(cols: _Columns, rows: np.ndarray, rank) -> pa.Table:
-    levels, names = [], []
-    lv = cols.strs["level"]
-    for i in rows:
-        prefix, _, rest = cols.name[i].partition("@")
-        level = lv[i]
-        if rest:
-            levels.append(level or _LEVEL_PREFIX.get(prefix, prefix.lower()))
-            names.append(rest)
-        else:
-            levels.append(level)
-            names.append(cols.name[i])
+def _api_table(cols: _Final, rows: np.ndarray, rank) -> pa.Table:
+    # "AscendCL@aclnnAdd": the level from the prefix where the event has no level arg, the name after '@'
+    full, level = cols.text("name", rows), cols.text("level", rows)
+    parts = pc.extract_regex(full, r"(?s)^(?P<prefix>[^@]*)@(?P<rest>.+)$")  # null where there is no '@' or nothing after it
+    split = pc.is_valid(parts)
+    prefix_level = _mapped(pc.struct_field(parts, "prefix"), lambda p: _LEVEL_PREFIX.get(p, p.lower()) if p is not None else None)
+    has_level = pc.fill_null(pc.not_equal(level, ""), False)
+    levels = pc.if_else(pc.and_(split, pc.invert(has_level)), prefix_level, level)
+    names = pc.if_else(split, pc.struct_field(parts, "rest"), full)
     n = len(rows)
     table = pa.table(
         {
             "source": pa.repeat(pa.scalar("trace"), n),
             "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
-            "level": pa.array(levels, pa.string()),
-            "name": pa.array(names, pa.string()),
-            "start_us": pa.array(cols.np(cols.ts)[rows], pa.float64()),
-            "start_ns": _int_col(cols.np(cols.ts_ns)[rows]),
-            "duration_us": pa.array(cols.np(cols.dur)[rows], pa.float64()),
-            "thread_id": _int_col(_first(_take_int(cols, "thread", rows), cols.np(cols.tid)[rows])),
+            "level": levels,
+            "name": names,
+            "start_us": pa.array(cols.num("ts", rows), pa.float64()),
+            "start_ns": _int_col(cols.num("ts_ns", rows)),
+            "duration_us": pa.array(cols.num("dur", rows), pa.float64()),
+            "thread_id": _int_col(_first(_take_int(cols, "thread", rows), cols.tid[rows])),
             "connection_id": _int_col(_take_int(cols, "connection", rows)),
         }
     )

@@ -22,13 +22,22 @@ MSPROF_ANALYZE = "overall summary's free time; npudiag splits each gap by the ho
 _SYNC = ("Synchronize", "StreamSync", "DeviceSync", "EventSync", "QueryEvent", "MemCopySync", "aclrtMemcpy")
 
 
-def _host_call_at(api, s: np.ndarray, e: np.ndarray, t: float) -> str | None:
-    inside = np.nonzero((s <= t) & (e >= t))[0]
-    if not len(inside):
-        return None
-    # the innermost call (shortest) says most about what the host was doing
-    j = inside[np.argmin((e - s)[inside])]
-    return f"{api['level'][int(j)].as_py()}@{api['name'][int(j)].as_py()}"
+def _host_calls_at(api, s: np.ndarray, e: np.ndarray, times: np.ndarray) -> list[str | None]:
+    """For each time, the innermost (shortest; the first of equals) host API call running across it."""
+    # only calls spanning at least one of the times can answer (a few, against a million calls a
+    # long run has): one sorted search picks them, then each time looks among those alone
+    ts = np.sort(times)
+    rows = np.nonzero(np.searchsorted(ts, e, "right") > np.searchsorted(ts, s, "left"))[0]
+    s, e = s[rows], e[rows]
+    out: list[str | None] = []
+    for t in times:
+        inside = np.nonzero((s <= t) & (e >= t))[0]
+        if not len(inside):
+            out.append(None)
+            continue
+        j = int(rows[inside[np.argmin((e - s)[inside])]])
+        out.append(f"{api['level'][j].as_py()}@{api['name'][j].as_py()}")
+    return out
 
 
 def cause_of(call: str | None) -> str:
@@ -60,7 +69,8 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         a_s = pc.fill_null(api["start_us"], np.nan).to_numpy() if api.num_rows else np.array([])
         a_e = a_s + (pc.fill_null(api["duration_us"], 0.0).to_numpy() if api.num_rows else 0.0)
         idx = np.nonzero(long)[0]
-        calls = [_host_call_at(api, a_s, a_e, float(gap_start[i] + gaps[i] / 2)) if api.num_rows else None for i in idx]
+        mids = np.array([float(gap_start[i] + gaps[i] / 2) for i in idx])
+        calls = _host_calls_at(api, a_s, a_e, mids) if api.num_rows else [None] * len(idx)
         by_cause: dict[str, float] = {}
         for i, call in zip(idx, calls):
             by_cause[cause_of(call)] = by_cause.get(cause_of(call), 0.0) + float(gaps[i])
