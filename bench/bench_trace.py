@@ -46,6 +46,7 @@ def main() -> None:
     ap.add_argument("--mb", type=int, nargs="+", default=[100, 500])
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--decoders", action="store_true", help="also time msgspec and pyarrow.json alone")
+    ap.add_argument("--before", type=Path, help="a checkout of an earlier commit (git worktree add): its analyze timed too")
     a = ap.parse_args()
     py = sys.executable
     rows = []
@@ -57,6 +58,10 @@ def main() -> None:
                 "json_load": [py, "-c", f"import json; json.load(open({str(path)!r}))"],
                 "npudiag_analyze": [py, "-m", "npudiag", "analyze", str(path), "--out", f"{tmp}/out", "--quiet", "--json"],
             }
+            if a.before is not None:
+                # `python -m npudiag` from the checkout's folder imports that checkout's package
+                runs["before_analyze"] = ["env", "-C", str(a.before), py, "-m", "npudiag", "analyze", str(path), "--out",
+                                          f"{tmp}/before", "--quiet", "--json"]  # fmt: skip
             if a.decoders:
                 runs["msgspec_typed"] = [py, "-c", MSGSPEC, str(path)]
                 runs["pyarrow_json_lines"] = [py, "-c", ARROW, str(path)]
@@ -68,6 +73,9 @@ def main() -> None:
         row["analyze_to_json_load"] = round(row["npudiag_analyze_s"] / row["json_load_s"], 2)
         row["analyze_rss_to_file"] = round(row["npudiag_analyze_peak_rss_mb"] * 1e6 / size, 2)
         row["analyze_mb_per_s"] = round(size / 1e6 / row["npudiag_analyze_s"], 1)
+        if a.before is not None:
+            row["before_to_json_load"] = round(row["before_analyze_s"] / row["json_load_s"], 2)
+            row["before_rss_to_file"] = round(row["before_analyze_peak_rss_mb"] * 1e6 / size, 2)
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(json.dumps({"cores": os.cpu_count(), "runs": rows}, indent=2))

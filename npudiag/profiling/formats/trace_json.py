@@ -232,17 +232,20 @@ class _Columns:
                 append(intern.setdefault(v, v))
 
 
+_TEXT = pa.dictionary(pa.int32(), pa.string())  # names repeat: a chunk keeps each distinct one once
 _STORE = pa.schema(
     [("pid", pa.int64()), ("tid", pa.int64()), ("ts", pa.float64()), ("ts_ns", pa.int64()), ("dur", pa.float64()),
-     ("name", pa.string()), ("cat", pa.string())]
-    + [(f"i:{k}", pa.int64()) for k in _INT_ARGS] + [(f"s:{k}", pa.string()) for k in _STR_ARGS]
+     ("name", _TEXT), ("cat", _TEXT)]
+    + [(f"i:{k}", pa.int64()) for k in _INT_ARGS] + [(f"s:{k}", _TEXT) for k in _STR_ARGS]
 )  # fmt: skip
 
 
 def store_chunk(pid, tid, ts, ts_ns, dur, name: pa.Array, cat: pa.Array, ints: dict, strs: dict) -> pa.Table:
-    """Kept complete events in the reader's store: int columns hold MISSING for no value (no nulls)."""
+    """Kept complete events in the reader's store: int columns hold MISSING for no value (no nulls),
+    text columns are dictionary-encoded."""
     arrays = [pid, tid, ts, ts_ns, dur, name, cat, *(ints[k] for k in _INT_ARGS), *(strs[k] for k in _STR_ARGS)]
-    return pa.Table.from_arrays([pa.array(a, f.type) if isinstance(a, np.ndarray) else a for a, f in zip(arrays, _STORE)], schema=_STORE)
+    return pa.Table.from_arrays([pa.array(a, f.type) if isinstance(a, np.ndarray) else pc.dictionary_encode(a) if f.type == _TEXT else a
+                                 for a, f in zip(arrays, _STORE)], schema=_STORE)  # fmt: skip
 
 
 class _Final:
@@ -267,6 +270,11 @@ class _Final:
         self.pid, self.tid = numbers("pid"), numbers("tid")
         self._columns = {c: column(c) for c in _STORE.names if c not in ("pid", "tid")}
 
+    def drop(self, *keys: str) -> None:
+        """Let go of columns no longer needed (their memory is freed with the last reference)."""
+        for k in keys:
+            self._columns.pop(k, None)
+
     def num(self, key: str, rows: np.ndarray) -> np.ndarray:
         """Number column ``key`` (ts, ts_ns, dur, or "i:" and an int arg) at ``rows``."""
         return self._columns[key].take(rows).to_numpy()
@@ -274,7 +282,8 @@ class _Final:
     def text(self, key: str, rows: np.ndarray) -> pa.Array:
         """Column ``key`` (name, cat or a text arg) at ``rows``."""
         taken = self._columns[key if key in ("name", "cat") else f"s:{key}"].take(rows)
-        return taken.combine_chunks() if taken.num_chunks != 1 else taken.chunk(0)
+        taken = taken.combine_chunks() if taken.num_chunks != 1 else taken.chunk(0)
+        return taken.cast(pa.string())
 
 
 class _Reading:
@@ -358,7 +367,10 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
         state = trace_fast.read(path, _Reading, progress)
     except trace_fast.Unsure:
         state = _read_events(path, progress)
-    return _tables(path, state, rank)
+    tables = _tables(path, state, rank)
+    del state  # the store: hundreds of MB for a large trace, handed back to the system at once
+    pa.default_memory_pool().release_unused()
+    return tables
 
 
 def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
@@ -404,6 +416,9 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
     parts = []
     for build in (lambda: _task_table(cols, hw, rank, device_id, flows), lambda: _comm_op_table(cols, ops, rank, device_id),
                   lambda: _comm_task_table(cols, planes, plane_ids, rank), lambda: _api_table(cols, cann, rank)):  # fmt: skip
+        if len(parts) == 3:  # the API calls and what follows need none of the device tasks' columns
+            cols.drop(*(f"i:{k}" for k in ("model", "stream", "task", "size", "src", "dst", "plane")),
+                      *(f"s:{k}" for k in ("operation", "transport", "link", "bandwidth")))  # fmt: skip
         table = build()
         # the takes and casts of a table leave hundreds of MB free but held by Arrow's allocator;
         # handing them back keeps the peak near what is live (500 MB trace: 947 -> 398 MB after)
