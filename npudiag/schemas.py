@@ -567,9 +567,14 @@ def nulls(n: int, type: pa.DataType) -> pa.Array:
     if _ZEROS[0] < size:
         _ZEROS[:] = [size, pa.py_buffer(np.zeros(size, np.uint8))]
     zeros = _ZEROS[1]
+    # each buffer cut to the size its array needs: an array serialised to another process carries its
+    # buffers whole (a ten-row table sent from a pool worker carried the largest table's zeros)
+    validity = zeros.slice(0, (n + 7) // 8)
     if fixed:
-        return pa.Array.from_buffers(type, n, [zeros, zeros], null_count=n)
-    return pa.Array.from_buffers(type, n, [zeros, zeros, pa.py_buffer(b"")], null_count=n)
+        width = 1 if pa.types.is_boolean(type) else type.bit_width // 8
+        values = zeros.slice(0, (n + 7) // 8 if pa.types.is_boolean(type) else n * width)
+        return pa.Array.from_buffers(type, n, [validity, values], null_count=n)
+    return pa.Array.from_buffers(type, n, [validity, zeros.slice(0, (n + 1) * 4), pa.py_buffer(b"")], null_count=n)
 
 
 def conform(table: pa.Table, schema: pa.Schema, *, keep_extra: bool = False) -> pa.Table:

@@ -47,3 +47,24 @@ def test_declared_schemas_have_units_in_names() -> None:
         for field in schema:
             if pa.types.is_floating(field.type) and field.name not in ("variance",):
                 assert field.name.endswith(("_us", "_pct", "_bytes", "_gbps", "_mhz")), (name, field.name)
+
+
+def test_absent_columns_share_one_zero_buffer_cut_to_each_length() -> None:
+    """schemas.nulls: equal to pa.nulls for every type a schema uses, and a small table of them
+    pickles small even after a large one was made (a pool worker sends its tables to the parent)."""
+    import pickle
+
+    import pyarrow as pa
+
+    from npudiag import schemas
+
+    big = schemas.nulls(2_000_000, pa.int64())
+    for field in (f for s in schemas.TABLES.values() for f in s):
+        for n in (0, 1, 9, 1000):
+            a = schemas.nulls(n, field.type)
+            a.validate(full=True)
+            assert a.equals(pa.nulls(n, field.type)) and a.null_count == n, field
+            assert len(pickle.dumps(a)) <= len(pickle.dumps(pa.nulls(n, field.type))) + 64, field
+    # forty absent int64 columns of a large table take the memory of one
+    cols = [schemas.nulls(2_000_000, pa.int64()) for _ in range(40)]
+    assert {c.buffers()[1].address for c in cols} == {big.buffers()[1].address}

@@ -18,6 +18,7 @@ from npudiag.profiling.formats import trace_json as tj
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 
 from .conftest import CORPUS, corpus_files
+from .test_fuzz_all import MUT, _write
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PARTS = ("tasks", "comm_ops", "comm_tasks", "api_calls", "steps", "aicore_freq", "torch_ops")
@@ -224,3 +225,28 @@ def _check_both(p: Path) -> None:
     except trace_fast.Unsure:
         return
     _same(fast, reference)
+
+
+def test_bytes_that_are_not_utf8_anywhere_give_the_per_event_readers_error(tmp_path: Path) -> None:
+    # pyarrow's JSON reader lets invalid UTF-8 inside strings through; the fast path must not
+    meta = {"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": "Ascend Hardware"}}
+    ev = {"ph": "X", "pid": 1, "tid": 2, "ts": "10.000", "dur": 1.0, "name": "kNAME", "args": {"Task Type": "AI_CORE", "other": "OTHER"}}
+    text = json.dumps([meta, ev]).encode()
+    for marker in (b"NAME", b"OTHER"):  # in a field read, in one ignored
+        p = tmp_path / f"{marker.decode()}.json"
+        p.write_bytes(text.replace(marker, b"\x80"))
+        with pytest.raises(InputError, match="not UTF-8 text"):
+            tj.read_trace(p)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(*MUT)
+def test_mutated_real_traces_read_the_same_either_way(tmp_path_factory, op, arg, flips) -> None:
+    """Byte flips, truncation, BOM, CRLF... of a generated torch_npu trace: the reader used
+    (pyarrow / msgspec / per event) never changes the tables or the error."""
+    p = _write(tmp_path_factory, "trace_view.json", op, arg, flips)
+    saved, trace_fast.PIECE_BYTES = trace_fast.PIECE_BYTES, 4096
+    try:
+        _check_both(p)
+    finally:
+        trace_fast.PIECE_BYTES = saved

@@ -87,6 +87,13 @@ def read(path: Path, make_state: Callable[[], Any], progress: Callable[[int], No
         for body in _pieces(path, progress):
             if not body.strip(_JSON_WS):
                 continue
+            if not body.isascii():
+                # pyarrow passes invalid UTF-8 inside strings through; the per-event reader names it
+                # (pieces are cut at ASCII bytes, so a character is never split between two)
+                try:
+                    body.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise Unsure from None
             if arrow.fill(state, body):
                 state.pieces["arrow"] += 1
                 continue
