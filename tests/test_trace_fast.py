@@ -250,3 +250,25 @@ def test_mutated_real_traces_read_the_same_either_way(tmp_path_factory, op, arg,
         _check_both(p)
     finally:
         trace_fast.PIECE_BYTES = saved
+
+
+def test_pieces_prepared_ahead_stop_with_the_reader(tmp_path: Path, monkeypatch) -> None:
+    """Pieces are parsed on two threads ahead of the state; a late piece that sends the file to the
+    per-event reader leaves no thread behind, and progress counts every byte once, in order."""
+    import threading
+
+    meta = {"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": "Ascend Hardware"}}
+    ev = {"ph": "X", "pid": 1, "tid": 2, "ts": "10.000", "dur": 1.0, "name": "k", "args": {"Task Type": "AI_CORE"}}
+    events = [meta] + [{**ev, "ts": f"{10 + i}.000"} for i in range(2000)]
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(events))
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(json.dumps(events).encode().replace(b'"ts": "1990.000"', b'"ts": "1990.000", "x": "\x80"'))
+    monkeypatch.setattr(trace_fast, "PIECE_BYTES", 4096)
+    seen: list[int] = []
+    state = trace_fast.read(good, tj._Reading, seen.append)
+    assert sum(seen) == good.stat().st_size and state.pieces["arrow"] > 10
+    _same(tj._tables(good, state, 5), _per_event(good))
+    with pytest.raises(trace_fast.Unsure):
+        trace_fast.read(bad, tj._Reading)
+    assert not [t for t in threading.enumerate() if t.name.startswith("npudiag-trace")]

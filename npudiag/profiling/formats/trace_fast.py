@@ -15,13 +15,16 @@ piece of text, its decoded events and the typed columns kept (about 140 bytes an
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import re
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -84,30 +87,63 @@ def read(path: Path, make_state: Callable[[], Any], progress: Callable[[int], No
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for body in _pieces(path, progress):
-            if not body.strip(_JSON_WS):
-                continue
-            if not body.isascii():
-                # pyarrow passes invalid UTF-8 inside strings through; the per-event reader names it
-                # (pieces are cut at ASCII bytes, so a character is never split between two)
+        with contextlib.closing(_ahead(path, arrow, progress)) as pieces:
+            for body, parsed in pieces:
+                if not body.strip(_JSON_WS):
+                    continue
+                if not body.isascii():
+                    # pyarrow passes invalid UTF-8 inside strings through; the per-event reader names
+                    # it (pieces are cut at ASCII bytes, so a character is never split between two)
+                    try:
+                        body.decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise Unsure from None
+                if arrow.fill(state, parsed):
+                    state.pieces["arrow"] += 1
+                    continue
+                state.pieces["msgspec"] += 1
                 try:
-                    body.decode("utf-8")
-                except UnicodeDecodeError:
+                    events = decoder.decode(b"[" + body + b"]")
+                except msgspec.MsgspecError:
                     raise Unsure from None
-            if arrow.fill(state, body):
-                state.pieces["arrow"] += 1
-                continue
-            state.pieces["msgspec"] += 1
-            try:
-                events = decoder.decode(b"[" + body + b"]")
-            except msgspec.MsgspecError:
-                raise Unsure from None
-            _fill(state, events)
-            del events
+                _fill(state, events)
+                del events
     finally:
         if collecting:
             gc.enable()
     return state
+
+
+def _ahead(path: Path, arrow: _ArrowPieces, progress: Callable[[int], None] | None) -> Iterator[tuple[bytes, _Parsed | None]]:
+    """The pieces of ``path`` in order, each with what ``arrow.prepare`` made of it. Two threads
+    prepare the next pieces (pyarrow parses and computes without the GIL) while the caller fills
+    the state from the previous one; at most three pieces are in hand at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pending: deque = deque()
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="npudiag-trace")
+    pieces = _pieces(path, progress)
+    try:
+        while True:
+            while len(pending) < 3 and pieces is not None:
+                try:
+                    body = next(pieces)
+                except StopIteration:
+                    pieces = None
+                    break
+                if arrow.sep is None and body.strip(_JSON_WS):
+                    found = _CUT.search(body)
+                    arrow.sep = found.group(0) if found else b"}, {"
+                pending.append((body, pool.submit(arrow.prepare, body) if body.strip(_JSON_WS) else None))
+            if not pending:
+                return
+            body, parsed = pending.popleft()
+            yield body, parsed.result() if parsed is not None else None
+    finally:
+        for _, parsed in pending:
+            if parsed is not None:
+                parsed.cancel()
+        pool.shutdown(wait=True)
 
 
 def _pieces(path: Path, progress: Callable[[int], None] | None) -> Iterator[bytes]:
@@ -329,6 +365,18 @@ _TORCH_CATS = pa.array(["cpu_op", "enqueue", "dequeue"])
 _SKIP = pa.array(sorted(tj._SKIP_CATS))
 
 
+class _Parsed(NamedTuple):
+    """A piece as far as it can be read without the reader state: made on the reading thread."""
+
+    pids: np.ndarray  # every event's pid
+    ph: np.ndarray  # index of each event's ph in _PH_CODES, -1 for another
+    one: np.ndarray  # events read one at a time (metadata, flows, counters, torch ops, queues)
+    one_text: bytes  # their text, as a JSON array
+    rows: np.ndarray  # complete events that go to the store unless their process is skipped
+    bad: np.ndarray  # of those, the ones whose ts is no number (left out of chunk)
+    chunk: pa.Table | None  # the store rows of rows[~bad]
+
+
 class _ArrowPieces:
     def __init__(self, decoder: msgspec.json.Decoder) -> None:
         import pyarrow.json as pj
@@ -342,79 +390,66 @@ class _ArrowPieces:
         self.read = pj.ReadOptions(block_size=1 << 20)
         self.sep: bytes | None = None
         self.failed = 0  # pieces in a row this path left to msgspec; after two it stops trying
+        self._order = threading.Lock()  # pieces are prepared on two threads
 
     def _parse(self, lines: bytes) -> pa.Table | None:
-        for i, opts in enumerate(self.options):
+        for i, opts in enumerate(list(self.options)):
             try:
                 table = self.pj.read_json(pa.BufferReader(lines), read_options=self.read, parse_options=opts)
             except (pa.ArrowException, ValueError):
                 continue
             if i:
-                self.options.insert(0, self.options.pop(i))
+                with self._order:
+                    self.options.remove(opts)
+                    self.options.insert(0, opts)
             return table
         return None
 
-    def fill(self, state: Any, body: bytes) -> bool:
-        """Fill ``state`` from one piece; False, with ``state`` untouched, when the piece is left to msgspec."""
+    def prepare(self, body: bytes) -> _Parsed | None:
+        """What of the piece does not depend on the events before it: parsed, the events sorted, the
+        store rows of its complete events made. Runs on the reading thread, a piece ahead of
+        ``fill``; None when the piece is not for this path (or this path has stopped trying)."""
         if self.failed >= 2:
-            return False
-        done = self._fill(state, body.strip(_JSON_WS))
-        self.failed = 0 if done else self.failed + 1
-        return done
-
-    def _fill(self, state: Any, body: bytes) -> bool:
-        if self.sep is None:
-            self.sep = _CUT.search(body).group(0) if _CUT.search(body) else b"}, {"
+            return None
+        body = body.strip(_JSON_WS)
         # the file's own separator replaced by one line break more than its length (a plain replace is
         # faster than the pattern, and the count falls out of the lengths); any other separator in
         # the piece leaves two events on a line, which the row count below catches
-        lines = body.replace(self.sep, b"}" + b"\n" * (len(self.sep) - 1) + b"{")
+        sep = self.sep or b"}, {"  # set by _ahead from the first piece
+        lines = body.replace(sep, b"}" + b"\n" * (len(sep) - 1) + b"{")
         count = len(lines) - len(body)
         t = self._parse(lines)
-        split: Callable[[bytes], list[bytes]] = lambda b: b.split(self.sep)  # noqa: E731
+        split: Callable[[bytes], list[bytes]] = lambda b: b.split(sep)  # noqa: E731
+        del lines
         if t is None or t.num_rows != count + 1:
             lines, count = _CUT.subn(b"}\n{", body)
             t, split = self._parse(lines), _CUT.split
+            del lines
         if t is None or t.num_rows != count + 1 or t["pid"].null_count:
-            return False  # two events on a line, or a pid that is no int: not for this path
-        t = t.combine_chunks()
+            return None  # two events on a line, or a pid that is no int: not for this path
+        # left in pyarrow's blocks: combining them copies the piece; only the rows kept are copied, once
         n = t.num_rows
         pids = t["pid"].to_numpy()
         if (pids == MISSING).any():
-            return False
+            return None
         ph = pc.fill_null(pc.index_in(t["ph"], _PH_CODES), -1).to_numpy()
         torch = pc.fill_null(pc.is_in(t["cat"], _TORCH_CATS), False).to_numpy(zero_copy_only=False)
         x = (ph == 0) & ~torch
         one = np.nonzero((ph > 0) | ((ph == 0) & torch))[0]
         name = t["name"]
-        if name.null_count and pc.any(pc.and_(pc.is_null(name), pa.array(x))).as_py():
-            return False  # an absent name reads "", a null one "None": msgspec tells them apart
-        events = []
-        if len(one):
-            texts = _event_texts(_take(split(body), one), one, n)
-            try:
-                events = self.decoder.decode(b"[" + b",".join(texts) + b"]")
-            except msgspec.MsgspecError:
-                return False
-        # from here on the piece is read by this path
-        skip_before = set(state.skip_pids)
-        skipped_at: dict[int, int] = {}
-        for i, e in zip(one.tolist(), events):
-            state.event(_as_dict(e))
-            if ph[i] == 4 and len(state.skip_pids) > len(skip_before) + len(skipped_at):
-                skipped_at.setdefault(e.pid, i)
+        if name.null_count and (pc.is_null(name).to_numpy(zero_copy_only=False) & x).any():
+            return None  # an absent name reads "", a null one "None": msgspec tells them apart
+        one_text = b"[" + b",".join(_event_texts(_take(split(body), one), one, n)) + b"]" if len(one) else b"[]"
         skipped = pc.fill_null(pc.is_in(t["cat"], _SKIP), False)
         skipped = pc.and_(skipped, pc.invert(pc.fill_null(pc.starts_with(name, "ProfilerStep#"), False)))
         x &= ~skipped.to_numpy(zero_copy_only=False)
-        if skip_before:
-            x &= ~np.isin(pids, np.array(list(skip_before), np.int64))
-        for p, i in skipped_at.items():
-            x &= ~((pids == p) & (np.arange(n) > i))
         rows = np.nonzero(x)[0]
+        no = np.zeros(0, bool)
         if not len(rows):
-            return True
-        k = t.take(rows)
-        ts = k["ts"].chunk(0) if k["ts"].num_chunks else pa.array([], k["ts"].type)
+            return _Parsed(pids, ph, one, one_text, rows, no, None)
+        k = t if len(rows) == n else t.take(rows)
+        del t
+        ts = k["ts"]
         if pa.types.is_string(ts.type):
             try:
                 sec = pc.cast(ts, pa.float64()).to_numpy(zero_copy_only=False)
@@ -424,11 +459,10 @@ class _ArrowPieces:
             sec = ts.to_numpy(zero_copy_only=False)
         bad = np.isnan(sec)
         if bad.any():
-            state.bad_ts += int(bad.sum())
             good = np.nonzero(~bad)[0]
             k, ts, sec = k.take(good), ts.take(good), sec[good]
             if not k.num_rows:
-                return True
+                return _Parsed(pids, ph, one, one_text, rows, bad, None)
         if pa.types.is_string(ts.type):
             if pc.all(pc.match_substring_regex(ts, _EXACT3)).as_py():
                 ns = pc.replace_substring(ts, ".", "", max_replacements=1).cast(pa.int64()).to_numpy()
@@ -442,13 +476,67 @@ class _ArrowPieces:
         def arg(key: str) -> pa.ChunkedArray:
             return pc.struct_field(args, key)
 
-        ints = {key: pc.fill_null(pc.coalesce(*(arg(a) for a in names)), MISSING) for key, names in tj._INT_ARGS.items()}
+        rows_kept = k.num_rows
+
+        def first(names: tuple[str, ...]) -> pa.ChunkedArray | None:
+            # the first non-null of the candidates (most are absent from a whole piece); None: none
+            present = [c for c in (arg(a) for a in names) if c.null_count < rows_kept]
+            return None if not present else present[0] if len(present) == 1 else pc.coalesce(*present)
+
+        ints = {}
+        for key, names in tj._INT_ARGS.items():
+            v = first(names)
+            ints[key] = np.full(rows_kept, MISSING, np.int64) if v is None else pc.fill_null(v, MISSING) if v.null_count else v
         strs = {}
         for key, names in tj._STR_ARGS.items():
-            v = pc.coalesce(*(arg(a) for a in names))
-            strs[key] = v if pa.types.is_string(v.type) else pc.cast(v, pa.string())
-        state.cols.append_chunk(tj.store_chunk(k["pid"], pc.fill_null(k["tid"], MISSING), sec, ns, pc.fill_null(k["dur"], np.nan),
-                                               k["name"], k["cat"], ints, strs))  # fmt: skip
+            v = first(names)
+            if v is None:
+                strs[key] = pa.nulls(rows_kept, pa.string())
+            else:
+                strs[key] = v if pa.types.is_string(v.type) else pc.cast(v, pa.string())
+        chunk = tj.store_chunk(k["pid"], pc.fill_null(k["tid"], MISSING), sec, ns, pc.fill_null(k["dur"], np.nan), k["name"], k["cat"],
+                               ints, strs)  # fmt: skip
+        return _Parsed(pids, ph, one, one_text, rows, bad, chunk)
+
+    def fill(self, state: Any, parsed: _Parsed | None) -> bool:
+        """Fill ``state`` from one prepared piece; False, with ``state`` untouched, when the piece is
+        left to msgspec."""
+        if self.failed >= 2 or parsed is None:
+            if self.failed < 2:
+                self.failed += 1
+            return False
+        events = []
+        if len(parsed.one):
+            try:
+                events = self.decoder.decode(parsed.one_text)
+            except msgspec.MsgspecError:
+                self.failed += 1
+                return False
+        self.failed = 0
+        # from here on the piece is read by this path: events in file order, then the store rows of
+        # the complete events whose process is still wanted
+        pids, ph, rows = parsed.pids, parsed.ph, parsed.rows
+        skip_before = set(state.skip_pids)
+        skipped_at: dict[int, int] = {}
+        for i, e in zip(parsed.one.tolist(), events):
+            state.event(_as_dict(e))
+            if ph[i] == 4 and len(state.skip_pids) > len(skip_before) + len(skipped_at):
+                skipped_at.setdefault(e.pid, i)
+        if not len(rows):
+            return True
+        keep = None
+        if skip_before or skipped_at:
+            p = pids[rows]
+            keep = ~np.isin(p, np.array(list(skip_before), np.int64)) if skip_before else np.ones(len(rows), bool)
+            for pid, i in skipped_at.items():
+                keep &= ~((p == pid) & (rows > i))
+        bad = parsed.bad
+        state.bad_ts += int(bad.sum() if keep is None else (bad & keep).sum())
+        chunk = parsed.chunk
+        if chunk is not None and keep is not None and not keep.all():
+            chunk = chunk.filter(pa.array(keep[~bad] if len(bad) else keep))
+        if chunk is not None and chunk.num_rows:
+            state.cols.append_chunk(chunk)
         return True
 
 
