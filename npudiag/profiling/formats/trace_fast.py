@@ -88,16 +88,11 @@ def read(path: Path, make_state: Callable[[], Any], progress: Callable[[int], No
     gc.disable()
     try:
         with contextlib.closing(_ahead(path, arrow, progress)) as pieces:
-            for body, parsed in pieces:
+            for body, text, parsed in pieces:
                 if not body.strip(_JSON_WS):
                     continue
-                if not body.isascii():
-                    # pyarrow passes invalid UTF-8 inside strings through; the per-event reader names
-                    # it (pieces are cut at ASCII bytes, so a character is never split between two)
-                    try:
-                        body.decode("utf-8")
-                    except UnicodeDecodeError:
-                        raise Unsure from None
+                if not text:
+                    raise Unsure  # bytes that are not UTF-8: the per-event reader names the place
                 if arrow.fill(state, parsed):
                     state.pieces["arrow"] += 1
                     continue
@@ -114,10 +109,10 @@ def read(path: Path, make_state: Callable[[], Any], progress: Callable[[int], No
     return state
 
 
-def _ahead(path: Path, arrow: _ArrowPieces, progress: Callable[[int], None] | None) -> Iterator[tuple[bytes, _Parsed | None]]:
-    """The pieces of ``path`` in order, each with what ``arrow.prepare`` made of it. Two threads
-    prepare the next pieces (pyarrow parses and computes without the GIL) while the caller fills
-    the state from the previous one; at most three pieces are in hand at a time."""
+def _ahead(path: Path, arrow: _ArrowPieces, progress: Callable[[int], None] | None) -> Iterator[tuple[bytes, bool, _Parsed | None]]:
+    """The pieces of ``path`` in order, each with whether it is UTF-8 text and what ``arrow.prepare``
+    made of it. Two threads prepare the next pieces (pyarrow parses and computes without the GIL)
+    while the caller fills the state from the previous one; at most three pieces are in hand."""
     from concurrent.futures import ThreadPoolExecutor
 
     pending: deque = deque()
@@ -134,16 +129,28 @@ def _ahead(path: Path, arrow: _ArrowPieces, progress: Callable[[int], None] | No
                 if arrow.sep is None and body.strip(_JSON_WS):
                     found = _CUT.search(body)
                     arrow.sep = found.group(0) if found else b"}, {"
-                pending.append((body, pool.submit(arrow.prepare, body) if body.strip(_JSON_WS) else None))
+                pending.append((body, pool.submit(_prepare, arrow, body) if body.strip(_JSON_WS) else None))
             if not pending:
                 return
-            body, parsed = pending.popleft()
-            yield body, parsed.result() if parsed is not None else None
+            body, made = pending.popleft()
+            yield (body, *made.result()) if made is not None else (body, True, None)
     finally:
         for _, parsed in pending:
             if parsed is not None:
                 parsed.cancel()
         pool.shutdown(wait=True)
+
+
+def _prepare(arrow: _ArrowPieces, body: bytes) -> tuple[bool, _Parsed | None]:
+    """Whether the piece is UTF-8 text, and what ``arrow.prepare`` makes of it if so. Checked first:
+    pyarrow passes invalid UTF-8 inside strings through, and nothing may be made of such a piece
+    (pieces are cut at ASCII bytes, so a character is never split between two)."""
+    if not body.isascii():
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            return False, None
+    return True, arrow.prepare(body)
 
 
 def _pieces(path: Path, progress: Callable[[int], None] | None) -> Iterator[bytes]:
