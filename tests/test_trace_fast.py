@@ -269,7 +269,16 @@ def test_pieces_prepared_ahead_stop_with_the_reader(tmp_path: Path, monkeypatch)
     seen: list[int] = []
     state = trace_fast.read(good, tj._Reading, seen.append)
     assert sum(seen) == good.stat().st_size and state.pieces["arrow"] > 10
-    _same(tj._tables(good, state, 5), _per_event(good))
+    tables = tj._tables(good, state, 5)
+    _same(tables, _per_event(good))
+    # and against the raw file, read with the json module: each X event of the hardware process is
+    # a task, its ts text the exact start in ns
+    raw = [e for e in json.loads(good.read_text()) if e["ph"] == "X" and e["pid"] == 1]
+    tasks = tables.tasks.sort_by("start_ns")
+    assert tasks.num_rows == len(raw) == 2000
+    assert tasks["start_ns"].to_pylist() == sorted(int(e["ts"].replace(".", "")) for e in raw)
+    assert sum(tasks["duration_us"].to_pylist()) == sum(e["dur"] for e in raw)
+    assert set(tasks["task_type"].to_pylist()) == {e["args"]["Task Type"] for e in raw}
     with pytest.raises(trace_fast.Unsure):
         trace_fast.read(bad, tj._Reading)
     assert not [t for t in threading.enumerate() if t.name.startswith("npudiag-trace")]

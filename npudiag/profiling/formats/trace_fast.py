@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from npudiag import schemas
 from npudiag.profiling.formats import trace_json as tj
 
 PIECE_BYTES = 8 << 20
@@ -126,18 +127,19 @@ def _ahead(path: Path, arrow: _ArrowPieces, progress: Callable[[int], None] | No
                 except StopIteration:
                     pieces = None
                     break
-                if arrow.sep is None and body.strip(_JSON_WS):
-                    found = _CUT.search(body)
-                    arrow.sep = found.group(0) if found else b"}, {"
-                pending.append((body, pool.submit(_prepare, arrow, body) if body.strip(_JSON_WS) else None))
+                if body.strip(_JSON_WS):
+                    arrow.learn_separator(body)
+                    pending.append((body, pool.submit(_prepare, arrow, body)))
+                else:
+                    pending.append((body, None))
             if not pending:
                 return
             body, made = pending.popleft()
             yield (body, *made.result()) if made is not None else (body, True, None)
     finally:
-        for _, parsed in pending:
-            if parsed is not None:
-                parsed.cancel()
+        for _, made in pending:
+            if made is not None:
+                made.cancel()
         pool.shutdown(wait=True)
 
 
@@ -399,6 +401,12 @@ class _ArrowPieces:
         self.failed = 0  # pieces in a row this path left to msgspec; after two it stops trying
         self._order = threading.Lock()  # pieces are prepared on two threads
 
+    def learn_separator(self, body: bytes) -> None:
+        """The text between events, from the first piece (before any piece is prepared)."""
+        if self.sep is None:
+            found = _CUT.search(body)
+            self.sep = found.group(0) if found else b"}, {"
+
     def _parse(self, lines: bytes) -> pa.Table | None:
         for i, opts in enumerate(list(self.options)):
             try:
@@ -422,7 +430,7 @@ class _ArrowPieces:
         # the file's own separator replaced by one line break more than its length (a plain replace is
         # faster than the pattern, and the count falls out of the lengths); any other separator in
         # the piece leaves two events on a line, which the row count below catches
-        sep = self.sep or b"}, {"  # set by _ahead from the first piece
+        sep = self.sep or b"}, {"  # learnt from the first piece, before it was prepared
         lines = body.replace(sep, b"}" + b"\n" * (len(sep) - 1) + b"{")
         count = len(lines) - len(body)
         t = self._parse(lines)
@@ -498,7 +506,7 @@ class _ArrowPieces:
         for key, names in tj._STR_ARGS.items():
             v = first(names)
             if v is None:
-                strs[key] = pa.nulls(rows_kept, pa.string())
+                strs[key] = schemas.nulls(rows_kept, pa.string())
             else:
                 strs[key] = v if pa.types.is_string(v.type) else pc.cast(v, pa.string())
         chunk = tj.store_chunk(k["pid"], pc.fill_null(k["tid"], MISSING), sec, ns, pc.fill_null(k["dur"], np.nan), k["name"], k["cat"],
@@ -508,9 +516,10 @@ class _ArrowPieces:
     def fill(self, state: Any, parsed: _Parsed | None) -> bool:
         """Fill ``state`` from one prepared piece; False, with ``state`` untouched, when the piece is
         left to msgspec."""
-        if self.failed >= 2 or parsed is None:
-            if self.failed < 2:
-                self.failed += 1
+        if self.failed >= 2:
+            return False
+        if parsed is None:
+            self.failed += 1
             return False
         events = []
         if len(parsed.one):
@@ -541,7 +550,7 @@ class _ArrowPieces:
         state.bad_ts += int(bad.sum() if keep is None else (bad & keep).sum())
         chunk = parsed.chunk
         if chunk is not None and keep is not None and not keep.all():
-            chunk = chunk.filter(pa.array(keep[~bad] if len(bad) else keep))
+            chunk = chunk.filter(pa.array(keep[~bad]))  # bad has a flag for each of rows
         if chunk is not None and chunk.num_rows:
             state.cols.append_chunk(chunk)
         return True
