@@ -117,6 +117,10 @@ def _usage_line(exc: UsageError) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every error is one line on stderr with its exit code (EXIT_CODES), never a traceback."""
     sys.stdout = _QuietPipe(sys.stdout)  # type: ignore[assignment]
+    # Arrow's allocator: the C library's unless the user chose one. Measured in docs/speed.md: with
+    # pyarrow's default (mimalloc) memory freed after a multi-threaded read stays in the process
+    # (a 1.95 GB trace peaked at 5.6 GB, 2.4 GB with this) and page faults cost seconds of system time
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     if not os.environ.get("NPUDIAG_DEBUG"):  # a library's deprecation notice is for npudiag's developers, not its users
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)

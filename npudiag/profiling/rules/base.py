@@ -61,7 +61,7 @@ class RuleContext:
     def ranks_of(self, name: str) -> list[int | None]:
         """The ranks that have rows in table ``name``, in order (no rank last)."""
         t = self.table(name)
-        return sorted(set(t["rank"].to_pylist()), key=lambda r: (r is None, r)) if t.num_rows else []
+        return sorted(set(pc.unique(t["rank"]).to_pylist()), key=lambda r: (r is None, r)) if t.num_rows else []
 
     def for_rank(self, name: str, rank: int | None) -> pa.Table:
         t = self.table(name)

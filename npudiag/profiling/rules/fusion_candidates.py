@@ -45,14 +45,20 @@ SEP = " > "
 
 
 def _runs(k: pa.Table, opts: dict[str, float]) -> pa.Table | None:
-    """One row per kernel that is part of a run: run id, key, start and end ns, in run order."""
-    start, end, ok = row_spans(k)
-    stream = pc.fill_null(k["stream_id"], -1).to_numpy(zero_copy_only=False)
+    """One row per kernel that is part of a run: run id, key, start and end ns, in run order.
+    Communication kernels are left out by index, not by filtering ``k``: a filter would copy every
+    column (op names included) of a table that may hold millions of rows."""
+    comp = np.flatnonzero(pc.fill_null(pc.not_equal(k["task_class"], "communication"), True).to_numpy(zero_copy_only=False))
+    if len(comp) < 2:
+        return None
+    start, end, ok = (a[comp] for a in row_spans(k))
+    stream = pc.fill_null(k["stream_id"], -1).to_numpy(zero_copy_only=False)[comp]
     order = np.lexsort((start, stream))
     start, end, ok, stream = start[order], end[order], ok[order], stream[order]
-    ttype = pc.fill_null(k["task_type"], "").take(pa.array(order))
+    src = comp[order]  # the row of k of each kernel, in stream and start order
+    breaks = pc.fill_null(pc.is_in(k["task_type"], pa.array(BREAKS)), False).to_numpy(zero_copy_only=False)[src]
     dur_ns = end - start
-    small = ok & (dur_ns <= opts["max_op_us"] * 1000.0) & ~pc.is_in(ttype, pa.array(BREAKS)).to_numpy(zero_copy_only=False)
+    small = ok & (dur_ns <= opts["max_op_us"] * 1000.0) & ~breaks
     gap = np.empty(len(start), np.int64)
     gap[0] = 0
     gap[1:] = start[1:] - end[:-1]
@@ -73,7 +79,8 @@ def _runs(k: pa.Table, opts: dict[str, float]) -> pa.Table | None:
     if len(idx) == 0:
         return None
     inv = np.unique(inv, return_inverse=True)[1]  # the runs kept, numbered 0.. in order
-    names = pc.coalesce(k["op_type"], k["op_name"], pa.scalar("(unnamed)")).take(pa.array(order[idx]))
+    at = pa.array(src[idx])
+    names = pc.coalesce(k["op_type"].take(at), k["op_name"].take(at), pa.scalar("(unnamed)"))
     return pa.table({"run": pa.array(inv, pa.int64()), "name": names, "start_ns": start[idx], "end_ns": end[idx]})
 
 
@@ -95,10 +102,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     for rank in ctx.ranks():
         k = ctx.for_rank("kernels", rank).select(["task_class", "task_type", "stream_id", "start_us", "start_ns", "duration_us", "op_type",
                                                   "op_name"])  # fmt: skip
-        k = k.filter(pc.fill_null(pc.not_equal(k["task_class"], "communication"), True)) if k.num_rows else k
-        if k.num_rows < 2:
-            continue
-        rows = _runs(k, opts)
+        rows = _runs(k, opts) if k.num_rows >= 2 else None
         if rows is None:
             continue
         # per run (rows are in run order): its key, busy time, wall time and the gaps inside it
