@@ -23,7 +23,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         raise Skipped("no task types in the kernel table (torch_npu Level0 writes N/A)")
     out = []
     for rank in ctx.ranks():
-        k = ctx.for_rank("kernels", rank)
+        k = ctx.for_rank("kernels", rank).select(["task_type", "op_type", "op_name", "start_us", "start_ns", "duration_us"])
         a = k.filter(pc.fill_null(pc.is_in(k["task_type"], pa.array(["AI_CPU", "AICPU", "KERNEL_AICPU"])), False))
         if a.num_rows == 0:
             continue

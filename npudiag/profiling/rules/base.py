@@ -197,6 +197,7 @@ def step_starts(ctx: RuleContext, rank: int | None) -> tuple[np.ndarray, np.ndar
     k = ctx.for_rank("kernels", rank)
     if k.num_rows == 0 or pc.all(pc.is_null(k["step"])).as_py():
         return np.array([], float), np.array([], np.int64)
+    k = k.select(["step", "start_us"])
     g = k.filter(pc.is_valid(k["step"])).group_by("step").aggregate([("start_us", "min")]).sort_by("start_us_min")
     return g["start_us_min"].to_numpy(), g["step"].to_numpy()
 
