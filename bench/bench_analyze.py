@@ -72,6 +72,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--trace-mb", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--before", type=Path, help="a checkout of an earlier commit (git worktree add): its CSV analyze timed too")
     a = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -83,22 +84,34 @@ def main() -> None:
 
     py = sys.executable
     pyarrow_read = [py, "-c", f"import pyarrow.csv as c; c.read_csv({str(csv_path)!r})"]
+    # npudiag runs Arrow on the C library's allocator; pyarrow's own read is timed with both, and the
+    # ratio is taken to the faster of the two
+    pyarrow_read_sys = ["env", "ARROW_DEFAULT_MEMORY_POOL=system", *pyarrow_read]
     baseline = [py, "-c", "import pyarrow.csv"]
     with tempfile.TemporaryDirectory() as tmp:
         analyze_csv = [py, "-m", "npudiag", "analyze", str(csv_path), "--out", f"{tmp}/csv", "--quiet", "--json"]
         analyze_trace = [py, "-m", "npudiag", "analyze", str(trace_path), "--out", f"{tmp}/trace", "--quiet", "--json"]
         start_t, _ = best(baseline, a.repeat)
         read_t, read_rss = best(pyarrow_read, a.repeat)
+        sys_t, sys_rss = best(pyarrow_read_sys, a.repeat)
         an_t, an_rss = best(analyze_csv, a.repeat)
+        before = None
+        if a.before is not None:
+            before = best(["env", "-C", str(a.before), *analyze_csv[:-4], "--out", f"{tmp}/before", "--quiet", "--json"], a.repeat)
         tr_t, tr_rss = best(analyze_trace, 1)
     results = {
         "csv_rows": a.rows,
         "csv_mb": round(csv_mb, 1),
         "pyarrow_read_csv_s": round(read_t, 3),
         "pyarrow_read_csv_peak_rss_mb": round(read_rss / 1e6),
+        "pyarrow_read_csv_system_allocator_s": round(sys_t, 3),
+        "pyarrow_read_csv_system_allocator_peak_rss_mb": round(sys_rss / 1e6),
         "npudiag_analyze_csv_s": round(an_t, 3),
         "npudiag_analyze_csv_peak_rss_mb": round(an_rss / 1e6),
-        "ratio_analyze_to_pyarrow": round(an_t / read_t, 2),
+        "ratio_analyze_to_pyarrow": round(an_t / min(read_t, sys_t), 2),
+        "ratio_rss_to_pyarrow": round(an_rss / min(read_rss, sys_rss), 2),
+        **({"before_analyze_csv_s": round(before[0], 3), "before_analyze_csv_peak_rss_mb": round(before[1] / 1e6),
+            "before_ratio_to_pyarrow": round(before[0] / min(read_t, sys_t), 2)} if before else {}),
         "python_start_import_pyarrow_s": round(start_t, 3),
         "trace_mb": round(trace_mb, 1),
         "npudiag_analyze_trace_s": round(tr_t, 2),

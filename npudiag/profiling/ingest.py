@@ -123,6 +123,13 @@ class _UnitReader:
             if what not in self.record[p].used_for:
                 self.record[p].used_for.append(what)
 
+    def drop_tasks(self, kinds: tuple[str, ...]) -> None:
+        """The device tasks of these kinds' trace files are in tables of their own now: let the read
+        rows go (the largest part of a trace; kept, they doubled the kernels in memory)."""
+        for kind in kinds:
+            for _, t in self._cache.get(kind, []):
+                t.tasks = t.tasks.schema.empty_table()
+
     def traces(self, kind: str) -> list[TraceTables]:
         return [t for _, t in self.read(kind)]
 
@@ -205,7 +212,8 @@ def _launch_ns(kernels: pa.Table, api: pa.Table | None) -> pa.Array | None:
     """Each kernel's launch time: the trace's HostToDevice flow, else the host call with its connection id."""
     launch = kernels["launch_ns"] if "launch_ns" in kernels.column_names else None
     if api is not None and api.num_rows and "connection_id" in kernels.column_names:
-        calls = api.filter(pc.is_valid(api["connection_id"]))
+        calls = api.select(["connection_id", "start_ns"])  # a filter copies every column it keeps
+        calls = calls.filter(pc.is_valid(calls["connection_id"]))
         if calls.num_rows:
             by_conn = pc.take(calls["start_ns"], pc.index_in(kernels["connection_id"], value_set=calls["connection_id"]))
             launch = by_conn if launch is None else pc.coalesce(launch, by_conn)
@@ -251,9 +259,11 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
             if table is None:
                 continue
             split = split_tasks(table, hccl_streams)
+            del table
             kernels, dev_copies, comm_tasks = split.kernels, split.device_copies, split.comm_tasks
             counts.append(split.counts)
             unknown |= set(split.unknown_types)
+            del split
         kernel_source = source
         break
     if kernel_source in _CSV_SOURCES:
@@ -263,6 +273,8 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
             split = split_tasks(timeline, hccl_streams)
             dev_copies, comm_tasks = split.device_copies, split.comm_tasks
             counts.append(split.counts)
+            del timeline, split
+    r.drop_tasks(_TRACE_FAMILY)  # not read again below
     if kernels is not None and kernel_source != "db" and not pc.any(pc.equal(kernels["task_class"], tasks.COMMUNICATION)).as_py():
         ops = _first_kind(r, _COMM_FAMILY, lambda t: t.comm_ops, "kernels")
         if ops is not None:

@@ -113,15 +113,18 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         gap_s, gap_e = e[:-1][same[1:]], s[1:][same[1:]]  # from each kernel's end to the next one's start
         positive = gap_e > gap_s
         gap_s, gap_e, gap_run = gap_s[positive], gap_e[positive], run_ids[1:][same[1:]][positive]
-        per = rows.group_by("run", use_threads=False).aggregate([("name", "list"), ("start_ns", "min"), ("end_ns", "max")])
-        per = per.sort_by("run")
-        busy = np.bincount(run_ids, weights=(e - s).astype(float), minlength=per.num_rows)
-        gaps = np.bincount(gap_run, weights=(gap_e - gap_s).astype(float), minlength=per.num_rows)
+        # runs are numbered 0.. in row order, each a block of rows: the key is a list view over the
+        # names (no group-by, no copy of them), min / max per block by reduceat
+        first = np.flatnonzero(~same)
+        names = rows["name"].combine_chunks() if isinstance(rows["name"], pa.ChunkedArray) else rows["name"]
+        names_of_run = pa.ListArray.from_arrays(pa.array(np.append(first, len(s)), pa.int32()), names)
+        busy = np.bincount(run_ids, weights=(e - s).astype(float), minlength=len(first))
+        gaps = np.bincount(gap_run, weights=(gap_e - gap_s).astype(float), minlength=len(first))
         runs = pa.table(
             {
-                "key": pc.binary_join(per["name_list"], SEP),
+                "key": pc.binary_join(names_of_run, SEP),
                 "busy_ns": busy,
-                "wall_ns": (per["end_ns_max"].to_numpy() - per["start_ns_min"].to_numpy()).astype(float),
+                "wall_ns": (np.maximum.reduceat(e, first) - np.minimum.reduceat(s, first)).astype(float),
                 "gap_ns": gaps,
             }
         )
@@ -129,9 +132,11 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         g = runs.group_by("key", use_threads=False).aggregate([("busy_ns", "count"), *sums])
         # a run that is one sequence several times over counts as that many runs of the sequence
         roots = [_root(key) for key in g["key"].to_pylist()]  # one per distinct run, not per kernel
-        runs = runs.set_column(0, "key", pc.take(pa.array([r for r, _ in roots]), pc.index_in(runs["key"], value_set=g["key"])))
+        root_keys = pa.array([r for r, _ in roots], pa.string())
+        distinct_of_run = pc.index_in(runs["key"], value_set=g["key"]).to_numpy()  # each run's row of g
+        del runs
         times = pa.array([m for _, m in roots], pa.int64())
-        g = pa.table({"key": [r for r, _ in roots], "n": pc.multiply(g["busy_ns_count"], times), "busy_ns": g["busy_ns_sum"],
+        g = pa.table({"key": root_keys, "n": pc.multiply(g["busy_ns_count"], times), "busy_ns": g["busy_ns_sum"],
                       "wall_ns": g["wall_ns_sum"], "gap_ns": g["gap_ns_sum"]})  # fmt: skip
         g = g.group_by("key", use_threads=False).aggregate([("n", "sum"), *sums])
         g = g.rename_columns(["key", "busy_ns_count", "busy_ns_sum", "wall_ns_sum", "gap_ns_sum"])
@@ -145,7 +150,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         ).sort_by([("gap_ns_sum", "descending"), ("key", "ascending")])
         cand = cand.slice(0, int(opts["top"]))
         # each gap's candidate (by its run's key), -1 for the others
-        which = pc.fill_null(pc.index_in(runs["key"], value_set=cand["key"]), -1).to_numpy(zero_copy_only=False)[gap_run]
+        which = pc.fill_null(pc.index_in(root_keys, value_set=cand["key"]), -1).to_numpy(zero_copy_only=False)[distinct_of_run[gap_run]]
         for i, row in enumerate(cand.to_pylist()):
             lost = row["gap_ns_sum"] / 1000.0
             mine = which == i
