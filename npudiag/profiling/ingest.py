@@ -304,8 +304,10 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
             r.use(kind, "steps", [p for p, t in r.read(kind) if _steps_of(kind, t).num_rows] if kind in u.files else [])
 
     if kernels is not None:
-        kernels = assign_steps_by_time(kernels, steps, _launch_ns(kernels, api))
+        launch = _launch_ns(kernels, api)
         kernels = kernels.drop_columns([c for c in _KERNEL_EXTRA_DROP if c in kernels.column_names])
+        kernels = assign_steps_by_time(kernels, steps, launch)
+        del launch
         parts["kernels"].append(kernels)
         if comm_tasks is not None:
             comm_tasks = name_comm_tasks(comm_tasks, kernels)

@@ -701,6 +701,7 @@ def _api_table(cols: _Final, rows: np.ndarray, rank) -> pa.Table:
     has_level = pc.fill_null(pc.not_equal(level, ""), False)
     levels = pc.if_else(pc.and_(split, pc.invert(has_level)), prefix_level, level)
     names = pc.if_else(split, pc.struct_field(parts, "rest"), full)
+    del full, level, parts, split, prefix_level, has_level  # before the number columns are taken
     n = len(rows)
     table = pa.table(
         {
