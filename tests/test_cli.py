@@ -142,8 +142,8 @@ def test_text_preferred_over_db_and_said(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("chosen", "expected"), [(None, "system"), ("jemalloc", "jemalloc")])
 def test_commands_use_the_c_librarys_allocator_unless_the_user_chose(chosen, expected) -> None:
-    """docs/speed.md: with pyarrow's default allocator a 1.95 GB trace peaked at 5.6 GB, with the C
-    library's at 2.4 GB. The choice must reach pyarrow in the command's own process."""
+    """docs/speed.md: with pyarrow's default allocator a 1.95 GB trace peaked at 3.2 - 5.6 GB, with
+    the C library's at 2.2 - 2.5 GB. The choice must reach pyarrow in the command's own process."""
     if expected == "jemalloc" and "jemalloc" not in pa.supported_memory_backends():
         pytest.skip("this pyarrow build has no jemalloc")
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout = _QuietPipe(sys.stdout)  # type: ignore[assignment]
     # Arrow's allocator: the C library's unless the user chose one. Measured in docs/speed.md: with
     # pyarrow's default (mimalloc) memory freed after a multi-threaded read stays in the process
-    # (a 1.95 GB trace peaked at 5.6 GB, 2.4 GB with this) and page faults cost seconds of system time
+    # (a 1.95 GB trace peaked at 3.2 - 5.6 GB, 2.2 - 2.5 GB with this) and page faults cost seconds of system time
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     if not os.environ.get("NPUDIAG_DEBUG"):  # a library's deprecation notice is for npudiag's developers, not its users
         warnings.simplefilter("ignore", DeprecationWarning)

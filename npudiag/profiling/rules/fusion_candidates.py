@@ -102,7 +102,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     for rank in ctx.ranks():
         k = ctx.for_rank("kernels", rank).select(["task_class", "task_type", "stream_id", "start_us", "start_ns", "duration_us", "op_type",
                                                   "op_name"])  # fmt: skip
-        rows = _runs(k, opts) if k.num_rows >= 2 else None
+        rows = _runs(k, opts)
         if rows is None:
             continue
         # per run (rows are in run order): its key, busy time, wall time and the gaps inside it
@@ -116,8 +116,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         # runs are numbered 0.. in row order, each a block of rows: the key is a list view over the
         # names (no group-by, no copy of them), min / max per block by reduceat
         first = np.flatnonzero(~same)
-        names = rows["name"].combine_chunks() if isinstance(rows["name"], pa.ChunkedArray) else rows["name"]
-        names_of_run = pa.ListArray.from_arrays(pa.array(np.append(first, len(s)), pa.int32()), names)
+        names_of_run = pa.ListArray.from_arrays(pa.array(np.append(first, len(s)), pa.int32()), rows["name"].combine_chunks())
         busy = np.bincount(run_ids, weights=(e - s).astype(float), minlength=len(first))
         gaps = np.bincount(gap_run, weights=(gap_e - gap_s).astype(float), minlength=len(first))
         runs = pa.table(
