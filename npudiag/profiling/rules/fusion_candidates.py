@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, row_spans
+from npudiag.profiling.tasks import communication_mask
 
 RULE_ID = "fusion_candidates"
 OPTIONS = {
@@ -48,7 +49,7 @@ def _runs(k: pa.Table, opts: dict[str, float]) -> pa.Table | None:
     """One row per kernel that is part of a run: run id, key, start and end ns, in run order.
     Communication kernels are left out by index, not by filtering ``k``: a filter would copy every
     column (op names included) of a table that may hold millions of rows."""
-    comp = np.flatnonzero(pc.fill_null(pc.not_equal(k["task_class"], "communication"), True).to_numpy(zero_copy_only=False))
+    comp = np.flatnonzero(~communication_mask(k))
     if len(comp) < 2:
         return None
     start, end, ok = (a[comp] for a in row_spans(k))
