@@ -8,8 +8,9 @@ and a host API call per kernel, ~280 B an event, ts as text) is read by, each in
 - ``msgspec.json.decode`` into typed structs, and pyarrow's JSON reader of the same events as JSON
   lines (the two C decoders npudiag's trace reader is built on, alone);
 - ``npudiag analyze FILE --quiet --json`` (read, tables, rules, Parquet: everything).
-Wall time (best of --repeat) and peak RSS of each; the ratios the issue sets: analyze / json.load
-time (goal <= 0.35) and analyze peak RSS / file size (goal <= 1.5).
+Wall time (best of --repeat), peak RSS and CPU seconds (all threads) of each; the ratios the issue
+sets: analyze / json.load time (goal <= 0.35) and analyze peak RSS / file size (goal <= 1.5), and the
+CPU seconds the time goal leaves on this machine's cores.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_analyze import best, make_trace  # noqa: E402
+from bench_analyze import CPU, best, make_trace  # noqa: E402
 
 MSGSPEC = """
 import sys, msgspec
@@ -70,8 +71,11 @@ def main() -> None:
                 t, rss = best(args, a.repeat)
                 row[f"{name}_s"] = round(t, 2)
                 row[f"{name}_peak_rss_mb"] = round(rss / 1e6)
+                row[f"{name}_cpu_s"] = round(CPU[tuple(args)], 2)
         row["analyze_to_json_load"] = round(row["npudiag_analyze_s"] / row["json_load_s"], 2)
         row["analyze_rss_to_file"] = round(row["npudiag_analyze_peak_rss_mb"] * 1e6 / size, 2)
+        # CPU seconds the goal leaves analyze on this machine's cores (0.35x json.load's wall time)
+        row["analyze_cpu_budget_at_goal_s"] = round(0.35 * row["json_load_s"] * (os.cpu_count() or 1), 2)
         row["analyze_mb_per_s"] = round(size / 1e6 / row["npudiag_analyze_s"], 1)
         if a.before is not None:
             row["before_to_json_load"] = round(row["before_analyze_s"] / row["json_load_s"], 2)

@@ -58,7 +58,8 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
 
 
 def write_table(table: pa.Table, path: Path) -> None:
-    # snappy: about 25% faster to write than zstd on a 1M-row kernels table, files 15% larger
+    # snappy with dictionaries, by measurement (bench/bench_parquet.py, docs/speed.md): on a 1 M-row
+    # kernel table zstd writes 9% slower for files 17% smaller, and turning dictionaries off costs time
     atomic_write(path, lambda fh: pq.write_table(table, fh, compression="snappy"))
 
 
