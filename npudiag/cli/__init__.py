@@ -114,8 +114,34 @@ def _usage_line(exc: UsageError) -> str:
     return f"npudiag: {clean(exc.format_message())} (see '{cmd} --help')"
 
 
+class _WithoutPandas:
+    """An import finder under which pandas reads as not installed.
+
+    pyarrow imports pandas (0.2 - 0.3 s and 25 - 40 MB here) the first time it converts anything, only
+    to test whether its input is a pandas object. npudiag never gives it one and never uses pandas.
+    pyarrow takes the failed import as "no pandas" for those tests. Its pandas functions
+    (``to_pandas``...) try the import again when called, and succeed once this finder is removed."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"npudiag commands run without {name}", name=name)
+        return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every error is one line on stderr with its exit code (EXIT_CODES), never a traceback."""
+    finder = None
+    if "pandas" not in sys.modules:  # while the command runs; a caller that already has pandas keeps it
+        finder = _WithoutPandas()
+        sys.meta_path.insert(0, finder)
+    try:
+        _main(argv)
+    finally:
+        if finder is not None:
+            sys.meta_path.remove(finder)
+
+
+def _main(argv: list[str] | None) -> None:
     sys.stdout = _QuietPipe(sys.stdout)  # type: ignore[assignment]
     # Arrow's allocator: the C library's unless the user chose one. Measured in docs/speed.md: with
     # pyarrow's default (mimalloc) memory freed after a multi-threaded read stays in the process
