@@ -28,29 +28,45 @@ from npudiag.testing.generate import KERNEL_DETAILS_HEADER, _kernel_rows, _plan,
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def _in_child(function: str, arg: int) -> None:
+    """Run one of this module's generators in a child process. Linux carries a process's peak RSS
+    over into the children it starts: a 3 GB parent made every child report >= 3 GB of ru_maxrss, so a
+    large input generated in the bench's own process would set the floor of every peak it measures."""
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import bench_analyze as b; b.{function}({arg})"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def make_csv(rows: int) -> Path:
     path = DATA / f"kernels_{rows}" / "kernel_details.csv"
-    if path.exists():
-        return path
+    if not path.exists():
+        _in_child("_write_csv", rows)
+    return path
+
+
+def _write_csv(rows: int) -> None:
+    path = DATA / f"kernels_{rows}" / "kernel_details.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     kinds, start, dur, gaps, step = _plan(rows, 42, 10)
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(KERNEL_DETAILS_HEADER)
         w.writerows(_kernel_rows(kinds, start, dur, gaps, step, True, 42))
-    return path
 
 
 def make_trace(target_mb: int) -> Path:
     path = DATA / f"trace_{target_mb}mb" / "trace_view.json"
-    if path.exists():
-        return path
+    if not path.exists():
+        _in_child("_write_trace_file", target_mb)
+    return path
+
+
+def _write_trace_file(target_mb: int) -> None:
+    path = DATA / f"trace_{target_mb}mb" / "trace_view.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     kernels = max(1000, int(target_mb * 1e6 / 560))  # two events (~280 B each) per kernel
     kinds, start, dur, _, _ = _plan(kernels, 7, 1)
     events = _trace_events(start, dur, kinds, copies=2000, copy_bytes=1 << 20, copy_us=50.0, msprof_args=True)
     _write_trace(path, events)
-    return path
 
 
 CPU: dict[tuple[str, ...], float] = {}  # least CPU seconds (user + system, all threads) seen per command
