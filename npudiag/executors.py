@@ -99,7 +99,14 @@ class LocalPool:
                 while pending or running:
                     while pending and len(running) < self.workers:
                         i = pending.pop()
-                        running[pool.submit(fn, jobs[i])] = i
+                        try:
+                            running[pool.submit(fn, jobs[i])] = i
+                        except BrokenProcessPool:  # a worker died since the last wait: i never started
+                            pending.append(i)
+                            broken = True
+                            break
+                    if broken:
+                        break
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
                     for fut in done:
                         i = running.pop(fut)
