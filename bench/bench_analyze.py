@@ -36,15 +36,22 @@ def _in_child(function: str, arg: int) -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def _csv_path(rows: int) -> Path:
+    return DATA / f"kernels_{rows}" / "kernel_details.csv"
+
+
+def _trace_path(target_mb: int) -> Path:
+    return DATA / f"trace_{target_mb}mb" / "trace_view.json"
+
+
 def make_csv(rows: int) -> Path:
-    path = DATA / f"kernels_{rows}" / "kernel_details.csv"
-    if not path.exists():
+    if not _csv_path(rows).exists():
         _in_child("_write_csv", rows)
-    return path
+    return _csv_path(rows)
 
 
 def _write_csv(rows: int) -> None:
-    path = DATA / f"kernels_{rows}" / "kernel_details.csv"
+    path = _csv_path(rows)
     path.parent.mkdir(parents=True, exist_ok=True)
     kinds, start, dur, gaps, step = _plan(rows, 42, 10)
     with open(path, "w", newline="", encoding="utf-8") as fh:
@@ -54,14 +61,13 @@ def _write_csv(rows: int) -> None:
 
 
 def make_trace(target_mb: int) -> Path:
-    path = DATA / f"trace_{target_mb}mb" / "trace_view.json"
-    if not path.exists():
+    if not _trace_path(target_mb).exists():
         _in_child("_write_trace_file", target_mb)
-    return path
+    return _trace_path(target_mb)
 
 
 def _write_trace_file(target_mb: int) -> None:
-    path = DATA / f"trace_{target_mb}mb" / "trace_view.json"
+    path = _trace_path(target_mb)
     path.parent.mkdir(parents=True, exist_ok=True)
     kernels = max(1000, int(target_mb * 1e6 / 560))  # two events (~280 B each) per kernel
     kinds, start, dur, _, _ = _plan(kernels, 7, 1)

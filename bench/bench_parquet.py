@@ -33,13 +33,13 @@ for _ in range(repeat):
     w = r = 0.0
     size = 0
     for t in tables:
-        sink = pa.BufferOutputStream()
-        t0 = time.perf_counter()
         if dictionary == "text":  # text columns only (string, or dictionary already)
             use = [f.name for f in t.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
                    or pa.types.is_dictionary(f.type)]
         else:
             use = dictionary == "all"
+        sink = pa.BufferOutputStream()
+        t0 = time.perf_counter()
         pq.write_table(t, sink, compression=codec, use_dictionary=use)
         w += time.perf_counter() - t0
         data = sink.getvalue()
