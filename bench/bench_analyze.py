@@ -54,10 +54,11 @@ def _write_csv(rows: int) -> None:
     path = _csv_path(rows)
     path.parent.mkdir(parents=True, exist_ok=True)
     kinds, start, dur, gaps, step = _plan(rows, 42, 10)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
+    with open(_partial(path), "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(KERNEL_DETAILS_HEADER)
         w.writerows(_kernel_rows(kinds, start, dur, gaps, step, True, 42))
+    _partial(path).replace(path)
 
 
 def make_trace(target_mb: int) -> Path:
@@ -72,7 +73,14 @@ def _write_trace_file(target_mb: int) -> None:
     kernels = max(1000, int(target_mb * 1e6 / 560))  # two events (~280 B each) per kernel
     kinds, start, dur, _, _ = _plan(kernels, 7, 1)
     events = _trace_events(start, dur, kinds, copies=2000, copy_bytes=1 << 20, copy_us=50.0, msprof_args=True)
-    _write_trace(path, events)
+    _write_trace(_partial(path), events)
+    _partial(path).replace(path)
+
+
+def _partial(path: Path) -> Path:
+    """Where an input is written before it takes its name: a generation stopped half-way leaves no
+    file that a later run would take for a whole input."""
+    return path.with_name(path.name + ".partial")
 
 
 CPU: dict[tuple[str, ...], float] = {}  # least CPU seconds (user + system, all threads) seen per command

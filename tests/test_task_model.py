@@ -8,9 +8,12 @@ import json
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from npudiag import schemas
 from npudiag.profiling import tasks
@@ -226,6 +229,50 @@ def test_classifier_table() -> None:
     c2, _ = tasks.classify(pa.array(["NOTIFY_WAIT", "MEMCPY_ASYNC", "EVENT_RECORD", "NOTIFY_WAIT"]), pa.array(["a", "b", "c", "d"]),
                            __import__("numpy").array([True, True, True, False]))  # fmt: skip
     assert c2.to_pylist() == ["comm_task", "comm_task", "sync", "sync"]
+
+
+def _class_of_row(task_type: str | None, name: str | None, on_hccl_stream: bool) -> str:
+    """The module docstring's rule for one row, in plain Python: the reference the vectorised classifier must equal."""
+    t = task_type.strip() if task_type is not None else None
+    n = name or ""
+    if t in tasks.COMMUNICATION_TYPES or (n.startswith("hcom_") and t not in tasks.KNOWN_TYPES - tasks.COMPUTE_TYPES):
+        return "communication"
+    if on_hccl_stream:
+        return "sync" if t is not None and "EVENT" in t else "comm_task"
+    if (t is not None and (t in tasks.COPY_TYPES or "MEMCPY" in t)) or ("MEMCPY" in n.upper() and t not in tasks.COMM_TASK_TYPES):
+        return "copy"
+    for values, label in ((tasks.COMM_TASK_TYPES, "comm_task"), (tasks.SYNC_TYPES, "sync"), (tasks.OTHER_TYPES, "other")):
+        if t in values:
+            return label
+    return "compute"
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.sampled_from(sorted(tasks.KNOWN_TYPES) + ["NEW_UNIT", "", "Other"]),
+                      st.sampled_from([" AI_CORE", "EVENT_RECORD ", "MY_EVENT", "xMEMCPY"]), st.text(max_size=6)),
+            st.one_of(st.none(), st.sampled_from(["hcom_allReduce_1", "HCOM_x", "aclrtMemcpy", "MatMul", "memcpy", "hcom_", ""]),
+                      st.text(max_size=6)),
+            st.booleans(),
+        ),
+        max_size=30,
+    ),
+    st.booleans(),
+    st.booleans(),
+)  # fmt: skip
+@settings(max_examples=300, deadline=None)
+def test_classifier_equals_the_row_rule(rows: list, chunked: bool, hccl: bool) -> None:
+    types = [r[0] for r in rows]
+    col = pa.array(types, pa.string())
+    if chunked:
+        col = pa.chunked_array([col.slice(0, len(rows) // 2), col.slice(len(rows) // 2)], pa.string())
+    on_stream = np.array([r[2] for r in rows], bool) if hccl else None
+    classes, unknown = tasks.classify(col, pa.array([r[1] for r in rows], pa.string()), on_stream)
+    expected = [_class_of_row(t, n, hccl and h) for t, n, h in rows]
+    assert classes.to_pylist() == expected
+    assert unknown == sorted({t.strip() for t, c in zip(types, expected) if t is not None and t.strip() not in tasks.KNOWN_TYPES
+                              and c == "compute"})  # fmt: skip
 
 
 def test_file_names_with_any_suffix_and_headers(tmp_path: Path, corpus: Path) -> None:

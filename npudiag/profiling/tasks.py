@@ -135,10 +135,6 @@ OTHER_TYPES = frozenset(
 KNOWN_TYPES = COMPUTE_TYPES | COMMUNICATION_TYPES | COMM_TASK_TYPES | COPY_TYPES | SYNC_TYPES | OTHER_TYPES
 
 
-def _in(col: pa.ChunkedArray | pa.Array, values: frozenset[str]) -> pa.ChunkedArray:
-    return pc.fill_null(pc.is_in(col, pa.array(sorted(values), pa.string())), False)
-
-
 def classify(
     task_type: pa.ChunkedArray | pa.Array,
     op_name: pa.ChunkedArray | pa.Array,
@@ -148,28 +144,52 @@ def classify(
 
     ``hccl_stream`` marks tasks on a stream HCCL owns (known from HCCL plane tasks or the .db's
     COMMUNICATION_TASK_INFO): every task there except the op rows and EVENT_* hand-overs is a
-    communication sub-task, whatever its type (HCCL's MEMCPY_ASYNC and NOTIFY_* tasks run there)."""
+    communication sub-task, whatever its type (HCCL's MEMCPY_ASYNC and NOTIFY_* tasks run there).
+
+    A task type (whitespace trimmed) decides the class, except that an op name starting
+    ``hcom_`` makes a row typed as nothing more specific a communication op, and an op name holding
+    ``MEMCPY`` (any case) makes a row that is not a communication sub-task a copy. What a type
+    implies is worked out once per distinct type (a profile has a few dozen), then looked up per row."""
     n = len(task_type)
-    tt = pc.utf8_trim_whitespace(pc.cast(task_type, pa.string()))
+    raw = pc.cast(task_type, pa.string())
+    distinct = pc.unique(raw)
+    types = pc.utf8_trim_whitespace(distinct).to_pylist()
+    row_type = pc.index_in(raw, value_set=distinct).to_numpy(zero_copy_only=False).astype(np.intp)  # null matches null
+    # per distinct type: its class by type alone, and the facts the op name and the stream combine with
+    by_type = np.array([_type_class(t) for t in types], np.int8)
+    type_copy = np.array([t is not None and (t in COPY_TYPES or "MEMCPY" in t) for t in types], bool)
+    comm_type = np.array([t in COMMUNICATION_TYPES for t in types], bool)
+    hcom_may_name = np.array([t not in KNOWN_TYPES - COMPUTE_TYPES for t in types], bool)
+    name_copy_may = np.array([t not in COMM_TASK_TYPES for t in types], bool)
+    event = np.array([t is not None and "EVENT" in t for t in types], bool)
+    unknown_type = np.array([t is not None and t not in KNOWN_TYPES for t in types], bool)
+
     name = pc.fill_null(pc.cast(op_name, pa.string()), "")
-    upper_name = pc.utf8_upper(name)
-    # an op row: typed HCCL / COMMUNICATION, or an hcom_* name on a row typed as nothing more specific
-    named_op = pc.and_(pc.starts_with(name, "hcom_"), pc.invert(_in(tt, KNOWN_TYPES - COMPUTE_TYPES)))
-    is_comm_op = pc.or_(_in(tt, COMMUNICATION_TYPES), named_op)
-    is_copy = pc.or_(_in(tt, COPY_TYPES), pc.fill_null(pc.match_substring(tt, "MEMCPY"), False))
-    is_copy = pc.or_(is_copy, pc.and_(pc.match_substring(upper_name, "MEMCPY"), pc.invert(_in(tt, COMM_TASK_TYPES))))
-    cls = np.full(n, COMPUTE, dtype=object)
-    unknown_mask = pc.invert(pc.or_(_in(tt, KNOWN_TYPES), pc.is_null(tt))).to_numpy(zero_copy_only=False)
-    for values, label in ((OTHER_TYPES, OTHER), (SYNC_TYPES, SYNC), (COMM_TASK_TYPES, COMM_TASK)):
-        cls[_in(tt, values).to_numpy(zero_copy_only=False)] = label
-    cls[is_copy.to_numpy(zero_copy_only=False)] = COPY
+    hcom_name = pc.starts_with(name, "hcom_").to_numpy(zero_copy_only=False)
+    memcpy_name = pc.match_substring(name, "MEMCPY", ignore_case=True).to_numpy(zero_copy_only=False)
+
+    code = by_type[row_type] if n else np.zeros(0, np.int8)
+    code[type_copy[row_type] | (memcpy_name & name_copy_may[row_type])] = _CODE[COPY]
     if hccl_stream is not None and len(hccl_stream) == n:
-        cls[hccl_stream] = COMM_TASK
+        code[hccl_stream] = _CODE[COMM_TASK]
         # events on HCCL's streams are the hand-over between compute and communication streams: sync
-        cls[hccl_stream & pc.match_substring(pc.fill_null(tt, ""), "EVENT").to_numpy(zero_copy_only=False)] = SYNC
-    cls[is_comm_op.to_numpy(zero_copy_only=False)] = COMMUNICATION
-    unknown = sorted(set(pc.filter(tt, pa.array(unknown_mask & (cls == COMPUTE))).to_pylist())) if unknown_mask.any() else []
-    return pa.array(cls, pa.string()), unknown
+        code[hccl_stream & event[row_type]] = _CODE[SYNC]
+    code[comm_type[row_type] | (hcom_name & hcom_may_name[row_type])] = _CODE[COMMUNICATION]
+    unknown_rows = unknown_type[row_type] & (code == _CODE[COMPUTE])
+    unknown = sorted({types[j] for j in np.unique(row_type[unknown_rows])}) if unknown_rows.any() else []
+    return _LABELS.take(pa.array(code)), unknown
+
+
+_LABELS = pa.array(CLASSES, pa.string())
+_CODE = {c: np.int8(i) for i, c in enumerate(CLASSES)}
+
+
+def _type_class(t: str | None) -> np.int8:
+    """The class a task type gives a row by itself (compute for no type and for unknown ones)."""
+    for values, label in ((COMM_TASK_TYPES, COMM_TASK), (SYNC_TYPES, SYNC), (OTHER_TYPES, OTHER)):
+        if t in values:
+            return _CODE[label]
+    return _CODE[COMPUTE]
 
 
 def counts(classes: pa.Array, task_type: pa.ChunkedArray | pa.Array, keep: tuple[str, ...] = (SYNC, OTHER)) -> dict[str, dict[str, int]]:

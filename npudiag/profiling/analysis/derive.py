@@ -11,10 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from npudiag.profiling.analysis.hot_ops import hot_ops_table
 from npudiag.profiling.analysis.step_breakdown import step_breakdown
 from npudiag.profiling.rules import findings_table, run_rules
-from npudiag.profiling.rules.base import intervals_table
+from npudiag.profiling.rules.base import RuleContext, intervals_table
 
 DERIVED = ("hot_ops", "step_breakdown", "findings", "finding_intervals")
 
@@ -25,9 +24,10 @@ def derive(
     """Return ``tables`` plus the derived ones, and the rules that were skipped (rule id -> reason).
     ``exclude`` leaves out rules run elsewhere (the profile-wide ones, when ranks run apart)."""
     out = dict(tables)
-    out["hot_ops"] = hot_ops_table(out["kernels"])
+    ctx = RuleContext(out)  # holds what the rules share with the tables here (hot ops, timelines)
+    out["hot_ops"] = ctx.hot_ops()
     out["step_breakdown"] = step_breakdown(out)
-    findings, skipped = run_rules(out, rule_options or {}, exclude=exclude)
+    findings, skipped = run_rules(ctx, rule_options or {}, exclude=exclude)
     out["findings"] = findings_table(findings)
     out["finding_intervals"] = intervals_table(findings)
     return out, skipped

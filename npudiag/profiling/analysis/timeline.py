@@ -52,9 +52,12 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """The disjoint segments covered by the intervals, sorted."""
     if len(starts) == 0:
         return np.array([], float), np.array([], float)
-    order = np.argsort(starts, kind="stable")
-    s = starts[order]
-    e = np.maximum(ends[order], s)
+    if bool(np.all(starts[1:] >= starts[:-1])):  # already in order (no NaN), as most task tables are: no sort, no copy
+        s, e = starts, np.maximum(ends, starts)
+    else:
+        order = np.argsort(starts, kind="stable")
+        s = starts[order]
+        e = np.maximum(ends[order], s)
     reach = np.maximum.accumulate(e)
     new = np.empty(len(s), bool)
     new[0] = True

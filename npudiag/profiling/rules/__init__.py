@@ -114,10 +114,11 @@ def options_for(rule_id: str, overrides: dict[str, dict[str, float]] | None = No
 
 
 def run_rules(
-    tables: dict[str, pa.Table], overrides: dict[str, dict[str, float]] | None = None, exclude: tuple[str, ...] = ()
+    tables: dict[str, pa.Table] | RuleContext, overrides: dict[str, dict[str, float]] | None = None, exclude: tuple[str, ...] = ()
 ) -> tuple[list[Finding], dict[str, str]]:
-    """All findings, most time lost first, and the rules skipped with their reasons."""
-    ctx = RuleContext(tables)
+    """All findings, most time lost first, and the rules skipped with their reasons. ``tables`` may
+    be a context the caller already used, so what it built (timelines, hot ops) is not built again."""
+    ctx = tables if isinstance(tables, RuleContext) else RuleContext(tables)
     findings: list[Finding] = []
     skipped: dict[str, str] = {}
     for rule_id, (fn, defaults) in _registry().items():

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
+from npudiag.profiling.analysis.hot_ops import hot_ops_table
 from npudiag.profiling.analysis.quantities import Timeline, idle_gaps, timeline
 from npudiag.profiling.analysis.timeline import merge
 
@@ -43,6 +44,7 @@ class RuleContext:
 
     tables: dict[str, pa.Table]
     _timelines: dict[Any, Timeline] = field(default_factory=dict)
+    _hot_ops: pa.Table | None = None
 
     def table(self, name: str) -> pa.Table:
         return self.tables.get(name, schemas.empty(name))
@@ -87,6 +89,12 @@ class RuleContext:
         if rank not in self._timelines:
             self._timelines[rank] = timeline(self.for_rank("kernels", rank), self.for_rank("copies", rank))
         return self._timelines[rank]
+
+    def hot_ops(self, by: str | None = None) -> pa.Table:
+        """``hot_ops.parquet`` of the kernels, built once: all of it, or its rows grouped ``by`` op type or name."""
+        if self._hot_ops is None:
+            self._hot_ops = hot_ops_table(self.table("kernels"))
+        return self._hot_ops if by is None else self._hot_ops.filter(pc.equal(self._hot_ops["group_by"], by))
 
     def span_us(self, rank: int | None) -> float:
         """The rank's span, as the glossary defines it (kernels and device copies)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.profiling.analysis.hot_ops import hot_ops
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped
 
 RULE_ID = "hot_op"
@@ -59,7 +58,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     kernels = ctx.table("kernels")
     if kernels.num_rows == 0:
         raise Skipped("no device tasks in this profile")
-    return findings_from(hot_ops(kernels, "type"), ratio_sums(kernels), opts)
+    return findings_from(ctx.hot_ops("type"), ratio_sums(kernels), opts)
 
 
 def findings_from(hot_by_type: pa.Table, sums: pa.Table, opts: dict[str, float]) -> list[Finding]:
