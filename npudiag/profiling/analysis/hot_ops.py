@@ -19,8 +19,15 @@ def op_key(kernels: pa.Table, by: str = "type", shapes: bool = False) -> pa.Chun
     other shapes (a different kernel binary and tiling) is a group of its own."""
     if by not in ("type", "name"):
         raise ValueError(f"by must be 'type' or 'name', not {by!r}")
-    names = pc.coalesce(kernels["op_name"], kernels["task_type"], "(unnamed)")
-    key = pc.coalesce(kernels["op_type"], names) if by == "type" else names
+    # a column with no nulls (or only nulls) is taken as it is: coalescing strings costs 0.1 s a million rows
+    typ = kernels["op_type"]
+    if by == "type" and typ.null_count == 0:
+        key = typ
+    else:
+        names = kernels["op_name"]
+        if names.null_count:
+            names = pc.coalesce(names, kernels["task_type"], "(unnamed)")
+        key = names if by == "name" or typ.null_count == len(typ) else pc.coalesce(typ, names)
     if shapes:
         key = pc.binary_join_element_wise(key, pc.coalesce(kernels["input_shapes"], ""), " @ ")
     return key
