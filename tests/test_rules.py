@@ -352,8 +352,11 @@ def _small_runs(kernel_details: Path, ops: tuple[str, ...]) -> list[list[dict]]:
     runs, run = [], []
     for r in rows:
         small = float(r["Duration(us)"]) <= 50 and r["Accelerator Core"] not in ("AI_CPU", "HCCL")
-        if run and (not small or r["Stream ID"] != run[-1]["Stream ID"]
-                    or float(r["Start Time(us)"]) - float(run[-1]["Start Time(us)"]) - float(run[-1]["Duration(us)"]) > 1000):
+        if run and (
+            not small
+            or r["Stream ID"] != run[-1]["Stream ID"]
+            or float(r["Start Time(us)"]) - float(run[-1]["Start Time(us)"]) - float(run[-1]["Duration(us)"]) > 1000
+        ):
             runs.append(run)
             run = []
         if small:

@@ -27,6 +27,7 @@ class Level(str, Enum):
     kernel = "kernel"
     torch = "torch"
 
+
 GATE_EXAMPLE = """\b
 Example (CI):
   npudiag gate fixtures/sample_torch fixtures/sample_torch --steps 2: --quiet"""

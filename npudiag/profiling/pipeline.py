@@ -407,8 +407,12 @@ def compare(
         "baseline": describe(base),
         "current": describe(cur),
         "totals": compare_totals(bt, ct),
-        "ops": {"match_by": diff["match_by"][0].as_py() if diff.num_rows else ("torch" if level == "torch" else by),
-                "total": diff.num_rows, "matched_share": share, "rows": diff.to_pylist()},  # fmt: skip
+        "ops": {
+            "match_by": diff["match_by"][0].as_py() if diff.num_rows else ("torch" if level == "torch" else by),
+            "total": diff.num_rows,
+            "matched_share": share,
+            "rows": diff.to_pylist(),
+        },  # fmt: skip
     }
     if out is not None:
         out = Path(out)

@@ -70,9 +70,16 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     lost if len(s) else None,
                     slow.num_rows,
                     rank,
-                    {"transport": "SDMA", "transfers": sdma.num_rows, "slow": slow.num_rows, "limit_gbps": limit,
-                     "slow_bytes": moved, "slow_transit_us": t_us, "estimated_loss_us": float(lost_each.sum()),
-                     "ops_with_times": int(len(s))},  # fmt: skip
+                    {
+                        "transport": "SDMA",
+                        "transfers": sdma.num_rows,
+                        "slow": slow.num_rows,
+                        "limit_gbps": limit,
+                        "slow_bytes": moved,
+                        "slow_transit_us": t_us,
+                        "estimated_loss_us": float(lost_each.sum()),
+                        "ops_with_times": int(len(s)),
+                    },  # fmt: skip
                     (s, e),
                 )
             )
@@ -90,8 +97,11 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     None,
                     rdma.num_rows,
                     rank,
-                    {"transport": "RDMA", "ops": sorted(set(rdma["op_name"].to_pylist()))[:10],
-                     "max_transit_us": float(pc.max(rdma["time_us"]).as_py())},  # fmt: skip
+                    {
+                        "transport": "RDMA",
+                        "ops": sorted(set(rdma["op_name"].to_pylist()))[:10],
+                        "max_transit_us": float(pc.max(rdma["time_us"]).as_py()),
+                    },  # fmt: skip
                 )
             )
     return out

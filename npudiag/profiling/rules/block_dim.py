@@ -95,9 +95,16 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     lost,
                     row["dur_count"],
                     rank,
-                    {"op": row["op"], "block_dim_min": row["blocks_min"], "block_dim_max": row["blocks_max"], "cores": row["cores_max"],
-                     "ai_core_num": aic, "aiv_num": aiv, "kernel_us": row["dur_sum"],
-                     "share_of_kernel_time": row["dur_sum"] / total_us},  # fmt: skip
+                    {
+                        "op": row["op"],
+                        "block_dim_min": row["blocks_min"],
+                        "block_dim_max": row["blocks_max"],
+                        "cores": row["cores_max"],
+                        "ai_core_num": aic,
+                        "aiv_num": aiv,
+                        "kernel_us": row["dur_sum"],
+                        "share_of_kernel_time": row["dur_sum"] / total_us,
+                    },  # fmt: skip
                     (s, e),
                 )
             )

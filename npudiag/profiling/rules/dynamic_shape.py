@@ -85,8 +85,12 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 rank,
                 {
                     "ops": [
-                        {"op_type": r["op_type"], "shapes": r["input_shapes_count_distinct"], "kernels": r["duration_us_count"],
-                         "kernel_us": r["duration_us_sum"]}
+                        {
+                            "op_type": r["op_type"],
+                            "shapes": r["input_shapes_count_distinct"],
+                            "kernels": r["duration_us_count"],
+                            "kernel_us": r["duration_us_sum"],
+                        }
                         for r in ops.to_pylist()
                     ],  # fmt: skip
                     "steps": later,
