@@ -153,22 +153,32 @@ def classify(
     n = len(task_type)
     raw = pc.cast(task_type, pa.string())
     distinct = pc.unique(raw)
-    types = pc.utf8_trim_whitespace(distinct).to_pylist()
     row_type = pc.index_in(raw, value_set=distinct).to_numpy(zero_copy_only=False).astype(np.intp)  # null matches null
-    # per distinct type: its class by type alone, and the facts the op name and the stream combine with
-    by_type = np.array([_type_class(t) for t in types], np.int8)
-    type_copy = np.array([t is not None and (t in COPY_TYPES or "MEMCPY" in t) for t in types], bool)
-    comm_type = np.array([t in COMMUNICATION_TYPES for t in types], bool)
-    hcom_may_name = np.array([t not in KNOWN_TYPES - COMPUTE_TYPES for t in types], bool)
-    name_copy_may = np.array([t not in COMM_TASK_TYPES for t in types], bool)
-    event = np.array([t is not None and "EVENT" in t for t in types], bool)
-    unknown_type = np.array([t is not None and t not in KNOWN_TYPES for t in types], bool)
+    # per distinct type (vectorised too: a hostile file may have as many types as rows): the class the
+    # type gives by itself, and the facts the op name and the stream combine with
+    types = pc.utf8_trim_whitespace(distinct)
+
+    def among(values: frozenset[str]) -> np.ndarray:
+        return pc.fill_null(pc.is_in(types, pa.array(sorted(values), pa.string())), False).to_numpy(zero_copy_only=False)
+
+    def holds(text: str) -> np.ndarray:
+        return pc.fill_null(pc.match_substring(types, text), False).to_numpy(zero_copy_only=False)
+
+    by_type = np.full(len(types), _CODE[COMPUTE], np.int8)
+    for values, label in ((OTHER_TYPES, OTHER), (SYNC_TYPES, SYNC), (COMM_TASK_TYPES, COMM_TASK)):  # the last one wins
+        by_type[among(values)] = _CODE[label]
+    type_copy = among(COPY_TYPES) | holds("MEMCPY")
+    comm_type = among(COMMUNICATION_TYPES)
+    hcom_may_name = ~among(KNOWN_TYPES - COMPUTE_TYPES)
+    name_copy_may = ~among(COMM_TASK_TYPES)
+    event = holds("EVENT")
+    unknown_type = ~among(KNOWN_TYPES) & pc.is_valid(types).to_numpy(zero_copy_only=False)
 
     name = pc.fill_null(pc.cast(op_name, pa.string()), "")
     hcom_name = pc.starts_with(name, "hcom_").to_numpy(zero_copy_only=False)
     memcpy_name = pc.match_substring(name, "MEMCPY", ignore_case=True).to_numpy(zero_copy_only=False)
 
-    code = by_type[row_type] if n else np.zeros(0, np.int8)
+    code = by_type[row_type]
     code[type_copy[row_type] | (memcpy_name & name_copy_may[row_type])] = _CODE[COPY]
     if hccl_stream is not None and len(hccl_stream) == n:
         code[hccl_stream] = _CODE[COMM_TASK]
@@ -176,20 +186,12 @@ def classify(
         code[hccl_stream & event[row_type]] = _CODE[SYNC]
     code[comm_type[row_type] | (hcom_name & hcom_may_name[row_type])] = _CODE[COMMUNICATION]
     unknown_rows = unknown_type[row_type] & (code == _CODE[COMPUTE])
-    unknown = sorted({types[j] for j in np.unique(row_type[unknown_rows])}) if unknown_rows.any() else []
+    unknown = sorted(set(types.take(pa.array(np.unique(row_type[unknown_rows]))).to_pylist())) if unknown_rows.any() else []
     return _LABELS.take(pa.array(code)), unknown
 
 
 _LABELS = pa.array(CLASSES, pa.string())
 _CODE = {c: np.int8(i) for i, c in enumerate(CLASSES)}
-
-
-def _type_class(t: str | None) -> np.int8:
-    """The class a task type gives a row by itself (compute for no type and for unknown ones)."""
-    for values, label in ((COMM_TASK_TYPES, COMM_TASK), (SYNC_TYPES, SYNC), (OTHER_TYPES, OTHER)):
-        if t in values:
-            return _CODE[label]
-    return _CODE[COMPUTE]
 
 
 def counts(classes: pa.Array, task_type: pa.ChunkedArray | pa.Array, keep: tuple[str, ...] = (SYNC, OTHER)) -> dict[str, dict[str, int]]:
