@@ -8,8 +8,11 @@ per-run metric columns (kernels: the PMU tail of op_summary / kernel_details, wh
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 KERNELS = pa.schema(
     [
@@ -575,6 +578,13 @@ def nulls(n: int, type: pa.DataType) -> pa.Array:
         values = zeros.slice(0, (n + 7) // 8 if pa.types.is_boolean(type) else n * width)
         return pa.Array.from_buffers(type, n, [validity, values], null_count=n)
     return pa.Array.from_buffers(type, n, [validity, zeros.slice(0, (n + 1) * 4), pa.py_buffer(b"")], null_count=n)
+
+
+def map_distinct(values: pa.Array | pa.ChunkedArray, f: Callable[[str | None], str | None]) -> pa.Array | pa.ChunkedArray:
+    """``f`` of each text value (a string column), called once per distinct value, not once per row."""
+    distinct = pc.unique(values)
+    out = pa.array([f(v) for v in distinct.to_pylist()], pa.string())
+    return out.take(pc.index_in(values, distinct, skip_nulls=False))
 
 
 def conform(table: pa.Table, schema: pa.Schema, *, keep_extra: bool = False) -> pa.Table:

@@ -329,3 +329,86 @@ def test_cluster_refuses_duplicate_ranks_unless_asked(tmp_path: Path) -> None:
     r = run_cli("cluster", tmp_path / "in", "--out", tmp_path / "o", "--allow-duplicate-ranks", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["ranks"] == 3
+
+
+def _link_by_rows(device: list[dict], host: list[dict]) -> tuple[list, list, list]:
+    """The copy link rule row by row: a device copy takes the mode of the last host call with its
+    connection id; a call takes the size (where it has none) and the direction (where it is
+    "unknown") of the last device copy with its connection id."""
+    last_call = {h["connection_id"]: h for h in host if h["connection_id"] is not None}
+    last_copy = {d["connection_id"]: d for d in device if d["connection_id"] is not None}
+    modes = [last_call[d["connection_id"]]["mode"] if d["connection_id"] in last_call else d["mode"] for d in device]
+    sizes, directions = [], []
+    for h in host:
+        d = last_copy.get(h["connection_id"]) if h["connection_id"] is not None else None
+        sizes.append(d["size_bytes"] if d is not None and h["size_bytes"] is None else h["size_bytes"])
+        directions.append(d["direction"] if d is not None and h["direction"] == "unknown" else h["direction"])
+    return modes, sizes, directions
+
+
+_COPY_ROW = st.fixed_dictionaries(
+    {
+        "connection_id": st.one_of(st.none(), st.integers(0, 6)),
+        "size_bytes": st.one_of(st.none(), st.integers(0, 1 << 40)),
+        "direction": st.one_of(st.none(), st.sampled_from(["unknown", "H2D", "D2H", "D2D"])),
+        "mode": st.one_of(st.none(), st.sampled_from(["sync", "async", "unknown"])),
+    }
+)
+
+
+@given(st.lists(_COPY_ROW, max_size=12), st.lists(_COPY_ROW, max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_copy_link_equals_the_row_rule(device: list[dict], host: list[dict]) -> None:
+    from npudiag.profiling.analysis.copies import _link
+
+    def table(rows: list[dict]) -> pa.Table:
+        some = pa.schema([schemas.COPIES.field(k) for k in _COPY_ROW_KEYS])
+        return schemas.conform(pa.Table.from_pylist(rows, schema=some), schemas.COPIES)
+
+    d, h = _link(table(device), table(host))
+    if device and host:
+        modes, sizes, directions = _link_by_rows(device, host)
+    else:
+        modes, sizes, directions = [r["mode"] for r in device], [r["size_bytes"] for r in host], [r["direction"] for r in host]
+    assert d["mode"].to_pylist() == modes
+    assert h["size_bytes"].to_pylist() == sizes
+    assert h["direction"].to_pylist() == directions
+    assert d.schema == schemas.COPIES and h.schema == schemas.COPIES
+
+
+_COPY_ROW_KEYS = ("connection_id", "size_bytes", "direction", "mode")
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 100), st.integers(0, 30), st.sampled_from(["hcom_a", "hcom_b", None])), max_size=8),
+    st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 140)), st.sampled_from([None, None, "given"])), max_size=12),
+)
+@settings(max_examples=300, deadline=None)
+def test_comm_task_naming_equals_the_row_rule(ops: list, subtasks: list) -> None:
+    """A sub-task without an op takes the name of the op (communication kernel, by start) whose
+    time range holds its start: the last op that starts at or before it, if it has not ended."""
+    from npudiag.profiling.assemble import name_comm_tasks
+
+    kernels = schemas.conform(
+        pa.table(
+            {
+                "start_ns": pa.array([s for s, _, _ in ops], pa.int64()),
+                "duration_us": pa.array([d / 1000 for _, d, _ in ops], pa.float64()),
+                "op_name": pa.array([n for _, _, n in ops], pa.string()),
+                "task_class": pa.array(["communication"] * len(ops), pa.string()),
+            }
+        ),
+        schemas.KERNELS,
+    )
+    comm = schemas.conform(
+        pa.table({"start_ns": pa.array([t for t, _ in subtasks], pa.int64()), "op_name": pa.array([n for _, n in subtasks], pa.string())}),
+        schemas.COMM_TASKS,
+    )
+    by_start = sorted(ops, key=lambda o: o[0])  # stable, as the table's sort
+
+    def holder(t: int | None) -> str | None:
+        before = [o for o in by_start if t is not None and o[0] <= t]
+        return before[-1][2] if before and t <= before[-1][0] + before[-1][1] else None
+
+    expected = [n if n is not None else holder(t) for t, n in subtasks]
+    assert name_comm_tasks(comm, kernels)["op_name"].to_pylist() == expected

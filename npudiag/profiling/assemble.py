@@ -123,11 +123,10 @@ def name_comm_tasks(comm_tasks: pa.Table, kernels: pa.Table) -> pa.Table:
     ops = ops.sort_by("start_ns")
     s = ops["start_ns"].to_numpy()
     e = s + np.round(pc.fill_null(ops["duration_us"], 0.0).to_numpy() * 1000).astype(np.int64)
-    names = ops["op_name"].to_pylist()
     t = pc.fill_null(comm_tasks["start_ns"], -(2**62)).to_numpy()
     i = np.searchsorted(s, t, side="right") - 1
     inside = (i >= 0) & (t <= e[np.maximum(i, 0)])
-    found = pa.array([names[j] if ok else None for j, ok in zip(i.tolist(), inside.tolist())], pa.string())
+    found = ops["op_name"].take(pa.array(np.maximum(i, 0), pa.int64(), mask=~inside))  # null where no op holds it
     return _set(comm_tasks, "op_name", pc.coalesce(comm_tasks["op_name"], found))
 
 

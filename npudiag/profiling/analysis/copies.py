@@ -70,7 +70,7 @@ def _host_copies(api: pa.Table) -> pa.Table:
                 "start_ns": calls["start_ns"],
                 "duration_us": calls["duration_us"],
                 "thread_id": calls["thread_id"],
-                "mode": pa.array([copy_mode(x or "") for x in calls["name"].to_pylist()], pa.string()),
+                "mode": schemas.map_distinct(calls["name"], lambda x: copy_mode(x or "")),
                 "connection_id": calls["connection_id"],
             }
         ),
@@ -80,23 +80,29 @@ def _host_copies(api: pa.Table) -> pa.Table:
 
 def _link(device: pa.Table, host: pa.Table) -> tuple[pa.Table, pa.Table]:
     """Join device copies and the host copy calls that launched them (same connection id): the
-    device copy takes the call's sync/async mode, the call takes the copy's size and direction."""
+    device copy takes the call's sync/async mode, the call takes the copy's size and direction
+    where it has none. Where several rows share a connection id, the last one counts."""
     if device.num_rows == 0 or host.num_rows == 0:
         return device, host
-    h_conn = host["connection_id"].to_pylist()
-    h_mode = dict(zip(h_conn, host["mode"].to_pylist()))
-    d_conn = device["connection_id"].to_pylist()
-    d_info = dict(zip(d_conn, zip(device["size_bytes"].to_pylist(), device["direction"].to_pylist())))
-    modes = [h_mode.get(c, m) if c is not None else m for c, m in zip(d_conn, device["mode"].to_pylist())]
-    device = device.set_column(device.schema.get_field_index("mode"), "mode", pa.array(modes, pa.string()))
-    sizes, directions = [], []
-    for c, size, direction in zip(h_conn, host["size_bytes"].to_pylist(), host["direction"].to_pylist()):
-        linked = d_info.get(c) if c is not None else None
-        sizes.append(linked[0] if linked and size is None else size)
-        directions.append(linked[1] if linked and direction == "unknown" else direction)
-    host = host.set_column(host.schema.get_field_index("size_bytes"), "size_bytes", pa.array(sizes, pa.int64()))
-    host = host.set_column(host.schema.get_field_index("direction"), "direction", pa.array(directions, pa.string()))
+    call = _last_with(device["connection_id"], host["connection_id"])  # per device copy: its call's row, or null
+    copy = _last_with(host["connection_id"], device["connection_id"])  # per call: its copy's row, or null
+    linked = pc.is_valid(copy)
+    mode = pc.if_else(pc.is_valid(call), pc.take(host["mode"], call), device["mode"])
+    size = pc.if_else(pc.and_(linked, pc.is_null(host["size_bytes"])), pc.take(device["size_bytes"], copy), host["size_bytes"])
+    unknown = pc.fill_null(pc.equal(host["direction"], "unknown"), False)
+    direction = pc.if_else(pc.and_(linked, unknown), pc.take(device["direction"], copy), host["direction"])
+    device = device.set_column(device.schema.get_field_index("mode"), "mode", mode)
+    host = host.set_column(host.schema.get_field_index("size_bytes"), "size_bytes", size)
+    host = host.set_column(host.schema.get_field_index("direction"), "direction", direction)
     return device, host
+
+
+def _last_with(keys: pa.ChunkedArray, among: pa.ChunkedArray) -> pa.Array:
+    """For each key, the index of the last row of ``among`` holding it; null for a null key or none."""
+    n = len(among)
+    backwards = among.take(pa.array(np.arange(n - 1, -1, -1, dtype=np.int64))).combine_chunks()
+    first_backwards = pc.index_in(keys, value_set=backwards, skip_nulls=True)
+    return pc.subtract(pa.scalar(n - 1, pa.int64()), first_backwards.cast(pa.int64()))
 
 
 def build_copies(device_copies: pa.Table | None, api_calls: pa.Table | None) -> pa.Table:

@@ -19,7 +19,7 @@ def markers(tables: dict[str, pa.Table], min_gap_us: float = 1000.0) -> pa.Table
     rows: dict[str, list] = {"rank": [], "kind": [], "start_us": [], "duration_us": []}
     if kernels.num_rows == 0:
         return SCHEMA.empty_table()
-    for rank in sorted(set(kernels["rank"].to_pylist()), key=lambda r: (r is None, r)):
+    for rank in sorted(pc.unique(kernels["rank"]).to_pylist(), key=lambda r: (r is None, r)):
         k = kernels.filter(pc.fill_null(pc.equal(kernels["rank"], rank), False))
         c = copies.filter(pc.fill_null(pc.equal(copies["rank"], rank), False)) if copies.num_rows else copies
         tl = timeline(k, c)

@@ -393,7 +393,7 @@ def _copies(db: _Db, task: pa.Table, rank: int | None) -> pa.Table:
         pos = pc.index_in(task["gid"], value_set=info["gid"])
         size = pc.take(info["size"], pos)
         names = db.enum("ENUM_MEMCPY_OPERATION", pc.take(info["op"], pos))
-        direction = pa.array([_OPERATION.get(v, "unknown") if v else "unknown" for v in names.to_pylist()], pa.string())
+        direction = schemas.map_distinct(names, lambda v: _OPERATION.get(v, "unknown") if v else "unknown")
     cols = {
         "source": _repeat("db", n, pa.string()),
         "rank": _repeat(rank, n, pa.int32()),

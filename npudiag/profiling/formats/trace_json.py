@@ -35,6 +35,7 @@ from npudiag.errors import InputError
 from npudiag.profiling.assemble import drop_bad_timing
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.jsonstream import iter_events
+from npudiag.schemas import map_distinct
 
 HARDWARE = "Ascend Hardware"
 AICORE_FREQ = "AI Core Freq"  # the counter events (ph C, args MHz) of the process of that name
@@ -409,10 +410,9 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
     planes, ops = hccl[plane], hccl[~plane]
     cann = rows_of({CANN})
     py = rows_of({PYTHON})
-    is_step = [_PROFILER_STEP.match(n) is not None for n in cols.text("name", py).to_pylist()]
-    step_rows = py[np.array(is_step, dtype=bool)] if len(py) else py
+    step_rows = py[_step_events(cols.text("name", py))] if len(py) else py
     streams = cols.num("i:stream", planes)
-    plane_ids = np.array([_plane_of(thread_names.get((int(pid[i]), int(tid[i])), "")) for i in planes], dtype=np.int64)
+    plane_ids = _plane_ids(pid[planes], tid[planes], thread_names)
     parts = []
     for build in (lambda: _task_table(cols, hw, rank, device_id, flows), lambda: _comm_op_table(cols, ops, rank, device_id),
                   lambda: _comm_task_table(cols, planes, plane_ids, rank), lambda: _api_table(cols, cann, rank)):  # fmt: skip
@@ -531,6 +531,24 @@ def _freq_table(samples: list[tuple[int, float, float]], rank, device_id) -> pa.
     }, schema=schemas.AICORE_FREQ)  # fmt: skip
 
 
+def _step_events(names: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Which names are torch_npu's ``ProfilerStep#N`` events. Only the names that start so go
+    through the pattern: the Python process may have a million events, and a handful of steps."""
+    maybe = np.flatnonzero(pc.fill_null(pc.starts_with(names, "ProfilerStep#"), False).to_numpy(zero_copy_only=False))
+    out = np.zeros(len(names), bool)
+    out[maybe] = [_PROFILER_STEP.match(n) is not None for n in names.take(pa.array(maybe)).to_pylist()]
+    return out
+
+
+def _plane_ids(pids: np.ndarray, tids: np.ndarray, thread_names: dict[tuple[int, int], str]) -> np.ndarray:
+    """The HCCL plane of each row, from its thread's name, worked out once per thread."""
+    if len(pids) == 0:
+        return np.zeros(0, np.int64)
+    threads, row_thread = np.unique(np.stack([pids, tids], axis=1), axis=0, return_inverse=True)
+    per_thread = np.array([_plane_of(thread_names.get((int(p), int(t)), "")) for p, t in threads], dtype=np.int64)
+    return per_thread[row_thread.reshape(-1)]
+
+
 def _plane_of(thread: str) -> int:
     m = re.match(r"Plane (\d+)", thread)
     return int(m.group(1)) if m else MISSING
@@ -556,13 +574,6 @@ def _first(*candidates: np.ndarray) -> np.ndarray:
     for c in candidates[1:]:
         out = np.where(out == MISSING, c, out)
     return out
-
-
-def _mapped(values: pa.Array, f: Callable[[str | None], str | None]) -> pa.Array:
-    """f of each value, computed once per distinct value (Python's own string functions, any size)."""
-    distinct = pc.unique(values)
-    out = pa.array([f(v) for v in distinct.to_pylist()], pa.string())
-    return out.take(pc.index_in(values, distinct, skip_nulls=False))
 
 
 def _to_floats(values: pa.Array) -> np.ndarray:
@@ -608,7 +619,7 @@ def _task_table(cols: _Final, rows: np.ndarray, rank, device_id, flows: dict[int
             "task_type": cols.text("type", rows),
             "connection_id": _int_col(conn),
             "size_bytes": _int_col(_take_int(cols, "size", rows)),
-            "direction": _mapped(cols.text("operation", rows), lambda op: _OPERATION.get((op or "").lower(), "unknown")),
+            "direction": map_distinct(cols.text("operation", rows), lambda op: _OPERATION.get((op or "").lower(), "unknown")),
             "launch_ns": _int_col(launch) if launch is not None else pa.nulls(len(rows), pa.int64()),
         }
     )
@@ -697,7 +708,7 @@ def _api_table(cols: _Final, rows: np.ndarray, rank) -> pa.Table:
     full, level = cols.text("name", rows), cols.text("level", rows)
     parts = pc.extract_regex(full, r"(?s)^(?P<prefix>[^@]*)@(?P<rest>.+)$")  # null where there is no '@' or nothing after it
     split = pc.is_valid(parts)
-    prefix_level = _mapped(pc.struct_field(parts, "prefix"), lambda p: _LEVEL_PREFIX.get(p, p.lower()) if p is not None else None)
+    prefix_level = map_distinct(pc.struct_field(parts, "prefix"), lambda p: _LEVEL_PREFIX.get(p, p.lower()) if p is not None else None)
     has_level = pc.fill_null(pc.not_equal(level, ""), False)
     levels = pc.if_else(pc.and_(split, pc.invert(has_level)), prefix_level, level)
     names = pc.if_else(split, pc.struct_field(parts, "rest"), full)
