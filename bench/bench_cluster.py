@@ -1,6 +1,6 @@
 """Many ranks: one process vs the local process pool (vs Dask), peak memory, and DuckDB over the dataset.
 
-python bench/bench_cluster.py --ranks 256 --kernels 50000 [--root DIR] [--dask] [--skip-single]
+python bench/bench_cluster.py --ranks 256 --kernels 50000 [--root DIR] [--dask] [--skip-single] [--before CHECKOUT]
 
 Rank 137 (or the middle rank when fewer) has MatMulV3 made 25 % slower, so the slow-rank queries
 have something to find. Memory is sampled every 0.2 s over the npudiag process and all of its
@@ -44,9 +44,10 @@ WHERE step_time_us > 1.05 * median_us GROUP BY rank ORDER BY slow_steps DESC
 """
 
 
-def _measure(args: list[str], env: dict[str, str]) -> tuple[float, dict[str, float]]:
+def _measure(args: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, dict[str, float]]:
+    """Time ``python -m npudiag ARGS``; from ``cwd`` (a checkout), that checkout's npudiag runs."""
     t = time.perf_counter()
-    proc = psutil.Popen([sys.executable, "-m", "npudiag", *args], env={**os.environ, **env}, stdout=subprocess.DEVNULL)
+    proc = psutil.Popen([sys.executable, "-m", "npudiag", *args], env={**os.environ, **env}, stdout=subprocess.DEVNULL, cwd=cwd)
     peak = {"parent": 0, "largest_child": 0, "total": 0}
     done = threading.Event()
 
@@ -118,6 +119,7 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=None, help="where the generated ranks live [bench/data/cluster/RxK]")
     ap.add_argument("--dask", action="store_true", help="also time --dask (a local Dask cluster)")
     ap.add_argument("--skip-single", action="store_true", help="skip the one-process run")
+    ap.add_argument("--before", type=Path, help="a checkout of an earlier commit (git worktree add): its process pool timed too")
     a = ap.parse_args()
     root = a.root or DATA / f"{a.ranks}x{a.kernels}"
     t = time.perf_counter()
@@ -125,19 +127,25 @@ def main() -> None:
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     print(f"{a.ranks} ranks x {a.kernels:,} kernels: {size / 2**30:.1f} GiB of input (ready in {time.perf_counter() - t:.0f} s)")
     out = root.parent / f"{root.name}-out"
-    runs = [] if a.skip_single else [("one process", {"NPUDIAG_WORKERS": "1"}, [])]
-    runs.append((f"process pool ({os.cpu_count()} cores)", {}, []))
+    pool = f"process pool ({os.cpu_count()} cores)"
+    runs = [] if a.skip_single else [("one process", {"NPUDIAG_WORKERS": "1"}, [], None)]
+    runs.append((pool, {}, [], None))
     if a.dask:
-        runs.append(("dask LocalCluster", {}, ["--dask"]))
-    outs = []
-    for i, (label, env, extra) in enumerate(runs):
+        runs.append(("dask LocalCluster", {}, ["--dask"], None))
+    if a.before is not None:
+        runs.append((f"{pool}, {a.before}", {}, [], a.before.resolve()))
+    outs, took = [], {}
+    for i, (label, env, extra, cwd) in enumerate(runs):
         dest = out if i == 0 else root.parent / f"{root.name}-out{i}"
         outs.append(dest)
-        secs, mem = _measure(["analyze", str(root), "--out", str(dest), "--quiet", "--json", *extra], env)
+        secs, mem = _measure(["analyze", str(root.resolve()), "--out", str(dest.resolve()), "--quiet", "--json", *extra], env, cwd)
+        took[label] = secs
         print(
             f"analyze, {label}: {secs:.1f} s ({secs / a.ranks:.2f} s/rank); peak RSS parent {mem['parent']:.0f} MB, "
             f"largest worker {mem['largest_child']:.0f} MB, all processes {mem['total']:.0f} MB"
         )
+    if a.before is not None:
+        print(f"process pool, this checkout / {a.before}: {took[pool] / took[runs[-1][0]]:.2f}")
     first = _digests(outs[0])
     same = all(_digests(o) == first for o in outs[1:])
     print(f"datasets written by the {len(outs)} runs identical file for file: {same} ({len(first)} Parquet files)")
