@@ -412,7 +412,7 @@ def compare(
             "total": diff.num_rows,
             "matched_share": share,
             "rows": diff.to_pylist(),
-        },  # fmt: skip
+        },
     }
     if out is not None:
         out = Path(out)

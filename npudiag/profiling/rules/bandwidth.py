@@ -79,7 +79,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                         "slow_transit_us": t_us,
                         "estimated_loss_us": float(lost_each.sum()),
                         "ops_with_times": int(len(s)),
-                    },  # fmt: skip
+                    },
                     (s, e),
                 )
             )
@@ -101,7 +101,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                         "transport": "RDMA",
                         "ops": sorted(set(rdma["op_name"].to_pylist()))[:10],
                         "max_transit_us": float(pc.max(rdma["time_us"]).as_py()),
-                    },  # fmt: skip
+                    },
                 )
             )
     return out

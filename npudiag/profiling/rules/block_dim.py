@@ -104,7 +104,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                         "aiv_num": aiv,
                         "kernel_us": row["dur_sum"],
                         "share_of_kernel_time": row["dur_sum"] / total_us,
-                    },  # fmt: skip
+                    },
                     (s, e),
                 )
             )

@@ -92,7 +92,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                             "kernel_us": r["duration_us_sum"],
                         }
                         for r in ops.to_pylist()
-                    ],  # fmt: skip
+                    ],
                     "steps": later,
                     "kernel_us": varying_us,
                     "share_of_kernel_time": share,
