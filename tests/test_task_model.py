@@ -346,6 +346,7 @@ def _link_by_rows(device: list[dict], host: list[dict]) -> tuple[list, list, lis
     return modes, sizes, directions
 
 
+_COPY_ROW_KEYS = ("connection_id", "size_bytes", "direction", "mode")
 _COPY_ROW = st.fixed_dictionaries(
     {
         "connection_id": st.one_of(st.none(), st.integers(0, 6)),
@@ -375,8 +376,6 @@ def test_copy_link_equals_the_row_rule(device: list[dict], host: list[dict]) -> 
     assert h["direction"].to_pylist() == directions
     assert d.schema == schemas.COPIES and h.schema == schemas.COPIES
 
-
-_COPY_ROW_KEYS = ("connection_id", "size_bytes", "direction", "mode")
 
 
 @given(
