@@ -377,7 +377,6 @@ def test_copy_link_equals_the_row_rule(device: list[dict], host: list[dict]) -> 
     assert d.schema == schemas.COPIES and h.schema == schemas.COPIES
 
 
-
 @given(
     st.lists(st.tuples(st.integers(0, 100), st.integers(0, 30), st.sampled_from(["hcom_a", "hcom_b", None])), max_size=8),
     st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 140)), st.sampled_from([None, None, "given"])), max_size=12),
