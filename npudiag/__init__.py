@@ -25,9 +25,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from npudiag.errors import InputError, NpudiagError, OptionError, OutputError, ToolError
-
-__version__ = "0.1.0"
-SCHEMA_VERSION = 2
+from npudiag.version import SCHEMA_VERSION as SCHEMA_VERSION
+from npudiag.version import __version__
 
 __all__ = [
     "analyze",

@@ -88,11 +88,16 @@ def _depth(text: str) -> int:
     return best
 
 
-def loads_json(text: str, path: Path) -> Any:
-    """``json.loads`` with the nesting bounded and every failure an InputError naming ``path``."""
+def loads_json(text: str, path: Path, keep_numbers: bool = False) -> Any:
+    """``json.loads`` with the nesting bounded and every failure an InputError naming ``path``.
+    ``keep_numbers``: numbers a float cannot hold keep their text (for a file npudiag writes back)."""
     if _depth(text) > MAX_DEPTH:
         raise InputError(path, f"JSON nested deeper than {MAX_DEPTH} levels; no real file is")
     try:
+        if keep_numbers:
+            from npudiag.output import keep_number
+
+            return json.loads(text, parse_float=keep_number)
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON ({exc.msg})", line=exc.lineno) from None

@@ -7,54 +7,15 @@ of either. Reading back needs nothing from npudiag: plain Parquet and JSON.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import shutil
-import tempfile
-from collections.abc import Callable
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from npudiag.errors import writing
-
-
-def current_umask() -> int:
-    """The process's umask now (a library caller may change it between calls). Read from
-    /proc/self/status where there is one, so no other thread sees a temporary umask of 0."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Run ``write`` on a temporary file beside ``path``, flush it to disk, then rename it over ``path``.
-    OutputError (one line) when the folder cannot be made or the file cannot be created."""
-    with writing(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; outputs get the usual permissions
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+from npudiag.output import OutputFolder, atomic_write, write_manifest
 
 
 def write_table(table: pa.Table, path: Path) -> None:
@@ -101,16 +62,6 @@ def read_rank_dataset(folder: Path, schema: pa.Schema) -> pa.Table:
     return _schema_first(d.to_table(), schema)
 
 
-def write_json(obj: Any, path: Path) -> None:
-    data = json.dumps(obj, indent=2, ensure_ascii=False, default=str).encode() + b"\n"
-    atomic_write(path, lambda fh: fh.write(data))
-
-
-def write_text(text: str, path: Path) -> None:
-    data = text.encode("utf-8")
-    atomic_write(path, lambda fh: fh.write(data))
-
-
 def read_table(path: Path) -> pa.Table:
     return pq.read_table(path)
 
@@ -129,30 +80,14 @@ def output_manifest(profile: Any, version: str, schema_version: int) -> dict[str
     }
 
 
-class OutputWriter:
-    """Writes tables in background threads (Parquet encoding releases the GIL) so the summary can
-    be computed meanwhile, into a hidden sibling folder ``.<name>.tmp-*``; ``finish`` writes
-    manifest.json last and swaps the folder in, so ``out`` is either the previous complete run or
-    the new complete run, never a mixture, even after a kill -9. Stale temporary folders of
-    earlier killed runs are removed first."""
+class TableSet:
+    """Tables written in background threads (Parquet encoding releases the GIL, so the summary is
+    computed meanwhile) into ``work``, a folder npudiag is staging; :meth:`close_with` waits for
+    them and writes manifest.json last (npudiag's keys and every file listed)."""
 
-    def __init__(self, out: Path, force: bool = False) -> None:
-        from npudiag.errors import InputError
-
-        self.out = out.absolute()
-        if self.out.exists() and not _replaceable(self.out) and not force:
-            raise InputError(
-                out, "exists and was not written by npudiag (no npudiag manifest.json); use --force to replace it, or another --out"
-            )
-        with writing(self.out):
-            self.out.parent.mkdir(parents=True, exist_ok=True)
-            self._lock = TargetLock(self.out)
-        try:
-            remove_stale_staging(self.out)
-            self.work = temp_sibling_dir(self.out)
-        except BaseException:
-            self._lock.release()
-            raise
+    def __init__(self, work: Path, kind: str = "analyze") -> None:
+        self.work = work
+        self.kind = kind
         self._pool = ThreadPoolExecutor(max_workers=2)
         self._pending: list[Future[None]] = []
 
@@ -160,153 +95,41 @@ class OutputWriter:
         """``name.parquet``, written in the background."""
         self._pending.append(self._pool.submit(write_table, table, self.work / f"{name}.parquet"))
 
-    def finish(self, manifest: dict[str, Any]) -> None:
+    def wait(self) -> None:
         try:
             for f in self._pending:
                 f.result()
-        except BaseException:
-            shutil.rmtree(self.work, ignore_errors=True)
-            raise
         finally:
-            self._pool.shutdown()
+            self._pool.shutdown(cancel_futures=True)
+
+    def close_with(self, manifest: dict[str, Any]) -> None:
+        self.wait()
+        write_manifest(self.work, self.kind, manifest)
+
+    def cancel(self) -> None:
+        self._pool.shutdown(cancel_futures=True)
+
+
+class OutputWriter(TableSet):
+    """A :class:`TableSet` that is a whole ``--out`` folder (an :class:`~npudiag.output.OutputFolder`):
+    ``finish`` writes the manifest and swaps the folder in, so ``out`` is the previous complete run
+    or the new complete run, never a mixture, even after a kill -9; ``abandon`` leaves it as it was."""
+
+    def __init__(self, out: Path, force: bool = False, *, kind: str = "analyze", inputs: Iterable[Path] = ()) -> None:
+        self.folder = OutputFolder(out, kind=kind, force=force, inputs=inputs)
+        self.out = self.folder.dest
+        super().__init__(self.folder.work, kind)
+
+    def finish(self, manifest: dict[str, Any]) -> None:
         try:
-            write_json(manifest, self.work / "manifest.json")
-            commit_staging(self.work, self.out)
+            self.wait()
+            self.folder.commit(manifest)
         finally:
-            self._lock.release()
+            self.abandon()
 
     def abandon(self) -> None:
-        self._pool.shutdown(cancel_futures=True)
-        shutil.rmtree(self.work, ignore_errors=True)
-        self._lock.release()
-
-
-STAGING_MARKER = ".npudiag-staging"  # inside every folder npudiag stages a write in: {"pid": ..., "started": ...}
-
-
-def is_npudiag_manifest(path: Path) -> bool:
-    """``path`` is a manifest.json npudiag wrote (it has npudiag's own keys), not any tool's manifest."""
-    from npudiag.errors import InputError
-    from npudiag.safeio import load_json
-
-    try:
-        data = load_json(path, 64 << 20)
-    except InputError:
-        return False
-    return isinstance(data, dict) and "npudiag_version" in data and "schema_version" in data
-
-
-def _replaceable(path: Path) -> bool:
-    """A folder npudiag may replace: one it wrote (its manifest.json), or an empty one."""
-    if not path.is_dir() or path.is_symlink():
-        return False
-    if is_npudiag_manifest(path / "manifest.json"):
-        return True
-    try:
-        return not any(path.iterdir())
-    except OSError:
-        return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return True
-    return True
-
-
-def remove_stale_staging(dest: Path) -> None:
-    """Delete ``.<name>.tmp-*`` folders beside ``dest`` left by killed npudiag runs: only those whose
-    marker file says npudiag made them, for a process that is gone. Anything else is left alone."""
-    from npudiag.errors import InputError
-    from npudiag.safeio import load_json
-
-    prefix = f".{dest.name}.tmp-"
-    try:
-        entries = list(os.scandir(dest.parent))
-    except OSError:
-        return
-    for entry in entries:
-        if not entry.name.startswith(prefix) or not entry.is_dir(follow_symlinks=False):
-            continue
-        try:
-            marker = load_json(Path(entry.path) / STAGING_MARKER, 4096)
-        except InputError:
-            continue
-        pid = marker.get("pid") if isinstance(marker, dict) else None
-        if isinstance(pid, int) and not isinstance(pid, bool) and not _alive(pid):
-            shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def temp_sibling_dir(dest: Path) -> Path:
-    """A new hidden ``.<name>.tmp-*`` folder beside ``dest`` (same file system, so it can be renamed
-    into place), with the permissions the umask gives, not mkdtemp's 0700, and npudiag's marker."""
-    import time
-
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
-    os.chmod(work, 0o777 & ~current_umask())
-    (work / STAGING_MARKER).write_text(json.dumps({"pid": os.getpid(), "started": time.time()}))
-    return work
-
-
-class TargetLock:
-    """An exclusive lock on an output folder (fcntl on ``.<name>.lock`` beside it, removed on
-    release), so two runs into one ``--out`` cannot interleave: the second gets one line, exit 2."""
-
-    def __init__(self, dest: Path) -> None:
-        import fcntl
-
-        from npudiag.errors import InputError
-
-        self.path = dest.parent / f".{dest.name}.lock"
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~current_umask())
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                raise InputError(dest, "another npudiag run is writing this folder now; wait for it or choose another --out") from None
-            # the file may have been removed (and a new one locked) between our open and our lock
-            try:
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                self.fd: int | None = fd
-                return
-            os.close(fd)
-
-    def release(self) -> None:
-        if self.fd is None:
-            return
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-        os.close(self.fd)
-        self.fd = None
-
-
-def commit_staging(work: Path, dest: Path) -> None:
-    """Swap a finished ``temp_sibling_dir`` in at ``dest``, without its staging marker."""
-    with contextlib.suppress(FileNotFoundError):
-        (work / STAGING_MARKER).unlink()
-    swap_dir(work, dest)
-
-
-def swap_dir(new: Path, dest: Path) -> None:
-    """Put folder ``new`` at ``dest``: rename the old one aside, rename the new one in, delete the old.
-    A crash between the two renames leaves the old folder as ``.<name>.old-*`` beside it."""
-    if not dest.exists():
-        os.rename(new, dest)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
-    os.rmdir(old)
-    os.rename(dest, old)
-    os.rename(new, dest)
-    shutil.rmtree(old, ignore_errors=True)
+        self.cancel()
+        self.folder.abandon()
 
 
 def load_rank_rows(out: Path, name: str, ranks: list[int]) -> pa.Table:

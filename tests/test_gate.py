@@ -132,7 +132,11 @@ def test_repeated_runs_folder_is_one_side_of_pooled_samples(tmp_path: Path) -> N
     store = tmp_path / "stored"
     r = run_cli("gate", tmp_path / "base", tmp_path / "base", "--update-baseline", store, "--quiet")
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in store.iterdir()) == ["run_001", "run_002", "run_003"]
+    # the runs, and the manifest that lists every file npudiag put there (so a later update may replace it)
+    assert sorted(p.name for p in store.iterdir()) == ["manifest.json", "run_001", "run_002", "run_003"]
+    listed = json.loads((store / "manifest.json").read_text())["files"]
+    on_disk = sorted(p.relative_to(store).as_posix() for p in store.rglob("*") if p.is_file())
+    assert listed == [p for p in on_disk if p != "manifest.json"] and "run_001/manifest.json" in listed
     again = _gate(store, tmp_path / "cur")
     assert _verdict(again, "op:Add").base_n == 9 and [v.metric for v in again.verdicts if v.failed] == ["op:Add"]
 

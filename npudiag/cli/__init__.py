@@ -13,7 +13,6 @@ import warnings
 
 import typer
 
-from npudiag import __version__
 from npudiag.cli import analyze as _analyze
 from npudiag.cli import cluster as _cluster
 from npudiag.cli import compare as _compare
@@ -22,6 +21,7 @@ from npudiag.cli import logs as _logs
 from npudiag.cli import profile as _profile
 from npudiag.errors import NpudiagError
 from npudiag.report.escape import clean
+from npudiag.version import __version__
 
 EXIT_CODES = (
     (0, "ok; also when stdout is a closed pipe ('npudiag ... | head')"),

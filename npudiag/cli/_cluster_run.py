@@ -26,12 +26,13 @@ def run_cluster(
     dask: bool = False,
     per_step_tables: bool = False,
     allow_duplicate_ranks: bool = False,
+    force: bool = False,
     say: Say = Say(),
 ) -> None:
     """Analyse every rank (or read an 'analyze --out' folder), write the cluster tables, print the view."""
     try:
         result = pipeline.cluster(
-            path, out, threshold=threshold, scheduler=scheduler, dask=dask, allow_duplicate_ranks=allow_duplicate_ranks
+            path, out, threshold=threshold, scheduler=scheduler, dask=dask, allow_duplicate_ranks=allow_duplicate_ranks, force=force
         )
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None

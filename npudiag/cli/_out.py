@@ -19,6 +19,11 @@ from npudiag.report.escape import clean
 MAX_WARNINGS = 5
 
 QUIET = typer.Option(False, "--quiet", "-q", help="Print only warnings and errors: no report, no progress (--json still prints).")
+FORCE = typer.Option(
+    False,
+    "--force",
+    help="Replace --out even when it holds files npudiag did not write (never a file, an input, HOME, / or the working folder).",
+)
 VERBOSE = typer.Option(False, "--verbose", "-v", help="Print every warning (not only the first 5) and each input read.")
 
 

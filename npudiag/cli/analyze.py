@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
 
 ANALYZE_EXAMPLE = """\b
 Example:
@@ -43,7 +43,7 @@ def analyze(
     html_out: Path = typer.Option(None, "--html", help="Also write one self-contained HTML page of the summary and plots."),
     rule_file: Path = typer.Option(None, "--rule-file", help="TOML file of rule options ([sync_copy] min_bytes = 65536); --rule-opt wins."),
     rule_opt: list[str] = typer.Option([], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --out folder even though npudiag did not write it."),
+    force: bool = FORCE,
     scheduler: str = typer.Option(
         None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT); inputs and --out on shared storage."
     ),

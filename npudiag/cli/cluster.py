@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
 
 CLUSTER_EXAMPLE = """\b
 Example (a folder of rank folders, e.g. 8 *_ascend_pt):
@@ -32,6 +32,7 @@ def cluster(
     allow_duplicate_ranks: bool = typer.Option(
         False, "--allow-duplicate-ranks", help="Merge rank folders that declare the same rank id, renumbering all but the first."
     ),
+    force: bool = FORCE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:
@@ -40,5 +41,5 @@ def cluster(
 
     run_cluster(
         path, threshold, out, json_out=json_out, scheduler=scheduler, dask=dask, per_step_tables=per_step_tables,
-        allow_duplicate_ranks=allow_duplicate_ranks, say=Say(quiet, verbose),
+        allow_duplicate_ranks=allow_duplicate_ranks, force=force, say=Say(quiet, verbose),
     )  # fmt: skip

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from npudiag.cli._out import QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
 from npudiag.cli.analyze import By
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ def compare(
     top: int = typer.Option(20, "--top", min=1, help="How many operators to show."),
     out: Path = typer.Option(Path("npudiag-out/compare"), "--out", "-o", help="Folder for diff.parquet and compare.json."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout, nothing else."),
+    force: bool = FORCE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:
@@ -67,7 +68,9 @@ def compare(
     from npudiag.report.json_report import render_json
 
     say = Say(quiet, verbose)
-    result = pipeline.compare(baseline, current, out, by=by.value, shapes=shapes, level=level.value, status=_status(quiet or json_out))
+    result = pipeline.compare(
+        baseline, current, out, by=by.value, shapes=shapes, level=level.value, status=_status(quiet or json_out), force=force
+    )
     say.warnings(result.warnings)
     if json_out:
         sys.stdout.write(render_json(result.summary) + "\n")
@@ -120,10 +123,10 @@ def gate_cmd(
     from rich.console import Console
 
     from npudiag.errors import OptionError
+    from npudiag.output import write_file
     from npudiag.profiling import pipeline
     from npudiag.report.gate_report import failed_lines, gate_junit, gate_markdown, render_gate_terminal
     from npudiag.report.json_report import render_json
-    from npudiag.store import write_text
 
     say = Say(quiet, verbose)
     try:
@@ -135,9 +138,9 @@ def gate_cmd(
     data = result.summary
     say.warnings(result.warnings)
     if junit is not None:
-        write_text(gate_junit(data, str(baseline), str(current)), junit)
+        write_file(junit, gate_junit(data, str(baseline), str(current)), inputs=[baseline, current])
     if markdown is not None:
-        write_text(gate_markdown(data, str(baseline), str(current)), markdown)
+        write_file(markdown, gate_markdown(data, str(baseline), str(current)), inputs=[baseline, current])
     if json_out:
         sys.stdout.write(render_json(data) + "\n")
     elif not quiet:

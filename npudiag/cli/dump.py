@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
 
 AUTHOR_EXAMPLE = """\b
 Examples:
@@ -130,6 +130,7 @@ def parse(
     npy: Path = typer.Option(None, "--npy", help="Also write one .npy per input/output tensor here (in its original layout)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
     top: int = typer.Option(20, "--top", min=1, help="How many tensors to show."),
+    force: bool = FORCE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:
@@ -141,7 +142,7 @@ def parse(
     from npudiag.report.json_report import render_json
 
     say = Say(quiet, verbose)
-    run = parse_dump(dump_path, out, npy=npy)
+    run = parse_dump(dump_path, out, npy=npy, force=force)
     summary = run.summary
     if json_out:
         sys.stdout.write(render_json({**summary, "tensors_table": run.rows()[:top]}) + "\n")
@@ -169,6 +170,7 @@ def compare(
     kl: float = typer.Option(0.005, "--kl", help="Pass when KL divergence < this."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
     no_fail: bool = typer.Option(False, "--no-fail", help="Exit 0 even when tensors fail the thresholds (the tables still say so)."),
+    force: bool = FORCE,
     quiet: bool = typer.Option(
         False, "--quiet", "-q", help="Print only warnings, errors and the first failing op (on stderr); --json still prints."
     ),
@@ -182,7 +184,7 @@ def compare(
     from npudiag.report.json_report import render_json
 
     say = Say(quiet, verbose)
-    run = compare_dumps(mine, golden, out, mapping=mapping, cosine=cosine, red=red, kl=kl)
+    run = compare_dumps(mine, golden, out, mapping=mapping, cosine=cosine, red=red, kl=kl, force=force)
     summary = run.summary
     if json_out:
         sys.stdout.write(render_json(summary) + "\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
 from npudiag.logs.msnpureport import DEFAULT_TIMEOUT_S
 
 PARSE_EXAMPLE = """\b
@@ -38,7 +38,7 @@ class ExportType(str, Enum):
     module = "module"
 
 
-def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | None = None, say: Say = Say()) -> int:
+def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | None = None, say: Say = Say(), force: bool = False) -> int:
     """Parse, triage, write tables, print; returns the exit code (2 when any input was unusable)."""
     from rich.console import Console
 
@@ -48,7 +48,7 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
 
     err = Console(stderr=True)
     spinner = err.status if err.is_terminal and not json_out and not say.quiet else None
-    run = parse_logs(paths, out, device=device, status=spinner)
+    run = parse_logs(paths, out, device=device, status=spinner, force=force)
     if run.summary is None:  # nothing readable: say why, print nothing else
         say.warnings(run.warnings)
         say.errors(run.errors)
@@ -72,11 +72,12 @@ def parse(
     out: Path = typer.Option(Path("npudiag-out/logs"), "--out", "-o", help="Folder for log_events.parquet, triage.parquet, summary.json."),
     json_out: bool = typer.Option(False, "--json", help="Print the triage summary as JSON on stdout, nothing else."),
     device: int = typer.Option(None, "--device", "-d", help="Only records of this device."),
+    force: bool = FORCE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:
     """Parse CANN host/device logs and pasted console output; say what failed first and what to do."""
-    code = _analyse(paths, out, json_out, device, Say(quiet, verbose))
+    code = _analyse(paths, out, json_out, device, Say(quiet, verbose), force)
     if code:
         raise typer.Exit(code)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
 
 PROFILE_EXAMPLE = """\b
 Examples:
@@ -113,7 +113,7 @@ def profile(
     timeout: float = typer.Option(
         None, "--timeout", help="Stop the run (SIGTERM, then SIGKILL) after this many seconds; partial data is analysed."
     ),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --out folder even though npudiag did not write it."),
+    force: bool = FORCE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:

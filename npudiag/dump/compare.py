@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,11 +77,30 @@ def _dump_entries(root: Path, errors: list[str]) -> list[_Entry]:
     return out
 
 
+def _npy_names(root: Path) -> dict[str, tuple[str, str, int]]:
+    """File name -> (op name, io, index) from the manifest ``dump parse --npy`` wrote, where the
+    exact op name is kept whatever its file name had to become; {} for other folders."""
+    from npudiag.output import npudiag_manifest
+
+    manifest = npudiag_manifest(root) or {}
+    names = {}
+    for row in manifest.get("tensors", []) if isinstance(manifest.get("tensors"), list) else []:
+        ok = isinstance(row, list) and len(row) == 4 and isinstance(row[0], str) and isinstance(row[1], str)
+        if ok and row[2] in ("input", "output") and isinstance(row[3], int) and not isinstance(row[3], bool):
+            names[row[0]] = (row[1], row[2], row[3])
+    return names
+
+
 def _npy_entries(root: Path) -> list[_Entry]:
     out = []
+    known = _npy_names(root)
     for f in sorted(root.rglob("*.npy")):
+        if f.parent == root and f.name in known:
+            op, io_, index = known[f.name]
+            out.append(_Entry(None, op, io_, index, (0, 0, f.name), "npy", [], lambda f=f: _load_npy(f), f.name))
+            continue
         parts = f.name[:-4].split(".")
-        if len(parts) < 3 or parts[-2] not in ("input", "output") or not parts[-1].isdigit():
+        if len(parts) < 3 or parts[-2] not in ("input", "output") or not re.fullmatch("[0-9]{1,9}", parts[-1]):
             continue
         base = ".".join(parts[:-2])
         dn = parse_dump_name(base)

@@ -241,11 +241,9 @@ def write_dump_section(path: Path, section: dict[str, Any]) -> dict[str, Any]:
 
 def write_msprobe_config(target: Path, cfg: dict[str, Any]) -> None:
     """Write msprobe's config.json (atomically; a file that cannot be written is an OutputError)."""
-    import json
+    from npudiag.output import dumps, write_file
 
-    from npudiag.store import write_text
-
-    write_text(json.dumps(cfg, indent=4) + "\n", target)
+    write_file(target, dumps(cfg, indent=4) + "\n")
 
 
 def msprobe_config(

@@ -21,7 +21,8 @@ import pyarrow as pa
 from npudiag.dump.formats.dump_file import DumpName, parse_dump_name, read_dump, tensor_array, to_original_shape
 from npudiag.dump.tensor_stats import tensor_stats
 from npudiag.errors import InputError, writing
-from npudiag.safeio import inside, safe_name
+from npudiag.output import UniqueNames
+from npudiag.safeio import inside
 from npudiag.schemas import TENSORS
 
 STATS_HEADER = "Input/Output,Index,Data Size,Data Type,Format,Shape"
@@ -167,7 +168,29 @@ def _elements(shape: list[int]) -> int | None:
     return n if n < 1 << 63 else None
 
 
-def parse_dump_tree(root: Path, npy_dir: Path | None = None, progress: Callable[[int], None] | None = None) -> DumpRun:
+class NpyFolder:
+    """One ``.npy`` per tensor in ``folder`` (a folder npudiag is staging), named
+    ``{op}.{input|output}.{index}.npy`` after the op name from the dump (or its mapping.csv): a file
+    name, never a path, and never the same twice (:class:`~npudiag.output.UniqueNames`).
+    ``tensors`` lists [file, op name, io, index] for the folder's manifest, so a reader gets the
+    exact op name back whatever the file name had to become."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.names = UniqueNames()
+        self.tensors: list[list[Any]] = []
+
+    def save(self, source: Path, op_name: str, io: str, index: int, array: np.ndarray) -> None:
+        name = self.names(op_name, f".{io}.{index}.npy")
+        target = self.folder / name
+        if not inside(target, self.folder):
+            raise InputError(source, f"op name {op_name[:80]!r} would write outside {self.folder}")
+        with writing(target), open(target, "wb") as fh:
+            np.save(fh, array)
+        self.tensors.append([name, op_name, io, index])
+
+
+def parse_dump_tree(root: Path, npy: NpyFolder | None = None, progress: Callable[[int], None] | None = None) -> DumpRun:
     rows: list[dict[str, Any]] = []
     errors: list[str] = []
     files = 0
@@ -193,16 +216,8 @@ def parse_dump_tree(root: Path, npy_dir: Path | None = None, progress: Callable[
                 shape = spec.shape
                 if arr is not None:
                     stats = tensor_stats(arr)
-                    if npy_dir is not None and spec.io in ("input", "output"):
-                        conv, _ = to_original_shape(np.asarray(arr), spec)
-                        with writing(npy_dir):
-                            npy_dir.mkdir(parents=True, exist_ok=True)
-                        # the op name comes from the dump (or mapping.csv): a file name, never a path
-                        target = npy_dir / safe_name(f"{real}.{spec.io}.{spec.index}.npy")
-                        if not inside(target, npy_dir):
-                            raise InputError(f, f"op name {real[:80]!r} would write outside {npy_dir}")
-                        with writing(target):
-                            np.save(target, conv)
+                    if npy is not None and spec.io in ("input", "output"):
+                        npy.save(f, real, spec.io, spec.index, to_original_shape(np.asarray(arr), spec)[0])
                 tensor_bytes += spec.size_bytes
                 rows.append(
                     {

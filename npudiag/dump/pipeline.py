@@ -8,6 +8,7 @@ whose output goes wrong. Each writes its tables into ``out`` when given and retu
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import time
@@ -17,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from npudiag.errors import InputError
+from npudiag.errors import InputError, OptionError
 from npudiag.report.json_report import json_safe
 
 
@@ -39,30 +40,61 @@ class DumpParse:
         return json_safe(self.summary)
 
 
-def parse_dump(path: str | Path, out: str | Path | None = None, *, npy: str | Path | None = None) -> DumpParse:
+def parse_dump(path: str | Path, out: str | Path | None = None, *, npy: str | Path | None = None, force: bool = False) -> DumpParse:
     """Parse every dump file under ``path``; write tensors.parquet and summary.json into ``out`` when
-    given, one .npy per tensor into ``npy`` when given. A missing ``path`` is an InputError."""
-    from npudiag.dump.ingest import parse_dump_tree
-    from npudiag.store import write_json, write_table
+    given, one .npy per tensor into ``npy`` when given (each folder written whole, see
+    ``npudiag.output``). A missing ``path`` is an InputError."""
+    from npudiag.dump.ingest import NpyFolder, parse_dump_tree
+    from npudiag.output import FolderTarget, OutputFolder
+    from npudiag.store import write_table
 
     path = Path(path)
     if not path.exists():
         raise InputError(path, "no such file or folder")
+    _distinct_outputs(("--out", out), ("--npy", npy))
+    if out is not None:  # checked before the parse: a refusal costs nothing
+        FolderTarget(out, force=force, inputs=[path])
     t0 = time.perf_counter()
-    run = parse_dump_tree(path, Path(npy) if npy is not None else None)
-    summary = {
-        "files": run.files,
-        "tensors": run.table.num_rows,
-        "tensor_bytes": run.tensor_bytes,
-        "seconds": time.perf_counter() - t0,
-        "errors": run.errors,
-    }
-    if out is not None:
-        out = Path(out)
-        summary["out"] = str(out)
-        write_table(run.table, out / "tensors.parquet")
-        write_json(summary, out / "summary.json")
+    with contextlib.ExitStack() as stack:
+        arrays = None
+        if npy is not None:
+            npy_folder = stack.enter_context(OutputFolder(npy, kind="dump parse --npy", force=force, inputs=[path], option="--npy"))
+            arrays = NpyFolder(npy_folder.work)
+        run = parse_dump_tree(path, arrays)
+        summary = {
+            "files": run.files,
+            "tensors": run.table.num_rows,
+            "tensor_bytes": run.tensor_bytes,
+            "seconds": time.perf_counter() - t0,
+            "errors": run.errors,
+        }
+        if arrays is not None:
+            npy_folder.commit({"input": str(path), "tensors": arrays.tensors})
+            summary["npy"] = str(npy)
+        if out is not None:
+            summary["out"] = str(out)
+            with OutputFolder(out, kind="dump parse", force=force, inputs=[path]) as folder:
+                write_table(run.table, folder.work / "tensors.parquet")
+                _write_json(summary, folder.work / "summary.json")
+                folder.commit({"input": str(path)})
     return DumpParse(summary, {"tensors": run.table}, run.errors)
+
+
+def _distinct_outputs(*outputs: tuple[str, str | Path | None]) -> None:
+    """Two output folders of one run may not be one folder, nor one inside the other (the swap of
+    one would take the other with it)."""
+    given = [(flag, Path(p).absolute()) for flag, p in outputs if p is not None]
+    for i, (fa, a) in enumerate(given):
+        for fb, b in given[i + 1 :]:
+            if a == b or a in b.parents or b in a.parents:
+                raise OptionError(f"{fa} {a} and {fb} {b} must be separate folders, neither inside the other", fa.lstrip("-"))
+
+
+def _write_json(obj: Any, path: Path) -> None:
+    from npudiag.output import atomic_write, dumps
+
+    text = dumps(obj) + "\n"
+    atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
 @dataclass
@@ -91,6 +123,7 @@ def compare_dumps(
     cosine: float = 0.99,
     red: float = 0.05,
     kl: float = 0.005,
+    force: bool = False,
 ) -> DumpComparison:
     """Compare dump ``mine`` with ``golden`` (dump folders or .npy folders); a tensor passes when its
     cosine similarity >= ``cosine``, relative Euclidean distance < ``red`` and KL divergence < ``kl``.
@@ -99,22 +132,28 @@ def compare_dumps(
     from npudiag.dump.accuracy import Thresholds
     from npudiag.dump.compare import CSV_COLUMNS, compare_summary, msaccucmp_csv_rows
     from npudiag.dump.compare import compare_dumps as compare_trees
-    from npudiag.store import write_table, write_text
+    from npudiag.output import FolderTarget, OutputFolder, atomic_write, csv_cell
+    from npudiag.store import write_table
 
     mine, golden = Path(mine), Path(golden)
     for p in (mine, golden):
         if not p.exists():
             raise InputError(p, "no such file or folder")
+    inputs = [mine, golden] + ([Path(mapping)] if mapping is not None else [])
+    if out is not None:  # checked before the comparison: a refusal costs nothing
+        FolderTarget(out, force=force, inputs=inputs)
     run = compare_trees(mine, golden, Path(mapping) if mapping is not None else None, Thresholds(cosine, red, kl))
     summary = compare_summary(run)
     if out is not None:
         out = Path(out)
-        write_table(run.table, out / "compare.parquet")
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(CSV_COLUMNS)
-        w.writerows(msaccucmp_csv_rows(run.table))
-        csv_path = out / f"result_{time.strftime('%Y%m%d%H%M%S')}.csv"
-        write_text(buf.getvalue(), csv_path)
-        summary["out"] = [str(out / "compare.parquet"), str(csv_path)]
+        csv_name = f"result_{time.strftime('%Y%m%d%H%M%S')}.csv"
+        with OutputFolder(out, kind="dump compare", force=force, inputs=inputs) as folder:
+            write_table(run.table, folder.work / "compare.parquet")
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\n")
+            w.writerow(CSV_COLUMNS)
+            w.writerows([csv_cell(v) for v in row] for row in msaccucmp_csv_rows(run.table))
+            atomic_write(folder.work / csv_name, lambda fh: fh.write(buf.getvalue().encode("utf-8")))
+            folder.commit({"mine": str(mine), "golden": str(golden)})
+        summary["out"] = [str(out / "compare.parquet"), str(out / csv_name)]
     return DumpComparison(summary, {"compare": run.table}, run.errors)

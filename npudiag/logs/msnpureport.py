@@ -22,6 +22,7 @@ from pathlib import Path
 
 from npudiag.collect.child import describe_exit, kill_group, popen
 from npudiag.errors import InputError, ToolError
+from npudiag.output import move_new
 from npudiag.safeio import is_regular
 
 DRIVER_TOOL_DIRS = ["/usr/local/Ascend/driver/tools", "/usr/local/Ascend/driver/tools/msnpureport"]
@@ -240,9 +241,7 @@ def export_logs(out: Path | None, kind: str, force: bool, echo: Callable[[str], 
         output = run_tool(tool, args, work, lambda line: echo(private.sub(final, line)), timeout_s)
         made = _created_folder(work, output)
         dest = out.absolute() if out is not None else parent / made.name
-        if dest.exists():
-            raise InputError(dest, "already exists; npudiag never overwrites an export folder")
-        os.rename(made, dest)
+        move_new(made, dest, "an export folder")
         return Export(dest, output)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -295,9 +294,9 @@ def write_archive(folder: Path) -> Path:
         with tarfile.open(fileobj=fh, mode="w:gz") as tar:
             tar.add(folder, arcname=folder.name)
 
-    from npudiag.store import atomic_write  # pyarrow-backed module: only when an archive is written
+    from npudiag.output import write_new_file
 
-    atomic_write(target, write)
+    write_new_file(target, write)
     return target
 
 

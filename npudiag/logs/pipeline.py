@@ -8,13 +8,14 @@ result with ``.summary``, ``.tables`` and ``to_dict()``. Nothing here prints.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from npudiag.errors import InputError, writing
+from npudiag.errors import InputError
 
 
 @dataclass
@@ -36,14 +37,16 @@ class LogTriage:
 
 
 def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = None, *, device: int | None = None,
-               status=None) -> LogTriage:  # fmt: skip
+               status=None, force: bool = False) -> LogTriage:  # fmt: skip
     """Parse and triage the logs under ``paths``; write log_events.parquet, triage.parquet and
-    summary.json into ``out`` when given. ``device``: only that device's logs. ``status(text)`` is a
-    context manager around the parse (the CLI's spinner)."""
+    summary.json into ``out`` when given (the folder written whole, see ``npudiag.output``).
+    ``device``: only that device's logs. ``status(text)`` is a context manager around the parse
+    (the CLI's spinner)."""
     from npudiag.logs.ingest import parse_logs as parse_sources
     from npudiag.logs.sources import find_sources
     from npudiag.logs.triage import load_kb, summarise, triage_table
-    from npudiag.store import write_json, write_table
+    from npudiag.output import OutputFolder, atomic_write, dumps
+    from npudiag.store import write_table
 
     paths = [str(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
     out = Path(out) if out is not None else None
@@ -57,25 +60,27 @@ def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = No
             errors.append(exc.one_line())
     if not sources:  # nothing readable: say why, write nothing
         return LogTriage(None, {}, None, errors, warnings)
-    if out is not None:
-        with writing(out):
-            out.mkdir(parents=True, exist_ok=True)
-    events = out / "log_events.parquet" if out is not None else None
-    if status is not None:
-        total = sum(s.size_bytes for s in sources)
-        with status(f"parsing {len(sources)} log file(s), {total / 1e6:.1f} MB"):
+    inputs = [Path(p) for p in paths if p != "-"]
+    with contextlib.ExitStack() as stack:
+        folder = stack.enter_context(OutputFolder(out, kind="logs parse", force=force, inputs=inputs)) if out is not None else None
+        events = folder.work / "log_events.parquet" if folder is not None else None
+        if status is not None:
+            total = sum(s.size_bytes for s in sources)
+            with status(f"parsing {len(sources)} log file(s), {total / 1e6:.1f} MB"):
+                run = parse_sources(sources, events, device=device)
+        else:
             run = parse_sources(sources, events, device=device)
-    else:
-        run = parse_sources(sources, events, device=device)
-    errors += run.errors
-    kb = load_kb()
-    triage = triage_table(run.problems, kb)
-    summary = summarise(run.problems, triage, kb, run.totals)
-    summary["inputs"] = paths
-    summary["input_errors"] = errors
-    summary["input_warnings"] = warnings
-    if out is not None:
-        write_table(triage, out / "triage.parquet")
-        write_json(summary, out / "summary.json")
-        summary["out"] = str(out)
+        errors += run.errors
+        kb = load_kb()
+        triage = triage_table(run.problems, kb)
+        summary = summarise(run.problems, triage, kb, run.totals)
+        summary["inputs"] = paths
+        summary["input_errors"] = errors
+        summary["input_warnings"] = warnings
+        if folder is not None:
+            write_table(triage, folder.work / "triage.parquet")
+            text = dumps(summary) + "\n"
+            atomic_write(folder.work / "summary.json", lambda fh: fh.write(text.encode("utf-8")))
+            folder.commit({"inputs": paths})
+            summary["out"] = str(out)
     return LogTriage(summary, {"triage": triage, "problems": run.problems}, out, errors, warnings)

@@ -19,9 +19,9 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag import SCHEMA_VERSION, __version__
 from npudiag.errors import InputError, OptionError
 from npudiag.report.json_report import json_safe
+from npudiag.version import SCHEMA_VERSION, __version__
 
 
 class Progress(Protocol):
@@ -125,11 +125,11 @@ def analyze(
     else:
         result = _analyze_one(found, out, paths, force, overrides, step_window, time_range, top, by, progress)
     if result.read_any and (chrome_trace is not None or html is not None):
-        _extra_outputs(result, chrome_trace, html)
+        _extra_outputs(result, chrome_trace, html, paths)
     return result
 
 
-def _extra_outputs(result: Analysis, chrome_trace: str | Path | None, html: str | Path | None) -> None:
+def _extra_outputs(result: Analysis, chrome_trace: str | Path | None, html: str | Path | None, inputs: list[Path]) -> None:
     from npudiag.profiling.analysis.markers import markers
     from npudiag.report.chrome_trace import write_chrome_trace
     from npudiag.report.html import write_html
@@ -137,9 +137,11 @@ def _extra_outputs(result: Analysis, chrome_trace: str | Path | None, html: str 
     tables = result.tables
     if chrome_trace is not None:
         traces = [Path(f.path) for f in result.inputs if f.kind == "trace" and f.used_for and f.error is None]
-        write_chrome_trace(Path(chrome_trace), tables, markers(tables), result.summary["findings"], traces)
+        notes = write_chrome_trace(Path(chrome_trace), tables, markers(tables), result.summary["findings"], traces, inputs)
+        if notes:
+            result.warnings.append(f"{chrome_trace}: {len(notes)} number(s) JSON cannot hold written as null (first: {notes[0]})")
     if html is not None:
-        write_html(Path(html), result.summary, tables["copies"])
+        write_html(Path(html), result.summary, tables["copies"], inputs)
 
 
 def _analyze_one(found, target, paths, force, overrides, step_window, time_range, top, by, progress) -> Analysis:
@@ -168,22 +170,26 @@ def _analyze_one(found, target, paths, force, overrides, step_window, time_range
         except ValueError as exc:
             raise OptionError(str(exc), "steps" if step_window is not None else "time") from None
         meta["window"] = {"steps": step_window, "time_us": time_range}
-    writer = OutputWriter(target, force=force) if read_any and target is not None else None
-    if writer is not None:
-        for name, table in tables.items():
-            writer.submit(name, table)
-    tables, skipped = derive(tables, overrides)
-    profile.warnings.extend(step_time_warnings(tables["step_breakdown"]))
-    if writer is not None:
-        for name in DERIVED:
-            writer.submit(name, tables[name])
-        meta["out"] = str(target)
-    summary = build_summary(tables, top=top, by=by, meta=meta, rules_skipped=skipped)
-    if writer is not None:
-        manifest = output_manifest(profile, __version__, SCHEMA_VERSION)
-        manifest["rules"] = {"options": overrides, "skipped": skipped}
-        manifest["layout"] = "one <table>.parquet per table"
-        writer.finish(manifest)
+    writer = OutputWriter(target, force=force, inputs=paths) if read_any and target is not None else None
+    try:
+        if writer is not None:
+            for name, table in tables.items():
+                writer.submit(name, table)
+        tables, skipped = derive(tables, overrides)
+        profile.warnings.extend(step_time_warnings(tables["step_breakdown"]))
+        if writer is not None:
+            for name in DERIVED:
+                writer.submit(name, tables[name])
+            meta["out"] = str(target)
+        summary = build_summary(tables, top=top, by=by, meta=meta, rules_skipped=skipped)
+        if writer is not None:
+            manifest = output_manifest(profile, __version__, SCHEMA_VERSION)
+            manifest["rules"] = {"options": overrides, "skipped": skipped}
+            manifest["layout"] = "one <table>.parquet per table"
+            writer.finish(manifest)
+    finally:
+        if writer is not None:
+            writer.abandon()
     return Analysis(summary, target if writer is not None else None, profile.inputs, profile.errors, profile.warnings, read_any, tables)
 
 
@@ -193,7 +199,7 @@ def _analyze_ranks(found, target, paths, force, backend, overrides, step_window,
     from npudiag.profiling.rank_job import analyze_ranks
     from npudiag.store import OutputWriter
 
-    writer = OutputWriter(target, force=force)
+    writer = OutputWriter(target, force=force, inputs=paths)
     try:
         kwargs = {"rule_options": overrides, "steps": step_window, "time_us": time_range}
         if progress is not None:
@@ -206,10 +212,11 @@ def _analyze_ranks(found, target, paths, force, backend, overrides, step_window,
     meta = _meta(paths, result.errors, result.warnings)
     if step_window is not None or time_range is not None:
         meta["window"] = {"steps": step_window, "time_us": time_range, "time_origin": "each rank's first kernel"}
-    if result.read_any:
-        writer.finish(result.manifest(__version__, SCHEMA_VERSION, overrides))
-        meta["out"] = str(target)
-    else:
+    try:
+        if result.read_any:
+            writer.finish(result.manifest(__version__, SCHEMA_VERSION, overrides))
+            meta["out"] = str(target)
+    finally:
         writer.abandon()
     summary = summary_from_parts(result.parts, top=top, by=by, meta=meta, rules_skipped=result.skipped)
     # the whole profile is never in memory: .tables loads the --out folder on first use
@@ -259,17 +266,19 @@ def cluster(
     scheduler: str | None = None,
     dask: bool = False,
     allow_duplicate_ranks: bool = False,
+    force: bool = False,
 ) -> Cluster:
     """Analyse every rank of ``path`` (or read an ``analyze`` out folder) and write the cluster tables
     and cluster_step_trace_time.csv into ``out``; a rank is slow when its step time exceeds the
     median by more than ``threshold``."""
     from npudiag.executors import choose_backend
+    from npudiag.output import OutputFolder, atomic_write, csv_cell
     from npudiag.profiling.analysis import cluster as cl
     from npudiag.profiling.analysis.gate import parse_percent
     from npudiag.profiling.ingest import find_units
     from npudiag.profiling.rank_job import analyze_ranks
     from npudiag.profiling.runs import is_out_folder
-    from npudiag.store import OutputWriter, load_outputs, load_rank_rows, write_table, write_text
+    from npudiag.store import TableSet, load_outputs, load_rank_rows, write_table
 
     path, out = Path(path), Path(out)
     try:
@@ -278,10 +287,8 @@ def cluster(
         raise OptionError(str(exc), "threshold") from None
     errors: list[str] = []
     warnings: list[str] = []
-    if is_out_folder(path):
-        dataset = path
-    else:
-        dataset = (out / "tables").absolute()
+    found = None
+    if not is_out_folder(path):
         found = find_units([path])
         if not found.units:
             raise InputError(path, found.errors[0] if found.errors else "no profiler data found")
@@ -292,32 +299,39 @@ def cluster(
                 f"rank {rank} is declared by {len(folders)} folders ({', '.join(folders)}); ranks of one cluster must differ "
                 "(several runs mixed?): --allow-duplicate-ranks merges them renumbered",
             )
-        writer = OutputWriter(dataset)
-        try:
-            result = analyze_ranks(found, writer, choose_backend(len(found.units), scheduler, dask), hash_inputs=False)
-        except BaseException:
-            writer.abandon()
-            raise
-        if not result.read_any:
-            writer.abandon()
-            raise InputError(path, result.errors[0] if result.errors else "no profiler data found")
-        writer.finish(result.manifest(__version__, SCHEMA_VERSION))
-        errors, warnings = result.errors, result.warnings
-    tables, manifest = load_outputs(dataset, names=("steps", "step_breakdown", "comm_links", "comm_ops"))
-    args = next((u["distributed_args"] for u in manifest.get("units", []) if u.get("distributed_args")), None)
-    steps = cl.with_parallel(cl.rank_steps(tables), cl.parallel_indices(args))
-    slow = cl.slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
-    stage_rows = cl.stages(steps)
-    outputs = {"cluster_links": tables["comm_links"], "cluster_comm_ops": tables["comm_ops"], "cluster_steps": steps,
-               "cluster_slow_ranks": slow, "cluster_stages": stage_rows}  # fmt: skip
-    for name, table in outputs.items():
-        write_table(table, out / f"{name}.parquet")
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    header, rows = cl.cluster_csv(steps)
-    w.writerow(header)
-    w.writerows(rows)
-    write_text(buf.getvalue(), out / "cluster_step_trace_time.csv")
+    with OutputFolder(out, kind="cluster", force=force, inputs=[path]) as folder:
+        if found is None:
+            dataset = path
+        else:  # every rank analysed into tables/ of the folder being staged
+            dataset = folder.work / "tables"
+            writer = TableSet(dataset)
+            try:
+                result = analyze_ranks(found, writer, choose_backend(len(found.units), scheduler, dask), hash_inputs=False)
+                if not result.read_any:
+                    raise InputError(path, result.errors[0] if result.errors else "no profiler data found")
+                writer.close_with(result.manifest(__version__, SCHEMA_VERSION))
+            except BaseException:
+                writer.cancel()
+                raise
+            errors, warnings = result.errors, result.warnings
+        tables, manifest = load_outputs(dataset, names=("steps", "step_breakdown", "comm_links", "comm_ops"))
+        args = next((u["distributed_args"] for u in manifest.get("units", []) if u.get("distributed_args")), None)
+        rows = cl.rank_steps(tables)
+        steps = cl.with_parallel(rows, cl.parallel_indices(args, pc.unique(rows["rank"]).drop_null().to_pylist()))
+        slow = cl.slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
+        stage_rows = cl.stages(steps)
+        outputs = {"cluster_links": tables["comm_links"], "cluster_comm_ops": tables["comm_ops"], "cluster_steps": steps,
+                   "cluster_slow_ranks": slow, "cluster_stages": stage_rows}  # fmt: skip
+        for name, table in outputs.items():
+            write_table(table, folder.work / f"{name}.parquet")
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        header, rows = cl.cluster_csv(steps)
+        w.writerow(header)
+        w.writerows([csv_cell(v) for v in row] for row in rows)
+        atomic_write(folder.work / "cluster_step_trace_time.csv", lambda fh: fh.write(buf.getvalue().encode("utf-8")))
+        folder.commit({"input": str(path), "tables": "tables" if found is not None else str(dataset)})
+    tables_at = (out / "tables").absolute() if found is not None else dataset
     per_step = []
     for step in sorted(set(steps["step"].to_pylist()), key=lambda s: (s is None, s)):
         sub = steps.filter(pc.equal(steps["step"], step)) if step is not None else steps.filter(pc.is_null(steps["step"]))
@@ -336,7 +350,7 @@ def cluster(
         "slow_links": cl.slow_links(tables["comm_links"]),
         "wait_skew": cl.wait_skew(tables["comm_ops"]),
         "out": str(out),
-        "tables": str(dataset),
+        "tables": str(tables_at),
         "warnings": warnings,
         "errors": errors,
     }
@@ -377,15 +391,17 @@ def compare(
     shapes: bool = False,
     level: str = "kernel",
     status=None,
+    force: bool = False,
 ) -> Comparison:
     """Match operators of two sides (profiles, ``analyze`` out folders or folders of repeated runs) by
     op type or name (``shapes``: a different input shape is a different op), or at ``level`` "torch"
     framework ops (aten::mm ...) with their kernels' device time; write diff.parquet and compare.json
     into ``out`` when given. ``status(path)`` is a context manager around each read. A warning says
     when less than half of either side's device time is in ops found on both sides."""
+    from npudiag.output import OutputFolder, atomic_write, dumps
     from npudiag.profiling.analysis.compare import LEVELS, compare_totals, diff_ops, matched
     from npudiag.profiling.runs import describe
-    from npudiag.store import write_json, write_table
+    from npudiag.store import write_table
 
     if level not in LEVELS:
         raise OptionError(f"level must be one of {', '.join(LEVELS)}, not {level!r}", "level")
@@ -417,8 +433,11 @@ def compare(
     if out is not None:
         out = Path(out)
         summary["out"] = str(out / "diff.parquet")
-        write_table(diff, out / "diff.parquet")
-        write_json({k: v for k, v in summary.items() if k != "ops"}, out / "compare.json")
+        with OutputFolder(out, kind="compare", force=force, inputs=[Path(baseline), Path(current)]) as folder:
+            write_table(diff, folder.work / "diff.parquet")
+            text = dumps({k: v for k, v in summary.items() if k != "ops"})
+            atomic_write(folder.work / "compare.json", lambda fh: fh.write(text.encode("utf-8") + b"\n"))
+            folder.commit({"baseline": str(baseline), "current": str(current)})
     summary["warnings"] = warnings
     return Comparison(summary, {"diff": diff}, warnings)
 
@@ -495,6 +514,6 @@ def gate(
     summary = {"baseline": describe(base), "current": describe(cur), **result.as_dict()}
     updated = False
     if update_baseline is not None and (not result.failed or accept):
-        store_runs(cur, Path(update_baseline))
+        store_runs(cur, Path(update_baseline), inputs=[Path(baseline), Path(current)], replaceable=[Path(baseline)])
         updated = True
     return GateResult(result.failed, summary, [w for r in base + cur for w in r.warnings], updated)

@@ -31,7 +31,7 @@ from npudiag.profiling.discover import Unit
 from npudiag.profiling.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit, sha256_of
 from npudiag.profiling.rules import PROFILE_WIDE, findings_table, options_for, sort_findings
 from npudiag.profiling.rules.hot_op import findings_from, ratio_sums
-from npudiag.store import OutputWriter, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
+from npudiag.store import TableSet, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
 
 # the tables written per rank; hot_ops is one file for the whole profile
 RANK_TABLES = (*READ_TABLES, "findings", "finding_intervals", "step_breakdown")
@@ -136,7 +136,7 @@ def _profile_wide(parts: dict[str, Any], outcomes: list[RankOutcome], overrides:
 
 def analyze_ranks(
     found: Found,
-    writer: OutputWriter,
+    writer: TableSet,
     backend: Backend,
     *,
     rule_options: dict[str, dict[str, float]] | None = None,

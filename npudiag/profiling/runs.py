@@ -9,27 +9,19 @@ profile of several ranks, as ``analyze`` reads it.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from npudiag import SCHEMA_VERSION, __version__
 from npudiag.errors import InputError
+from npudiag.output import OutputFolder, npudiag_manifest, write_manifest
 from npudiag.profiling.analysis.derive import derive
 from npudiag.profiling.discover import is_msprof_folder, is_torch_folder
 from npudiag.profiling.ingest import ingest
-from npudiag.store import (
-    commit_staging,
-    is_npudiag_manifest,
-    load_outputs,
-    output_manifest,
-    temp_sibling_dir,
-    write_json,
-    write_table,
-)
+from npudiag.store import load_outputs, output_manifest, write_table
+from npudiag.version import SCHEMA_VERSION, __version__
 
 
 @dataclass
@@ -43,8 +35,10 @@ class Run:
 
 
 def is_out_folder(path: Path) -> bool:
-    """A folder ``analyze --out`` wrote: its manifest.json is npudiag's."""
-    return is_npudiag_manifest(path / "manifest.json")
+    """A folder of tables ``analyze --out`` (or ``gate --update-baseline``) wrote: its manifest.json is
+    npudiag's and says so (manifests of npudiag before the ``output`` key were all analyze's)."""
+    manifest = npudiag_manifest(path)
+    return manifest is not None and manifest.get("output", "analyze") == "analyze"
 
 
 def load_run(path: Path, rule_options: dict[str, dict[str, Any]] | None = None) -> Run:
@@ -99,37 +93,23 @@ def _write_run(run: Run, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, table in run.tables.items():
         write_table(table, folder / f"{name}.parquet")
-    write_json({**run.manifest, "stored_from": str(run.path)}, folder / "manifest.json")
+    write_manifest(folder, "analyze", {**run.manifest, "stored_from": str(run.path)})
 
 
-def store_runs(runs: list[Run], dest: Path) -> None:
-    """Make ``dest`` hold ``runs`` as ``--out`` folders (one, or ``run_NNN`` sub-folders), atomically:
-    everything is written to a sibling temporary folder first, then swapped in by rename, so a
-    reader sees the old baseline or the new one, never a mixture."""
-    dest = dest.absolute()
-    tmp = temp_sibling_dir(dest)
-    try:
+def store_runs(runs: list[Run], dest: Path, inputs: list[Path] = (), replaceable: list[Path] = ()) -> None:  # type: ignore[assignment]
+    """Make ``dest`` hold ``runs`` as ``--out`` folders (one, or ``run_NNN`` sub-folders), written
+    whole and swapped in (``npudiag.output``): a reader sees the old baseline or the new one, never a
+    mixture; a folder holding anything npudiag did not write is never replaced."""
+    with OutputFolder(dest, kind="analyze" if len(runs) == 1 else "runs", inputs=inputs, replaceable=replaceable,
+                      option="--update-baseline") as folder:  # fmt: skip
         if len(runs) == 1:
-            _write_run(runs[0], tmp)
+            for name, table in runs[0].tables.items():
+                write_table(table, folder.work / f"{name}.parquet")
+            folder.commit({**runs[0].manifest, "stored_from": str(runs[0].path)})
         else:
             for i, run in enumerate(runs, 1):
-                _write_run(run, tmp / f"run_{i:03d}")
-        replace_dir(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def replace_dir(new: Path, dest: Path) -> None:
-    """Put folder ``new`` at ``dest``, refusing to replace a folder npudiag did not write."""
-    if dest.exists() and (not dest.is_dir() or not (is_out_folder(dest) or _is_runs_of_outs(dest))):
-        raise InputError(dest, "exists and is not a folder npudiag wrote; refusing to replace it")
-    commit_staging(new, dest)
-
-
-def _is_runs_of_outs(path: Path) -> bool:
-    subs = [c for c in path.iterdir() if c.is_dir() and not c.name.startswith(".")]
-    return bool(subs) and all(is_out_folder(c) for c in subs)
+                _write_run(run, folder.work / f"run_{i:03d}")
+            folder.commit({"runs": [str(r.path) for r in runs]})
 
 
 def describe(runs: list[Run]) -> dict[str, Any]:

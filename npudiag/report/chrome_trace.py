@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 
+from npudiag.output import escape_invisible, strict, write_file
 from npudiag.profiling.formats.jsonstream import iter_events
-from npudiag.store import atomic_write
 
 _NPUDIAG_PID = 1
 
@@ -26,15 +26,30 @@ def _ts(start_ns: int | None, start_us: float) -> str:
     return f"{start_us:.3f}"
 
 
-def _write_events(fh: TextIO, events) -> None:
-    fh.write("[")
-    first = True
-    for e in events:
-        if not first:
-            fh.write(",\n")
-        fh.write(json.dumps(e, ensure_ascii=False))
-        first = False
-    fh.write("]\n")
+def _write_events(fh: BinaryIO, events, notes: list[str]) -> None:
+    """A JSON array of ``events``, written in chunks of about 1 MB. Strict JSON: a number JSON cannot
+    hold (NaN, Infinity, 1e400 read from an input) is written as null and its place noted in
+    ``notes``; control, bidi and zero-width characters of input text are \\u-escaped."""
+    chunk: list[str] = []
+    size = 0
+    lead = "["
+    for i, e in enumerate(events):
+        try:
+            text = json.dumps(e, ensure_ascii=False, allow_nan=False)
+        except ValueError:
+            found: list[str] = []
+            text = json.dumps(strict(e, f"event {i}", found), ensure_ascii=False, allow_nan=False)
+            notes.extend(found)
+        chunk.append(escape_invisible(text))
+        size += len(text)
+        if size > 1 << 20:
+            fh.write((lead + ",\n".join(chunk)).encode("utf-8"))
+            chunk, size, lead = [], 0, ",\n"
+    if chunk:
+        fh.write((lead + ",\n".join(chunk)).encode("utf-8"))
+    elif lead == "[":
+        fh.write(b"[")
+    fh.write(b"]\n")
 
 
 def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]], originals: list[Path]):
@@ -120,16 +135,24 @@ def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]]):
 
 
 def write_chrome_trace(
-    path: Path, tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]], originals: list[Path] | None = None
-) -> None:
+    path: Path,
+    tables: dict[str, pa.Table],
+    marks: pa.Table,
+    findings: list[dict[str, Any]],
+    originals: list[Path] | None = None,
+    inputs: list[Path] = (),  # type: ignore[assignment]
+) -> list[str]:
     """``originals``: the trace JSON files the tables came from; their events are copied through
-    (streamed, unchanged) instead of being rebuilt from the tables."""
-    import io
+    (streamed, unchanged) instead of being rebuilt from the tables. Written through
+    ``npudiag.output`` (a FIFO or ``/dev/stdout`` streams); returns the places of numbers JSON
+    cannot hold, written as null (also listed in a ``npudiag_notes`` metadata event)."""
+    notes: list[str] = []
 
-    def write(fh) -> None:
-        text = io.TextIOWrapper(fh, encoding="utf-8", write_through=True)
-        _write_events(text, _events(tables, marks, findings, originals or []))
-        text.flush()
-        text.detach()
+    def events():
+        yield from _events(tables, marks, findings, originals or [])
+        if notes:
+            args = {"non_finite_as_null": notes[:1000], "count": len(notes)}
+            yield {"ph": "M", "name": "npudiag_notes", "pid": _NPUDIAG_PID, "tid": 0, "args": args}
 
-    atomic_write(path, write)
+    write_file(path, lambda fh: _write_events(fh, events(), notes), inputs=inputs)
+    return notes

@@ -1,4 +1,5 @@
-"""Input text as one safe line: control characters shown escaped (``\\x1b``), nothing else imported.
+"""Input text as one safe line: control characters shown escaped (``\\x1b``), bidi controls and
+invisible characters shown as ``\\u202e``; nothing else imported.
 
 Kept apart from :mod:`npudiag.report.text` (which needs Rich) so the CLI's error path and ``--help``
 stay light.
@@ -9,15 +10,23 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# C0 (not TAB) and C1 controls, DEL; bidi embeddings, overrides, isolates and marks; zero-width and
+# other invisible format characters; line / paragraph separators; the BOM; interlinear annotations.
+# Any of them lets a log line reorder, hide or restyle what the terminal shows.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]"
+)
 
 
 def _escape(m: re.Match[str]) -> str:
     ch = m.group(0)
-    return {"\n": "\\n", "\r": "\\r"}.get(ch, f"\\x{ord(ch):02x}")
+    if ch in "\n\r":
+        return {"\n": "\\n", "\r": "\\r"}[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def clean(value: Any) -> str:
-    """``value`` as one line of text: control characters (not TAB) escaped."""
+    """``value`` as one line of text: control characters (not TAB) and invisible or bidi characters escaped."""
     s = "" if value is None else str(value)
     return _CONTROL.sub(_escape, s) if _CONTROL.search(s) else s

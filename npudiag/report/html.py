@@ -11,8 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from npudiag.output import write_file
 from npudiag.report.terminal import MEMORY_HEADERS, copy_numbers, fmt_pct, fmt_us, held_rows, hot_op_numbers, memory_row
-from npudiag.store import atomic_write
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -172,6 +172,5 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
     return "".join(out)
 
 
-def write_html(path: Path, summary: dict[str, Any], copies: pa.Table) -> None:
-    data = render_html(summary, copies).encode("utf-8")
-    atomic_write(path, lambda fh: fh.write(data))
+def write_html(path: Path, summary: dict[str, Any], copies: pa.Table, inputs: list[Path] = ()) -> None:  # type: ignore[assignment]
+    write_file(path, render_html(summary, copies).encode("utf-8"), inputs=inputs)

@@ -16,7 +16,7 @@ other ranks; where kernels exist, the ops slower than on the median rank are lis
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -53,10 +53,12 @@ def _phase_row(r: dict[str, Any], source: str) -> dict[str, Any]:
     }
 
 
-def parallel_indices(args: dict[str, Any] | None) -> dict[int, tuple[int, int, int]] | None:
+def parallel_indices(args: dict[str, Any] | None, ranks: Iterable[int] | None = None) -> dict[int, tuple[int, int, int]] | None:
     """Rank -> (DP, PP, TP index) from profiler_metadata.json ``distributed_args``, with Megatron's
     rank order (TP fastest, then DP, PP slowest), as msprof-analyze's cluster_step_trace_time.csv
-    reports them; None when the arguments are missing or inconsistent (world != TP x PP x DP)."""
+    reports them; None when the arguments are missing or inconsistent (world != TP x PP x DP).
+    Only for ``ranks`` (the ranks read; every rank of the world when None): the sizes are what a
+    file claims, the work is bounded by what was read."""
     if not isinstance(args, dict):
         return None
     keys = ("world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
@@ -71,7 +73,7 @@ def parallel_indices(args: dict[str, Any] | None) -> dict[int, tuple[int, int, i
         return None
     per_stage = world // pp
     out = {}
-    for rank in range(world):
+    for rank in range(world) if ranks is None else sorted(r for r in set(ranks) if 0 <= r < world):
         stage, offset = divmod(rank, per_stage)
         dp_index, k = divmod(offset, tp)
         position = stage * tp + k  # place in the rank's model-parallel group
