@@ -16,6 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def _text(value: object) -> str:
+    """A path or message as text any stream or JSON writer can encode: bytes of a file name that
+    are not UTF-8 (kept by Python as lone surrogates) become U+FFFD."""
+    s = str(value)
+    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in s) if not s.isascii() else s
+
+
 class NpudiagError(Exception):
     """Base of every error npudiag reports to its user; ``exit_code`` is what the CLI exits with."""
 
@@ -36,11 +43,14 @@ class InputError(NpudiagError):
         line: int | None = None,
         offset: int | None = None,
     ) -> None:
-        self.path = str(path)
-        self.problem = problem
+        self.path = _text(path)
+        self.problem = _text(problem)
         self.line = line
         self.offset = offset
         super().__init__(self.one_line())
+
+    def __reduce__(self):  # picklable as it was made: a pool worker's error reaches the parent whole
+        return (_input_error, (self.path, self.problem, self.line, self.offset))
 
     def one_line(self) -> str:
         where = self.path
@@ -55,12 +65,19 @@ class OutputError(NpudiagError):
     """An output that cannot be written (a read-only or missing parent, no space): one line, exit 2."""
 
     def __init__(self, path: str | Path, reason: str) -> None:
-        self.path = str(path)
-        self.reason = reason
+        self.path = _text(path)
+        self.reason = _text(reason)
         super().__init__(self.one_line())
+
+    def __reduce__(self):
+        return (OutputError, (self.path, self.reason))
 
     def one_line(self) -> str:
         return f"cannot write {self.path}: {self.reason}"
+
+
+def _input_error(path: str, problem: str, line: int | None, offset: int | None) -> InputError:
+    return InputError(path, problem, line=line, offset=offset)
 
 
 class OptionError(NpudiagError, ValueError):

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from npudiag.errors import OptionError
+from npudiag.safeio import small_int
 
 Task = Callable[[Any], Any]
 CONNECT_TIMEOUT_S = 10
@@ -33,9 +37,12 @@ class Backend(Protocol):
 
 def default_workers(tasks: int) -> int:
     """One process per core, never more than tasks; NPUDIAG_WORKERS overrides."""
-    env = os.environ.get("NPUDIAG_WORKERS", "")
-    if env.isdigit() and int(env) > 0:
-        return max(1, min(int(env), tasks))
+    env = os.environ.get("NPUDIAG_WORKERS", "").strip()
+    if env:
+        n = small_int(env, 1, 4096)
+        if n is None:
+            raise OptionError(f"NPUDIAG_WORKERS={env[:40]!r}: expected a whole number of worker processes from 1 to 4096")
+        return max(1, min(n, tasks))
     return max(1, min(tasks, os.cpu_count() or 1))
 
 
@@ -54,7 +61,9 @@ class InProcess:
 def _pool_context() -> multiprocessing.context.BaseContext:
     # forkserver: workers fork from a clean server process, not from this one, which may already
     # hold threads (Rich's refresh thread, Parquet writers); fork after threads can deadlock
-    if "forkserver" in multiprocessing.get_all_start_methods():
+    # the fork server listens on a socket in the temporary folder; a path too long for a socket
+    # (a long TMPDIR) would fail at the first task, so such machines spawn instead
+    if "forkserver" in multiprocessing.get_all_start_methods() and len(os.fsencode(tempfile.gettempdir())) < 70:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["npudiag.profiling.rank_job", "npudiag.profiling.ingest"])
         return ctx

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from npudiag.errors import OutputError, writing
+from npudiag.safeio import small_int
 
 MANIFEST = "manifest.json"
 STAGING_MARKER = ".npudiag-staging"  # inside every staging folder: {"pid": ..., "started": ..., "dest": ...}
@@ -302,8 +303,29 @@ def write_file(path: str | Path, write: Callable[[BinaryIO], None] | bytes | str
             return target
         kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a block device"
         raise OutputError(path, f"is {kind}; a file name was expected")
+    _remove_stale_temps(target)
     _atomic_replace(target, write, None if st is None else stat.S_IMODE(st.st_mode), shown=path)
     return target
+
+
+def _temp_prefix(path: Path, pid: int | None = None) -> str:
+    """The start of the name of a temporary file npudiag writes ``path`` through: ``.<name>.npudiag-<pid>-``."""
+    return f".{path.name[:200]}.npudiag-{os.getpid() if pid is None else pid}-"
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Delete the temporary files beside ``path`` that killed npudiag runs left while writing it: only
+    regular files with npudiag's name pattern, of a process that is gone."""
+    lead = f".{path.name[:200]}.npudiag-"
+    try:
+        entries = [e for e in os.scandir(path.parent) if e.name.startswith(lead) and e.name.endswith(".tmp")]
+    except OSError:
+        return
+    for e in entries:
+        pid = small_int(e.name[len(lead) :].split("-", 1)[0])
+        if pid is not None and not _alive(pid) and e.is_file(follow_symlinks=False):
+            with contextlib.suppress(OSError):
+                os.unlink(e.path)
 
 
 def _write_stream(fd: int, write: Callable[[BinaryIO], None], shown: Path) -> None:
@@ -344,7 +366,7 @@ def _atomic_replace(path: Path, write: Callable[[BinaryIO], None], mode: int | N
     shown = shown or path
     with writing(shown):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with writing(shown):
             os.fchmod(fd, mode if mode is not None else 0o666 & ~current_umask())
@@ -533,6 +555,11 @@ def write_manifest(folder: Path, kind: str, manifest: dict[str, Any]) -> None:
 
     body = {"npudiag_version": __version__, "schema_version": SCHEMA_VERSION, "output": kind, **manifest}
     body["files"] = sorted(rel for rel, is_dir in _walk(folder) if not is_dir and rel != MANIFEST)
+    tables = [rel for rel in body["files"] if rel.endswith(".parquet")]
+    if tables:  # what a reader checks before it decodes a file (a changed file may decode to billions of rows)
+        import pyarrow.parquet as pq
+
+        body["parquet_rows"] = {rel: pq.read_metadata(folder / rel).num_rows for rel in tables}
     found: list[str] = []
     text = dumps(body, found=found)
     if found:
@@ -696,12 +723,12 @@ class FolderTarget:
         given = self.given
         with writing(given):
             if given.is_symlink():
-                why = _link_allowed(given)
-                if why is not None:
-                    raise OutputError(given, why)
                 target = _resolved(given)
                 if not target.exists():
                     raise OutputError(given, f"is a link to {target}, which does not exist; make that folder or use another {option}")
+                why = _link_allowed(given)
+                if why is not None:
+                    raise OutputError(given, why)
             elif given.name in ("", ".", ".."):
                 target = _resolved(given)
             else:
@@ -780,6 +807,9 @@ class OutputFolder:
             with writing(self.given):
                 swap_in(self.work, self.dest, self.staging / OLD)  # type: ignore[operator]
             self.committed = True
+        except BaseException as exc:
+            self.explain(exc)
+            raise
         finally:
             self._cleanup()
         return self.dest
@@ -787,6 +817,15 @@ class OutputFolder:
     def abandon(self) -> None:
         """Leave ``dest`` as it was: remove the staging folder and the lock."""
         self._cleanup()
+
+    def explain(self, exc: BaseException) -> None:
+        """An OutputError about a file in the staging folder names the file at its place in ``dest``
+        instead (the user never asked for the hidden staging folder)."""
+        if isinstance(exc, OutputError) and hasattr(self, "work"):
+            work = str(self.work)
+            if exc.path == work or exc.path.startswith(work + os.sep):
+                exc.path = str(self.given) + exc.path[len(work) :]
+                exc.args = (exc.one_line(),)
 
     def _cleanup(self) -> None:
         if self.staging is not None:
@@ -799,6 +838,8 @@ class OutputFolder:
     def __enter__(self) -> OutputFolder:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            self.explain(exc)
         if not self.committed:
             self.abandon()

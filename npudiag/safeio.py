@@ -127,3 +127,36 @@ def inside(path: Path, folder: Path) -> bool:
         return True
     except (ValueError, OSError, RuntimeError):
         return False
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ASCII_INT = re.compile(r"[+-]?[0-9]{1,19}")
+
+
+def small_int(value: Any, lo: int = 0, hi: int = (1 << 31) - 1) -> int | None:
+    """An integer from an input (an int, or a string of ASCII digits with an optional sign) within
+    [lo, hi]; None for anything else: a bool, other digits (``²``, ``٣``), too many digits, out of
+    range. A name or a count read from a file is never trusted to fit a column or a loop."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str) and _ASCII_INT.fullmatch(value.strip()):
+        n = int(value.strip())
+    else:
+        return None
+    return n if lo <= n <= hi else None
+
+
+def fit_int(value: int | None, bits: int = 63) -> int | None:
+    """``value`` when a signed integer column of ``bits`` + 1 bits holds it, else None."""
+    if value is None or -(1 << bits) <= value < (1 << bits):
+        return value
+    return None
+
+
+def text_of(value: str | Path) -> str:
+    """A name from the file system as text every writer can encode: bytes that are not UTF-8 (kept
+    by Python as lone surrogates) become U+FFFD."""
+    s = str(value)
+    return _SURROGATE.sub("\ufffd", s) if _SURROGATE.search(s) else s

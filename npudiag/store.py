@@ -7,6 +7,7 @@ of either. Reading back needs nothing from npudiag: plain Parquet and JSON.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -64,6 +65,40 @@ def read_rank_dataset(folder: Path, schema: pa.Schema) -> pa.Table:
 
 def read_table(path: Path) -> pa.Table:
     return pq.read_table(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _recorded_rows(manifest: Path, stamp: tuple[int, int]) -> dict[str, int]:
+    from npudiag.safeio import load_json
+
+    try:
+        data = load_json(manifest, 256 << 20)
+    except Exception:  # noqa: BLE001 - a manifest that cannot be read records nothing; load_outputs says why
+        return {}
+    rows = data.get("parquet_rows") if isinstance(data, dict) else None
+    return {k: v for k, v in rows.items() if isinstance(v, int)} if isinstance(rows, dict) else {}
+
+
+def check_rows(out: Path, path: Path) -> None:
+    """Before ``path`` (a Parquet file of the out folder ``out``) is decoded: its footer's row count is
+    the one npudiag recorded when it wrote the folder. A file changed since (a few MB can decode to
+    billions of rows) is one InputError, read no further. Folders of npudiag before the record pass."""
+    from npudiag.errors import InputError
+
+    manifest = out / "manifest.json"
+    try:
+        st = manifest.stat()
+    except OSError:
+        return
+    expected = _recorded_rows(manifest, (st.st_mtime_ns, st.st_size)).get(path.relative_to(out).as_posix())
+    if expected is None:
+        return
+    try:
+        found = pq.read_metadata(path).num_rows
+    except Exception as exc:  # noqa: BLE001 - any parquet failure is bad input here
+        raise InputError(path, f"unreadable Parquet file ({str(exc).splitlines()[0][:120]})") from None
+    if found != expected:
+        raise InputError(path, f"holds {found:,} rows, but npudiag wrote {expected:,}; the file was changed after it was written")
 
 
 def output_manifest(profile: Any, version: str, schema_version: int) -> dict[str, Any]:
@@ -124,6 +159,9 @@ class OutputWriter(TableSet):
         try:
             self.wait()
             self.folder.commit(manifest)
+        except BaseException as exc:
+            self.folder.explain(exc)
+            raise
         finally:
             self.abandon()
 
@@ -143,12 +181,14 @@ def load_rank_rows(out: Path, name: str, ranks: list[int]) -> pa.Table:
         parts = []
         for rank in ranks:  # straight to the partitions' files: no footer of any other rank is read
             for f in sorted(partition_path(out, name, rank).parent.glob("*.parquet")):
+                check_rows(out, f)
                 t = read_table(f)
                 parts.append(t.append_column("rank", pa.array([rank] * t.num_rows, pa.int32())))
         if not parts:
             return TABLES[name].empty_table()
         return _schema_first(pa.concat_tables(parts, promote_options="permissive"), TABLES[name])
     if (out / f"{name}.parquet").is_file():
+        check_rows(out, out / f"{name}.parquet")
         t = read_table(out / f"{name}.parquet")
         return t.filter(pc.fill_null(pc.is_in(t["rank"], pa.array(ranks, pa.int32())), False))
     return TABLES[name].empty_table()
@@ -180,6 +220,8 @@ def load_outputs(out: Path, names: tuple[str, ...] | None = None) -> tuple[dict[
             continue
         path = out / f"{name}.parquet"
         if (out / name).is_dir():
+            for f in sorted((out / name).glob("rank=*/*.parquet")):
+                check_rows(out, f)
             try:
                 tables[name] = read_rank_dataset(out / name, schema)
             except Exception as exc:  # noqa: BLE001 - any parquet failure is bad input here
@@ -188,6 +230,7 @@ def load_outputs(out: Path, names: tuple[str, ...] | None = None) -> tuple[dict[
         if not path.is_file():
             tables[name] = schema.empty_table()
             continue
+        check_rows(out, path)
         try:
             tables[name] = read_table(path)
         except Exception as exc:  # noqa: BLE001 - any parquet failure is bad input here

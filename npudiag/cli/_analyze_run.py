@@ -22,10 +22,14 @@ from npudiag.report.terminal import render_terminal
 
 
 def _default_out(paths: list[Path]) -> Path:
+    """``npudiag-out/<name of the first input>``: one plain folder name, whatever the input is called
+    (``...csv`` must not make it ``npudiag-out/..``)."""
+    from npudiag.safeio import safe_name
+
     name = paths[0].resolve().name if paths else "profile"
     if paths and paths[0].is_file():
         name = paths[0].stem
-    return Path("npudiag-out") / (name or "profile")
+    return Path("npudiag-out") / safe_name(name or "profile")
 
 
 def _rule_options(rule_file: Path | None, rule_opt: list[str]) -> dict:

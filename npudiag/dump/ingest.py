@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +24,14 @@ from npudiag.dump.formats.dump_file import DumpName, parse_dump_name, read_dump,
 from npudiag.dump.tensor_stats import tensor_stats
 from npudiag.errors import InputError, writing
 from npudiag.output import UniqueNames
-from npudiag.safeio import inside
+from npudiag.safeio import inside, is_regular, small_int, text_of
 from npudiag.schemas import TENSORS
 
 STATS_HEADER = "Input/Output,Index,Data Size,Data Type,Format,Shape"
-_TIME_DIR = re.compile(r"^\d{14}$")
+_TIME_DIR = re.compile(r"^[0-9]{14}$")
+_INT64_MAX = (1 << 63) - 1
 SKIP_NAMES = {"mapping.csv", "acl.json"}
+ROWS_PER_BATCH = 8192
 
 
 @dataclass
@@ -38,17 +42,35 @@ class DumpRun:
     tensor_bytes: int = 0
 
 
-def _mapping(folder: Path) -> dict[str, str]:
-    """mapping.csv: digit file names (for names too long for the file system) -> the real name."""
+def _mapping(folder: Path, errors: list[str]) -> dict[str, str]:
+    """mapping.csv: digit file names (for names too long for the file system) -> the real name. A
+    mapping that cannot be read is one error line; the files of its folder keep their own names."""
     m = folder / "mapping.csv"
-    if not m.is_file():
+    if not is_regular(m):
         return {}
     out = {}
-    with open(m, encoding="utf-8", errors="replace", newline="") as fh:
-        for row in csv.reader(fh):
+    try:
+        for _line, row in _csv_rows(m):
             if len(row) >= 2:
                 out[row[0].strip()] = row[1].strip()
+    except InputError as exc:
+        errors.append(exc.one_line())
     return out
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(line, fields) of a small CSV; a field over the csv module's limit (128 KiB), an unclosed
+    quote or a NUL byte is an InputError naming the line."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        reader = csv.reader(fh)
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise InputError(path, f"not a readable CSV ({exc})", line=reader.line_num) from None
+            yield reader.line_num, row
 
 
 def path_info(root: Path, f: Path) -> dict[str, Any]:
@@ -60,35 +82,53 @@ def path_info(root: Path, f: Path) -> dict[str, Any]:
         return info
     rest = parts[idx:]
     info["time_dir"] = rest[0]
-    if len(rest) > 1 and rest[1].isdigit():
-        info["device_id"] = int(rest[1])
+    if len(rest) > 1:
+        info["device_id"] = small_int(rest[1])
     if len(rest) > 2:
-        info["model_name"] = rest[2]
-    if len(rest) > 3 and rest[3].isdigit():
-        info["model_id"] = int(rest[3])
-    if len(rest) > 4 and rest[4].isdigit():
-        info["iteration"] = int(rest[4])
+        info["model_name"] = text_of(rest[2])
+    if len(rest) > 3:
+        info["model_id"] = small_int(rest[3], 0, _INT64_MAX)
+    if len(rest) > 4:
+        info["iteration"] = small_int(rest[4], 0, _INT64_MAX)
     return info
 
 
-def dump_files(root: Path) -> Iterator[Path]:
+def dump_files(root: Path, errors: list[str] | None = None) -> Iterator[Path]:
+    """The regular files under ``root`` (links, FIFOs and devices never; folders that cannot be read
+    are noted in ``errors``), in path order."""
     if root.is_file():
         yield root
         return
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.is_symlink() and p.name not in SKIP_NAMES and p.suffix != ".npy":
-            yield p
+    found = []
+
+    def unreadable(exc: OSError) -> None:
+        if errors is not None:
+            errors.append(f"{text_of(exc.filename)}: cannot read ({exc.strerror})")
+
+    for dirpath, _dirs, names in os.walk(root, onerror=unreadable):
+        for n in names:
+            p = Path(dirpath) / n
+            if n in SKIP_NAMES or p.suffix == ".npy":
+                continue
+            try:
+                regular = stat.S_ISREG(p.lstat().st_mode)
+            except OSError:
+                continue
+            if regular:
+                found.append(p)
+    yield from sorted(found)
 
 
 def _name(f: Path, mapping: dict[str, str]) -> tuple[DumpName | None, str]:
-    stem = f.name[:-4] if f.name.endswith(".csv") else f.name[:-4] if f.name.endswith(".bin") else f.name
-    real = mapping.get(stem, mapping.get(f.name, stem))
+    name = text_of(f.name)  # a name that is not UTF-8 is shown with U+FFFD, never a crash
+    stem = name[:-4] if name.endswith((".csv", ".bin")) else name
+    real = mapping.get(stem, mapping.get(name, stem))
     return parse_dump_name(real), real
 
 
 def _base_row(f: Path, name: DumpName | None, info: dict[str, Any]) -> dict[str, Any]:
     return {
-        "file": str(f),
+        "file": text_of(f),
         "op_type": name.op_type if name else None,
         "op_name": name.op_name if name else None,
         "task_id": name.task_id if name else None,
@@ -107,65 +147,69 @@ def _float(v: str) -> float | None:
 
 def _stats_rows(f: Path, base: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
-    with open(f, encoding="utf-8", errors="replace", newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, [])
-        if ",".join(h.strip() for h in header[:6]) != STATS_HEADER:
-            raise InputError(f, f"not a dump statistics CSV (expected a header starting {STATS_HEADER!r})", line=1)
-        cols = [h.strip() for h in header]
-        for lineno, row in enumerate(reader, 2):
-            if not row:
-                continue
-            if len(row) != len(cols):
-                raise InputError(f, f"{len(row)} fields, the header has {len(cols)}", line=lineno)
-            r = dict(zip(cols, row))
-            shape = [n for x in r["Shape"].split("x") if (n := _int(x)) is not None]
-            count = r.get("Count")
-            rows.append(
-                {
-                    **base,
-                    "offset": None,
-                    "source": "stats_csv",
-                    "io": r["Input/Output"].strip().lower(),
-                    "index": _need_int(f, lineno, "Index", r["Index"]),
-                    "dtype": r["Data Type"].strip(),
-                    "format": r["Format"].strip(),
-                    "shape": shape,
-                    "original_shape": [],
-                    "size_bytes": _int(r["Data Size"]),
-                    "element_count": _int(count) if count and count.strip().isdigit() else _elements(shape) if shape else None,
-                    "min": _float(r.get("Min Value", "NA")),
-                    "max": _float(r.get("Max Value", "NA")),
-                    "mean": _float(r.get("Avg Value", "NA")),
-                    "std": None,
-                    "l2norm": _float(r.get("l2norm", r.get("L2Norm Value", "NA"))),
-                    "nan_count": _int(r.get("Nan Count")),
-                    "pos_inf_count": _int(r.get("Positive Inf Count")),
-                    "neg_inf_count": _int(r.get("Negative Inf Count")),
-                    "zero_count": None,
-                }
-            )
+    reader = _csv_rows(f)
+    header = next(reader, (1, []))[1]
+    if ",".join(h.strip() for h in header[:6]) != STATS_HEADER:
+        raise InputError(f, f"not a dump statistics CSV (expected a header starting {STATS_HEADER!r})", line=1)
+    cols = [h.strip() for h in header]
+    for lineno, row in reader:
+        if not row:
+            continue
+        if len(row) != len(cols):
+            raise InputError(f, f"{len(row)} fields, the header has {len(cols)}", line=lineno)
+        r = dict(zip(cols, row))
+        shape = [n for x in r["Shape"].split("x") if (n := _int(x)) is not None]
+        count = r.get("Count")
+        rows.append(
+            {
+                **base,
+                "offset": None,
+                "source": "stats_csv",
+                "io": r["Input/Output"].strip().lower(),
+                "index": _need_int(f, lineno, "Index", r["Index"]),
+                "dtype": r["Data Type"].strip(),
+                "format": r["Format"].strip(),
+                "shape": shape,
+                "original_shape": [],
+                "size_bytes": _int(r["Data Size"]),
+                "element_count": _int(count) if _int(count) is not None else _elements(shape) if shape else None,
+                "min": _float(r.get("Min Value", "NA")),
+                "max": _float(r.get("Max Value", "NA")),
+                "mean": _float(r.get("Avg Value", "NA")),
+                "std": None,
+                "l2norm": _float(r.get("l2norm", r.get("L2Norm Value", "NA"))),
+                "nan_count": _int(r.get("Nan Count")),
+                "pos_inf_count": _int(r.get("Positive Inf Count")),
+                "neg_inf_count": _int(r.get("Negative Inf Count")),
+                "zero_count": None,
+            }
+        )
     return rows
 
 
 def _int(v: str | None) -> int | None:
     """A count, or None where the device wrote NA (or something no int64 holds)."""
-    if v is None or not v.strip().isdigit():
-        return None
-    n = int(v)
-    return n if n < 1 << 63 else None
+    return small_int(v, 0, _INT64_MAX) if v is not None else None
 
 
 def _need_int(f: Path, lineno: int, column: str, v: str) -> int:
-    n = _int(v)
-    if n is None or n >= 1 << 31:
-        raise InputError(f, f"column {column!r}: {v!r} is not a tensor index", line=lineno)
+    n = small_int(v)
+    if n is None:
+        raise InputError(f, f"column {column!r}: {v[:40]!r} is not a tensor index", line=lineno)
     return n
 
 
 def _elements(shape: list[int]) -> int | None:
     n = math.prod(shape)
     return n if n < 1 << 63 else None
+
+
+class _Chunks:
+    """A file numpy writes through ``write`` (not ``tofile``), so a full disk is the OSError it is
+    (ENOSPC), not numpy's "1024 requested and 992 written"."""
+
+    def __init__(self, fh) -> None:
+        self.write = fh.write
 
 
 class NpyFolder:
@@ -186,19 +230,20 @@ class NpyFolder:
         if not inside(target, self.folder):
             raise InputError(source, f"op name {op_name[:80]!r} would write outside {self.folder}")
         with writing(target), open(target, "wb") as fh:
-            np.save(fh, array)
+            np.save(_Chunks(fh), array)
         self.tensors.append([name, op_name, io, index])
 
 
 def parse_dump_tree(root: Path, npy: NpyFolder | None = None, progress: Callable[[int], None] | None = None) -> DumpRun:
     rows: list[dict[str, Any]] = []
+    batches: list[pa.Table] = []
     errors: list[str] = []
     files = 0
     tensor_bytes = 0
     mappings: dict[Path, dict[str, str]] = {}
-    for f in dump_files(root):
+    for f in dump_files(root, errors):
         if f.parent not in mappings:
-            mappings[f.parent] = _mapping(f.parent)
+            mappings[f.parent] = _mapping(f.parent, errors)
         name, real = _name(f, mappings[f.parent])
         base = _base_row(f, name, path_info(root, f))
         try:
@@ -238,8 +283,13 @@ def parse_dump_tree(root: Path, npy: NpyFolder | None = None, progress: Callable
         except InputError as exc:
             errors.append(exc.one_line())
         except (OSError, ValueError) as exc:
-            errors.append(f"{f}: cannot read ({exc})")
+            errors.append(f"{text_of(f)}: cannot read ({exc})")
         if progress is not None:
             progress(1)
-    table = pa.Table.from_pylist(rows, schema=TENSORS) if rows else TENSORS.empty_table()
+        if len(rows) >= ROWS_PER_BATCH:  # rows as Arrow as they come: a dict per row costs 10x the memory
+            batches.append(pa.Table.from_pylist(rows, schema=TENSORS))
+            rows.clear()
+    if rows or not batches:
+        batches.append(pa.Table.from_pylist(rows, schema=TENSORS) if rows else TENSORS.empty_table())
+    table = pa.concat_tables(batches).combine_chunks() if len(batches) > 1 else batches[0]
     return DumpRun(table, files, errors, tensor_bytes)

@@ -17,7 +17,36 @@ from npudiag.errors import InputError
 
 MAX_ARCHIVE_BYTES = 8 << 30  # uncompressed; an export of 8 devices is a few hundred MB
 MAX_MEMBERS = 200_000
+MAX_NAME_BYTES = 4096  # a GNU long name or link name (PATH_MAX)
+MAX_PAX_BYTES = 64 << 10  # a pax extended header: a few records (path, times, xattrs)
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz")
+
+
+class BoundedTarInfo(tarfile.TarInfo):
+    """A tar header whose GNU long name or pax header is read only when it is small. A larger one
+    (a 1.5 GB name costs 1.5 GB to read) is stepped over block by block and the member it belongs
+    to is marked ``npudiag_skipped`` with the reason, for the reader to leave out and name."""
+
+    npudiag_skipped: str | None = None
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK):
+            limit, what = MAX_NAME_BYTES, "long name"
+        elif self.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE):
+            limit, what = MAX_PAX_BYTES, "pax header"
+        else:
+            return super()._proc_member(tarfile_)
+        if self.size <= limit:
+            return super()._proc_member(tarfile_)
+        fileobj = tarfile_.fileobj
+        fileobj.seek(fileobj.tell() + self._block(self.size))  # forward: read and dropped in blocks
+        try:
+            nxt = self.fromtarfile(tarfile_)
+        except tarfile.HeaderError as exc:
+            raise tarfile.SubsequentHeaderError(str(exc)) from None
+        nxt.offset = self.offset
+        nxt.npudiag_skipped = f"a {what} of {self.size:,} bytes (at most {limit:,} are read); member skipped"
+        return nxt
 
 
 def is_archive(path: Path) -> bool:
@@ -29,12 +58,21 @@ def _refuse(archive: Path, member: tarfile.TarInfo, why: str) -> InputError:
 
 
 def check_members(
-    archive: Path, tar: tarfile.TarFile, max_bytes: int = MAX_ARCHIVE_BYTES, max_members: int = MAX_MEMBERS
+    archive: Path,
+    tar: tarfile.TarFile,
+    max_bytes: int = MAX_ARCHIVE_BYTES,
+    max_members: int = MAX_MEMBERS,
+    skipped: list[str] | None = None,
 ) -> list[tarfile.TarInfo]:
-    """All members, after every check passed; InputError on the first unsafe one."""
+    """All members, after every check passed; InputError on the first unsafe one. Members whose
+    header was too large to read are left out, each noted in ``skipped``."""
     total = 0
     members = []
-    for m in tar:
+    for m in members_of(archive, tar):
+        if getattr(m, "npudiag_skipped", None):
+            if skipped is not None:
+                skipped.append(f"{archive}: member at offset {m.offset}: {m.npudiag_skipped}")
+            continue
         members.append(m)
         if len(members) > max_members:
             raise InputError(archive, f"more than {max_members} members; refusing the archive")
@@ -62,9 +100,24 @@ def check_members(
     return members
 
 
-def open_archive(archive: Path) -> tarfile.TarFile:
+def members_of(archive: Path, tar: tarfile.TarFile):
+    """The members of ``tar``; a damaged archive (a bad header, a truncated or corrupt stream) is an
+    InputError naming it, never another exception."""
+    it = iter(tar)
+    while True:
+        try:
+            m = next(it)
+        except StopIteration:
+            return
+        except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
+            raise InputError(archive, f"not a readable tar archive ({exc})") from None
+        yield m
+
+
+def open_archive(archive: Path, stream: bool = False) -> tarfile.TarFile:
+    """The archive, its headers read with :class:`BoundedTarInfo`; ``stream``: one pass, no seeking."""
     try:
-        return tarfile.open(archive, "r:*")
+        return tarfile.open(archive, "r|*" if stream else "r:*", tarinfo=BoundedTarInfo)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise InputError(archive, f"not a readable tar archive ({exc})") from None
 

@@ -16,22 +16,26 @@ import stat
 import sys
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from npudiag.errors import InputError
-from npudiag.logs.archive import MAX_ARCHIVE_BYTES, MAX_MEMBERS, check_members, is_archive, open_archive
+from npudiag.logs.archive import MAX_ARCHIVE_BYTES, MAX_MEMBERS, check_members, is_archive, members_of, open_archive
 from npudiag.logs.formats.ascend_log import LogContext
+from npudiag.logs.formats.log_common import BLANK_RUN, BlankRun
 
-LOG_NAME = re.compile(r"(\.log|\.txt|\.out)(\.\d+)?$|^(messages|syslog|history\.log|kernel\.log)")
-PLOG_NAME = re.compile(r"plog-(\d{1,10})_\d{1,20}\.log$")
-DEVICE_LOG_NAME = re.compile(r"device-(\d{1,10})_\d{1,20}\.log$")
-DEVICE_DIR = re.compile(r"^device-(\d+)$")
-DEV_OS_DIR = re.compile(r"^dev-os-(\d+)$")
-RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
+# numbers in names are ASCII digits of a bounded length: a pid fits int64, a device or rank int32
+LOG_NAME = re.compile(r"(\.log|\.txt|\.out)(\.[0-9]+)?$|^(messages|syslog|history\.log|kernel\.log)")
+PLOG_NAME = re.compile(r"plog-([0-9]{1,10})_[0-9]{1,20}\.log$")
+DEVICE_LOG_NAME = re.compile(r"device-([0-9]{1,10})_[0-9]{1,20}\.log$")
+DEVICE_DIR = re.compile(r"^device-([0-9]{1,9})$")
+DEV_OS_DIR = re.compile(r"^dev-os-([0-9]{1,9})$")
+RANK_DIR = re.compile(r"^rank[_-]?([0-9]{1,9})$")
 EXPORT_DIRS = {"slog", "hisi_logs", "message", "stackcore", "vmcore", "event_sched", "system_info", "module_log"}
 MAX_DEPTH = 12
+_BLANK_RUN = re.compile(f"(?:\\r?\\n){{{BLANK_RUN},}}")
 
 
 @dataclass
@@ -72,12 +76,32 @@ def context_for(name: str) -> LogContext:
 MAX_LINE_CHARS = 1 << 20  # longer lines are cut (and say so): one 100 MB line must not cost 100s of MB
 
 
+_BLANK = ("\n", "\r\n")
+
+
 def bounded_lines(fh: io.TextIOBase) -> Iterator[str]:
-    """Lines of ``fh``, each at most MAX_LINE_CHARS; the rest of a longer line is read and dropped."""
+    """Lines of ``fh``, each at most MAX_LINE_CHARS; the rest of a longer line is read and dropped.
+    BLANK_RUN or more blank lines in a row come as one :class:`BlankRun`."""
+    line = fh.readline(MAX_LINE_CHARS)
     while True:
-        line = fh.readline(MAX_LINE_CHARS)
         if not line:
             return
+        if type(line) is BlankRun:
+            yield line
+            line = fh.readline(MAX_LINE_CHARS)
+            continue
+        if line in _BLANK:
+            n = 1
+            nxt = fh.readline(MAX_LINE_CHARS)
+            while nxt in _BLANK and type(nxt) is not BlankRun:
+                n += 1
+                nxt = fh.readline(MAX_LINE_CHARS)
+            if n >= BLANK_RUN:
+                yield BlankRun(n)
+            else:
+                yield from [line] * n
+            line = nxt
+            continue
         if len(line) == MAX_LINE_CHARS and not line.endswith("\n"):
             cut = 0
             while True:
@@ -87,6 +111,7 @@ def bounded_lines(fh: io.TextIOBase) -> Iterator[str]:
                     break
             line = f"{line} [... {cut} more characters cut by npudiag]\n"
         yield line
+        line = fh.readline(MAX_LINE_CHARS)
 
 
 def _file_lines(path: Path) -> Callable[[], Iterator[str]]:
@@ -112,6 +137,11 @@ class _ByteLines:
 
     def readline(self, limit: int) -> str:
         while True:
+            if self.buf.startswith("\n", self.pos) or self.buf.startswith("\r\n", self.pos):
+                run = _BLANK_RUN.match(self.buf, self.pos)
+                if run is not None:  # a run of blank lines in the buffer: one BlankRun, counted in C
+                    self.pos = run.end()
+                    return BlankRun(run.group(0).count("\n"))
             stop = min(self.pos + limit, len(self.buf))
             nl = self.buf.find("\n", self.pos, stop)
             if nl >= 0 or stop - self.pos >= limit or self.eof:
@@ -135,21 +165,24 @@ class _TarStream:
         self.tar: tarfile.TarFile | None = None
         self.members: Iterator[tarfile.TarInfo] | None = None
 
-    def lines(self, name: str) -> Callable[[], Iterator[str]]:
+    def lines(self, name: str, offset: int) -> Callable[[], Iterator[str]]:
+        """The lines of the regular member ``name`` whose header is at ``offset`` (names may repeat:
+        a link and a file, or a file added twice)."""
+
         def gen() -> Iterator[str]:
             for attempt in (0, 1):
                 if self.tar is None:
-                    try:
-                        self.tar = tarfile.open(self.archive, "r|*")  # noqa: SIM115 - closed when the stream ends
-                    except (tarfile.TarError, OSError, EOFError) as exc:
-                        raise InputError(self.archive, f"not a readable tar archive ({exc})") from None
-                    self.members = iter(self.tar)
+                    self.tar = open_archive(self.archive, stream=True)
+                    self.members = members_of(self.archive, self.tar)
                 assert self.members is not None
                 for m in self.members:
-                    if m.name == name:
-                        fh = self.tar.extractfile(m)
+                    if m.name == name and m.offset == offset and m.isfile():
+                        try:
+                            fh = self.tar.extractfile(m)
+                        except tarfile.TarError as exc:
+                            raise InputError(self.archive, f"member {name!r}: cannot be read ({exc})") from None
                         if fh is not None:
-                            yield from bounded_lines(_ByteLines(fh))
+                            yield from _member_lines(self.archive, name, bounded_lines(_ByteLines(fh)))
                         return
                 # asked out of order: start the stream again, once
                 self.tar.close()
@@ -164,7 +197,7 @@ def _zip_members(archive: Path, max_bytes: int) -> list[zipfile.ZipInfo]:
     """A zip's members after the same checks as a tar's: no absolute paths, no '..', size limits."""
     try:
         zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as exc:
+    except _MEMBER_ERRORS as exc:
         raise InputError(archive, f"not a readable zip archive ({exc})") from None
     with zf:
         infos = zf.infolist()
@@ -181,10 +214,30 @@ def _zip_members(archive: Path, max_bytes: int) -> list[zipfile.ZipInfo]:
     return infos
 
 
+# what a damaged or unusual archive member raises while it is read: an encrypted zip member
+# (RuntimeError), a compression method Python lacks (NotImplementedError), a bad CRC or header
+# (BadZipFile), corrupt deflate data (zlib.error), a truncated or corrupt stream (TarError, EOFError)
+_MEMBER_ERRORS = (zipfile.BadZipFile, zlib.error, tarfile.TarError, EOFError, RuntimeError, NotImplementedError, OSError, ValueError)
+
+
+def _member_lines(archive: Path, name: str, lines: Iterator[str]) -> Iterator[str]:
+    """``lines`` of an archive member; whatever the member's damage raises is one InputError naming it
+    (the lines already read are kept)."""
+    try:
+        yield from lines
+    except InputError:
+        raise
+    except _MEMBER_ERRORS as exc:
+        raise InputError(f"{archive}!{name}", f"cannot be read ({type(exc).__name__}: {str(exc)[:160]})") from None
+
+
 def _zip_lines(archive: Path, name: str) -> Callable[[], Iterator[str]]:
     def lines() -> Iterator[str]:
-        with zipfile.ZipFile(archive) as zf, zf.open(name) as fh:
-            yield from bounded_lines(io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline=""))
+        def read() -> Iterator[str]:
+            with zipfile.ZipFile(archive) as zf, zf.open(name) as fh:
+                yield from bounded_lines(io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline=""))
+
+        yield from _member_lines(archive, name, read())
 
     return lines
 
@@ -237,14 +290,14 @@ def find_sources(path: str, warnings: list[str], max_archive_bytes: int = MAX_AR
         return out
     if p.is_file() and is_archive(p):
         with open_archive(p) as tar:
-            members = check_members(p, tar, max_archive_bytes)
+            members = check_members(p, tar, max_archive_bytes, skipped=warnings)
         stream = _TarStream(p)
         out = []
         for m in members:
             if m.isfile() and LOG_NAME.search(posixpath.basename(m.name)):
                 ctx = context_for(m.name)
                 ctx.file = f"{p}!{m.name}"
-                out.append(LogSource(ctx, stream.lines(m.name), m.size))
+                out.append(LogSource(ctx, stream.lines(m.name, m.offset), m.size))
         if not out:
             raise InputError(p, "no log files (*.log, *.txt) in the archive")
         return out

@@ -7,7 +7,6 @@ have no summaries yet with msprof --export=on), then :func:`analyze_collected`. 
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from npudiag.errors import NpudiagError, OptionError, ToolError
+from npudiag.output import dumps
 from npudiag.profiling import msprof as mp
 
 METHODS = ("cli", "env", "acl-json")
@@ -50,7 +50,7 @@ class Plan:
         lines = [f"run: {shlex.join(self.argv)}"]
         lines += [f"env: {k}={shlex.quote(v)}" for k, v in self.env.items()]
         if self.acl_section is not None:
-            lines.append(f"acl.json ({self.acl_json}): {json.dumps(mp.merged_acl_json(self.acl_json, self.acl_section))}")
+            lines.append(f"acl.json ({self.acl_json}): {dumps(mp.merged_acl_json(self.acl_json, self.acl_section), indent=None)}")
         if self.window is not None:
             lines.append(f"analysis window: --steps {self.window}")
         return "\n".join(lines) + "\n"
@@ -111,7 +111,7 @@ def configuration(
         except ValueError as exc:
             raise OptionError(str(exc)) from None
     write_acl_section(p.acl_json, p.acl_section)
-    return json.dumps(mp.merged_acl_json(p.acl_json, p.acl_section), indent=2) + "\n"
+    return dumps(mp.merged_acl_json(p.acl_json, p.acl_section), indent=2) + "\n"
 
 
 @dataclass

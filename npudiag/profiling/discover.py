@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npudiag.errors import InputError
-from npudiag.safeio import inside, is_regular, load_json
+from npudiag.safeio import inside, is_regular, load_json, small_int
 
 # file kind -> file name pattern (matched on the name only); any suffix after the documented stem
 # (``_20260605155140``, ``_slice_0``, ``_rank0``) is accepted, as the tools and users add them
@@ -119,9 +119,20 @@ class Scope:
 
     def allows(self, p: Path) -> bool:
         if p.is_symlink() and not self.follow and not inside(p, self.root):
-            self.notes.append(f"{p}: a link to {os.path.realpath(p)}, outside {self.root}; not followed (--follow-symlinks reads it)")
+            self.notes.append(f"{p}: a link to {_link_target(p)}, outside {self.root}; not followed (--follow-symlinks reads it)")
             return False
         return True
+
+
+def _link_target(p: Path) -> str:
+    """Where the link ``p`` points, as far as it can be told (a link into /proc may not be readable)."""
+    try:
+        return os.path.realpath(p)
+    except OSError:
+        try:
+            return os.readlink(p)
+        except OSError as exc:
+            return f"a place that cannot be read ({exc.strerror})"
 
 
 def _files(folder: Path, scope: Scope) -> list[Path]:
@@ -131,12 +142,15 @@ def _files(folder: Path, scope: Scope) -> list[Path]:
         return []
     out = []
     for p in entries:
-        if not scope.allows(p):
-            continue
-        if is_regular(p):
-            out.append(p)
-        elif p.exists() and not p.is_dir():
-            scope.notes.append(f"{p}: not a regular file (a FIFO, device or socket); not read")
+        try:
+            if not scope.allows(p):
+                continue
+            if is_regular(p):
+                out.append(p)
+            elif p.exists() and not p.is_dir():
+                scope.notes.append(f"{p}: not a regular file (a FIFO, device or socket); not read")
+        except OSError as exc:
+            scope.notes.append(f"{p}: cannot read ({exc.strerror or exc}); not read")
     return out
 
 
@@ -147,11 +161,11 @@ def _torch_rank(folder: Path, scope: Scope) -> int | None:
         try:
             data = load_json(info, 1 << 20)
             rank = data.get("rank_id") if isinstance(data, dict) else None
-            if rank is not None and str(rank).lstrip("-").isdigit() and 0 <= int(rank) < 1 << 31:
-                return int(rank)
+            if small_int(rank) is not None:
+                return small_int(rank)
         except InputError as exc:
             scope.notes.append(exc.one_line())
-        m = re.match(r"profiler_info_(\d+)\.json$", info.name)
+        m = re.match(r"profiler_info_([0-9]{1,9})\.json$", info.name)
         if m:
             return int(m.group(1))
     return None
@@ -184,8 +198,8 @@ def _msprof_units(folder: Path, scope: Scope) -> list[Unit]:
         return [unit]
     units = []
     for dev in sorted(folder.glob("device_*")):
-        m = re.match(r"device_(\d+)$", dev.name)
-        if not m or not dev.is_dir() or not scope.allows(dev) or len(m.group(1)) > 9:
+        m = re.match(r"device_([0-9]{1,9})$", dev.name)
+        if not m or not dev.is_dir() or not scope.allows(dev):
             continue
         unit = Unit(dev, "msprof", int(m.group(1)))
         for sub in ("summary", "timeline"):
@@ -260,12 +274,17 @@ def _walk(folder: Path, depth: int, units: list[Unit], seen: set[tuple[int, int]
         skipped.append(f"{folder}: deeper than {MAX_DEPTH} levels, not searched")
         return
     try:
-        children = sorted(p for p in folder.iterdir() if p.is_dir())
+        entries = sorted(folder.iterdir())
     except OSError as exc:
         skipped.append(f"{folder}: cannot list folder ({exc.strerror})")
         return
-    for child in children:
-        if child.name.startswith(".") or not scope.allows(child):
+    for child in entries:
+        try:
+            if child.name.startswith(".") or not child.is_dir() or not scope.allows(child):
+                continue
+        except OSError as exc:  # a link into /proc, a folder of another user
+            if scope.allows(child):
+                skipped.append(f"{child}: cannot read ({exc.strerror or exc}); skipped")
             continue
         _walk(child, depth + 1, units, seen, scope)
 

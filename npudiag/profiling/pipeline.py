@@ -206,7 +206,8 @@ def _analyze_ranks(found, target, paths, force, backend, overrides, step_window,
             progress.start("ranks", f"ranks ({backend.name})", len(found.units))
             kwargs["on_rank"] = progress.advance
         result = analyze_ranks(found, writer, backend, **kwargs)
-    except BaseException:
+    except BaseException as exc:
+        writer.folder.explain(exc)
         writer.abandon()
         raise
     meta = _meta(paths, result.errors, result.warnings)

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
+from npudiag.errors import OutputError
 from npudiag.executors import Backend
 from npudiag.profiling.analysis.derive import derive
 from npudiag.profiling.analysis.step_breakdown import step_time_warnings
@@ -153,6 +154,8 @@ def analyze_ranks(
     outcomes: dict[int, RankOutcome] = {}
     failed: dict[int, str] = {}
     for i, res in backend.run(run_rank, jobs):
+        if isinstance(res, OutputError):  # the output cannot be written (a full disk): no rank can be, stop
+            raise res
         if isinstance(res, BaseException):
             unit = found.units[i]
             failed[i] = f"{unit.path}: this rank failed and was left out ({type(res).__name__}: {res})"

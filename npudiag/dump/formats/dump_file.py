@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError
 
 from npudiag.dump.formats.dump_proto import DumpData
 from npudiag.errors import InputError
+from npudiag.safeio import small_int
 
 # CANN OutputDataType -> (name, numpy dtype or None when kept raw)
 DTYPES: dict[int, tuple[str, str | None]] = {
@@ -46,6 +47,10 @@ FORMATS = {
 }  # fmt: skip
 PLAIN_FORMATS = {"NCHW", "NHWC", "ND", "NCDHW", "NDHWC", "HWCN", "CHWN", "DHWCN", "NC", "CN", "NCL", "MD"}
 MAX_HEADER_BYTES = 256 << 20
+# inputs, outputs, buffers and workspaces of one operator: real ones have tens, a grouped op a few
+# thousand; a header listing more (each entry may be empty, so the file's size does not bound them)
+# is refused before a row is made
+MAX_TENSORS = 65_536
 
 
 @dataclass
@@ -100,9 +105,14 @@ def read_dump(path: Path) -> DumpFile:
         msg = DumpData.FromString(raw)
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise InputError(path, f"DumpData protobuf header does not parse ({exc})", offset=8) from None
+    groups = (("input", msg.input), ("output", msg.output), ("buffer", msg.buffer), ("workspace", msg.space))
+    declared = sum(len(items) for _, items in groups)
+    if declared > MAX_TENSORS:
+        raise InputError(
+            path, f"header lists {declared:,} tensors; no real operator has more than {MAX_TENSORS:,} (file not read)", offset=8
+        )
     dump = DumpFile(path, 8 + n, msg.op_name, int(msg.dump_time), msg.version)
     offset = 8 + n
-    groups = (("input", msg.input), ("output", msg.output), ("buffer", msg.buffer), ("workspace", msg.space))
     for io, items in groups:
         for i, t in enumerate(items):
             dtype = getattr(t, "data_type", 0)
@@ -202,7 +212,8 @@ def to_original_shape(a: np.ndarray, spec: TensorSpec) -> tuple[np.ndarray, str]
 
 # -- names -----------------------------------------------------------------------------------
 
-_TS = re.compile(r"^\d{10,20}$")
+_TS = re.compile(r"^[0-9]{10,19}$")
+_INT64_MAX = (1 << 63) - 1
 
 
 @dataclass
@@ -220,8 +231,12 @@ def parse_dump_name(name: str) -> DumpName | None:
     parts = name.split(".")
     ctx = None
     if len(parts) >= 9 and parts[-4].upper() == "FFTSPLUS":
-        ctx = int(parts[-3]) if parts[-3].isdigit() else None
+        ctx = small_int(parts[-3], 0, _INT64_MAX)
         parts = parts[:-4]
-    if len(parts) < 5 or not (_TS.match(parts[-1]) and parts[-2].isdigit() and parts[-3].isdigit()):
+    if len(parts) < 5:
         return None
-    return DumpName(parts[0], ".".join(parts[1:-3]), int(parts[-3]), int(parts[-2]), int(parts[-1]), ctx)
+    # ids are ASCII digits that fit the table's int64 columns; anything else is not a dump name
+    task, stream, ts = (small_int(p, 0, _INT64_MAX) for p in parts[-3:])
+    if task is None or stream is None or ts is None or not _TS.match(parts[-1]):
+        return None
+    return DumpName(parts[0], ".".join(parts[1:-3]), task, stream, ts, ctx)

@@ -34,12 +34,14 @@ from npudiag.logs.formats.log_common import (  # noqa: F401 - CODE_MODULES, erro
     PLOG,
     PLOG_TS,
     TSCH_RE,
+    BlankRun,
     LogContext,
     cap_message,
     error_codes,
     plog_pid,
     record_codes,
 )
+from npudiag.safeio import fit_int
 from npudiag.schemas import LOG_EVENTS
 
 BATCH_ROWS = 20_000
@@ -260,6 +262,11 @@ class LogParser:
         if rec.src_file is None and (m := _FUNC_FILE_LINE.search(msg)):
             rec.function, rec.src_file, rec.src_line = m.group(1), m.group(2), int(m.group(3))
         c = self._cols
+        # numbers a line states (a device, rank, pid, thread or source line of any length) that no
+        # column holds are left out, never a crash: the record is kept
+        rec.device_id, rec.rank = fit_int(rec.device_id, 31), fit_int(rec.rank, 31)
+        rec.src_line, rec.thread_id = fit_int(rec.src_line), fit_int(rec.thread_id)
+        rec.pid = fit_int(rec.pid)
         c["file"].append(ctx.file)
         c["line"].append(rec.line)
         c["line_count"].append(rec.last - rec.line + 1)
@@ -291,6 +298,10 @@ class LogParser:
     # -- lines ---------------------------------------------------------------------------------
     def _clean(self, lines: Iterable[str]) -> Iterator[str]:
         for raw in lines:
+            if type(raw) is BlankRun:
+                self.lines += raw.count
+                yield raw
+                continue
             self.lines += 1
             line = raw.rstrip("\r\n")
             if len(line) > MAX_MESSAGE_CHARS:  # no message keeps more: every later pass reads less
@@ -322,6 +333,18 @@ class LogParser:
             buf: list[str] = []
             buf_chars = 0
             for line in clean:
+                if type(line) is BlankRun:
+                    # the lines so far are one chunk (for the line parser: a record may go on after
+                    # blank lines), the run one blank line numbered as all of its lines
+                    if buf:
+                        pending.append((None, buf, start))
+                        start += len(buf)
+                        buf, buf_chars = [], 0
+                    pending.append((None, [""], start))
+                    start += line.count
+                    while len(pending) > 3:
+                        yield from self._resolve(*pending.popleft())
+                    continue
                 buf.append(line)
                 buf_chars += len(line)
                 if len(buf) >= CHUNK_LINES or buf_chars >= CHUNK_CHARS:

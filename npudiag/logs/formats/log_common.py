@@ -88,6 +88,21 @@ CODE_HINT_RE2 = r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|(?i:code|ret|result|failed)[^0-9\n
 _CUT_NOTE = re.compile(r" \[\.\.\. ([\d,]+) more characters cut by npudiag\]$")
 
 
+BLANK_RUN = 64  # this many blank lines in a row travel as one BlankRun (a file of newlines costs its bytes, not a loop each)
+
+
+class BlankRun(str):
+    """``count`` consecutive blank lines, read as one: the parser treats them as the one blank line
+    they mean to it and numbers the lines after them as if each had been read."""
+
+    count: int
+
+    def __new__(cls, count: int) -> BlankRun:
+        obj = super().__new__(cls, "")
+        obj.count = count
+        return obj
+
+
 @dataclass
 class LogContext:
     """What the file's path says about its records (applied where a record does not say itself)."""

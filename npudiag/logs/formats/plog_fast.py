@@ -65,8 +65,14 @@ def _extract_where(arr: pa.Array, literal: str, pattern: str, name: str) -> pa.A
     return pc.replace_with_mask(out, mask, values)
 
 
-def _int(a: pa.Array) -> pa.Array:
-    return pc.cast(pc.if_else(pc.equal(a, ""), pa.scalar(None, pa.string()), a), pa.int64())
+def _int(a: pa.Array, bits: int = 63) -> pa.Array:
+    """Digits as integers; null where empty or where a column of ``bits`` + 1 bits cannot hold the
+    number (a line may state a device id of any length: the record is kept, the number left out)."""
+    null = pa.scalar(None, pa.string())
+    n = pc.cast(pc.if_else(pc.or_(pc.equal(a, ""), pc.greater(pc.utf8_length(a), 18)), null, a), pa.int64())
+    if bits < 63:
+        n = pc.if_else(pc.and_(pc.greater_equal(n, -(1 << bits)), pc.less(n, 1 << bits)), n, pa.scalar(None, pa.int64()))
+    return n
 
 
 def _timestamps(ts: pa.Array) -> pa.Array:
@@ -169,8 +175,8 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> pa.R
     if ctx.device_id is not None:
         device = pa.array(np.full(n, ctx.device_id, np.int32))
     else:
-        device = pc.cast(_int(_extract_where(message, "dev", _DEVICE, "d")), pa.int32())
-    rank = pc.cast(_int(_extract_where(message, "[Rank ", _RANK, "r")), pa.int32())
+        device = pc.cast(_int(_extract_where(message, "dev", _DEVICE, "d"), 31), pa.int32())
+    rank = pc.cast(_int(_extract_where(message, "[Rank ", _RANK, "r"), 31), pa.int32())
     if ctx.rank is not None:
         rank = pc.fill_null(rank, ctx.rank)
     loud = pc.invert(pc.fill_null(pc.is_in(level, pa.array(list(QUIET_LEVELS))), False))

@@ -17,7 +17,9 @@ from typing import Any
 from npudiag.errors import InputError
 
 CHUNK_CHARS = 1 << 22
-MAX_EVENT_CHARS = 64 << 20  # no real event comes near this; beyond it we stop buffering
+# one event's text: the largest real ones (a deep Python call stack) are tens of KB; a larger one is
+# refused rather than buffered, decoded and copied into tables (a 64 MB name once cost gigabytes)
+MAX_EVENT_CHARS = 4 << 20
 _WS = " \t\r\n"
 _decoder = json.JSONDecoder()
 
@@ -65,6 +67,10 @@ class _Reader:
                 return self.buf[self.pos]
             if not self.fill():
                 return ""
+
+
+def too_large_event() -> str:
+    return f"an event of more than {MAX_EVENT_CHARS >> 20} MiB of text; no real trace event comes near this (file not read)"
 
 
 def _decode_value(r: _Reader) -> Any:
@@ -141,9 +147,11 @@ def iter_events(path: Path, progress: Callable[[int], None] | None = None) -> It
                     break
                 except json.JSONDecodeError as exc:
                     # an object split across the buffer end decodes once more text is read;
-                    # past MAX_EVENT_CHARS the object is malformed, not unfinished
+                    # past MAX_EVENT_CHARS the object is refused, not buffered on
                     if not r.eof and len(r.buf) - r.pos < MAX_EVENT_CHARS and r.fill():
                         continue
+                    if len(r.buf) - r.pos >= MAX_EVENT_CHARS:
+                        raise InputError(path, too_large_event(), offset=r.offset()) from None
                     where = r.consumed + exc.pos
                     if r.eof:
                         raise InputError(

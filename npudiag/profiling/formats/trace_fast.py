@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
+from npudiag.profiling.formats import jsonstream
 from npudiag.profiling.formats import trace_json as tj
 
 PIECE_BYTES = 8 << 20
@@ -156,7 +157,11 @@ def _prepare(arrow: _ArrowPieces, body: bytes) -> tuple[bool, _Parsed | None]:
 
 
 def _pieces(path: Path, progress: Callable[[int], None] | None) -> Iterator[bytes]:
-    """The text of whole events, in order, about PIECE_BYTES each, without the array's brackets."""
+    """The text of whole events, in order, about PIECE_BYTES each, without the array's brackets. An
+    event longer than jsonstream's MAX_EVENT_CHARS is an InputError at its offset (bounded memory)."""
+    from npudiag.errors import InputError
+
+    done = 0  # bytes of the file before ``buf``
     with open(path, "rb") as fh:
 
         def more() -> bytes:
@@ -166,11 +171,13 @@ def _pieces(path: Path, progress: Callable[[int], None] | None) -> Iterator[byte
             return raw
 
         buf = more()
+        first = len(buf)
         buf = buf[3:] if buf.startswith(b"\xef\xbb\xbf") else buf
         buf = buf.lstrip(_JSON_WS)
         if not buf.startswith(b"["):
             raise Unsure
         buf = buf[1:]
+        done = first - len(buf)
         eof = False
         while True:
             if not eof:
@@ -185,6 +192,9 @@ def _pieces(path: Path, progress: Callable[[int], None] | None) -> Iterator[byte
                     for m in _CUT.finditer(buf):
                         cut = m
             if cut is None:
+                # one event (no cut in it) longer than the limit: refused, not buffered on
+                if len(buf) > jsonstream.MAX_EVENT_CHARS + _WINDOW and (not eof or _CUT.search(buf) is None):
+                    raise InputError(path, jsonstream.too_large_event(), offset=done)
                 if eof:
                     buf = buf.rstrip(_JSON_WS)
                     if not buf.endswith(b"]"):
@@ -193,6 +203,7 @@ def _pieces(path: Path, progress: Callable[[int], None] | None) -> Iterator[byte
                     return
                 continue  # one event larger than the buffer: read on
             yield buf[: cut.start() + 1]
+            done += cut.end() - 1
             buf = buf[cut.end() - 1 :]
 
 
