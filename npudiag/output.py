@@ -748,12 +748,13 @@ class FolderTarget:
             raise OutputError(given, exc.strerror or str(exc)) from None
         if not stat.S_ISDIR(st.st_mode):
             raise OutputError(given, f"is a file, not a folder; npudiag never replaces a file with a folder (use another {self.option})")
-        if os.path.ismount(dest):
-            raise OutputError(given, f"is a mount point, which cannot be swapped whole; use a folder inside it (e.g. {given}/run1)")
         own = dest in self.replaceable
         why = protected_reason(dest, [p for p in self.inputs if not (own and _resolved(p) == dest)])
         if why is not None:
             raise OutputError(given, f"{why}; npudiag never replaces it (use another {self.option})")
+        if os.path.ismount(dest):
+            inside = (given / "run1").as_posix()
+            raise OutputError(given, f"is a mount point, which cannot be swapped whole; use a folder inside it (e.g. {inside})")
         foreign = foreign_entries(dest)
         if not foreign or (self.force and not own):
             return

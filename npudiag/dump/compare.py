@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from npudiag.dump.accuracy import Thresholds, compare_arrays
 from npudiag.dump.formats.dump_file import parse_dump_name, read_dump, tensor_array, to_original_shape
-from npudiag.dump.ingest import dump_files
+from npudiag.dump.ingest import dump_files, dump_mapping, dump_name
 from npudiag.errors import InputError
 from npudiag.safeio import read_text_limited
 from npudiag.schemas import COMPARE
@@ -51,8 +51,11 @@ class CompareRun:
 
 def _dump_entries(root: Path, errors: list[str]) -> list[_Entry]:
     out: list[_Entry] = []
-    for f in dump_files(root):
-        name = parse_dump_name(f.name)
+    mappings: dict[Path, dict[str, str]] = {}
+    for f in dump_files(root, errors):
+        if f.parent not in mappings:  # file names too long for the file system: mapping.csv, as dump parse reads it
+            mappings[f.parent] = dump_mapping(f.parent, errors)
+        name, _ = dump_name(f, mappings[f.parent])
         if name is None or f.suffix == ".csv":
             continue
         try:
@@ -96,8 +99,10 @@ def _npy_entries(root: Path) -> list[_Entry]:
     known = _npy_names(root)
     for f in sorted(root.rglob("*.npy")):
         if f.parent == root and f.name in known:
-            op, io_, index = known[f.name]
-            out.append(_Entry(None, op, io_, index, (0, 0, f.name), "npy", [], lambda f=f: _load_npy(f), f.name))
+            name, io_, index = known[f.name]
+            dn = parse_dump_name(name)
+            out.append(_Entry(dn.op_type if dn else None, dn.op_name if dn else name, io_, index, (0, 0, f.name), "npy", [],
+                              lambda f=f: _load_npy(f), f.name))  # fmt: skip
             continue
         parts = f.name[:-4].split(".")
         if len(parts) < 3 or parts[-2] not in ("input", "output") or not re.fullmatch("[0-9]{1,9}", parts[-1]):

@@ -42,7 +42,7 @@ class DumpRun:
     tensor_bytes: int = 0
 
 
-def _mapping(folder: Path, errors: list[str]) -> dict[str, str]:
+def dump_mapping(folder: Path, errors: list[str]) -> dict[str, str]:
     """mapping.csv: digit file names (for names too long for the file system) -> the real name. A
     mapping that cannot be read is one error line; the files of its folder keep their own names."""
     m = folder / "mapping.csv"
@@ -119,7 +119,7 @@ def dump_files(root: Path, errors: list[str] | None = None) -> Iterator[Path]:
     yield from sorted(found)
 
 
-def _name(f: Path, mapping: dict[str, str]) -> tuple[DumpName | None, str]:
+def dump_name(f: Path, mapping: dict[str, str]) -> tuple[DumpName | None, str]:
     name = text_of(f.name)  # a name that is not UTF-8 is shown with U+FFFD, never a crash
     stem = name[:-4] if name.endswith((".csv", ".bin")) else name
     real = mapping.get(stem, mapping.get(name, stem))
@@ -243,8 +243,8 @@ def parse_dump_tree(root: Path, npy: NpyFolder | None = None, progress: Callable
     mappings: dict[Path, dict[str, str]] = {}
     for f in dump_files(root, errors):
         if f.parent not in mappings:
-            mappings[f.parent] = _mapping(f.parent, errors)
-        name, real = _name(f, mappings[f.parent])
+            mappings[f.parent] = dump_mapping(f.parent, errors)
+        name, real = dump_name(f, mappings[f.parent])
         base = _base_row(f, name, path_info(root, f))
         try:
             if f.suffix == ".csv":

@@ -114,10 +114,10 @@ def members_of(archive: Path, tar: tarfile.TarFile):
         yield m
 
 
-def open_archive(archive: Path, stream: bool = False) -> tarfile.TarFile:
-    """The archive, its headers read with :class:`BoundedTarInfo`; ``stream``: one pass, no seeking."""
+def open_archive(archive: Path) -> tarfile.TarFile:
+    """The archive, its headers read with :class:`BoundedTarInfo`."""
     try:
-        return tarfile.open(archive, "r|*" if stream else "r:*", tarinfo=BoundedTarInfo)
+        return tarfile.open(archive, "r:*", tarinfo=BoundedTarInfo)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise InputError(archive, f"not a readable tar archive ({exc})") from None
 

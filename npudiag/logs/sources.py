@@ -84,12 +84,12 @@ def bounded_lines(fh: io.TextIOBase) -> Iterator[str]:
     BLANK_RUN or more blank lines in a row come as one :class:`BlankRun`."""
     line = fh.readline(MAX_LINE_CHARS)
     while True:
-        if not line:
-            return
-        if type(line) is BlankRun:
+        if type(line) is BlankRun:  # before the test for the end: its text is empty
             yield line
             line = fh.readline(MAX_LINE_CHARS)
             continue
+        if not line:
+            return
         if line in _BLANK:
             n = 1
             nxt = fh.readline(MAX_LINE_CHARS)
@@ -172,7 +172,10 @@ class _TarStream:
         def gen() -> Iterator[str]:
             for attempt in (0, 1):
                 if self.tar is None:
-                    self.tar = open_archive(self.archive, stream=True)
+                    # not tarfile's stream mode: it slices its whole inflated buffer for every 10 KB
+                    # block it skips (a 1,000 : 1 member took minutes); the seekable reader inflates
+                    # once too, as long as members are read in archive order
+                    self.tar = open_archive(self.archive)
                     self.members = members_of(self.archive, self.tar)
                 assert self.members is not None
                 for m in self.members:
