@@ -224,6 +224,21 @@ def test_a_gate_regression_exits_1_and_a_closed_pipe_exits_0(tmp_path: Path) -> 
     assert pipe_status.returncode == 0, pipe_status.stderr
 
 
+@pytest.mark.parametrize("redirect", ["2>&1", "2>&1 >/dev/null", "-q 2>&1"])
+def test_a_closed_pipe_on_either_stream_is_never_an_exit_code_of_its_own(tmp_path: Path, redirect: str) -> None:
+    """`analyze X 2>&1 | head` exited 1 ("regression") when the cut fell before the last stderr line."""
+    prof = ROOT / "fixtures" / "sample_msprof"  # it warns on stderr
+    # the reader is gone before npudiag writes a byte: every write meets a closed pipe
+    cmd = f"{shlex.quote(sys.executable)} -m npudiag analyze {prof} --out {tmp_path / 'o'} {redirect} | true"
+    r = subprocess.run(["bash", "-c", f"{cmd}; echo ${{PIPESTATUS[0]}}"], capture_output=True, text=True, timeout=300)
+    assert r.stdout.strip() == "0", r.stdout + r.stderr
+    assert (tmp_path / "o" / "manifest.json").is_file()  # the work is done whoever reads the messages
+    # a usage error keeps its own code when stderr is a closed pipe
+    cmd = f"{shlex.quote(sys.executable)} -m npudiag analyze {prof} --steps 3:2 {redirect} | true"
+    r = subprocess.run(["bash", "-c", f"{cmd}; echo ${{PIPESTATUS[0]}}"], capture_output=True, text=True, timeout=300)
+    assert r.stdout.strip() == "2", r.stdout + r.stderr
+
+
 @pytest.mark.parametrize(
     "argv",
     [

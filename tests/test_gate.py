@@ -195,9 +195,30 @@ def test_compare_marks_added_and_removed_ops(runs: dict[str, Path]) -> None:
 
 
 def test_parse_percent() -> None:
-    assert parse_percent("5%") == 0.05 and parse_percent(5) == 0.05 and parse_percent("0.05") == 0.05
-    with pytest.raises(ValueError):
-        parse_percent("fast")
+    assert parse_percent("5%") == 0.05 and parse_percent("0.05") == 0.05 and parse_percent(0.05) == 0.05
+    assert parse_percent("250%") == 2.5 and parse_percent("0") == 0.0
+    for bad in ("fast", "-5%", "nan", True):
+        with pytest.raises(ValueError):
+            parse_percent(bad)
+    for ambiguous in ("1", "1.5", 5, 1.0):  # 1 % or +100 %? a gate that guesses passes regressions
+        with pytest.raises(ValueError, match="ambiguous: write"):
+            parse_percent(ambiguous)
+
+
+def test_a_gate_option_that_would_pass_a_regression_is_a_usage_error(runs: dict[str, Path], tmp_path: Path) -> None:
+    """--accept alone turned the gate off (exit 0 on a regression); --max-regression 1 meant +100 %."""
+    accept = run_cli("gate", runs["base"], runs["slow_add"], "--accept", "-q")
+    assert accept.returncode == 2 and "--accept only goes with --update-baseline" in accept.stderr, accept.stderr
+    for value in ("1", "5", "1.5"):
+        r = run_cli("gate", runs["base"], runs["slow_add"], "--max-regression", value, "-q")
+        assert r.returncode == 2 and f"write {value}%" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert run_cli("gate", runs["base"], runs["slow_add"], "--max-regression", "1%", "-q").returncode == 1
+    assert run_cli("gate", runs["base"], runs["slow_add"], "--max-regression", "0.01", "-q").returncode == 1
+    (tmp_path / "npudiag-gate.toml").write_text("[gate]\nmax_regression = 5\n")
+    toml = run_cli("gate", runs["base"], runs["slow_add"], "-q", cwd=tmp_path)
+    assert toml.returncode == 2 and "ambiguous" in toml.stderr and "npudiag-gate.toml" in toml.stderr, toml.stderr
+    stored = run_cli("gate", runs["base"], runs["slow_add"], "--accept", "--update-baseline", tmp_path / "b", "-q")
+    assert stored.returncode == 0 and (tmp_path / "b" / "manifest.json").is_file(), stored.stderr
 
 
 def test_msprof_profiles_without_steps_gate_end_to_end(tmp_path: Path) -> None:

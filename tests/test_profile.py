@@ -92,6 +92,22 @@ def test_cli_mode_runs_msprof_with_the_app_and_analyses(env: dict[str, str], tmp
     assert "layout:" in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--output", "DIR", "./app"], "msprof's --output is --collect-dir here"),
+        (["--outptu", "DIR", "./app"], "msprof's --output is --collect-dir here"),
+        (["--task-tim", "l1", "./app"], "did you mean --task-time?"),
+        (["--sys-cpu-profiling=on", "./app"], "goes through --msprof-arg=--sys-cpu-profiling=on"),
+    ],
+)
+def test_an_unknown_option_before_the_program_is_a_usage_error(env: dict[str, str], tmp_path: Path, argv: list[str], says: str) -> None:
+    """It became part of the program's command line: msprof ran and failed, exit 1."""
+    r = run_cli("profile", "--collect-dir", tmp_path / "prof", *argv, cwd=tmp_path, env=env)
+    assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not Path(env["MSPROF_ARGS_LOG"]).exists() and not (tmp_path / "prof").exists()  # msprof never ran
+
+
 def test_exit_code_propagates_and_partial_data_is_still_analysed(env: dict[str, str], tmp_path: Path) -> None:
     r = run_cli(
         "profile",

@@ -109,6 +109,37 @@ class _QuietPipe:
         return getattr(self._stream, name)
 
 
+class _QuietStderr:
+    """stderr whose reader may go away (``npudiag ... 2>&1 | head``): the rest of what npudiag says is
+    dropped, the command goes on and its exit code is its own, never one made by the closed pipe."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._closed = False
+
+    def write(self, data: str) -> int:
+        if not self._closed:
+            try:
+                return self._stream.write(data)
+            except BrokenPipeError:
+                self._close()
+        return len(data)
+
+    def flush(self) -> None:
+        if not self._closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._close()
+
+    def _close(self) -> None:
+        self._closed = True
+        _silence_fd(2)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def _usage_line(exc: UsageError) -> str:
     cmd = exc.ctx.command_path if exc.ctx is not None else "npudiag"
     return f"npudiag: {clean(exc.format_message())} (see '{cmd} --help')"
@@ -143,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _main(argv: list[str] | None) -> None:
     sys.stdout = _QuietPipe(sys.stdout)  # type: ignore[assignment]
+    sys.stderr = _QuietStderr(sys.stderr)  # type: ignore[assignment]
     # Arrow's allocator: the C library's unless the user chose one. Measured in docs/speed.md: with
     # pyarrow's default (mimalloc) memory freed after a multi-threaded read stays in the process
     # (a 1.95 GB trace peaked at 3.2 - 5.6 GB, 2.2 - 2.5 GB with this) and page faults cost seconds of system time
@@ -183,8 +215,12 @@ def _main(argv: list[str] | None) -> None:
 
 
 def _silence_stdout() -> None:
-    """Point fd 1 at /dev/null so the interpreter's own flush at exit does not complain."""
+    _silence_fd(1)
+
+
+def _silence_fd(fd: int) -> None:
+    """Point ``fd`` at /dev/null so the interpreter's own flush at exit does not complain."""
     with contextlib.suppress(OSError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
+        os.dup2(devnull, fd)
         os.close(devnull)

@@ -101,7 +101,7 @@ def gate_cmd(
         ..., metavar="BASELINE", help="Baseline: a profile, an 'analyze --out' folder, or a folder of repeated runs."
     ),
     current: Path = typer.Argument(..., metavar="CURRENT", help="Current: the same kinds of input as the baseline."),
-    max_regression: str = typer.Option(None, "--max-regression", help="Allowed slow-down of every metric, e.g. 5% [default: 5%]."),
+    max_regression: str = typer.Option(None, "--max-regression", help="Allowed slow-down of each metric: 5% or 0.05 [default: 5%]."),
     metric: list[str] = typer.Option([], "--metric", help="Also gate this metric (op:KEY, api:NAME, a step_breakdown column); repeatable."),
     config: Path = typer.Option(None, "--config", help=f"Gate settings TOML [default: ./{CONFIG_FILE} when present]."),
     alpha: float = typer.Option(None, "--alpha", help="Significance level of the Mann-Whitney test [default: 0.002]."),
@@ -128,6 +128,12 @@ def gate_cmd(
     from npudiag.report.gate_report import failed_lines, gate_junit, gate_markdown, render_gate_terminal
     from npudiag.report.json_report import render_json
 
+    if accept and update_baseline is None:  # alone it would turn the gate off without a word
+        raise typer.BadParameter(
+            "--accept only goes with --update-baseline (store a baseline that regressed); "
+            "to let this change pass, raise --max-regression or the metric's limit in the config",
+            param_hint="--accept",
+        )
     say = Say(quiet, verbose)
     try:
         cfg = _config(config, max_regression, alpha, metric, top_ops, by, steps, min_delta_us)

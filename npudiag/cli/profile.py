@@ -36,6 +36,27 @@ class Emit(str, Enum):
     torch = "torch"
 
 
+# msprof's own names for what npudiag calls otherwise
+_MSPROF_NAMES = {"--output": "--collect-dir", "--application": "the program after the options (npudiag profile [OPTIONS] ./app)"}
+
+
+def unknown_option(given: str, ctx: typer.Context) -> str:
+    """One line for an option ``profile`` does not know: the close npudiag option, msprof's name for
+    one, or how to pass an msprof switch through."""
+    import difflib
+
+    name = given.split("=", 1)[0]
+    known = [o for p in ctx.command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
+    close = difflib.get_close_matches(name, [*known, *_MSPROF_NAMES], n=1, cutoff=0.6)
+    if close and close[0] in _MSPROF_NAMES:
+        hint = f"msprof's {close[0]} is {_MSPROF_NAMES[close[0]]} here"
+    elif close:
+        hint = f"did you mean {close[0]}?"
+    else:
+        hint = f"an msprof switch npudiag has no option for goes through --msprof-arg={given}"
+    return f"no such option: {name}; {hint} (a program whose name starts with '-' is given by its path, ./-name)"
+
+
 def doctor(
     json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only what is missing and its fix (on stderr)."),
@@ -62,6 +83,7 @@ def doctor(
 
 
 def profile(
+    ctx: typer.Context,
     app_argv: list[str] = typer.Argument(
         None,
         metavar="APP [ARGS]...",
@@ -124,6 +146,8 @@ def profile(
 
     say = Say(quiet, verbose)
     app = list(app_argv or [])
+    if app and app[0].startswith("-") and app[0] != "-":  # an option npudiag does not know, not the program
+        raise sys.modules[typer.BadParameter.__module__].UsageError(unknown_option(app[0], ctx), ctx=ctx)
     opts = mp.ProfileOptions(
         output=collect_dir.absolute(),
         task_time=task_time,

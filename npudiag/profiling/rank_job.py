@@ -22,12 +22,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
-from npudiag.errors import OutputError
+from npudiag.errors import OptionError, OutputError
 from npudiag.executors import Backend
 from npudiag.profiling.analysis.derive import derive
 from npudiag.profiling.analysis.step_breakdown import step_time_warnings
 from npudiag.profiling.analysis.summary import DATA_TABLES, merge_parts, summary_parts
-from npudiag.profiling.analysis.window import apply_window
+from npudiag.profiling.analysis.window import WindowError, apply_window
 from npudiag.profiling.discover import Unit
 from npudiag.profiling.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit, sha256_of
 from npudiag.profiling.rules import PROFILE_WIDE, findings_table, options_for, sort_findings
@@ -81,6 +81,8 @@ def run_rank(job: RankJob) -> RankOutcome:
     if job.steps is not None or job.time_us is not None:
         try:
             tables = apply_window(tables, job.steps, job.time_us)
+        except WindowError:  # nothing of this rank in the window: the caller says so once for all ranks
+            raise
         except ValueError as exc:  # a rank that cannot be cut to the window is left out, not counted whole
             raise RuntimeError(str(exc)) from None
     try:
@@ -153,10 +155,13 @@ def analyze_ranks(
     jobs = [RankJob(u, found.record_of(u), str(staging), overrides, steps, time_us, hash_inputs) for u in found.units]
     outcomes: dict[int, RankOutcome] = {}
     failed: dict[int, str] = {}
+    outside: dict[int, str] = {}  # ranks with nothing in the window
     for i, res in backend.run(run_rank, jobs):
         if isinstance(res, OutputError):  # the output cannot be written (a full disk): no rank can be, stop
             raise res
-        if isinstance(res, BaseException):
+        if isinstance(res, WindowError):
+            outside[i] = str(res)
+        elif isinstance(res, BaseException):
             unit = found.units[i]
             failed[i] = f"{unit.path}: this rank failed and was left out ({type(res).__name__}: {res})"
             for name in RANK_TABLES:  # what it wrote before it failed must not look like a result
@@ -165,9 +170,12 @@ def analyze_ranks(
             outcomes[i] = res
         if on_rank is not None:
             on_rank(1)
+    if outside and not outcomes and not failed:
+        raise OptionError(f"{next(iter(outside.values()))} (on every rank)", "steps" if steps is not None else "time")
     ordered = [outcomes[i] for i in sorted(outcomes)]
     record = dict(found.record)
     warnings, errors = list(found.warnings), list(found.errors)
+    warnings.extend(f"{found.units[i].path}: rank {found.units[i].rank} left out: {outside[i]}" for i in sorted(outside))
     row_counts = {name: 0 for name in READ_TABLES}
     for o in ordered:
         record.update(o.record)

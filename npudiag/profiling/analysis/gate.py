@@ -113,22 +113,25 @@ class GateResult:
 
 
 def parse_percent(text: str | float | int) -> float:
-    """``5%``, ``5`` or ``0.05`` -> 0.05. Bare numbers above 1 are percents."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value = float(text)
-        return value / 100.0 if value > 1 else value
+    """``5%`` or a fraction below 1 (``0.05``) -> 0.05. A bare number of 1 or more is refused: ``1``
+    could mean 1 % or +100 %, and a gate that guesses wrong passes a regression."""
+    if isinstance(text, bool):
+        raise ValueError(f"expected a percentage such as 5% or a fraction such as 0.05, got {text!r}")
     s = str(text).strip()
     try:
-        if s.endswith("%"):
-            value = float(s[:-1]) / 100.0
-        else:
-            value = float(s)
-            value = value / 100.0 if value > 1 else value
+        value = float(s[:-1]) / 100.0 if s.endswith("%") else float(s)
     except ValueError:
-        raise ValueError(f"expected a percentage such as 5% or 0.05, got {text!r}") from None
+        raise ValueError(f"expected a percentage such as 5% or a fraction such as 0.05, got {text!r}") from None
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"expected a non-negative percentage, got {text!r}")
+        raise ValueError(f"expected a non-negative percentage such as 5% or 0.05, got {text!r}")
+    if not s.endswith("%") and value >= 1:
+        pct, frac, whole = _plain(value), _plain(value / 100), _plain(value * 100)
+        raise ValueError(f"{s} is ambiguous: write {pct}% for {pct} percent (or the fraction {frac}), or {whole}% for +{whole} percent")
     return value
+
+
+def _plain(x: float) -> str:
+    return f"{x:.10g}"
 
 
 _GATE_KEYS = {"max_regression", "alpha", "top_ops", "by", "min_delta_us", "metrics", "steps"}
@@ -165,7 +168,7 @@ def load_config(path: Path | None, base: GateConfig | None = None) -> GateConfig
         raise ValueError(f"{path}: unknown [gate] key(s) {', '.join(sorted(bad))}; expected {', '.join(sorted(_GATE_KEYS))}")
     changes: dict[str, Any] = {}
     if "max_regression" in gate:
-        changes["max_regression"] = parse_percent(gate["max_regression"])
+        changes["max_regression"] = _percent_in(path, "[gate] max_regression", gate["max_regression"])
     if "alpha" in gate:
         changes["alpha"] = float(gate["alpha"])
     if "top_ops" in gate:
@@ -190,8 +193,17 @@ def load_config(path: Path | None, base: GateConfig | None = None) -> GateConfig
             )
         if not known_metric(name):
             raise ValueError(f"{path}: [metric.{name}]: unknown metric name")
+        if "max_regression" in opts:
+            _percent_in(path, f"[metric.{name}] max_regression", opts["max_regression"])
         per[name] = opts
     return with_metric_rules(cfg, per)
+
+
+def _percent_in(path: Path, key: str, value: Any) -> float:
+    try:
+        return parse_percent(value)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {key}: {exc}") from None
 
 
 def with_metric_rules(cfg: GateConfig, per: dict[str, dict[str, Any]]) -> GateConfig:
@@ -260,6 +272,8 @@ def gate(base_runs: Sequence[dict[str, pa.Table]], cur_runs: Sequence[dict[str, 
             f"the baseline has {desc['baseline']} samples and the current {desc['current']}: a gate compares like with like "
             "(profile both with steps, or compare whole runs: repeated runs without step ids on both sides)"
         )
+    if cfg.steps is not None:
+        _check_window(cfg.steps, granularity, base_runs, cur_runs)
     step_base = samples(base_runs, "step_time_us", by=cfg.by, window=cfg.steps)
     floor_default = cfg.min_delta_step_fraction * _median(step_base)
     verdicts = []
@@ -287,6 +301,19 @@ def gate(base_runs: Sequence[dict[str, pa.Table]], cur_runs: Sequence[dict[str, 
             f"(needs about {need} per side, from steps or repeated runs); decided on the {cfg.max_regression * 100:g}% threshold alone"
         )
     return GateResult(verdicts, warnings, cfg)
+
+
+def _check_window(window: StepWindow, granularity: dict[str, set[str]], base_runs, cur_runs) -> None:
+    """A --steps window must hold steps of both sides: never whole runs gated as if cut."""
+    lo, hi = window
+    spec = f"{'' if lo is None else lo}:{'' if hi is None else hi}"
+    if granularity["baseline"] == {"whole-run"}:
+        raise ValueError(f"--steps {spec}: these profiles carry no step ids, so no window can be cut; drop --steps")
+    for side, runs in (("baseline", base_runs), ("current", cur_runs)):
+        ids = sorted({s for t in runs for s in t["step_breakdown"]["step"].drop_null().to_pylist()})
+        inside = [s for s in ids if (lo is None or s >= lo) and (hi is None or s <= hi)]
+        if ids and not inside:
+            raise ValueError(f"--steps {spec}: no step of the {side} is in that window; it has steps {ids[0]} to {ids[-1]}")
 
 
 def _granularity(tables: dict[str, pa.Table]) -> str:

@@ -19,6 +19,10 @@ _TIME = re.compile(r"^\s*([0-9.]+)\s*(us|µs|ms|s)?\s*$")
 _UNIT = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6, None: 1e6}
 
 
+class WindowError(ValueError):
+    """The window holds nothing of this profile (the message names what the profile has)."""
+
+
 def parse_steps(spec: str) -> tuple[int | None, int | None]:
     """``"10:100"`` -> (10, 100); ``"10:"`` and ``":100"`` leave one side open; ``"7"`` is one step."""
     first, sep, last = spec.partition(":")
@@ -118,6 +122,8 @@ def apply_window(
         lo = None if time[0] is None else origin + time[0]
         hi = None if time[1] is None else origin + time[1]
         out["kernels"] = out["kernels"].filter(_between(out["kernels"]["start_us"], lo, hi))
+    if kernels.num_rows and out["kernels"].num_rows == 0:
+        raise WindowError(_empty_window(kernels, tables.get("steps"), steps, time))
     ranges = _rank_ranges(out["kernels"])
     for name in ("api_calls", "copies"):
         out[name] = _cut_by_time(tables[name], ranges)
@@ -126,6 +132,44 @@ def apply_window(
     if "op_memory" in tables:
         out["op_memory"] = _held_in(tables["op_memory"], ranges)
     return out
+
+
+def _empty_window(kernels: pa.Table, steps_table: pa.Table | None, steps, time) -> str:
+    """Why a window holds nothing, with what the profile has: the step ids or the time it spans."""
+    if steps is not None:
+        ids = pc.unique(kernels["step"].drop_null()).to_numpy(zero_copy_only=False)
+        if steps_table is not None and steps_table.num_rows:
+            ids = np.union1d(ids, steps_table["step"].drop_null().to_numpy(zero_copy_only=False))
+        ids = np.unique(ids)
+        spec = f"{'' if steps[0] is None else steps[0]}:{'' if steps[1] is None else steps[1]}"
+        return f"--steps {spec}: no step of this profile is in that window; it has {_ids(ids)}"
+    ends = pc.add(kernels["start_us"], pc.fill_null(kernels["duration_us"], 0.0))
+    span = (pc.max(ends).as_py() or 0.0) - (pc.min(kernels["start_us"]).as_py() or 0.0)
+    lo = "" if time[0] is None else _fmt_time(time[0])
+    hi = "" if time[1] is None else _fmt_time(time[1])
+    whole = _fmt_time(span)
+    return f"--time {lo}:{hi}: no kernel starts in that window; this profile spans {whole} from its first kernel (--time 0s:{whole})"
+
+
+def _ids(ids: np.ndarray) -> str:
+    n = len(ids)
+    first, last = int(ids[0]), int(ids[-1])
+    if n == 1:
+        return f"step {first} only (--steps {first})"
+    if last - first + 1 == n:
+        return f"steps {first} to {last} (--steps {first}:{last})"
+    shown = ", ".join(str(int(i)) for i in ids[:8])
+    return f"{n:,} steps: {shown}{', …' if n > 8 else ''} (--steps {first}:{last})"
+
+
+def _fmt_time(us: float) -> str:
+    if us == 0:
+        return "0s"
+    if us >= 1e6:
+        return f"{us / 1e6:.6g}s"
+    if us >= 1e3:
+        return f"{us / 1e3:.6g}ms"
+    return f"{us:.6g}us"
 
 
 def _held_in(blocks: pa.Table, ranges: dict[object, tuple[float, float]]) -> pa.Table:
