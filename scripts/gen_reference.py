@@ -3,7 +3,8 @@
 - docs/cli.md from every command's own ``--help`` (in the order of the app, at 100 columns);
 - docs/tables.md from ``npudiag/schemas.py`` (each table's columns, types and the comment beside
   each column);
-- docs/rules.md from each rule module's docstring, ``OPTIONS`` and ``MSPROF_ANALYZE``.
+- docs/rules.md from each rule module's docstring, ``OPTIONS`` and ``MSPROF_ANALYZE``;
+- docs/glossary.md from ``npudiag/profiling/analysis/quantities.py``'s ``GLOSSARY``.
 
 Run from the repository root:
 
@@ -138,7 +139,24 @@ def render_rules() -> str:
     return "".join(parts + docs)
 
 
-PAGES = {DOCS / "cli.md": render_cli, DOCS / "tables.md": render_tables, DOCS / "rules.md": render_rules}
+def render_glossary() -> str:
+    sys.path.insert(0, str(ROOT))
+    from npudiag.profiling.analysis.quantities import GLOSSARY
+
+    parts = [
+        "# Glossary\n\n", HEAD,
+        "Every quantity npudiag reports is defined once, in `npudiag/profiling/analysis/quantities.py`;\n"
+        "`analyze`, `report`, `compare`, `gate` and `cluster` take it from there. All are per rank (one\n"
+        "device); a many-rank figure says whether it is a sum, a mean per rank or a wall time. A test\n"
+        "checks that the other pages state each formula in these words.\n\n",
+        "| quantity | definition |\n| --- | --- |\n",
+    ]  # fmt: skip
+    parts += [f"| `{k}` | {v} |\n" for k, v in GLOSSARY.items()]
+    return "".join(parts)
+
+
+PAGES = {DOCS / "cli.md": render_cli, DOCS / "tables.md": render_tables, DOCS / "rules.md": render_rules,
+         DOCS / "glossary.md": render_glossary}  # fmt: skip
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))

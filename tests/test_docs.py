@@ -86,6 +86,26 @@ def _anchors(page: Path) -> set[str]:
     return out
 
 
+# (page, quantity): where a page states a quantity's formula, it is the glossary's, word for word
+DOCUMENTED_FORMULAS = [
+    ("docs/gate.md", "device_busy_us"), ("docs/gate.md", "copy_not_overlapped_us"), ("docs/gate.md", "free_us"),
+    ("docs/analyze.md", "device_busy_us"), ("docs/analyze.md", "span_us"),
+]  # fmt: skip
+
+
+def test_each_documented_formula_is_the_glossarys() -> None:
+    """analyze.md said busy was the union of kernel intervals and gate.md computing + communication
+    not overlapped; the code computes neither."""
+    from npudiag.profiling.analysis.quantities import GLOSSARY
+
+    for page, key in DOCUMENTED_FORMULAS:
+        text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
+        assert GLOSSARY[key] in text, f"{page} does not state {key} as the glossary does: {GLOSSARY[key]}"
+    gate = (ROOT / "docs" / "gate.md").read_text(encoding="utf-8")
+    assert "computing + communication not overlapped (mean" not in gate
+    assert "union of kernel intervals" not in (ROOT / "docs" / "analyze.md").read_text(encoding="utf-8")
+
+
 def test_links_between_the_pages_resolve() -> None:
     """Every relative link of README.md and docs/*.md names a file that exists, and a heading in it."""
     bad = []

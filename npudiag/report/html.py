@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.output import write_file
-from npudiag.report.terminal import MEMORY_HEADERS, copy_numbers, fmt_pct, fmt_us, held_rows, hot_op_numbers, memory_row
+from npudiag.report.terminal import MEMORY_HEADERS, copy_numbers, fmt_pct, fmt_us, headline, held_rows, hot_op_numbers, memory_row
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -113,10 +113,8 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>npudiag: {_e(summary.get('title'))}</title>"]
     out.append(f"<style>{_CSS}</style></head><body>")
     out.append(f"<h1>npudiag analyze <small>{_e(summary.get('title'))}</small></h1>")
-    out.append(
-        f"<p>ranks {prof['ranks']} · kernels {prof['kernels']:,} · span {fmt_us(prof['span_us'])} · device busy "
-        f"{fmt_us(prof['device_busy_us'])} ({fmt_pct(prof['device_busy_pct'])}) · steps {prof['steps']}</p>"
-    )
+    figures = " · ".join([f"ranks {prof['ranks']}", *headline(prof)]).replace("\x00", " ")
+    out.append(f"<p>{_e(figures)}</p>")
     findings = summary.get("findings", [])
     out.append(f"<h2>Findings ({len(findings)})</h2>")
     out.append(
@@ -151,7 +149,8 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
         )
     )
     cp = summary["copies"]
-    out.append(f"<h2>Memory copies ({cp['count']:,})</h2>")
+    host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
+    out.append(f"<h2>Memory copies ({cp['count']:,} on the device{host})</h2>")
     out.append(
         _table(
             ["side", "direction", "mode", "count", "bytes", "time", "share of side"],

@@ -46,6 +46,43 @@ def copy_numbers(r: dict[str, Any]) -> list[str]:
     return [f"{r['count']:,}", fmt_bytes(r["bytes"]), fmt_us(r["time_us"]), fmt_pct(r["share_pct"])]
 
 
+_BUSY_LABELS = {"computing_us": "compute", "communication_not_overlapped_us": "comm not overlapped", "copy_not_overlapped_us": "copies"}
+
+
+def headline(prof: dict[str, Any]) -> list[str]:
+    """The profile's headline figures, each labelled with what it is. One rank: its span and device
+    busy time, split into what kept the device busy (largest first, so a copy-bound run reads as
+    one). Several ranks: the wall time, then per-rank means (busy never above 100 % of a span)."""
+    n = prof.get("ranks_with_device_tasks") or 1
+    parts = sorted(((prof.get(k), label) for k, label in _BUSY_LABELS.items() if prof.get(k)), key=lambda x: -x[0])
+    out = [f"kernels {prof['kernels']:,}", f"steps {prof['steps']}"]
+    if n == 1:
+        out.append(f"span {fmt_us(prof['span_us'])}")
+    else:
+        out += [f"wall time {fmt_us(prof['span_us'])}", f"per rank (mean of {n}): span {fmt_us(prof.get('rank_span_sum_us', 0.0) / n)}"]
+    busy = f"device busy {fmt_us(prof['device_busy_us'] / n)} ({fmt_pct(prof['device_busy_pct'])} of span)"
+    out.append(busy + ("".join(f"\x00{'=' if i == 0 else '+'} {label} {fmt_us(v / n)}" for i, (v, label) in enumerate(parts))))
+    out.append(f"kernel time {fmt_us(prof['kernel_time_us'] / n)}")
+    lost = prof.get("time_lost_us")
+    if lost:
+        out.append(f"time lost {fmt_us(lost / n)}")
+    return out
+
+
+def figure_lines(items: list[str], width: int, sep: str = "  ·  ") -> list[str]:
+    """``items`` joined by ``sep``, a new line where the next would not fit, so a label stays with
+    its number; an item's NUL-separated pieces are joined by a space and may go on the next line."""
+    lines: list[str] = []
+    for item in items:
+        for k, piece in enumerate(item.split("\x00")):
+            glue = sep if k == 0 else " "
+            if lines and len(lines[-1]) + len(glue) + len(piece) <= width:
+                lines[-1] += glue + piece
+            else:
+                lines.append(piece)
+    return lines
+
+
 def render_terminal(summary: dict[str, Any], console: Console, command: str = "analyze") -> None:
     prof = summary["profile"]
     head = Text(f"npudiag {command}", style="bold")
@@ -56,14 +93,8 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
     ranks = f"ranks {prof['ranks']}"
     if prof.get("ranks_with_kernels", prof["ranks"]) != prof["ranks"]:
         ranks += f" ({prof['ranks_with_kernels']} with kernels)"
-    lost = prof.get("time_lost_us")
-    console.print(
-        Text(
-            f"{ranks}  ·  kernels {prof['kernels']:,}  ·  span {fmt_us(prof['span_us'])}  ·  "
-            f"device busy {fmt_us(prof['device_busy_us'])} ({fmt_pct(prof['device_busy_pct'])})  ·  "
-            f"kernel time {fmt_us(prof['kernel_time_us'])}  ·  steps {prof['steps']}" + (f"  ·  time lost {fmt_us(lost)}" if lost else "")
-        )
-    )
+    for line in figure_lines([ranks, *headline(prof)], console.width):
+        console.print(Text(line))
     partial = prof.get("ranks_without_kernels") or {}
     if partial:
         shown = "; ".join(f"rank {r}: {', '.join(names)}" for r, names in list(partial.items())[:6])
@@ -78,7 +109,7 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
 
     hot = summary["hot_ops"]
     if hot["top"]:
-        title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']})"
+        title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']}; share of kernel time)"
         cols = [Col("op " + hot["by"], "name", 0, min_width=16), Col("task type", "name", 5, min_width=9, max_width=16),
                 Col("count", priority=2), Col("total", priority=0), Col("avg", priority=3), Col("min", priority=6),
                 Col("max", priority=4), Col("share", priority=0)]  # fmt: skip
@@ -92,7 +123,8 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
         cols = [Col("side", "fixed", 0), Col("direction", "fixed", 0), Col("mode", "fixed", 3), Col("count", priority=1),
                 Col("bytes", priority=2), Col("time", priority=0), Col("share of side", priority=4)]  # fmt: skip
         rows = [[r["side"], r["direction"], r["mode"], *copy_numbers(r)] for r in cp["by_direction"]]
-        console.print(table(console, f"Memory copies ({cp['count']:,})", cols, rows))
+        host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
+        console.print(table(console, f"Memory copies ({cp['count']:,} on the device{host})", cols, rows))
         _copy_stalls(summary, console)
     else:
         console.print("No memory copies in this profile.")

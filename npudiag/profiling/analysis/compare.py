@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from npudiag import schemas
 from npudiag.profiling.analysis.hot_ops import op_key
 from npudiag.profiling.analysis.metrics import samples
+from npudiag.profiling.analysis.quantities import copy_totals
 from npudiag.profiling.analysis.summary import per_rank
 
 LEVELS = ("kernel", "torch")
@@ -122,8 +123,8 @@ def _side_totals(runs: Sequence[dict[str, pa.Table]]) -> dict[str, Any]:
         "steps": int(len(step)),
         "step_time_median_us": float(np.median(step)) if len(step) else None,
         "step_time_mean_us": float(step.mean()) if len(step) else None,
-        "copies": mean([c.num_rows for c in copies]),
-        "copy_time_us": mean([float(pc.sum(pc.fill_null(c["duration_us"], 0.0)).as_py() or 0.0) for c in copies]),
+        "copies": mean([copy_totals(c)["count"] for c in copies]),
+        "copy_time_us": mean([copy_totals(c)["time_us"] for c in copies]),
         "copy_exposed_us": mean([float(pc.sum(t["step_breakdown"]["copy_not_overlapped_us"]).as_py() or 0.0) for t in runs]),
         "idle_us": mean([float(pc.sum(t["step_breakdown"]["free_us"]).as_py() or 0.0) for t in runs]),
         "findings": mean([t["findings"].num_rows for t in runs]),

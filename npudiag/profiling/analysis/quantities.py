@@ -33,6 +33,9 @@ GLOSSARY: dict[str, str] = {
     "step_time_us": "the profiler's step time (step_trace Stage / Iteration Time) where it is at least the span of the step's "
     "tasks, else that span (with a warning); without steps, the rank's span",
     "device_idle_us": "span − device busy",
+    "copies": "device copy tasks (memcpy tasks on the device); the host calls that issued them are counted apart (host_calls)",
+    "copy_time_us": "summed duration of the device copy tasks (host call time is host_time_us)",
+    "copy_bytes": "summed size of the copies whose size is recorded (device tasks, else the host calls); null when none is",
     "time_lost_us": "union of the time ranges the findings own (each range counted once, whatever rules name it), "
     "clipped to the rank's span",
 }
@@ -161,3 +164,25 @@ def clipped_union_us(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float)
     e = np.clip(ends, lo, hi)
     ms, me = merge(s, e)
     return _length(ms, me)
+
+
+def copy_totals(copies: pa.Table) -> dict[str, float | int | None]:
+    """The copies of a table, each counted once: device tasks, with the host calls apart."""
+    side = copies["side"] if copies.num_rows else pa.array([], pa.string())
+    device = copies.filter(pc.fill_null(pc.equal(side, "device"), False)) if copies.num_rows else copies
+    host = copies.filter(pc.fill_null(pc.equal(side, "host"), False)) if copies.num_rows else copies
+
+    def total(t: pa.Table) -> float:
+        return float(pc.sum(pc.fill_null(t["duration_us"], 0.0)).as_py() or 0.0) if t.num_rows else 0.0
+
+    def size(t: pa.Table) -> int | None:
+        return None if t.num_rows == 0 or t["size_bytes"].null_count == t.num_rows else int(pc.sum(t["size_bytes"]).as_py() or 0)
+
+    dev_bytes = size(device)
+    return {
+        "count": device.num_rows,
+        "host_calls": host.num_rows,
+        "time_us": total(device),
+        "host_time_us": total(host),
+        "bytes": dev_bytes if dev_bytes is not None else size(host),
+    }

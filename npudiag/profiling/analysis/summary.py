@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from npudiag import schemas
 from npudiag.profiling.analysis.hot_ops import hot_ops_table, merge_hot_ops
 from npudiag.profiling.analysis.memory import memory_by_rank
-from npudiag.profiling.analysis.quantities import clipped_union_us, timeline
+from npudiag.profiling.analysis.quantities import clipped_union_us, copy_totals, phases, timeline
 from npudiag.profiling.rules import sort_findings
 
 
@@ -55,6 +55,10 @@ def _rank_sel(t: pa.Table, rank) -> pa.Table:
     return t.filter(pc.fill_null(pc.equal(t["rank"], rank), False))
 
 
+# what device busy is made of, in the glossary's terms; they add up to it on every rank
+BUSY_PARTS = ("computing_us", "communication_not_overlapped_us", "copy_not_overlapped_us")
+
+
 def per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
     """The glossary's per-rank figures (npudiag.profiling.analysis.quantities), one row per rank with device tasks."""
     kernels = tables["kernels"]
@@ -69,6 +73,7 @@ def per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
         c = device if single else _rank_sel(device, rank)
         tl = timeline(k, c)
         span, busy = tl.span_us, tl.busy_us
+        ph = phases(tl)  # device busy = computing + communication not overlapped + copy not overlapped
         start = tl.start_us()
         mine = owned if single else _rank_sel(owned, rank)
         lost = 0.0
@@ -84,6 +89,7 @@ def per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
                 "span_us": span,
                 "busy_us": busy,
                 "busy_pct": 100.0 * busy / span if span > 0 else None,
+                **{key: ph[key] for key in BUSY_PARTS},
                 "kernel_time_us": float(pc.sum(pc.fill_null(k["duration_us"], 0.0)).as_py() or 0.0) if k.num_rows else 0.0,
                 "time_lost_us": lost,
             }
@@ -115,7 +121,7 @@ def _task_types(totals: pa.Table) -> list[dict[str, Any]]:
 
 def _copies(copies: pa.Table) -> dict[str, Any]:
     if copies.num_rows == 0:
-        return {"count": 0, "bytes": 0, "time_us": 0.0, "by_direction": []}
+        return {**copy_totals(copies), "device_time_us": 0.0, "by_direction": []}
     t = pa.table(
         {
             "side": copies["side"],
@@ -147,15 +153,8 @@ def _copies(copies: pa.Table) -> dict[str, Any]:
                 "share_pct": 100.0 * row["d_sum"] / st if st else None,
             }
         )
-    sizes = copies["size_bytes"]
-    return {
-        "count": copies.num_rows,
-        "bytes": pc.sum(sizes).as_py() or 0,
-        "time_us": pc.sum(t["d"]).as_py() or 0.0,
-        "device_time_us": side_totals.get("device", 0.0),
-        "host_time_us": side_totals.get("host", 0.0),
-        "by_direction": rows,
-    }
+    totals = copy_totals(copies)  # each copy once: device tasks, host calls apart
+    return {**totals, "device_time_us": totals["time_us"], "by_direction": rows}
 
 
 _STEP_KEYS = ["rank", "step", "step_time_us", "computing_us", "communication_not_overlapped_us", "copy_not_overlapped_us", "free_us"]
@@ -259,6 +258,10 @@ def summary_from_parts(
             "rank_span_sum_us": rank_spans,
             "device_busy_us": busy,
             "device_busy_pct": 100.0 * busy / rank_spans if rank_spans > 0 else None,
+            # busy split as the glossary defines it (sums over ranks, as device_busy_us); a per-rank
+            # mean divides by ranks_with_device_tasks
+            **{key: sum(r.get(key) or 0.0 for r in per_rank) for key in BUSY_PARTS},
+            "ranks_with_device_tasks": sum(1 for r in per_rank if r["span_us"] > 0 or r["busy_us"] > 0),
             "time_lost_us": sum(r["time_lost_us"] for r in per_rank),
             "api_calls": parts["api_calls"],
             "steps": _distinct_steps(parts["steps"], parts["step_breakdown"]),

@@ -1,4 +1,4 @@
-"""hot_op: operator types above ``min_share`` of device time (msprof-analyze ranks High at 5%).
+"""hot_op: operator types above ``min_share`` of kernel time (the summed duration of all kernels) (msprof-analyze ranks High at 5%).
 
 Where the kernel table has PMU ratios, the mean pipe ratios say whether the operator is bound by
 memory moves (mte2), by compute (mac / vec) or by scalar code: every pipe whose mean ratio reaches
@@ -17,7 +17,7 @@ RULE_ID = "hot_op"
 OPTIONS = {"min_share": 0.05, "bound_ratio": 0.8}
 MSPROF_ANALYZE = "operator analysis: top operators, bound type (its High priority at 5 %)"
 _COMM = "Communication dominates: check it overlaps compute (step breakdown) and compare ranks for a slow rank or link."
-_NO_PMU = "Largest share of device time: collect with --aic-metrics PipeUtilization to see which pipe bounds it."
+_NO_PMU = "Large share of kernel time: collect with --aic-metrics PipeUtilization to see which pipe bounds it."
 _NO_BOUND = "No pipe is above the bound ratio: likely latency- or launch-bound; check block dim, tiling and fusion."
 _RATIOS = ("aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio", "aic_scalar_ratio", "aiv_scalar_ratio")
 
@@ -85,7 +85,7 @@ def findings_from(hot_by_type: pa.Table, sums: pa.Table, opts: dict[str, float])
             Finding(
                 RULE_ID,
                 "info",
-                f"{row['key']} takes {row['share_pct']:.1f}% of device time" + (f", {bound}" if bound else ""),
+                f"{row['key']} takes {row['share_pct']:.1f}% of kernel time" + (f", {bound}" if bound else ""),
                 advice,
                 None,
                 row["count"],
