@@ -69,6 +69,7 @@ def run_analyze(
     scheduler: str | None = None,
     dask: bool = False,
     follow_symlinks: bool = False,
+    export: bool = False,
 ) -> None:
     """Read profiler output into Parquet tables, print the summary, say what went wrong (typer.Exit 2)."""
     try:
@@ -82,7 +83,7 @@ def run_analyze(
             result = pipeline.analyze(
                 paths, out if out is not None else _default_out(paths), steps=_steps(steps, start_step, stop_step),
                 time=time_window, rule_options=rules, top=top, by=by, force=force, scheduler=scheduler, dask=dask,
-                follow_symlinks=follow_symlinks, chrome_trace=chrome_trace, html=html_out, progress=bar,
+                follow_symlinks=follow_symlinks, chrome_trace=chrome_trace, html=html_out, progress=bar, export=export,
             )  # fmt: skip
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None

@@ -51,6 +51,9 @@ def analyze(
     follow_symlinks: bool = typer.Option(
         False, "--follow-symlinks", help="Read files that links inside the input point to outside it (not followed by default)."
     ),
+    export: bool = typer.Option(
+        False, "--export", help="First export data collected but never exported (msprof --export=on, torch_npu's analyse)."
+    ),
 ) -> None:
     """Read profiler output into Parquet tables and summarise where device time goes."""
     from npudiag.cli._analyze_run import run_analyze
@@ -58,7 +61,7 @@ def analyze(
     run_analyze(
         paths, out, top=top, by=by.value, json_out=json_out, say=Say(quiet, verbose), steps=steps, start_step=start_step,
         stop_step=stop_step, time_window=time_window, chrome_trace=chrome_trace, html_out=html_out, rule_file=rule_file,
-        rule_opt=rule_opt, force=force, scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks,
+        rule_opt=rule_opt, force=force, scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks, export=export,
     )  # fmt: skip
 
 

@@ -28,12 +28,15 @@ class ChildResult:
     timed_out: bool = False
 
 
-def run_child(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, timeout_s: float | None = None) -> ChildResult:
+def run_child(
+    argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, timeout_s: float | None = None, stdout: int | None = None
+) -> ChildResult:
     """Run ``argv`` and wait for it, whatever signals arrive meanwhile; after ``timeout_s`` its whole
-    process group is sent SIGTERM, then SIGKILL 10 s later."""
+    process group is sent SIGTERM, then SIGKILL 10 s later. ``stdout``: a file descriptor for the
+    child's output (2 keeps a tool's chatter off npudiag's own stdout)."""
     started = time.monotonic()
     try:
-        proc = popen(argv, env=env, cwd=cwd)
+        proc = popen(argv, env=env, cwd=cwd, stdout=stdout)
     except FileNotFoundError:
         raise OSError(f"cannot run {argv[0]}: no such file") from None
     except PermissionError:

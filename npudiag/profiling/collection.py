@@ -177,6 +177,63 @@ def collect(
     return Collection(argv, result.returncode, result.elapsed_s, new, warnings)
 
 
+def export_unexported(paths: list[Path], *, follow_symlinks: bool = False, timeout_s: float | None = None,
+                      tell: Callable[[str], None] = lambda _message: None) -> list[str]:  # fmt: skip
+    """Run the export each collected-but-unexported profile under ``paths`` needs: msprof's
+    ``--export=on`` for a PROF_* folder, torch_npu's offline ``analyse`` (with a Python that has
+    torch_npu) for an ``*_ascend_pt`` folder. They write inside those folders, as the tools do.
+    Returns one note per export run; ToolError when the tool is missing or fails."""
+    from npudiag.collect import toolkit
+    from npudiag.collect.runner import run_child
+    from npudiag.profiling.discover import discover, msprof_export_argv, torch_parse_argv
+
+    notes: list[str] = []
+    done: set[Path] = set()
+    for p in paths:
+        if not Path(p).is_dir():
+            continue
+        for unit in discover(Path(p), [], follow_symlinks):
+            if unit.unexported is None:
+                continue
+            if unit.kind == "torch_npu":
+                if unit.path.parent in done:  # one analyse parses every *_ascend_pt folder beside it
+                    continue
+                python = torch_python()
+                if python is None:
+                    raise ToolError(f"{unit.path}: --export needs torch_npu's offline parse, and no Python with torch_npu was found "
+                                    "(tried this Python and python3 on PATH); run it where torch_npu is installed")  # fmt: skip
+                argv = torch_parse_argv(python, unit.path)
+                done.add(unit.path.parent)
+            else:
+                msprof = toolkit.find_msprof(toolkit.find_toolkit()[0])
+                if msprof is None:
+                    why = toolkit.first_problem(toolkit.doctor(), "msprof") or "not found"
+                    raise ToolError(f"{unit.path}: --export needs msprof: {why}")
+                argv = msprof_export_argv(str(msprof), unit.path)
+            tell(shlex.join(argv))
+            try:
+                result = run_child(argv, timeout_s=timeout_s, stdout=2)
+            except OSError as exc:
+                raise ToolError(str(exc)) from None
+            if result.returncode != 0:
+                raise ToolError(f"{unit.path}: the export failed: {shlex.join(argv)} exited with {result.returncode}")
+            notes.append(f"{unit.path}: exported before analysis with {shlex.join(argv)}")
+    return notes
+
+
+def torch_python() -> str | None:
+    """A Python that can import torch_npu: this one, else python3 on PATH."""
+    import shutil
+    import subprocess
+    import sys
+
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch_npu') is None)"
+    for candidate in dict.fromkeys([sys.executable, shutil.which("python3") or ""]):
+        if candidate and subprocess.run([candidate, "-c", probe], capture_output=True, timeout=60).returncode == 0:
+            return candidate
+    return None
+
+
 def analyze_collected(collected: Collection, out: Path, *, steps: str | None = None, force: bool = False, progress=None):
     """Analyze what a collection wrote into ``out``, keeping the ``steps`` window; where the window
     cannot be applied (msprof's op_summary rows carry no step ids) analyse every step instead, with a

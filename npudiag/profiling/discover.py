@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,16 +71,27 @@ class Unit:
     rank: int | None = None
     files: dict[str, list[Path]] = field(default_factory=dict)
     unread: list[Path] = field(default_factory=list)
+    # raw data that a tool must turn into readable files first: one line naming the command, or None
+    unexported: str | None = None
+
+    # files in the profile that match no format by name or content, with the reason
+    not_read: list[tuple[Path, str]] = field(default_factory=list)
 
     def add(self, path: Path, *, sniff: bool = False) -> bool:
-        """File ``path`` under its kind; with ``sniff``, a CSV of unknown name is recognised by its header."""
+        """File ``path`` under its kind; with ``sniff``, a CSV or JSON of unknown name is recognised by
+        its content (a CSV's header, a JSON's Chrome-trace shape), and one that fits nothing is noted."""
         kind = classify(path.name)
         if kind is None and KNOWN_UNREAD.match(path.name):
             self.unread.append(path)
             return False
-        if kind is None and sniff and path.name.lower().endswith(".csv"):
+        lower = path.name.lower()
+        if kind is None and sniff and lower.endswith(".csv"):
             kind = kind_by_header(path)
+        if kind is None and sniff and lower.endswith(".json"):
+            kind = kind_by_content(path)
         if kind is None:
+            if sniff:
+                self.not_read.append((path, "neither its name nor its content matches a format npudiag reads"))
             return False
         self.files.setdefault(kind, []).append(path)
         return True
@@ -106,6 +118,26 @@ def kind_by_header(path: Path) -> str | None:
         if any(need <= names for need in alternatives):
             return kind
     return None
+
+
+# the start of a Chrome trace: an array of event objects, or an object with a traceEvents array;
+# an event object names its phase ("ph")
+_TRACE_START = re.compile(rb'^\s*(\[\s*\{|\{\s*"traceEvents"\s*:\s*\[)')
+_TRACE_EVENT = re.compile(rb'"ph"\s*:\s*"[A-Za-z]"')
+
+
+def kind_by_content(path: Path) -> str | None:
+    """``trace`` for a JSON file that is a Chrome trace whatever its name (a renamed trace_view.json or
+    msprof_*.json), from its first 64 KiB; None otherwise."""
+    try:
+        if not path.is_file():
+            return None
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError:
+        return None
+    head = head.removeprefix(b"\xef\xbb\xbf")
+    return "trace" if _TRACE_START.match(head) and _TRACE_EVENT.search(head) else None
 
 
 @dataclass
@@ -180,11 +212,48 @@ def _device_info(unit: Unit, devices: list[Path], scope: Scope) -> None:
                     unit.add(f)
 
 
+def _raw_folders(folder: Path, pattern: str) -> list[str]:
+    """The raw-data folders (``host/data``, ``device_N/data``) under ``folder`` that hold a file."""
+    out = []
+    for d in sorted(folder.glob(pattern)):
+        try:
+            if d.is_dir() and any(True for _ in os.scandir(d)):
+                out.append(d.relative_to(folder).as_posix())
+        except OSError:
+            continue
+    return out
+
+
+def msprof_export_argv(msprof: str, prof: Path) -> list[str]:
+    """msprof's export of a collected PROF_* folder (it writes mindstudio_profiler_output inside)."""
+    return [msprof, "--export=on", f"--output={prof}"]
+
+
+def torch_parse_argv(python: str, folder: Path) -> list[str]:
+    """torch_npu's offline parse: ``analyse`` takes the folder that holds the ``*_ascend_pt`` folders."""
+    return [python, "-c", f"from torch_npu.profiler.profiler import analyse; analyse(profiler_path={str(folder.parent)!r})"]
+
+
+def msprof_export_command(prof: Path) -> str:
+    return shlex.join(msprof_export_argv("msprof", prof))
+
+
+def torch_parse_command(folder: Path) -> str:
+    return shlex.join(torch_parse_argv("python3", folder))
+
+
 def _torch_unit(folder: Path, scope: Scope) -> Unit:
     unit = Unit(folder, "torch_npu", _torch_rank(folder, scope))
     for f in _files(folder / "ASCEND_PROFILER_OUTPUT", scope):
         unit.add(f, sniff=True)
     _device_info(unit, sorted(folder.glob("PROF_*/device_*")), scope)
+    if not any(k != "device_info" for k in unit.files):
+        raw = [d for d in ("FRAMEWORK",) if (folder / d).is_dir()] + _raw_folders(folder, "PROF_*/*/data")
+        if raw:
+            unit.unexported = (
+                f"collected but torch_npu's offline parse never ran (raw data in {', '.join(raw[:4])}; no ASCEND_PROFILER_OUTPUT): "
+                f"run {torch_parse_command(folder)} where torch_npu is installed, or npudiag analyze --export"
+            )
     return unit
 
 
@@ -212,6 +281,12 @@ def _msprof_units(folder: Path, scope: Scope) -> list[Unit]:
         unit = Unit(folder, "msprof")
         for f in _files(folder, scope):
             unit.add(f, sniff=True)
+        raw = _raw_folders(folder, "host/data") + _raw_folders(folder, "device_*/data")
+        if raw and not any(k != "device_info" for k in unit.files):
+            unit.unexported = (
+                f"collected but never exported (raw data in {', '.join(raw[:4])}; no mindstudio_profiler_output): "
+                f"run {msprof_export_command(folder)}, or npudiag analyze --export"
+            )
         units.append(unit)
     return units
 

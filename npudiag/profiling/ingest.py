@@ -350,7 +350,13 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
         "holds": sorted(name for name, ts in parts.items() if any(t.num_rows for t in ts)),
         "task_counts": merge_counts(counts),
         "unread_files": [str(p) for p in u.unread],
+        "not_read": [{"path": str(p), "reason": why} for p, why in u.not_read],
     }
+    data_like = [p.name for p, _ in u.not_read if p.suffix.lower() in (".csv", ".json", ".db")]
+    if data_like:
+        shown = ", ".join(data_like[:5]) + (f" and {len(data_like) - 5} more" if len(data_like) > 5 else "")
+        warnings.append(f"{u.path}: {len(data_like)} file(s) not read, their name and content match no format npudiag reads: "
+                        f"{shown} (listed under not_read in manifest.json)")  # fmt: skip
     if u.kind == "torch_npu":
         args, warning = read_distributed_args(u.path / "profiler_metadata.json")
         if warning:
@@ -461,6 +467,9 @@ def find_units(paths: list[Path], follow_symlinks: bool = False) -> Found:
         if not found and p.is_dir():
             errors.append(f"{p}: no profiler output found (expected a PROF_* or *_ascend_pt folder, or summary CSV / trace JSON files)")
         for u in found:
+            if u.unexported is not None:  # nothing to read until a tool exports it: say which command does
+                errors.append(f"{u.path}: {u.unexported}")
+                continue
             key = u.path.resolve()
             if key in seen:
                 warnings.append(f"{u.path}: the same profile as {seen[key]} (given twice); read once")

@@ -98,13 +98,16 @@ def analyze(
     chrome_trace: str | Path | None = None,
     html: str | Path | None = None,
     progress: Progress | None = None,
+    export: bool = False,
 ) -> Analysis:
     """Read profiler output (PROF_* / *_ascend_pt folders, a parent of many, single files).
 
     ``out``: folder for the Parquet tables and manifest.json; None keeps everything in memory (many
     ranks are then read by a local pool into one table set). ``steps`` ``"10:100"`` or (10, 100);
     ``time`` ``"1.5s:3s"`` or (µs, µs) from the first kernel. ``rule_options``: {rule: {option: value}}.
-    ``scheduler`` / ``dask`` run the per-rank work on Dask (``out`` required, on shared storage)."""
+    ``scheduler`` / ``dask`` run the per-rank work on Dask (``out`` required, on shared storage).
+    ``export``: first export what was collected but never exported (msprof / torch_npu, which write
+    into those folders)."""
     from npudiag.executors import choose_backend
     from npudiag.profiling.ingest import find_units
 
@@ -112,7 +115,13 @@ def analyze(
     out = Path(out) if out is not None else None
     step_window, time_range = _window(steps, time)
     overrides = {k: dict(v) for k, v in (rule_options or {}).items()}
+    notes = []
+    if export:  # collected but never exported: run msprof's export / torch_npu's parse first
+        from npudiag.profiling.collection import export_unexported
+
+        notes = export_unexported(paths, follow_symlinks=follow_symlinks)
     found = find_units(paths, follow_symlinks)
+    found.warnings[:0] = notes
     if not found.units and found.errors:  # nothing readable: say why, write nothing
         return Analysis(None, out, errors=list(found.errors), warnings=list(found.warnings))
     if out is not None and (len(found.units) > 1 or scheduler or dask):
