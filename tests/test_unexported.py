@@ -89,7 +89,8 @@ def test_renamed_traces_are_read_by_content_and_what_is_not_read_is_listed(tmp_p
     used = {Path(i["path"]).name: i for i in manifest["inputs"]}
     assert used["trace.json"]["kind"] == "trace" and used["trace.json"]["used_for"]
     (unit,) = manifest["units"]
-    assert unit["not_read"] == [{"path": str(ren / "notes.json"), "reason": "neither its name nor its content matches a format npudiag reads"}]
+    why = "neither its name nor its content matches a format npudiag reads"
+    assert unit["not_read"] == [{"path": str(ren / "notes.json"), "reason": why}]
     assert sum("1 file(s) not read" in w and "notes.json" in w for w in manifest["warnings"]) == 1
     # the copies the trace holds, counted from the raw file: msprof's MEMCPY device tasks
     events = json.loads((ren / "trace.json").read_text())
