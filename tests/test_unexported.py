@@ -96,3 +96,30 @@ def test_renamed_traces_are_read_by_content_and_what_is_not_read_is_listed(tmp_p
     events = json.loads((ren / "trace.json").read_text())
     device = [e for e in events if e.get("ph") == "X" and "MEMCPY" in str(e.get("name", "")).upper() and e.get("args", {}).get("Task Type")]
     assert json.loads(r.stdout)["copies"]["count"] == len(device) > 0
+
+
+def test_repeated_runs_in_one_collect_folder_are_runs_not_ranks(tmp_path: Path) -> None:
+    """Seven `npudiag profile` runs into one --collect-dir: analyze said "ranks 7" (all device 0)."""
+    import csv
+    import json
+    import time
+
+    env = {**msprof_standin_path(tmp_path / "bin")}
+    for _ in range(3):
+        r = subprocess.run(["msprof", f"--output={tmp_path / 'coll'}", sys.executable, "-c", "pass"], capture_output=True, text=True,
+                           env={**os.environ, **env})  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        time.sleep(0.01)
+    profs = sorted((tmp_path / "coll").glob("PROF_*"))  # the name carries the collection time: sorted is oldest first
+    assert len(profs) == 3 and all((p / "device_0").is_dir() for p in profs)
+    r = run_cli("analyze", tmp_path / "coll", "--out", tmp_path / "o", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["profile"]["ranks"] == 1
+    assert any("3 runs of the same process" in w and f"analysing the latest, {profs[-1].name}" in w for w in data["warnings"])
+    with open(next((profs[-1] / "mindstudio_profiler_output").glob("op_summary_*.csv")), newline="") as fh:
+        assert data["profile"]["kernels"] == sum(1 for _ in csv.DictReader(fh))
+    every = json.loads(run_cli("analyze", tmp_path / "coll", "--out", tmp_path / "o", "--json", "--runs", "all", env=env).stdout)
+    assert every["profile"]["ranks"] == 3 and any("read as 3 ranks (--runs all)" in w for w in every["warnings"])
+    g = run_cli("gate", tmp_path / "coll", tmp_path / "coll", "--json", env=env)
+    assert g.returncode == 0 and {m["base_n"] for m in json.loads(g.stdout)["metrics"]} == {3}, g.stdout  # one sample per run

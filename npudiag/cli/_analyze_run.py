@@ -70,6 +70,7 @@ def run_analyze(
     dask: bool = False,
     follow_symlinks: bool = False,
     export: bool = False,
+    runs: str = "latest",
 ) -> None:
     """Read profiler output into Parquet tables, print the summary, say what went wrong (typer.Exit 2)."""
     try:
@@ -84,6 +85,7 @@ def run_analyze(
                 paths, out if out is not None else _default_out(paths), steps=_steps(steps, start_step, stop_step),
                 time=time_window, rule_options=rules, top=top, by=by, force=force, scheduler=scheduler, dask=dask,
                 follow_symlinks=follow_symlinks, chrome_trace=chrome_trace, html=html_out, progress=bar, export=export,
+                runs=runs,
             )  # fmt: skip
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None

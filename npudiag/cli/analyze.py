@@ -18,6 +18,11 @@ Example:
   npudiag report npudiag-out/torch --top 5"""
 
 
+class Runs(str, Enum):
+    latest = "latest"
+    all = "all"
+
+
 class By(str, Enum):
     type = "type"
     name = "name"
@@ -54,6 +59,9 @@ def analyze(
     export: bool = typer.Option(
         False, "--export", help="First export data collected but never exported (msprof --export=on, torch_npu's analyse)."
     ),
+    runs: Runs = typer.Option(
+        Runs.latest, "--runs", help="Repeated runs of one process in one folder: analyse the latest, or all (each as a rank)."
+    ),
 ) -> None:
     """Read profiler output into Parquet tables and summarise where device time goes."""
     from npudiag.cli._analyze_run import run_analyze
@@ -62,6 +70,7 @@ def analyze(
         paths, out, top=top, by=by.value, json_out=json_out, say=Say(quiet, verbose), steps=steps, start_step=start_step,
         stop_step=stop_step, time_window=time_window, chrome_trace=chrome_trace, html_out=html_out, rule_file=rule_file,
         rule_opt=rule_opt, force=force, scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks, export=export,
+        runs=runs.value,
     )  # fmt: skip
 
 

@@ -364,6 +364,46 @@ def _walk(folder: Path, depth: int, units: list[Unit], seen: set[tuple[int, int]
         _walk(child, depth + 1, units, seen, scope)
 
 
+_STAMP = re.compile(r"_([0-9]{14,17})(?:_|$)")  # PROF_000001_<yyyymmddHHMMSSfff>_..., <worker>_<pid>_<stamp>_ascend_pt
+
+
+def _run_identity(u: Unit) -> tuple[Path, str, object] | None:
+    """Where a unit was collected and what it profiled: (collect folder, kind, rank or devices). Two
+    units with one identity are two runs of the same process, not two ranks."""
+    if u.kind == "torch_npu":
+        return (u.path.parent, u.kind, u.rank) if u.rank is not None else None
+    if u.kind != "msprof":
+        return None
+    if re.fullmatch(r"device_[0-9]{1,9}", u.path.name):  # CANN <= 7: the unit is PROF_*/device_N
+        return (u.path.parent.parent, u.kind, (u.path.name,))
+    try:
+        devices = tuple(sorted(d.name for d in u.path.glob("device_*") if re.fullmatch(r"device_[0-9]{1,9}", d.name) and d.is_dir()))
+    except OSError:
+        return None
+    return (u.path.parent, u.kind, devices) if devices else None
+
+
+def _collected_at(u: Unit) -> tuple[str, float]:
+    folder = u.path.parent if re.fullmatch(r"device_[0-9]{1,9}", u.path.name) else u.path
+    m = _STAMP.search(folder.name.removesuffix("_ascend_pt"))
+    try:
+        mtime = folder.stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    return (m.group(1).ljust(17, "0") if m else "", mtime)
+
+
+def run_groups(units: list[Unit]) -> list[list[Unit]]:
+    """Units that are repeated runs of one process (collected side by side, the same rank or the
+    same devices), each group oldest first."""
+    groups: dict[tuple, list[Unit]] = {}
+    for u in units:
+        key = _run_identity(u)
+        if key is not None:
+            groups.setdefault(key, []).append(u)
+    return [sorted(g, key=_collected_at) for g in groups.values() if len(g) > 1]
+
+
 def duplicate_ranks(units: list[Unit]) -> dict[int, list[Unit]]:
     """Ranks that more than one unit declares, with those units."""
     by_rank: dict[int, list[Unit]] = {}

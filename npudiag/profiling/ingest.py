@@ -24,7 +24,7 @@ from npudiag.errors import InputError
 from npudiag.profiling import tasks
 from npudiag.profiling.analysis.copies import build_copies
 from npudiag.profiling.assemble import assign_steps_by_time, duplicate_steps, merge_steps, name_comm_tasks, split_tasks
-from npudiag.profiling.discover import Unit, assign_ranks, discover, duplicate_ranks
+from npudiag.profiling.discover import Unit, assign_ranks, discover, duplicate_ranks, run_groups
 from npudiag.profiling.formats.analysis_db import read_analysis_db
 from npudiag.profiling.formats.api_statistic import read_api_statistic
 from npudiag.profiling.formats.communication import read_communication_tables, read_matrix
@@ -454,7 +454,13 @@ class Found:
         return {f: self.record[f] for fs in u.files.values() for f in fs}
 
 
-def find_units(paths: list[Path], follow_symlinks: bool = False) -> Found:
+RUNS = ("latest", "all")
+
+
+def find_units(paths: list[Path], follow_symlinks: bool = False, runs: str = "latest") -> Found:
+    """The units under ``paths``. Repeated runs of one process collected side by side (several
+    PROF_* folders of the same device, several *_ascend_pt of the same rank) are not ranks:
+    ``runs="latest"`` keeps the newest of each, ``"all"`` reads each as its own rank; a warning says which."""
     warnings: list[str] = []
     errors: list[str] = []
     units: list[Unit] = []
@@ -476,6 +482,16 @@ def find_units(paths: list[Path], follow_symlinks: bool = False) -> Found:
                 continue
             seen[key] = u.path
             units.append(u)
+    for group in run_groups(units):
+        where = group[0].path.parent.parent if group[0].path.name.startswith("device_") else group[0].path.parent
+        names = ", ".join(u.path.name for u in group[:4]) + (f" and {len(group) - 4} more" if len(group) > 4 else "")
+        if runs == "latest":
+            drop = {id(u) for u in group[:-1]}
+            units = [u for u in units if id(u) not in drop]
+            warnings.append(f"{where}: {len(group)} runs of the same process ({names}), not {len(group)} ranks; "
+                            f"analysing the latest, {group[-1].path.name} (--runs all reads each as its own rank)")  # fmt: skip
+        else:
+            warnings.append(f"{where}: {len(group)} runs of the same process ({names}) read as {len(group)} ranks (--runs all)")
     duplicates = {r: [str(u.path) for u in us] for r, us in duplicate_ranks(units).items()}
     warnings.extend(assign_ranks(units))
     record: dict[Path, InputFile] = {}

@@ -99,6 +99,7 @@ def analyze(
     html: str | Path | None = None,
     progress: Progress | None = None,
     export: bool = False,
+    runs: str = "latest",
 ) -> Analysis:
     """Read profiler output (PROF_* / *_ascend_pt folders, a parent of many, single files).
 
@@ -107,7 +108,8 @@ def analyze(
     ``time`` ``"1.5s:3s"`` or (µs, µs) from the first kernel. ``rule_options``: {rule: {option: value}}.
     ``scheduler`` / ``dask`` run the per-rank work on Dask (``out`` required, on shared storage).
     ``export``: first export what was collected but never exported (msprof / torch_npu, which write
-    into those folders)."""
+    into those folders). ``runs``: of repeated runs of one process collected side by side, analyse the
+    ``"latest"`` or ``"all"`` (each as its own rank)."""
     from npudiag.executors import choose_backend
     from npudiag.profiling.ingest import find_units
 
@@ -120,7 +122,9 @@ def analyze(
         from npudiag.profiling.collection import export_unexported
 
         notes = export_unexported(paths, follow_symlinks=follow_symlinks)
-    found = find_units(paths, follow_symlinks)
+    if runs not in ("latest", "all"):
+        raise OptionError(f"runs must be 'latest' or 'all', not {runs!r}", "runs")
+    found = find_units(paths, follow_symlinks, runs)
     found.warnings[:0] = notes
     if not found.units and found.errors:  # nothing readable: say why, write nothing
         return Analysis(None, out, errors=list(found.errors), warnings=list(found.warnings))

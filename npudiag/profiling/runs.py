@@ -18,7 +18,7 @@ import pyarrow as pa
 from npudiag.errors import InputError
 from npudiag.output import OutputFolder, npudiag_manifest, write_manifest
 from npudiag.profiling.analysis.derive import derive
-from npudiag.profiling.discover import is_msprof_folder, is_torch_folder
+from npudiag.profiling.discover import discover, is_msprof_folder, is_torch_folder, run_groups
 from npudiag.profiling.ingest import ingest
 from npudiag.store import load_outputs, output_manifest, write_table
 from npudiag.version import SCHEMA_VERSION, __version__
@@ -80,6 +80,12 @@ def run_folders(path: Path) -> list[Path]:
         runs = [c for c in children if _holds_profile(c)]
         if runs:
             return runs
+    # profiles side by side that are runs of one process (several `npudiag profile` into one
+    # --collect-dir): each a run, as analyze counts them, never the ranks of one run
+    units = discover(path, [], False)
+    groups = run_groups(units)
+    if len(groups) == 1 and len(groups[0]) == len(units):
+        return [u.path for u in groups[0]]
     return [path]
 
 
