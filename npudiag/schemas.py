@@ -114,7 +114,10 @@ STEPS = pa.schema(
         ("step", pa.int64()),
         ("start_us", pa.float64()),  # null where the file gives only durations
         ("end_us", pa.float64()),
+        ("start_ns", pa.int64()),  # the recorded range in exact ns where the file has it (.db, a trace's text ts)
+        ("end_ns", pa.int64()),
         ("step_time_us", pa.float64()),  # Stage (torch_npu) or Iteration Time (msprof)
+        ("stage_us", pa.float64()),  # torch_npu's Stage: first to last device task of the step, without Bubble
         ("computing_us", pa.float64()),
         ("communication_not_overlapped_us", pa.float64()),
         ("overlapped_us", pa.float64()),
@@ -185,18 +188,25 @@ STEP_BREAKDOWN = pa.schema(
         ("rank", pa.int32()),
         ("step", pa.int64()),  # null: a profile without steps (one row for the whole window)
         ("start_us", pa.float64()),  # the step's first device task
-        ("step_time_us", pa.float64()),  # = computing + communication not overlapped + copy not overlapped + free
+        # = before first task + computing + communication not overlapped + copy not overlapped + free + after last task
+        ("step_time_us", pa.float64()),
+        ("before_first_task_us", pa.float64()),  # the step's recorded start to its first device task (host time)
         ("computing_us", pa.float64()),
         ("communication_us", pa.float64()),
         ("overlapped_us", pa.float64()),
         ("communication_not_overlapped_us", pa.float64()),
         ("copy_not_overlapped_us", pa.float64()),
-        ("free_us", pa.float64()),
+        ("free_us", pa.float64()),  # gaps between the step's first and last device task
+        ("after_last_task_us", pa.float64()),  # the step's last device task end to its end
         ("device_busy_us", pa.float64()),  # computing + communication not overlapped + copy not overlapped
+        ("stage_us", pa.float64()),  # torch_npu's Stage where the profile gives it, else first to last device task
+        ("preparing_us", pa.float64()),  # torch_npu's Preparing where the profile gives it, else before_first_task_us
         ("kernels", pa.int64()),  # kernels counted in the step
         ("kernel_time_us", pa.float64()),  # their summed duration
-        ("profiler_step_time_us", pa.float64()),  # what the profiler's step file says (null without one)
-        ("step_time_source", pa.string()),  # step_trace, kernels, or task_span (the profiler's was shorter than the tasks)
+        ("profiler_step_time_us", pa.float64()),  # the step's recorded duration (null without one)
+        # profiler_range (ProfilerStep#N, STEP_TIME, msprof Iteration), extended (its tasks ran past it), step_trace
+        # (a duration only, e.g. Stage), task_span (that duration was shorter than the tasks), kernels (no steps)
+        ("step_time_source", pa.string()),
     ]
 )
 

@@ -85,7 +85,8 @@ def profiles(draw) -> dict[str, pa.Table]:
 def check_invariants(tables: dict[str, pa.Table], summary: dict) -> None:
     sb = tables["step_breakdown"].to_pylist()
     for r in sb:
-        parts = [r["computing_us"], r["communication_not_overlapped_us"], r["copy_not_overlapped_us"], r["free_us"]]
+        parts = [r["before_first_task_us"], r["computing_us"], r["communication_not_overlapped_us"], r["copy_not_overlapped_us"],
+                 r["free_us"], r["after_last_task_us"]]  # fmt: skip
         assert min(parts) >= -1e-6, r
         assert sum(parts) == pytest.approx(r["step_time_us"], rel=1e-9, abs=1e-6), r
         assert r["device_busy_us"] <= r["step_time_us"] + 1e-6

@@ -4,6 +4,8 @@ read here with the csv module."""
 from __future__ import annotations
 
 import csv
+import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -33,25 +35,66 @@ def _step_trace_rows(sample: str) -> dict[int, dict[str, float]]:
         return {int(r["Step"]): {k: float(v) for k, v in r.items() if k != "Step" and v not in ("", None)} for r in csv.DictReader(fh)}
 
 
+def _profiler_steps(sample: str) -> dict[int, Decimal]:
+    """ProfilerStep#N durations (µs) of the sample's trace_view.json, read with the json module."""
+    found = list((CORPUS / sample).rglob("trace_view.json"))
+    if not found:
+        return {}
+    events = json.loads(found[0].read_text(encoding="utf-8"))
+    events = events if isinstance(events, list) else events["traceEvents"]
+    return {int(e["name"].split("#")[1]): Decimal(str(e["dur"])) for e in events
+            if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")}  # fmt: skip
+
+
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_breakdown_matches_step_trace_time(sample: str, corpus: Path) -> None:
     ours = {r["step"]: r for r in step_breakdown(ingest([CORPUS / sample]).tables).to_pylist()}
     theirs = _step_trace_rows(sample)
+    recorded = _profiler_steps(sample)
     assert sorted(ours) == sorted(theirs)
     for step, b in theirs.items():
         a = ours[step]
         # kernel rows carry durations rounded to 0.001 us; the file sums unrounded ones
         for key, col in _COLUMNS.items():
             assert a[key] == pytest.approx(b[col], abs=0.05), key
-        assert a["profiler_step_time_us"] == b["Stage"]
-        # torch_npu's Stage is computed from float64 epoch microseconds (0.25 us resolution): ours is
-        # the exact span, unless device copies run outside the kernels' span (then it is longer)
-        if a["step_time_source"] == "step_trace":
+        # torch_npu's own Stage and Preparing, reported as it gives them
+        assert a["stage_us"] == b["Stage"] and a["preparing_us"] == b["Preparing"]
+        if step in recorded:  # the step time is the step's recorded range: ProfilerStep#N's dur, exactly
+            assert a["step_time_source"] == "profiler_range" and a["step_time_us"] == pytest.approx(float(recorded[step]), abs=1e-6)
+            assert a["before_first_task_us"] > 0 and a["after_last_task_us"] >= 0
+        elif a["step_time_source"] == "step_trace":  # only Stage recorded: the step time is it
             assert a["step_time_us"] == pytest.approx(b["Stage"], abs=0.5)
         else:
             assert a["step_time_source"] == "task_span" and a["step_time_us"] > b["Stage"]
-        # torch_npu's Free holds the exposed copies, and is of its Stage
-        torch_free = a["free_us"] + a["copy_not_overlapped_us"] - (a["step_time_us"] - b["Stage"])
+        # the phases add up to the step time
+        total = sum(a[k] for k in ("before_first_task_us", "computing_us", "communication_not_overlapped_us", "copy_not_overlapped_us",
+                                   "free_us", "after_last_task_us"))  # fmt: skip
+        assert total == pytest.approx(a["step_time_us"], abs=1e-6)
+        # torch_npu's Stage = Computing + Communication(Not Overlapped) + Free, its Free holding the
+        # exposed copies; our span of the step's tasks covers Stage, and more where a task starts
+        # before torch_npu's first linked kernel
+        span = a["step_time_us"] - a["before_first_task_us"] - a["after_last_task_us"]
+        assert span >= b["Stage"] - 0.5
+        torch_free = a["free_us"] + a["copy_not_overlapped_us"] - (span - b["Stage"])
         assert torch_free == pytest.approx(b["Free"], abs=0.6)
-        total = a["computing_us"] + a["communication_not_overlapped_us"] + a["copy_not_overlapped_us"] + a["free_us"]
+
+
+@pytest.mark.parametrize("level", ["level0", "level1", "level2"])
+def test_db_export_step_time_is_step_time_and_stage_preparing_are_torch_npus(level: str, corpus: Path) -> None:
+    """STEP_TIME said step 50 ran 144,964.29 µs; npudiag reported the span of its tasks. Read with
+    sqlite3: the step time is STEP_TIME's range, Stage and Preparing are analysis.db's StepTraceTime."""
+    import sqlite3
+
+    out = CORPUS / "msinsight-pytorch-db-rank1" / level / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    with sqlite3.connect(f"file:{next(out.glob('ascend_pytorch_profiler_*.db'))}?mode=ro", uri=True) as con:
+        ranges = {sid: (e - s) / 1000 for sid, s, e in con.execute("SELECT id, startNs, endNs FROM STEP_TIME")}
+    with sqlite3.connect(f"file:{out / 'analysis.db'}?mode=ro", uri=True) as con:
+        torch = {int(st): (stage, prep) for st, stage, prep in con.execute("SELECT step, stage, preparing FROM StepTraceTime")}
+    ours = {r["step"]: r for r in step_breakdown(ingest([out.parent]).tables).to_pylist()}
+    assert sorted(ours) == sorted(ranges) == sorted(torch)
+    for step, a in ours.items():
+        assert a["step_time_us"] == pytest.approx(ranges[step], abs=1e-6) and a["profiler_step_time_us"] == pytest.approx(ranges[step])
+        assert (a["stage_us"], a["preparing_us"]) == torch[step]
+        total = sum(a[k] for k in ("before_first_task_us", "computing_us", "communication_not_overlapped_us", "copy_not_overlapped_us",
+                                   "free_us", "after_last_task_us"))  # fmt: skip
         assert total == pytest.approx(a["step_time_us"], abs=1e-6)

@@ -107,7 +107,7 @@ def test_analysis_db_step_trace_time_equals_our_breakdown_of_the_db(corpus: Path
         assert row["communication_us"] == pytest.approx(comm, abs=0.01)
         assert row["overlapped_us"] == pytest.approx(overlapped, abs=0.01)
         assert row["communication_not_overlapped_us"] == pytest.approx(cno, abs=0.01)
-        assert row["profiler_step_time_us"] == pytest.approx(stage, abs=0.01)
+        assert row["stage_us"] == stage  # torch_npu's Stage as the file gives it; the step time is STEP_TIME's range
 
 
 def test_text_level0_kernel_details_and_its_trace_hold_the_same_tasks(corpus: Path) -> None:

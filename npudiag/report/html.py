@@ -22,10 +22,12 @@ th:first-child,td:first-child,td.l{text-align:left}.critical{color:#b00020;font-
 .info{color:#0b6e99}.advice{color:#555;font-size:.92em}svg text{font-size:11px}
 """
 _PHASES = [
+    ("before_first_task_us", "before first task", "#4dd0e1"),
     ("computing_us", "computing", "#4caf50"),
     ("communication_not_overlapped_us", "communication not overlapped", "#ab47bc"),
     ("copy_not_overlapped_us", "copy not overlapped", "#ffb300"),
     ("free_us", "free", "#bdbdbd"),
+    ("after_last_task_us", "after last task", "#e0e0e0"),
 ]
 
 

@@ -207,10 +207,12 @@ def _findings(summary: dict[str, Any], console: Console) -> None:
 
 
 _PHASES = [
+    ("before_first_task_us", "P", "cyan"),
     ("computing_us", "C", "green"),
     ("communication_not_overlapped_us", "M", "magenta"),
     ("copy_not_overlapped_us", "Y", "yellow"),
     ("free_us", ".", "grey50"),
+    ("after_last_task_us", "_", "grey50"),
 ]
 
 
@@ -219,20 +221,23 @@ def _step_bars(summary: dict[str, Any], console: Console) -> None:
     if not rows:
         return
     cols = [Col("rank", priority=0), Col("step", priority=0), Col("step time", priority=0)]
-    phase_cols = [Col("compute", priority=1), Col("comm", priority=2), Col("copy", priority=3), Col("free", priority=2)]
+    phase_cols = [Col("before", priority=4), Col("compute", priority=1), Col("comm", priority=2), Col("copy", priority=3),
+                  Col("free", priority=2), Col("after", priority=5)]  # fmt: skip
     body = []
     for r in rows:
         total = r["step_time_us"] or 0.0
         body.append([
             "-" if r["rank"] is None else str(r["rank"]), "all" if r["step"] is None else str(r["step"]), fmt_us(total),
-            fmt_us(r["computing_us"]), fmt_us(r["communication_not_overlapped_us"]), fmt_us(r["copy_not_overlapped_us"]),
-            fmt_us(r["free_us"]),
+            *(fmt_us(r.get(key)) for key, _, _ in _PHASES),
         ])  # fmt: skip
     # the bar gets what the numbers leave, up to 40 characters; none below 10
     numbers = sum(max(len(c.header), max(len(b[i]) for b in body)) + 2 for i, c in enumerate(cols + phase_cols))
     width = min(40, console.width - numbers - 2)
-    legend = Text.from_markup("Step breakdown  [green]C[/] computing  [magenta]M[/] comm not overlapped  [yellow]Y[/] copy  . free")
+    # the legend goes with the chart: without the bars the title says only what the table is
+    legend = Text("Step breakdown")
     if width >= 10:
+        legend = Text.from_markup("Step breakdown  [cyan]P[/] before first task  [green]C[/] computing  [magenta]M[/] comm not "
+                                  "overlapped  [yellow]Y[/] copy  . free  _ after last task")  # fmt: skip
         for r, b in zip(rows, body):
             total = r["step_time_us"] or 0.0
             bar = Text()

@@ -43,7 +43,7 @@ def _phase_row(r: dict[str, Any], source: str) -> dict[str, Any]:
         "communication_us": r["communication_us"],
         # step_trace_time.csv's Free holds the exposed copies; a kernel-derived row says the same
         "free_us": r["free_us"] if from_trace else (r["free_us"] or 0.0) + (r["copy_not_overlapped_us"] or 0.0),
-        "stage_us": r["step_time_us"],
+        "stage_us": r["step_time_us"] if from_trace else r["stage_us"],
         "bubble_us": r["bubble_us"] if from_trace else 0.0,
         "communication_not_overlapped_exclude_receive_us": r[
             "communication_not_overlapped_exclude_receive_us" if from_trace else "communication_not_overlapped_us"

@@ -28,10 +28,16 @@ GLOSSARY: dict[str, str] = {
     "overlapped_us": "communication hidden under compute: |compute ∩ communication|",
     "communication_not_overlapped_us": "communication − overlapped (torch_npu's Communication(Not Overlapped))",
     "copy_not_overlapped_us": "device copy time with no compute and no communication running: |copies − (compute ∪ communication)|",
-    "free_us": "step time − computing − communication not overlapped − copy not overlapped: time with no device task "
+    "free_us": "the step's first to last device task, minus device busy: gaps between device tasks "
     "(torch_npu's Free also holds the exposed copies)",
-    "step_time_us": "the profiler's step time (step_trace Stage / Iteration Time) where it is at least the span of the step's "
-    "tasks, else that span (with a warning); without steps, the rank's span",
+    "step_time_us": "the step's recorded range (ProfilerStep#N in the trace, STEP_TIME in the .db, msprof's Iteration), "
+    "extended to its device tasks where they run past it (with a warning); where only a duration is recorded (Stage), "
+    "the larger of it and the span of the step's tasks; without steps, the rank's span. It is before first task + "
+    "computing + communication not overlapped + copy not overlapped + free + after last task",
+    "before_first_task_us": "the step's recorded start to its first device task: host time before the device starts",
+    "after_last_task_us": "the step's last device task end to the step's end",
+    "stage_us": "torch_npu's Stage where the profile records it, else the step's first to last device task",
+    "preparing_us": "torch_npu's Preparing where the profile records it, else before_first_task_us",
     "device_idle_us": "span − device busy",
     "copies": "device copy tasks (memcpy tasks on the device); the host calls that issued them are counted apart (host_calls)",
     "copy_time_us": "summed duration of the device copy tasks (host call time is host_time_us)",
@@ -97,9 +103,11 @@ def timeline(kernels: pa.Table, copies: pa.Table, base: int | None = None) -> Ti
     return Timeline(base, compute, communication, copy_segs, busy, first, last)
 
 
-def phases(tl: Timeline, step_time_us: float | None = None) -> dict[str, float]:
-    """The breakdown of one step (or of the whole window): the phases add up to ``step_time_us``
-    (default: the span), each ≥ 0, whenever the step time is at least the tasks' span."""
+def phases(tl: Timeline, step_time_us: float | None = None, before_us: float = 0.0) -> dict[str, float]:
+    """The breakdown of one step (or of the whole window): before the first task, computing,
+    communication not overlapped, copy not overlapped, free (gaps between the first and the last
+    task) and after the last task add up to ``step_time_us`` (default: the span), each ≥ 0, whenever
+    the step time is at least ``before_us`` + the tasks' span."""
     cs, ce = tl.compute
     ms, me = tl.communication
     computing = _length(cs, ce)
@@ -108,15 +116,18 @@ def phases(tl: Timeline, step_time_us: float | None = None) -> dict[str, float]:
     busy = tl.busy_us
     # copy time under neither compute nor communication: busy − |compute ∪ communication|
     compute_or_comm = computing + communication - overlapped
-    step = tl.span_us if step_time_us is None else step_time_us
+    span = tl.span_us
+    step = span if step_time_us is None else step_time_us
     return {
         "step_time_us": step,
+        "before_first_task_us": before_us,
         "computing_us": computing,
         "communication_us": communication,
         "overlapped_us": overlapped,
         "communication_not_overlapped_us": communication - overlapped,
         "copy_not_overlapped_us": max(busy - compute_or_comm, 0.0),
-        "free_us": max(step - busy, 0.0),
+        "free_us": max(span - busy, 0.0),
+        "after_last_task_us": max(step - before_us - span, 0.0),
         "device_busy_us": busy,
     }
 

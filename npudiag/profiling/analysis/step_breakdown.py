@@ -1,16 +1,18 @@
 """Per rank and step: the step's time split into phases that add up to it.
 
-step time = computing + communication not overlapped + copy not overlapped + free, each ≥ 0, with
-the definitions of :mod:`npudiag.profiling.analysis.quantities`. Every device task of the rank belongs to
+step time = before first task + computing + communication not overlapped + copy not overlapped +
+free + after last task, each ≥ 0, with the definitions of :mod:`npudiag.profiling.analysis.quantities`.
+Every device task of the rank belongs to
 exactly one step: kernels by their Step Id; kernels without one and device copies by time, to the
 step whose window (its start in the steps table, else its first kernel, up to the next step's
 start) holds their start; tasks before the first step go to the first. So per-step counts and
 kernel time add up to the rank's totals.
 
-Step time is the profiler's own (step_trace Stage / Iteration Time) where it is at least the span of
-the step's tasks; where it is shorter (the profiler left some of the step's tasks out) the span is
-used and ``step_time_source`` says ``task_span``. Without step ids the whole window is one row
-(step null) whose step time is the rank's span.
+Step time is the step's recorded range (ProfilerStep#N, STEP_TIME, msprof's Iteration), widened to
+its device tasks where they fall outside it (``extended``, with a warning); where the profile records
+only a duration (torch_npu's Stage) it is that duration when at least the span of the step's tasks,
+else the span (``task_span``). Without step ids the whole window is one row (step null) whose step
+time is the rank's span.
 """
 
 from __future__ import annotations
@@ -77,35 +79,61 @@ def assign_steps(kernels: pa.Table, copies: pa.Table, steps: pa.Table) -> tuple[
     return ids, kpos, cpos
 
 
-def _profiler_times(steps: pa.Table) -> dict[int, float]:
+def _profiler_times(steps: pa.Table) -> dict[int, dict]:
+    """What the profile records of each step: its range (start, end µs), a duration, torch_npu's
+    Stage and Preparing."""
     if steps.num_rows == 0:
         return {}
-    out = {}
-    for s, t in zip(steps["step"].to_pylist(), steps["step_time_us"].to_pylist()):
-        if s is not None and t is not None and t == t and t >= 0 and s not in out:
-            out[s] = float(t)
+    out: dict[int, dict] = {}
+    cols = [steps[c].to_pylist() for c in ("step", "start_us", "end_us", "start_ns", "end_ns", "step_time_us", "stage_us", "preparing_us")]
+    for s, start, end, start_ns, end_ns, dur, stage, prep in zip(*cols):
+        if s is None or s in out:
+            continue
+        rec = {"stage": _ok(stage), "preparing": _ok(prep), "duration": _ok(dur)}
+        if start_ns is not None and end_ns is not None and end_ns >= start_ns:  # exact: the .db, a trace's text ts
+            rec["range_ns"] = (start_ns, end_ns)
+            rec["duration"] = (end_ns - start_ns) / 1000.0
+        elif _ok(start) is not None and end is not None and end == end and end >= start:
+            rec["range_ns"] = (round(start * 1000), round(end * 1000))
+            rec["duration"] = float(end) - float(start)
+        out[s] = rec
     return out
 
 
-def _row(rank, step, k: pa.Table, c: pa.Table, base: int, profiler: float | None) -> dict:
+def _ok(v) -> float | None:
+    return float(v) if v is not None and v == v and v >= 0 and abs(v) < 9e15 else None
+
+
+def _row(rank, step, k: pa.Table, c: pa.Table, base: int, rec: dict | None) -> dict:
     tl = timeline(k, c, base)
     span = tl.span_us
-    if profiler is None:
-        step_time, source = span, "kernels"
-    elif profiler + TOLERANCE_US >= span:
-        step_time, source = max(profiler, span), "step_trace"
+    before = 0.0
+    rec = rec or {}
+    if "range_ns" in rec and tl.first is not None:
+        # the recorded range, in µs after base like the tasks (exact integer ns first); widened to tasks outside it
+        lo, hi = (rec["range_ns"][0] - base) / 1000.0, (rec["range_ns"][1] - base) / 1000.0
+        start, end = min(lo, tl.first), max(hi, tl.last)
+        outside = tl.last > hi + TOLERANCE_US or tl.first < lo - TOLERANCE_US
+        step_time, source = (end - start, "extended") if outside else (hi - lo, "profiler_range")
+        before = tl.first - start
+    elif rec.get("duration") is not None:
+        profiler = rec["duration"]
+        step_time, source = (max(profiler, span), "step_trace") if profiler + TOLERANCE_US >= span else (span, "task_span")
     else:
-        step_time, source = span, "task_span"
-    return {
+        step_time, source = span, "kernels"
+    row = {
         "rank": rank,
         "step": step,
         "start_us": tl.start_us(),
-        **phases(tl, step_time),
+        **phases(tl, step_time, before),
+        "stage_us": rec["stage"] if rec.get("stage") is not None else span,
+        "preparing_us": rec["preparing"] if rec.get("preparing") is not None else (before if "range_ns" in rec else None),
         "kernels": k.num_rows,
         "kernel_time_us": float(pc.sum(pc.fill_null(k["duration_us"], 0.0)).as_py() or 0.0) if k.num_rows else 0.0,
-        "profiler_step_time_us": profiler,
+        "profiler_step_time_us": rec.get("duration"),
         "step_time_source": source,
     }
+    return row
 
 
 def _ranks(*tables: pa.Table) -> list:
@@ -144,18 +172,20 @@ def step_breakdown(tables: dict[str, pa.Table]) -> pa.Table:
 
 
 def step_time_warnings(breakdown: pa.Table, limit: int = 3) -> list[str]:
-    """One line when some steps' profiler step time was shorter than the tasks inside them."""
+    """One line when some steps' recorded time was shorter than the tasks inside them, one when some
+    steps' device tasks ran past their recorded range."""
     if breakdown.num_rows == 0:
         return []
-    short = breakdown.filter(pc.fill_null(pc.equal(breakdown["step_time_source"], "task_span"), False))
-    if short.num_rows == 0:
-        return []
-    shown = "; ".join(
-        f"rank {r['rank']} step {r['step']}: {r['profiler_step_time_us'] / 1e3:.3f} ms < {r['step_time_us'] / 1e3:.3f} ms"
-        for r in short.slice(0, limit).to_pylist()
-    )
-    more = f" (+{short.num_rows - limit} more)" if short.num_rows > limit else ""
-    return [
-        f"{short.num_rows} step(s) whose profiler step time is shorter than the span of their device tasks; "
-        f"the task span is used: {shown}{more}"
-    ]
+    out = []
+    for source, what in (("task_span", "whose profiler step time is shorter than the span of their device tasks; the task span is used"),
+                         ("extended", "whose device tasks run past the step's recorded range; the step is extended to them")):  # fmt: skip
+        hit = breakdown.filter(pc.fill_null(pc.equal(breakdown["step_time_source"], source), False))
+        if hit.num_rows == 0:
+            continue
+        shown = "; ".join(
+            f"rank {r['rank']} step {r['step']}: {r['profiler_step_time_us'] / 1e3:.3f} ms < {r['step_time_us'] / 1e3:.3f} ms"
+            for r in hit.slice(0, limit).to_pylist()
+        )
+        more = f" (+{hit.num_rows - limit} more)" if hit.num_rows > limit else ""
+        out.append(f"{hit.num_rows} step(s) {what}: {shown}{more}")
+    return out

@@ -157,7 +157,8 @@ def _copies(copies: pa.Table) -> dict[str, Any]:
     return {**totals, "device_time_us": totals["time_us"], "by_direction": rows}
 
 
-_STEP_KEYS = ["rank", "step", "step_time_us", "computing_us", "communication_not_overlapped_us", "copy_not_overlapped_us", "free_us"]
+_STEP_KEYS = ["rank", "step", "step_time_us", "before_first_task_us", "computing_us", "communication_not_overlapped_us",
+              "copy_not_overlapped_us", "free_us", "after_last_task_us"]  # fmt: skip
 
 
 def _steps(breakdown: pa.Table, limit: int = 50) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ _STEP_COLUMNS = {
     "communication_us": "communication",
     "free_us": "free",
     "step_time_us": "stage",
+    "stage_us": "stage",
     "bubble_us": "bubble",
     "communication_not_overlapped_exclude_receive_us": "communication_not_overlapped_and_exclude_receive",
     "preparing_us": "preparing",

@@ -486,6 +486,8 @@ def _steps(db: _Db, rank: int | None, task: pa.Table) -> pa.Table:
             "step": st["step"],
             "start_us": _us(st["start_ns"]),
             "end_us": _us(st["end_ns"]),
+            "start_ns": pc.cast(st["start_ns"], pa.int64(), safe=False),
+            "end_ns": pc.cast(st["end_ns"], pa.int64(), safe=False),
         }
     )
     return schemas.conform(table, schemas.STEPS)

@@ -44,6 +44,7 @@ def read_steps(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]
     stage = to_float(ct, ct.has("Stage"))
     iteration = to_float(ct, ct.has("Iteration Time(us)"))
     cols["step_time_us"] = stage if stage is not None else iteration
+    cols["stage_us"] = stage
     end = to_float(ct, ct.has("Iteration End(us)"))
     if end is not None and iteration is not None:
         cols["end_us"] = end

@@ -310,6 +310,11 @@ class _Reading:
             cat = ev.get("cat")
             if cat == "cpu_op":
                 torch.add_op(ev, cols)
+                name = ev.get("name")
+                if name.__class__ is str and name.startswith("ProfilerStep#"):  # the step's recorded range too
+                    t = _num(ev.get("ts"))
+                    if t == t:
+                        cols.add(ev, t)
                 return
             if cat == "enqueue" or cat == "dequeue":
                 torch.add_queue(ev, cols, cat)
@@ -694,11 +699,21 @@ def _step_table(cols: _Final, markers: np.ndarray, profiler_steps: np.ndarray, r
     source = "step_trace"
     if not steps:
         source = "trace"
-        ts, dur = cols.num("ts", profiler_steps), cols.num("dur", profiler_steps)
+        ts, dur, ns = cols.num("ts", profiler_steps), cols.num("dur", profiler_steps), cols.num("ts_ns", profiler_steps)
         for i, name in enumerate(cols.text("name", profiler_steps).to_pylist()):
             step = int(_PROFILER_STEP.match(name).group(1))  # type: ignore[union-attr]
             d = float(dur[i]) if dur[i] == dur[i] else None
-            steps.setdefault(step, {"step": step, "start_us": float(ts[i]), "end_us": float(ts[i]) + d if d is not None else None})
+            exact = int(ns[i]) if ns[i] != MISSING else None
+            steps.setdefault(
+                step,
+                {
+                    "step": step,
+                    "start_us": float(ts[i]),
+                    "end_us": float(ts[i]) + d if d is not None else None,
+                    "start_ns": exact,
+                    "end_ns": exact + round(d * 1000) if exact is not None and d is not None else None,
+                },
+            )
     rows = [{"source": source, "rank": rank, "device_id": device_id, **steps[k]} for k in sorted(steps)]
     return pa.Table.from_pylist(rows, schema=schemas.STEPS) if rows else schemas.empty("steps")
 
