@@ -389,6 +389,20 @@ def test_fusion_candidates_planted_and_clean(tmp_path: Path) -> None:
     assert [x for x in run_rules(ingest([Path(clean.profile_dir)]).tables)[0] if x.rule_id == "fusion_candidates"] == []
 
 
+def test_one_op_type_repeated_is_not_a_fusion_candidate(tmp_path: Path) -> None:
+    """ "1 small ops run 20 times … Slice": a run of one op type folded to a one-op root was reported
+    as a sequence to fuse. Cast > Cast > Cast planted as Cast > Add > Cast is above: nothing here."""
+    from npudiag.testing.generate import Fusible
+
+    plant = Fusible(("Cast", "Cast", "Cast"), per_step=6, gap_us=100.0)
+    gt = write_torch_profile(tmp_path / "p", kernels=3000, seed=3, steps=5, copies=0, fusible=plant)
+    runs = _small_runs(next(Path(gt.profile_dir).rglob("kernel_details.csv")), plant.ops)
+    assert len(runs) >= 30  # the plant is in the file
+    findings = [x for x in run_rules(ingest([Path(gt.profile_dir)]).tables)[0] if x.rule_id == "fusion_candidates"]
+    assert all(len(set(f.evidence["sequence"])) >= 2 and len(f.evidence["sequence"]) >= 2 for f in findings), findings
+    assert not any(f.evidence["sequence"] in (["Cast"], ["Cast", "Cast"], ["Cast", "Cast", "Cast"]) for f in findings)
+
+
 def test_fusion_candidates_on_the_corpus(corpus: Path) -> None:
     """mstt-advisor-kernel-details-2023 (msprof-analyze's own advisor test data): MemSet > NonZero >
     StridedSliceD > StridedSliceD > Greater, 24 times, recomputed from its kernel_details.csv."""

@@ -5,7 +5,11 @@ Method. Per rank and stream, the compute kernels in start order (communication a
 break a run, as in msprof-analyze's fusible-operator check) are cut into runs of consecutive
 *small* kernels (each at most ``max_op_us``; a gap over ``max_gap_us`` also cuts, since that is
 host work, not launch cost); runs longer than ``max_len`` are cut into pieces of ``max_len``.
-A run's key is its op types in order (op names where there is no type). A key is a candidate when
+A run's key is its op types in order (op names where there is no type). A run that is one shorter
+sequence several times over (``A > B > A > B``) is folded to that sequence (its *root*, ``A > B``)
+and counts as that many occurrences, so a loop is reported once, not under each multiple of it.
+Only a root of at least ``min_len`` ops of at least two different types is a sequence to fuse (a run
+of one op type, ``Slice > Slice > Slice``, folds to ``Slice`` and is not reported). A root is a candidate when
 it ran at least ``min_count`` times (msprof-analyze: more than 5), its kernels were busy less than
 ``max_busy_ratio`` of its runs' wall time (msprof-analyze's host-bound ratio, 0.4) and the gaps
 inside its runs add up to at least ``min_share`` of the span (msprof-analyze: 1 % of the step).
@@ -142,10 +146,16 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         g = g.rename_columns(["key", "busy_ns_count", "busy_ns_sum", "wall_ns_sum", "gap_ns_sum"])
         span = ctx.span_us(rank)
         ratio = pc.divide(g["busy_ns_sum"], pc.max_element_wise(g["wall_ns_sum"], 1.0))
+        # a sequence to fuse: at least min_len ops of at least two types (one op type repeated is no fusion)
+        min_len = max(int(opts["min_len"]), 2)
+        fusible = pa.array([len(k.split(SEP)) >= min_len and len(set(k.split(SEP))) >= 2 for k in g["key"].to_pylist()])
         cand = g.filter(
             pc.and_(
-                pc.and_(pc.greater_equal(g["busy_ns_count"], opts["min_count"]), pc.less(ratio, opts["max_busy_ratio"])),
-                pc.greater_equal(g["gap_ns_sum"], opts["min_share"] * span * 1000.0),
+                pc.and_(
+                    pc.and_(pc.greater_equal(g["busy_ns_count"], opts["min_count"]), pc.less(ratio, opts["max_busy_ratio"])),
+                    pc.greater_equal(g["gap_ns_sum"], opts["min_share"] * span * 1000.0),
+                ),
+                fusible,
             )
         ).sort_by([("gap_ns_sum", "descending"), ("key", "ascending")])
         cand = cand.slice(0, int(opts["top"]))
