@@ -209,6 +209,8 @@ def load_outputs(out: Path, names: tuple[str, ...] | None = None) -> tuple[dict[
     from npudiag.schemas import TABLES
 
     manifest_path = out / "manifest.json"
+    if not out.exists():
+        raise InputError(out, "no such file or folder; expected a folder written by 'npudiag analyze --out'")
     if not manifest_path.is_file():
         raise InputError(out, "no manifest.json; expected a folder written by 'npudiag analyze --out'")
     manifest = load_json(manifest_path, 256 << 20)

@@ -371,3 +371,26 @@ def test_256_ranks_fit_on_one_screen() -> None:
     first_row = next(x for x in lines if re.match(r"\s+\d+\s", x))
     assert first_row.split()[0] == "77"  # slowest first
     assert all(len(x) <= 80 for x in lines)
+
+
+def test_ctrl_c_says_interrupted_and_leaves_the_old_output(tmp_path: Path) -> None:
+    """Typer turned Ctrl-C into a silent exit 130: nothing on stderr said what happened."""
+    import signal
+    import time
+
+    from npudiag.testing.generate import write_torch_profile
+
+    gt = write_torch_profile(tmp_path / "p", kernels=200_000, steps=4, copies=0)
+    out = tmp_path / "o"
+    assert run_cli("analyze", tmp_path / "p", "--out", out, "-q").returncode == 0
+    before = sorted(p.name for p in out.iterdir())
+    for delay in (0.5, 1.5):
+        proc = subprocess.Popen([sys.executable, "-m", "npudiag", "analyze", gt.profile_dir, "--out", out, "-q"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        if proc.returncode == 0:  # it finished first: nothing to say
+            continue
+        assert proc.returncode == 130 and err.strip().splitlines()[-1] == "npudiag: interrupted", (proc.returncode, err)
+        assert sorted(p.name for p in out.iterdir()) == before  # the old complete output

@@ -227,6 +227,8 @@ def test_step_window_is_applied_at_analysis_or_explained(env: dict[str, str], tm
     # msprof op_summary rows carry no step ids: the whole profile is analysed, and the user is told why
     assert r.returncode == 0, r.stderr
     assert "step window cannot be applied" in r.stderr and (tmp_path / "a" / "manifest.json").is_file()
+    # in profile's own terms: it has no --steps / --time to suggest
+    assert "--time" not in r.stderr and "--steps" not in r.stderr, r.stderr
 
 
 def test_torch_snippet_carries_the_step_window(tmp_path: Path, env: dict[str, str]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import warnings
 
@@ -183,9 +184,13 @@ def _main(argv: list[str] | None) -> None:
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)
     command = typer.main.get_command(app)
+    before = signal.getsignal(signal.SIGINT)
+    interrupted = _note_interrupts()
     try:
         code = command.main(args=argv if argv is not None else sys.argv[1:], prog_name="npudiag", standalone_mode=False)
         code = code if isinstance(code, int) else 0
+        if interrupted and code == 130:  # Typer turns Ctrl-C into a silent exit code 130: say it
+            print("npudiag: interrupted", file=sys.stderr)
     except _PipeClosed:
         _silence_stdout()
         code = 0
@@ -211,7 +216,25 @@ def _main(argv: list[str] | None) -> None:
     except _PipeClosed:
         _silence_stdout()
         code = 0 if code in (0, 1) else code
+    if interrupted is not None and before is signal.default_int_handler:  # a caller in this process gets its handler back
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGINT, before)
     sys.exit(code)
+
+
+def _note_interrupts() -> list[int]:
+    """A list that gets an entry when SIGINT arrives (which still raises KeyboardInterrupt), so the
+    exit says why it happened; left alone where SIGINT is ignored or handled by someone else."""
+    seen: list[int] = []
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+
+        def on_interrupt(signum: int, frame: object) -> None:
+            seen.append(signum)
+            raise KeyboardInterrupt
+
+        with contextlib.suppress(ValueError):  # not the main thread (a library caller): leave it
+            signal.signal(signal.SIGINT, on_interrupt)
+    return seen
 
 
 def _silence_stdout() -> None:

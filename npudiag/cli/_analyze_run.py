@@ -114,9 +114,18 @@ def show_analysis(result: pipeline.Analysis, say: Say, json_out: bool = False) -
         raise typer.Exit(2)
 
 
-def run_report(out: Path, *, top: int = 20, by: str = "type", json_out: bool = False, say: Say = Say()) -> None:
+def run_report(
+    out: Path,
+    *,
+    top: int = 20,
+    by: str = "type",
+    json_out: bool = False,
+    say: Say = Say(),
+    chrome_trace: Path | None = None,
+    html_out: Path | None = None,
+) -> None:
     """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
-    result = pipeline.load_output(out, top=top, by=by)
+    result = pipeline.load_output(out, top=top, by=by, chrome_trace=chrome_trace, html=html_out)
     if json_out:
         sys.stdout.write(render_json(result.summary) + "\n")
     elif not say.quiet:

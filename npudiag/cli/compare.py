@@ -56,6 +56,8 @@ def compare(
     top: int = typer.Option(20, "--top", min=1, help="How many operators to show."),
     out: Path = typer.Option(Path("npudiag-out/compare"), "--out", "-o", help="Folder for diff.parquet and compare.json."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout, nothing else."),
+    steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up."),
+    time_window: str = typer.Option(None, "--time", help="Only what starts in START:END from each run's first kernel, e.g. 1s:3s."),
     force: bool = FORCE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
@@ -68,9 +70,13 @@ def compare(
     from npudiag.report.json_report import render_json
 
     say = Say(quiet, verbose)
-    result = pipeline.compare(
-        baseline, current, out, by=by.value, shapes=shapes, level=level.value, status=_status(quiet or json_out), force=force
-    )
+    from npudiag.errors import OptionError
+
+    try:
+        result = pipeline.compare(baseline, current, out, by=by.value, shapes=shapes, level=level.value, status=_status(quiet or json_out),
+                                  force=force, steps=steps, time=time_window)  # fmt: skip
+    except OptionError as exc:
+        raise typer.BadParameter(str(exc)) from None
     say.warnings(result.warnings)
     if json_out:
         sys.stdout.write(render_json(result.summary) + "\n")

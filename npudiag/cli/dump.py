@@ -81,6 +81,13 @@ def author(
     from npudiag.dump import config as dc
 
     say = Say(quiet)
+    # an option the chosen format does not use is a usage error, never silently dropped
+    given = {name for name in ("acl_json", "out", "model", "single_op") if _given(ctx, name)}
+    unused = {"acl_json": "--acl-json", "model": "--model", "single_op": "--single-op"} if fmt is Fmt.msprobe else {"out": "--out"}
+    for name, flag in unused.items():
+        if name in given:
+            where = "msprobe's config.json goes to --out" if fmt is Fmt.msprobe else "the dump section goes to --acl-json"
+            raise sys.modules[typer.BadParameter.__module__].UsageError(f"{flag} does not go with --format {fmt.value} ({where})", ctx=ctx)
     layer_list = [x.strip() for x in layers.split(",") if x.strip()] if layers else None
     if not (layer_list or model or overflow or single_op):
         sys.stdout.write(ctx.get_help() + "\n")
@@ -103,6 +110,12 @@ def author(
     sys.stdout.write(json.dumps({"dump": section}, indent=4) + "\n")
     say.info(f"dump section written to {acl_json}")
     sys.stderr.write(dc.usage_text(acl_json, section) + "\n")
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the user gave option ``name`` (not its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
 @app.command("check", epilog=CHECK_EXAMPLE)

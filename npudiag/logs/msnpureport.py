@@ -114,7 +114,7 @@ def export_args(kind: str = "all", force: bool = False) -> list[str]:
         raise ValueError(f"--type must be one of {', '.join(EXPORT_TYPES)}")
     if force:
         if kind != "all":
-            raise ValueError("--force exports everything plus history (msnpureport -f) and cannot be combined with --type")
+            raise ValueError("--history exports everything plus history (msnpureport -f) and cannot be combined with --type")
         return ["-f"]
     return [] if kind == "all" else ["-t", EXPORT_TYPES[kind]]
 

@@ -246,7 +246,10 @@ def analyze_collected(collected: Collection, out: Path, *, steps: str | None = N
         if steps is None or exc.option != "steps":
             raise
         result = pipeline.analyze(collected.prof_dirs, out, force=force, progress=progress)
-        note = f"the step window cannot be applied ({exc}); analysing every step"
+        # in profile's own terms: it has --start-step / --stop-step, not analyze's --steps / --time
+        why = str(exc).replace(" (use --time instead)", "").replace("--steps ", "--start-step/--stop-step window ")
+        why = why.replace("--steps:", "the window:")
+        note = f"the step window cannot be applied ({why}); analysing every step"
         if result.summary is not None:
             result.summary.setdefault("warnings", []).insert(0, note)
         if result.summary is None or result.summary["warnings"] is not result.warnings:

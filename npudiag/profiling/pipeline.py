@@ -237,9 +237,13 @@ def _analyze_ranks(found, target, paths, force, backend, overrides, step_window,
     return Analysis(summary, target if result.read_any else None, result.inputs, result.errors, result.warnings, result.read_any)
 
 
-def load_output(out: str | Path, *, top: int = 20, by: str = "type") -> Analysis:
+def load_output(
+    out: str | Path, *, top: int = 20, by: str = "type", chrome_trace: str | Path | None = None, html: str | Path | None = None
+) -> Analysis:
     """The summary of an earlier ``analyze`` out folder, rebuilt from its tables (rank by rank for a
-    partitioned one, never the whole cluster in memory); ``.tables`` loads on first use."""
+    partitioned one, never the whole cluster in memory); ``.tables`` loads on first use.
+    ``chrome_trace`` / ``html`` write what ``analyze`` would have (the Chrome trace takes the
+    original traces the manifest lists where they are still there, else its marks alone)."""
     from npudiag.profiling.analysis.summary import summary_from_parts, summary_parts
     from npudiag.profiling.rank_job import summary_parts_of_dataset
     from npudiag.store import load_outputs
@@ -255,7 +259,19 @@ def load_output(out: str | Path, *, top: int = 20, by: str = "type") -> Analysis
     errors, warnings = list(manifest.get("errors", [])), list(manifest.get("warnings", []))
     meta = {"npudiag_version": __version__, "title": str(out), "errors": errors, "warnings": warnings}
     summary = summary_from_parts(parts, top=top, by=by, meta=meta, rules_skipped=manifest.get("rules", {}).get("skipped", {}))
-    return Analysis(summary, out, [], errors, warnings, True, tables)
+    result = Analysis(summary, out, [], errors, warnings, True, tables)
+    if chrome_trace is not None or html is not None:
+        from npudiag.profiling.ingest import InputFile
+
+        listed = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)]
+        result.inputs = [InputFile(i["path"], str(i.get("kind")), None, 0, used_for=list(i.get("used_for") or []), error=i.get("error"))
+                         for i in listed if Path(i["path"]).is_file()]  # fmt: skip
+        gone = [i["path"] for i in listed if i.get("kind") == "trace" and i.get("used_for") and not Path(i["path"]).is_file()]
+        if chrome_trace is not None and gone:
+            result.warnings.append(f"{chrome_trace}: {len(gone)} original trace(s) are no longer there ({gone[0]}); "
+                                   "the Chrome trace holds npudiag's marks only for them")  # fmt: skip
+        _extra_outputs(result, chrome_trace, html, [out])
+    return result
 
 
 @dataclass
@@ -304,8 +320,9 @@ def cluster(
     found = None
     if not is_out_folder(path):
         found = find_units([path])
-        if not found.units:
-            raise InputError(path, found.errors[0] if found.errors else "no profiler data found")
+        if not found.units:  # the error line names its file already: said once
+            why = found.errors[0] if found.errors else "no profiler data found"
+            raise InputError(path, why.removeprefix(f"{path}: "))
         if found.duplicate_ranks and not allow_duplicate_ranks:
             rank, folders = next(iter(found.duplicate_ranks.items()))
             raise InputError(
@@ -383,16 +400,16 @@ class Comparison:
         return json_safe(self.summary)
 
 
-def _sides(baseline, current, status=None):
+def _sides(baseline, current, status=None, window=None):
     from npudiag.profiling.runs import load_side
 
     sides = []
     for p in (Path(baseline), Path(current)):
         if status is None:
-            sides.append(load_side(p))
+            sides.append(load_side(p, window=window))
         else:
             with status(p):
-                sides.append(load_side(p))
+                sides.append(load_side(p, window=window))
     return sides
 
 
@@ -406,12 +423,15 @@ def compare(
     level: str = "kernel",
     status=None,
     force: bool = False,
+    steps: str | tuple[int | None, int | None] | None = None,
+    time: str | tuple[float | None, float | None] | None = None,
 ) -> Comparison:
     """Match operators of two sides (profiles, ``analyze`` out folders or folders of repeated runs) by
     op type or name (``shapes``: a different input shape is a different op), or at ``level`` "torch"
     framework ops (aten::mm ...) with their kernels' device time; write diff.parquet and compare.json
     into ``out`` when given. ``status(path)`` is a context manager around each read. A warning says
-    when less than half of either side's device time is in ops found on both sides."""
+    when less than half of either side's device time is in ops found on both sides. ``steps`` /
+    ``time``: only that window of each run, as ``analyze`` cuts it."""
     from npudiag.output import OutputFolder, atomic_write, dumps
     from npudiag.profiling.analysis.compare import LEVELS, compare_totals, diff_ops, matched
     from npudiag.profiling.runs import describe
@@ -420,7 +440,9 @@ def compare(
     if level not in LEVELS:
         raise OptionError(f"level must be one of {', '.join(LEVELS)}, not {level!r}", "level")
 
-    base, cur = _sides(baseline, current, status)
+    step_window, time_range = _window(steps, time)
+    window = (step_window, time_range) if step_window is not None or time_range is not None else None
+    base, cur = _sides(baseline, current, status, window)
     bt, ct = [r.tables for r in base], [r.tables for r in cur]
     diff = diff_ops(bt, ct, by=by, shapes=shapes, level=level)
     share = matched(diff)
