@@ -36,6 +36,7 @@ from npudiag.profiling.formats.op_statistic import read_op_statistic
 from npudiag.profiling.formats.profiler_metadata import read_distributed_args
 from npudiag.profiling.formats.step_trace import read_steps
 from npudiag.profiling.formats.trace_json import TraceTables, read_trace
+from npudiag.profiling.op_names import fill_op_types
 from npudiag.profiling.tasks import merge_counts
 
 Progress = Callable[[int], None]
@@ -308,6 +309,11 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
         kernels = kernels.drop_columns([c for c in _KERNEL_EXTRA_DROP if c in kernels.column_names])
         kernels = assign_steps_by_time(kernels, steps, launch)
         del launch
+        kernels, derived = fill_op_types(kernels)
+        if derived:  # torch_npu Level0 writes N/A; MindSpore's timelines carry names only
+            warnings.append(f"{u.path}: {derived:,} kernel(s) record no op type; their type is taken from the op name "
+                            "(Default/.../Conv2D-op8 -> Conv2D, aclnnMm_MatMulCommon_MatMulV2 -> MatMulV2, hcom_allReduce__3_1 -> "
+                            "hcom_allReduce_)")  # fmt: skip
         parts["kernels"].append(kernels)
         if comm_tasks is not None:
             comm_tasks = name_comm_tasks(comm_tasks, kernels)
