@@ -63,10 +63,11 @@ def doctor(
 ) -> None:
     """Check the CANN toolkit, msprof, msnpureport, driver and npu-smi, with the fix for each (exit 1 when one is missing)."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text
 
     from npudiag.collect import toolkit
     from npudiag.report.json_report import render_json
+    from npudiag.report.text import Col, table
 
     checks = toolkit.doctor()
     if json_out:
@@ -74,10 +75,11 @@ def doctor(
     elif quiet:
         Say().errors(f"{c.name} missing: {c.fix}" if c.fix else f"{c.name} missing" for c in checks if not c.ok)
     else:
-        t = Table(box=None, show_header=False)
-        for c in checks:
-            t.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]missing[/red]", c.found or "", c.fix or "")
-        Console().print(t)
+        console = Console()
+        cols = [Col("tool", "fixed", 0), Col("status", "fixed", 0), Col("found", "text", 2, min_width=12),
+                Col("fix", "text", 0, min_width=24)]  # fmt: skip
+        rows = [[c.name, Text("ok", style="green") if c.ok else Text("missing", style="red"), c.found or "", c.fix or ""] for c in checks]
+        console.print(table(console, None, cols, rows))
     if not all(c.ok for c in checks):
         raise typer.Exit(1)
 

@@ -43,6 +43,7 @@ class LogsRun:
     problems: pa.Table  # the LOG_EVENTS rows triage looks at
     totals: dict[str, Any]
     errors: list[str] = field(default_factory=list)
+    first_records: dict[str, Any] = field(default_factory=dict)  # file -> its earliest record's timestamp
 
 
 def _problem_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -74,6 +75,7 @@ def parse_logs(
     errors: list[str] = []
     lines = kept = dropped = catalogue = 0
     prefixes: list[dict[str, str]] = []
+    first_records: dict[str, Any] = {}
 
     def run(writer: pq.ParquetWriter | None) -> None:
         nonlocal lines, kept, dropped, catalogue
@@ -102,6 +104,9 @@ def parse_logs(
                     for lv, n in zip(*_value_counts(batch["level"])):
                         levels[lv] += n
                     files[src.ctx.file] += batch.num_rows
+                    earliest = pc.min(batch["timestamp"]).as_py() if batch.num_rows else None
+                    if earliest is not None and (src.ctx.file not in first_records or earliest < first_records[src.ctx.file]):
+                        first_records[src.ctx.file] = earliest
                     info = pc.fill_null(pc.is_in(batch["level"], _INFO), False)
                     if pc.any(info).as_py():
                         named = pc.match_substring_regex(pc.filter(batch["message"], info), _CATALOGUE)
@@ -152,7 +157,7 @@ def parse_logs(
     }
     if dropped:
         totals["note"] = f"triage looked at the first {MAX_PROBLEM_ROWS:,} error records; {dropped:,} later ones are only counted"
-    return LogsRun(table, totals, errors)
+    return LogsRun(table, totals, errors, first_records)
 
 
 def _value_counts(arr: pa.Array) -> tuple[list[str], list[int]]:

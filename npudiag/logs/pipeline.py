@@ -42,6 +42,8 @@ def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = No
     summary.json into ``out`` when given (the folder written whole, see ``npudiag.output``).
     ``device``: only that device's logs. ``status(text)`` is a context manager around the parse
     (the CLI's spinner)."""
+    from npudiag.logs.clock import describe as describe_clock
+    from npudiag.logs.clock import file_offsets, to_host_clock
     from npudiag.logs.ingest import parse_logs as parse_sources
     from npudiag.logs.sources import find_sources
     from npudiag.logs.triage import load_kb, summarise, triage_table
@@ -72,8 +74,14 @@ def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = No
             run = parse_sources(sources, events, device=device)
         errors += run.errors
         kb = load_kb()
-        triage = triage_table(run.problems, kb)
-        summary = summarise(run.problems, triage, kb, run.totals)
+        # device files written in another time zone than the host's: their records in host time, said once
+        offsets = file_offsets(run.first_records)
+        problems = to_host_clock(run.problems, offsets)
+        triage = triage_table(problems, kb)
+        summary = summarise(problems, triage, kb, run.totals)
+        summary["clock_offsets"] = list(offsets.values())
+        if offsets:
+            summary["clock_note"] = describe_clock(offsets)
         summary["inputs"] = paths
         summary["input_errors"] = errors
         summary["input_warnings"] = warnings
@@ -83,4 +91,4 @@ def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = No
             atomic_write(folder.work / "summary.json", lambda fh: fh.write(text.encode("utf-8")))
             folder.commit({"inputs": paths})
             summary["out"] = str(out)
-    return LogTriage(summary, {"triage": triage, "problems": run.problems}, out, errors, warnings)
+    return LogTriage(summary, {"triage": triage, "problems": problems}, out, errors, warnings)

@@ -241,6 +241,7 @@ def summarise(
         **totals,
         "first_error": first,
         "root_cause": root,
+        "fault_kernels": fault_kernels(errors),
         "error_codes": sorted(code_rows.values(), key=lambda r: (-r["count"], r["code"])),
         "findings": findings,
         "by_module": _counts(errors, "module"),
@@ -250,6 +251,28 @@ def summarise(
         "timeline": [_row(errors, i) for i in range(min(errors.num_rows, timeline_limit))],
         "knowledge_base_entries": len(by_id),
     }
+
+
+_FAULT_KERNEL = r"fault kernel_name=([^,\s]+)"
+
+
+def fault_kernels(errors: pa.Table, limit: int = 10) -> list[dict[str, Any]]:
+    """The kernels the runtime names as failed ('... Aicore kernel execute failed, ..., fault
+    kernel_name=NAME, ...'), each once, first seen first: the operator to investigate."""
+    if errors.num_rows == 0:
+        return []
+    hit = pc.fill_null(pc.match_substring_regex(errors["message"], _FAULT_KERNEL), False)
+    t = errors.filter(hit)
+    if t.num_rows == 0:
+        return []
+    names = pc.struct_field(pc.extract_regex(t["message"], r".*?" + _FAULT_KERNEL.replace("(", "(?P<k>", 1)), "k")
+    out: dict[str, dict[str, Any]] = {}
+    for name, ts, file, line in zip(names.to_pylist(), t["timestamp"].to_pylist(), t["file"].to_pylist(), t["line"].to_pylist()):
+        row = out.setdefault(name, {"kernel_name": name, "count": 0, "first_timestamp": ts, "first_file": file, "first_line": line})
+        row["count"] += 1
+        if len(out) >= limit:
+            break
+    return list(out.values())
 
 
 def root_cause(findings: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -45,8 +45,10 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
     torch = ops["match_by"] == "torch"
     what = "Framework ops" if torch else f"Operators by {ops['match_by']}"
     title = f"{what}, largest change first ({min(top, len(ops['rows']))} of {ops['total']})"
-    cols = [Col("op", "name", 0, min_width=16), Col("count", priority=3), Col("base", priority=1), Col("current", priority=1),
-            Col("delta", priority=0), Col("change", priority=0), Col("avg base", priority=2), Col("avg cur", priority=2)]  # fmt: skip
+    # framework op names are long (aten::convolution_backward): they keep room before the host-self columns do
+    cols = [Col("op", "name", 0, min_width=28 if torch else 16), Col("count", priority=3), Col("base", priority=1),
+            Col("current", priority=1), Col("delta", priority=0), Col("change", priority=0), Col("avg base", priority=2),
+            Col("avg cur", priority=2)]  # fmt: skip
     if torch:
         cols += [Col("host self base", priority=4), Col("host self cur", priority=4)]
     rows = []

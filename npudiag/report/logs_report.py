@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from npudiag.report.text import Col, count, plain, table
+from npudiag.report.text import Col, clean, count, plain, table
 
 
 def _ts(t: datetime | None) -> str:
@@ -30,6 +30,32 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def break_path(text: str, width: int) -> str:
+    """``text`` with a line break after a ``/`` wherever a word (a path) is longer than ``width``, so
+    the terminal wraps a path between its parts, never inside a file or folder name."""
+    out = []
+    for word in text.split(" "):
+        if len(word) <= width or "/" not in word:
+            out.append(word)
+            continue
+        lines, cur = [], ""
+        for k, part in enumerate(word.split("/")):
+            piece = part if k == 0 else "/" + part
+            if cur and len(cur) + len(piece) > width:
+                lines.append(cur)
+                cur = piece
+            else:
+                cur += piece
+        lines.append(cur)
+        out.append("\n".join(lines))
+    return " ".join(out)
+
+
+def path_text(text: str, width: int, style: str = "") -> Text:
+    """Input text (escaped as :func:`plain` does) whose long paths break between their parts."""
+    return Text(break_path(clean(text), width), style=style)
+
+
 def where(file: str, line: Any) -> str:
     """``file:line``; what was read from standard input (``-``) is ``stdin:line``."""
     return f"{'stdin' if file == '-' else file}:{line}"
@@ -42,6 +68,8 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     console.print(head)
     if s.get("note"):
         console.print(plain(s["note"], style="yellow"))
+    if s.get("clock_note"):
+        console.print(plain(s["clock_note"], style="yellow"))
     if s.get("info_records_naming_codes"):
         n = s["info_records_naming_codes"]
         console.print(plain(f"{n:,} INFO/DEBUG/EVENT records name an error code (a catalogue, not errors)", style="dim"))
@@ -50,13 +78,18 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
         console.print(plain(note, style="dim"))
     root = s["root_cause"]
     first = s["first_error"]
+    inner = max(console.width - 4, 20)  # inside the panel's border and padding
     if root is not None:
         body = Text()
         body.append_text(plain(root["title"], style="bold red"))
         body.append("\n")
         body.append_text(plain(root["meaning"]))
+        for k in s.get("fault_kernels") or []:  # the operator the runtime named as failed: the one to investigate
+            body.append("\nfault kernel: ", style="bold")
+            body.append_text(plain(k["kernel_name"]))
+            body.append_text(plain(f" ({k['count']:,}×, first {_ts(k['first_timestamp'])})", style="dim"))
         body.append("\nfirst seen: ", style="dim")
-        body.append_text(plain(f"{_ts(root['first_timestamp'])}  {where(root['first_file'], root['first_line'])}"))
+        body.append_text(path_text(f"{_ts(root['first_timestamp'])}  {where(root['first_file'], root['first_line'])}", inner))
         body.append("\nlog: ", style="dim")
         body.append_text(plain(root["example"]))
         body.append("\n")
@@ -78,7 +111,7 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
         console.print(Text("No errors found.", style="green"))
     if first is not None and root is not None:
         at = f"{_ts(first['timestamp'])} {first['module'] or ''} {_where(first)}"
-        console.print(plain(f"First error in time: {at}: {_cut(first['message'], 160)}"))
+        console.print(path_text(f"First error in time: {at}: {_cut(first['message'], 160)}", console.width))
     if s["error_codes"]:
         cols = [Col("code", "fixed", 0), Col("count", priority=1), Col("first seen", "fixed", 2), Col("meaning", "text", 0, min_width=20)]
         rows = [[r["code"], f"{r['count']:,}", _ts(r["first_timestamp"]), r["meaning"] or ""] for r in s["error_codes"][:30]]

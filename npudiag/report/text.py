@@ -5,8 +5,8 @@ Nothing from an input (log text, file names, op names, config values) is ever re
 escaped (``\\x1b``), so a log line cannot style, hide or rewrite what the terminal shows.
 
 :func:`table` lays columns out for the terminal's width: numbers keep their full width and never
-wrap; names are shortened in the middle (the distinctive end of ``aclnnInplaceAdd_AddAiCore_Add``
-stays); free text wraps; when even that does not fit, columns are dropped in their declared
+wrap; names and free text wrap onto more lines and are never cut (two names that differ only in
+their middle stay told apart); when even that does not fit, columns are dropped in their declared
 priority order (highest number first; priority 0 is a key column and is always kept).
 """
 
@@ -54,7 +54,7 @@ def middle(text: str, width: int) -> str:
 @dataclass
 class Col:
     header: str
-    kind: str = "num"  # num: right-aligned, never cut; name: cut in the middle; text: wraps; fixed: never cut, left
+    kind: str = "num"  # num: right-aligned, never cut; name and text: wrap, never cut; fixed: never cut, left
     priority: int = 1  # 0: a key column, always shown; higher numbers are dropped first when the terminal is narrow
     min_width: int = 8
     max_width: int | None = None
@@ -73,14 +73,19 @@ def table(console: Console, title: str | Text | None, cols: list[Col], rows: lis
         w = max([len(col.header)] + [_width(r[j]) for r in cells if j < len(r)])
         natural.append(min(w, col.max_width) if col.max_width and col.kind in ("name", "text") else w)
     keep = list(range(len(cols)))
+    # free text wraps at spaces: its longest word is its floor (a path is never broken mid-word while a
+    # less important column could make room), up to 40 characters
+    longest = [max([0] + [len(w) for r in cells if j < len(r) for w in r[j].plain.split()]) if col.kind == "text" else 0
+               for j, col in enumerate(cols)]  # fmt: skip
+
+    def floor_of(j: int) -> int:
+        col = cols[j]
+        if col.kind in ("num", "fixed"):
+            return natural[j]
+        return min(natural[j], max(col.min_width, len(col.header), min(longest[j], 40)))
 
     def need(idx: list[int]) -> int:
-        total = 0
-        for j in idx:
-            col = cols[j]
-            floor = natural[j] if col.kind in ("num", "fixed") else min(natural[j], max(col.min_width, len(col.header)))
-            total += floor + _GAP
-        return total
+        return sum(floor_of(j) + _GAP for j in idx)
 
     while need(keep) > console.width and any(cols[j].priority > 0 for j in keep):
         drop = max((j for j in keep if cols[j].priority > 0), key=lambda j: (cols[j].priority, j))
@@ -92,7 +97,7 @@ def table(console: Console, title: str | Text | None, cols: list[Col], rows: lis
         want = sum(natural[j] + _GAP for j in flexible)
         if want > room:
             # share the room by natural width, each at least its floor
-            floors = {j: min(natural[j], max(cols[j].min_width, len(cols[j].header))) for j in flexible}
+            floors = {j: floor_of(j) for j in flexible}
             spare = max(room - sum(floors[j] + _GAP for j in flexible), 0)
             extra = {j: natural[j] - floors[j] for j in flexible}
             total_extra = sum(extra.values()) or 1
@@ -106,18 +111,12 @@ def table(console: Console, title: str | Text | None, cols: list[Col], rows: lis
             t.add_column(col.header, justify="right", no_wrap=True, min_width=widths[j], style=col.style)
         elif col.kind == "fixed":
             t.add_column(col.header, no_wrap=True, min_width=widths[j], style=col.style)
-        elif col.kind == "name":
-            t.add_column(col.header, no_wrap=True, width=widths[j], style=col.style)
+        elif col.kind == "name":  # a name is shown whole: wrapped onto more lines, never cut
+            t.add_column(col.header, overflow="fold", width=widths[j], style=col.style)
         else:
             t.add_column(col.header, overflow="fold", width=widths[j], style=col.style)
     for row in cells:
-        out = []
-        for j in keep:
-            cell = row[j] if j < len(row) else Text("")
-            if cols[j].kind == "name" and cell.cell_len > widths[j]:
-                cell = Text(middle(cell.plain, widths[j]), style=cell.style)
-            out.append(cell)
-        t.add_row(*out)
+        t.add_row(*(row[j] if j < len(row) else Text("") for j in keep))
     return t
 
 
