@@ -596,6 +596,7 @@ def remove_stale_staging(dest: Path) -> None:
         try:
             marker = load_json(Path(entry.path) / STAGING_MARKER, 4096)
         except InputError:
+            _remove_if_unstarted(Path(entry.path))
             continue
         pid = marker.get("pid") if isinstance(marker, dict) else None
         if not isinstance(pid, int) or isinstance(pid, bool) or _alive(pid):
@@ -605,6 +606,21 @@ def remove_stale_staging(dest: Path) -> None:
             with contextlib.suppress(OSError):
                 os.rename(old, dest)
         shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _remove_if_unstarted(folder: Path) -> None:
+    """A staging folder a run was killed in before it finished its marker (it holds nothing, or only
+    the marker half written): nothing of anyone's is in it; removed. Called under the target's lock,
+    so no live run is making it."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    if set(names) <= {STAGING_MARKER}:
+        with contextlib.suppress(OSError):
+            if names:
+                os.unlink(folder / STAGING_MARKER)
+            os.rmdir(folder)
 
 
 class TargetLock:

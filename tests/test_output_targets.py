@@ -258,10 +258,15 @@ def test_killed_runs_staging_is_cleared_and_a_half_swap_put_back(tmp_path: Path)
         (s / output.STAGING_MARKER).write_text(json.dumps({"pid": pid}))
     other = tmp_path / ".o.tmp-notours"
     other.mkdir()
+    (other / "notes.txt").write_text("someone's")
+    # runs killed between making their staging folder and finishing its marker: nothing in them
+    (tmp_path / ".o.tmp-unstarted").mkdir()
+    (tmp_path / ".o.tmp-halfmarker").mkdir()
+    (tmp_path / ".o.tmp-halfmarker" / output.STAGING_MARKER).write_text('{"pid": 12')
     os.rename(dest, tmp_path / ".o.tmp-dead" / "old")
     output.remove_stale_staging(dest)
     assert (dest / "manifest.json").is_file() and run_cli("report", dest, "-q").returncode == 0  # the old folder is back
-    assert _hidden(tmp_path) == [".o.tmp-live", ".o.tmp-notours"]
+    assert _hidden(tmp_path) == [".o.tmp-live", ".o.tmp-notours"] and (other / "notes.txt").read_text() == "someone's"
 
 
 def test_without_an_atomic_exchange_the_swap_still_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
