@@ -251,7 +251,7 @@ def test_sync_stream_planted_in_the_loop(tmp_path: Path) -> None:
 def test_sync_stream_launch_blocking_on_the_corpus(corpus: Path) -> None:
     """neopan-tilelang-baseline: 3 Node@launch, 2 of them followed directly by aclrtSynchronizeStream
     (recomputed with json here): msprof-analyze's ratio 0.667 > 0.5 flags launch blocking; npudiag
-    needs min_launches (20) launches first, so it fires only when that is lowered."""
+    needs min_launches (20) launches first, so that fires only when it is lowered."""
     import json
 
     folder = corpus / "neopan-tilelang-baseline-PROF_000001_20260605155111872_JDEKRCNERPBNJEGA"
@@ -262,7 +262,11 @@ def test_sync_stream_launch_blocking_on_the_corpus(corpus: Path) -> None:
     followed = sum(1 for a, b in zip(events, events[1:]) if a[1] == "Node@launch" and b[1] != "Node@launch")
     assert (launches, followed) == (3, 2)
     tables = ingest([folder], hash_inputs=False).tables
-    assert [x for x in run_rules(tables)[0] if x.rule_id == "sync_stream"] == []
+    # by default not launch blocking (too few launches); the profile has no steps, and its benchmark
+    # loop (synchronise stream, launch, synchronise device, three times) is found by recurrence
+    (loop,) = [x for x in run_rules(tables)[0] if x.rule_id == "sync_stream"]
+    acl_syncs = [e for e in json.loads(trace.read_text()) if e.get("ph") == "X" and e["name"].startswith("AscendCL@aclrtSynchronize")]
+    assert "launch blocking" not in loop.title and "no step markers" in loop.title and loop.count == len(acl_syncs) == 9
     (f,) = [x for x in run_rules(tables, parse_rule_options(["sync_stream.min_launches=1"]))[0] if x.rule_id == "sync_stream"]
     assert (f.evidence["launches"], f.evidence["launches_then_sync"]) == (launches, followed)
     assert f.evidence["launch_sync_ratio"] == round(followed / launches, 4) and "launch blocking" in f.title
@@ -580,3 +584,31 @@ def test_bandwidth_planted_clean_and_corpus(tmp_path: Path, corpus: Path) -> Non
     con.close()
     (g,) = [x for x in run_rules(ingest([unit]).tables)[0] if x.rule_id == "bandwidth"]
     assert (g.count, g.evidence["transfers"]) == (sum(v < 14.4 for v in rows.values()), len(rows)) == (2, 4)
+
+
+def test_a_loop_without_step_markers_is_found_by_recurrence(tmp_path: Path) -> None:
+    """An AscendCL program's loop under msprof records no steps: alloc_in_loop and sync_stream found
+    nothing (0 of 15 planted mallocs). The calls are counted here from msprof_*.json with json."""
+    import json
+
+    from npudiag.testing.generate import write_msprof_profile
+
+    for per in (1, 3):
+        gt = write_msprof_profile(tmp_path / f"p{per}", kernels=600, copies=0, loop_iterations=15, mallocs_per_iteration=per,
+                                  syncs_per_iteration=1)  # fmt: skip
+        events = json.loads(next(Path(gt.profile_dir).rglob("msprof_*.json")).read_text())
+        acl = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("AscendCL@")]
+        allocs = [e for e in acl if e["name"] in ("AscendCL@aclrtMalloc", "AscendCL@aclrtFree")]
+        syncs = [e for e in acl if e["name"] == "AscendCL@aclrtSynchronizeStream"]
+        assert len(allocs) == gt.loop["acl_alloc_calls"] == 30 * per and len(syncs) == gt.loop["acl_sync_calls"] > 10
+        tables = ingest([Path(gt.profile_dir)]).tables
+        assert tables["steps"].num_rows == 0 and tables["kernels"]["step"].null_count == tables["kernels"].num_rows
+        findings, _ = run_rules(tables)
+        (alloc,) = [f for f in findings if f.rule_id == "alloc_in_loop"]
+        assert alloc.count == len(allocs) and alloc.evidence["found_by"] == "recurrence"
+        assert alloc.time_lost_us == pytest.approx(sum(float(e["dur"]) for e in allocs), abs=0.01)
+        (sync,) = [f for f in findings if f.rule_id == "sync_stream"]
+        assert sync.count == len(syncs) and "no step markers" in sync.title
+    # the same profile without the loop's calls: silent
+    clean = write_msprof_profile(tmp_path / "c", kernels=600, copies=0)
+    assert not [f for f in run_rules(ingest([Path(clean.profile_dir)]).tables)[0] if f.rule_id in ("alloc_in_loop", "sync_stream")]

@@ -115,6 +115,7 @@ class GroundTruth:
     copies: dict[str, float] = field(default_factory=dict)
     profile_dir: str = ""
     memory: dict = field(default_factory=dict)
+    loop: dict = field(default_factory=dict)  # a loop without step markers: its iterations and planted calls
 
 
 def _ts(x: float) -> str:
@@ -707,8 +708,15 @@ def write_msprof_profile(
     idle_gaps: int = 0,
     idle_gap_us: float = 0.0,
     device_info: tuple[int, int] | None = None,
+    loop_iterations: int = 0,
+    mallocs_per_iteration: int = 0,
+    malloc_us: float = 300.0,
+    syncs_per_iteration: int = 0,
 ) -> GroundTruth:
     """``small_copies`` plants async 1 KiB H2D copies of 5 µs; ``idle_gaps`` plants device gaps of ``idle_gap_us``;
+    ``loop_iterations`` with ``mallocs_per_iteration``: an AscendCL program's loop without step markers (msprof
+    records none for it), each iteration's kernels a slice of the profile's, with that many aclrtMalloc +
+    aclrtFree pairs at its start and ``syncs_per_iteration`` aclrtSynchronizeStream calls inside it (``gt.loop``);
     ``device_info`` (AI Cores, vector cores) writes device_0/info.json.0 as msprof does (every compute
     kernel of the generator runs on 40 blocks)."""
     kinds, start, dur, gaps, step = _plan(kernels, seed, 1, idle_gaps, idle_gap_us)
@@ -721,6 +729,13 @@ def write_msprof_profile(
         _write_csv(mso / f"op_summary_{ts}.csv", OP_SUMMARY_HEADER, _kernel_rows(kinds, start, dur, gaps, step, False, seed))
         _op_statistic(mso / f"op_statistic_{ts}.csv", gt, kinds, dur, device_col=True)
         events = _trace_events(start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=True, small_copies=small_copies)
+        if loop_iterations:
+            iteration = np.minimum(np.arange(len(start)) * loop_iterations // max(len(start), 1), loop_iterations - 1)
+            events += _alloc_events(start, iteration, mallocs_per_iteration, malloc_us)
+            syncs = sync_positions(len(start), loop_iterations, syncs_per_iteration) if syncs_per_iteration else np.array([], int)
+            events += _sync_events(start, dur, syncs)
+            gt.loop = {"iterations": loop_iterations, "acl_alloc_calls": 2 * mallocs_per_iteration * loop_iterations,
+                       "acl_sync_calls": len(syncs)}  # fmt: skip
         _write_trace(mso / f"msprof_{ts}.json", events)
     if db:
         _write_db(folder / f"msprof_{ts}.db", kinds, start, dur, copies, copy_bytes, copy_us)

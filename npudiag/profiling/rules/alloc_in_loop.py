@@ -1,5 +1,10 @@
 """alloc_in_loop: device memory allocated and freed in every step after the first (warm-up) one.
 
+Without step markers (an AscendCL program's loop under msprof records none) the loop is found by
+recurrence: an allocation API called at least ``min_steps`` + 1 times with device work (a kernel
+or device copy starting) between its calls is in the loop, and every such call counts (no iteration
+can be told to be the warm-up); start-up allocations made before the device works are not.
+
 aclrtMalloc / aclrtFree (and the runtime's DevMalloc / DevFree, rtMalloc / rtFree) inside the loop
 cost host time every iteration; CANN's guidance is to allocate once before the loop. Calls are
 counted at the AscendCL level when the timeline has it (the runtime calls nested in them are the
@@ -14,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.profiling.rules.base import Finding, RuleContext, host_api, prefer_acl, spans_of, step_starts
+from npudiag.profiling.rules.base import Finding, RuleContext, host_api, prefer_acl, recurring, spans_of, step_starts
 
 RULE_ID = "alloc_in_loop"
 OPTIONS = {"min_steps": 2.0, "warning_share": 0.01, "critical_share": 0.05}
@@ -26,14 +31,19 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     host_api(ctx)
     out = []
     for rank in ctx.ranks():
-        bounds, steps = step_starts(ctx, rank)
-        if len(steps) < opts["min_steps"] + 1:
-            continue
         a = ctx.for_rank("api_calls", rank)
         calls = a.filter(pc.fill_null(pc.match_substring_regex(a["name"], ALLOC_API.pattern), False))
         if calls.num_rows == 0:
             continue
         calls = prefer_acl(calls)
+        bounds, steps = step_starts(ctx, rank)
+        if len(steps) == 0:  # no step markers: the loop found by recurrence
+            found = _in_loop(ctx, rank, calls, opts)
+            if found is not None:
+                out.append(found)
+            continue
+        if len(steps) < opts["min_steps"] + 1:
+            continue
         starts = calls["start_us"].to_numpy()
         i = np.searchsorted(bounds, starts, side="right") - 1
         in_step = i >= 0
@@ -59,3 +69,33 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             )
         )
     return out
+
+
+def _in_loop(ctx: RuleContext, rank, calls: pa.Table, opts: dict[str, float]) -> Finding | None:
+    """Allocations in a loop without step markers: an allocation API called again and again with
+    device work between its calls (found by recurrence). Every such call counts: without steps no
+    iteration can be told to be the warm-up."""
+    names = calls["name"].to_pylist()
+    sel = recurring(ctx, rank, pc.fill_null(calls["start_us"], np.nan).to_numpy(zero_copy_only=False), names, int(opts["min_steps"]) + 1)
+    if not sel.any():
+        return None
+    host_us = float(pc.fill_null(calls["duration_us"], 0.0).to_numpy()[sel].sum())
+    count = int(sel.sum())
+    by_api: dict[str, int] = {}
+    for n, keep in zip(names, sel):
+        if keep:
+            by_api[n] = by_api.get(n, 0) + 1
+    shown = ", ".join(f"{n} ×{c}" for n, c in sorted(by_api.items()))
+    return Finding(
+        RULE_ID,
+        ctx.severity(rank, host_us, opts),
+        f"{count} malloc/free calls recur between device tasks ({shown}; {host_us / 1e3:.2f} ms host time): the profile has no "
+        "step markers, so the loop was found by the calls recurring",
+        "Allocate device buffers once before the loop and reuse them (aclrtMalloc before it, aclrtFree after it; a memory "
+        "pool where sizes change).",
+        host_us,
+        count,
+        rank,
+        {"apis": sorted(by_api), "calls_by_api": by_api, "found_by": "recurrence"},
+        spans_of(calls.filter(pa.array(sel))),
+    )

@@ -210,6 +210,37 @@ def step_starts(ctx: RuleContext, rank: int | None) -> tuple[np.ndarray, np.ndar
     return g["start_us_min"].to_numpy(), g["step"].to_numpy()
 
 
+def recurring(ctx: RuleContext, rank: int | None, starts_us: np.ndarray, names: list[str], min_times: int) -> np.ndarray:
+    """For a profile without step markers (an AscendCL program's loop under msprof): which calls
+    recur in a loop, found by recurrence. The calls of one API name that have device work (a kernel or
+    a device copy starting) between one and the next form runs; a name whose calls recur so at least
+    ``min_times`` times is in the loop, and all its calls from the first of them on count. A name
+    whose calls all come together (a burst at start-up, before the device works) is not."""
+    k = ctx.for_rank("kernels", rank)
+    c = device_copies(ctx, rank)
+    work = np.sort(np.concatenate([pc.fill_null(t["start_us"], np.nan).to_numpy(zero_copy_only=False) for t in (k, c) if t.num_rows]
+                                  or [np.array([], float)]))  # fmt: skip
+    work = work[np.isfinite(work)]
+    out = np.zeros(len(starts_us), bool)
+    by_name: dict[str, list[int]] = {}
+    for i, n in enumerate(names):
+        by_name.setdefault(n, []).append(i)
+    for rows in by_name.values():
+        idx = np.array(rows, np.int64)
+        t = starts_us[idx]
+        known = np.isfinite(t)
+        idx, t = idx[known], t[known]
+        if len(t) < min_times:
+            continue
+        order = np.argsort(t, kind="stable")
+        idx, t = idx[order], t[order]
+        done = np.searchsorted(work, t, side="left")  # device tasks started before each call
+        times = 1 + int((done[1:] > done[:-1]).sum())  # runs of the name's calls separated by device work
+        if times >= min_times:
+            out[idx] = True
+    return out
+
+
 def host_api(ctx: RuleContext) -> pa.Table:
     """The host API timeline; Skipped (saying what would provide it) when the profile has none."""
     api = ctx.table("api_calls")

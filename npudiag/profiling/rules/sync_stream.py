@@ -9,7 +9,9 @@ AscendCL call are the same wait). It fires when such calls recur in every step a
 followed directly by a stream synchronise: ASCEND_LAUNCH_BLOCKING=1 makes every launch wait.
 Time lost: the device idle the waits leave, that is each device gap that a synchronise call
 overlaps or ends in, from the later of the gap's start and the call's start to the gap's end; in
-the steps after the first (all of them for launch blocking). The finding owns those ranges."""
+the steps after the first (all of them for launch blocking). The finding owns those ranges.
+Without step markers (an AscendCL program's loop under msprof), synchronise calls of one API made
+at least ``min_steps`` + 1 times with device work between them are the loop's, and all count."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.profiling.rules.base import Finding, RuleContext, host_api, idle_after, prefer_acl, step_starts
+from npudiag.profiling.rules.base import Finding, RuleContext, host_api, idle_after, prefer_acl, recurring, step_starts
 
 RULE_ID = "sync_stream"
 OPTIONS = {"min_steps": 2.0, "launch_ratio": 0.5, "min_launches": 20.0, "warning_share": 0.01, "critical_share": 0.05}
@@ -68,6 +70,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         per_step: dict[int, int] = {}
         in_loop = False
         sel = np.ones(calls.num_rows, bool)
+        by_recurrence = False
         if len(steps) >= opts["min_steps"] + 1:
             i = np.searchsorted(bounds, calls["start_us"].to_numpy(zero_copy_only=False), side="right") - 1
             step_of = np.where(i >= 0, steps[np.maximum(i, 0)], -1)
@@ -75,6 +78,12 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             in_loop = min(per_step.values()) > 0
             if not blocking:
                 sel = np.isin(step_of, steps[1:])
+        elif len(steps) == 0:  # no step markers: the loop found by the calls recurring between device tasks
+            starts = pc.fill_null(calls["start_us"], np.nan).to_numpy(zero_copy_only=False)
+            looped = recurring(ctx, rank, starts, calls["name"].to_pylist(), int(opts["min_steps"]) + 1)
+            in_loop = by_recurrence = bool(looped.any())
+            if not blocking:
+                sel = looped
         if not (in_loop or blocking):
             continue
         counted = calls.filter(pa.array(sel))
@@ -89,6 +98,9 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         else:
             title = (f"{counted.num_rows} synchronise calls recur in every step after the first "
                      f"({idle_us / 1e3:.2f} ms device idle after them)")  # fmt: skip
+            if by_recurrence:
+                title = (f"{counted.num_rows} synchronise calls recur between device tasks ({idle_us / 1e3:.2f} ms device idle "
+                         "after them): the profile has no step markers, so the loop was found by the calls recurring")  # fmt: skip
             advice = ("Remove host-device synchronisation from the step loop: .item(), .cpu(), printing or checking a "
                       "device tensor, or an explicit synchronize; synchronise once per step at most, with events "
                       "(aclrtRecordEvent / aclrtStreamWaitEvent) between streams instead of waiting on the host.")  # fmt: skip
