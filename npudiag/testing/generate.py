@@ -419,6 +419,42 @@ def _trace_events(
     return ev
 
 
+PREPARING_US = 20.0  # the host's step begins this long before its first device task (torch_npu's Preparing)
+STEP_TAIL_US = 5.0  # and ends this long after its last one
+
+
+def _copies_end(start, dur, copies: int, copy_us: float) -> float | None:
+    """Where the last planted copy (``_trace_events``: after the last kernel) ends on the device, µs."""
+    if not copies or not len(start):
+        return None
+    t = float(start[-1] + dur[-1] + 100.0)
+    return t + (copies - 1) * (copy_us + 200.0) + 10.0 + copy_us
+
+
+def step_ranges(start, dur, step, copies_end: float | None = None) -> dict[int, tuple[float, float, float]]:
+    """Per step: (recorded start, recorded end, span of its device tasks), µs; the copies after the
+    last kernel belong to the last step, as the host waits for them inside it."""
+    out = {}
+    ids = sorted(set(step.tolist()))
+    for sv in ids:
+        sel = step == sv
+        first, last = float(start[sel].min()), float((start[sel] + dur[sel]).max())
+        if copies_end is not None and sv == ids[-1]:
+            last = max(last, copies_end)
+        out[int(sv)] = (first - PREPARING_US, last + STEP_TAIL_US, last - first)
+    return out
+
+
+def _profiler_step_events(ranges: dict[int, tuple[float, float, float]], pid: int = 2647914) -> list[dict]:
+    """torch_npu's ProfilerStep#N ranges on the Python process (category cpu_op), as trace_view.json has them."""
+    ev = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "Python"}},
+          {"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": "CPU"}}]  # fmt: skip
+    for sv, (lo, hi, _) in ranges.items():
+        ev.append({"ph": "X", "name": f"ProfilerStep#{sv}", "pid": pid, "tid": pid, "ts": f"{lo:.3f}", "dur": round(hi - lo, 3),
+                   "cat": "cpu_op", "args": {"Sequence number": -1, "Fwd thread id": 0}})  # fmt: skip
+    return ev
+
+
 def _alloc_events(start, step, per_step: int, us: float, cann: int = 2711464191) -> list[dict]:
     """aclrtMalloc/aclrtFree pairs (each with its nested runtime call) just after each step's first kernel."""
     ev: list[dict] = []
@@ -643,19 +679,21 @@ def write_torch_profile(
     dist["rank"] = rank
     (folder / "profiler_metadata.json").write_text(json.dumps({"distributed_args": dist}), encoding="utf-8")
     rows = []
+    ranges = step_ranges(start, dur, step, _copies_end(start, dur, copies, copy_us) if trace or export == "db" else None)
     for s in sorted(set(step.tolist())):
         sel = step == s
         comp = float(dur[sel & (np.array([OP_MIX[k][2] for k in kinds]) != "HCCL")].sum())
         comm = float(dur[sel & (np.array([OP_MIX[k][2] for k in kinds]) == "HCCL")].sum())
-        # torch_npu's Stage: first task start to last task end, exactly (relative first: an absolute
-        # float64 at today's epoch resolves only 0.25 us)
+        # torch_npu's Stage: its first to last compute / communication task (copies are neither: the
+        # step's copies after its last kernel are outside it), exactly (relative first: an absolute
+        # float64 at today's epoch resolves only 0.25 us); Preparing: the host step's start to the first task
         stage = float(((start[sel] - start[sel][0]) + dur[sel]).max())
-        rows.append(
-            ["0", str(s), repr(comp), repr(comm), "0.0", repr(comm), repr(max(stage - comp - comm, 0.0)), repr(stage), "0", repr(comm), "0"]
-        )
+        rows.append(["0", str(s), repr(comp), repr(comm), "0.0", repr(comm), repr(max(stage - comp - comm, 0.0)), repr(stage), "0",
+                     repr(comm), repr(PREPARING_US)])  # fmt: skip
         gt.steps.append(int(s))
     if export == "db":
         _write_db(prof / f"ascend_pytorch_profiler_{rank}.db", kinds, start, dur, copies, copy_bytes, copy_us, step=step, rank=rank,
+                  ranges=ranges,
                   overlap_analysis=overlap_analysis)  # fmt: skip
         _write_analysis_db(prof / "analysis.db", rows)
         gt.copies = {"count": copies, "bytes_each": copy_bytes, "device_us_each": copy_us, "mode": "sync"}
@@ -683,6 +721,7 @@ def write_torch_profile(
         gt.memory = write_torch_memory(prof, start, dur, step, memory)
     if trace:
         events = _trace_events(start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=False)
+        events += _profiler_step_events(ranges, 2647914 + rank)
         events += _alloc_events(start, step, mallocs_per_step, malloc_us)
         if syncs_per_step:
             events += _sync_events(start, dur, sync_positions(kernels, steps, syncs_per_step))
@@ -879,6 +918,7 @@ def _write_db(
     step=None,
     rank: int | None = None,
     overlap_analysis: bool = False,
+    ranges: dict | None = None,
 ) -> None:
     """A profiler export database in the documented layout (msprof docs, msprof_db.md): compute
     kernels in TASK + COMPUTE_TASK_INFO, each communication op in COMMUNICATION_OP with its HCCL
@@ -964,12 +1004,8 @@ def _write_db(
         con.execute("CREATE TABLE RANK_DEVICE_MAP (rankId INTEGER, deviceId INTEGER)")
         con.execute("INSERT INTO RANK_DEVICE_MAP VALUES (?, 0)", (rank or 0,))
         con.execute("CREATE TABLE STEP_TIME (id INTEGER, startNs INTEGER, endNs INTEGER)")
-        rows = []
-        for sv in sorted(set(step.tolist())):
-            sel = step == sv
-            lo = int(round(float(start[sel].min()) * 1000)) - 20000
-            hi = int(round(float((start[sel] + dur[sel]).max()) * 1000)) + 5000
-            rows.append((int(sv), lo, hi))
+        recorded = ranges or step_ranges(start, dur, step)
+        rows = [(sv, int(round(lo * 1000)), int(round(hi * 1000))) for sv, (lo, hi, _) in recorded.items()]
         con.executemany("INSERT INTO STEP_TIME VALUES (?, ?, ?)", rows)
     if overlap_analysis:
         con.execute("CREATE TABLE OVERLAP_ANALYSIS (id INTEGER PRIMARY KEY AUTOINCREMENT, deviceId integer, startNs integer, "
