@@ -18,6 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from npudiag import _orphans
 from npudiag.errors import OptionError
 from npudiag.safeio import small_int
 
@@ -65,7 +66,8 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     # (a long TMPDIR) would fail at the first task, so such machines spawn instead
     if "forkserver" in multiprocessing.get_all_start_methods() and len(os.fsencode(tempfile.gettempdir())) < 70:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["npudiag.profiling.rank_job", "npudiag.profiling.ingest"])
+        os.environ[_orphans.PARENT_VAR] = str(os.getpid())  # the fork server dies with this process
+        ctx.set_forkserver_preload(["npudiag._orphans", "npudiag.profiling.rank_job", "npudiag.profiling.ingest"])
         return ctx
     return multiprocessing.get_context("spawn")
 
@@ -84,7 +86,7 @@ class LocalPool:
     name: str = "process pool"
 
     def _new_pool(self, workers: int) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context())
+        return ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=_orphans.die_with_parent)
 
     def _alone(self, fn: Task, job: Any) -> Any:
         pool = self._new_pool(1)

@@ -605,7 +605,11 @@ def remove_stale_staging(dest: Path) -> None:
         if old.is_dir() and not old.is_symlink() and not os.path.lexists(dest):
             with contextlib.suppress(OSError):
                 os.rename(old, dest)
-        shutil.rmtree(entry.path, ignore_errors=True)
+        for _ in range(20):  # a worker of the killed run may still be finishing a file in it: again until gone
+            shutil.rmtree(entry.path, ignore_errors=True)
+            if not os.path.lexists(entry.path):
+                break
+            time.sleep(0.05)
 
 
 def _remove_if_unstarted(folder: Path) -> None:
