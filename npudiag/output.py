@@ -568,14 +568,33 @@ def write_manifest(folder: Path, kind: str, manifest: dict[str, Any]) -> None:
     atomic_write(folder / MANIFEST, lambda fh: fh.write(text.encode("utf-8") + b"\n"))
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int, started: float | None = None) -> bool:
+    """Whether process ``pid`` runs, and (given ``started``, the epoch time it wrote in a marker) is
+    the process that wrote it: a pid reused by a process started later is not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except (PermissionError, OverflowError, ValueError):
         return True
+    if started is not None:
+        began = _start_time(pid)
+        if began is not None and began > started + 2.0:
+            return False
     return True
+
+
+def _start_time(pid: int) -> float | None:
+    """When process ``pid`` started (epoch seconds), from /proc; None where that cannot be told."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        ticks = int(fields[19])  # field 22, starttime, counted after the command name
+        with open("/proc/stat", "rb") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith(b"btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def remove_stale_staging(dest: Path) -> None:
@@ -596,10 +615,12 @@ def remove_stale_staging(dest: Path) -> None:
         try:
             marker = load_json(Path(entry.path) / STAGING_MARKER, 4096)
         except InputError:
-            _remove_if_unstarted(Path(entry.path))
+            _remove_if_unstarted(Path(entry.path), dest)
             continue
         pid = marker.get("pid") if isinstance(marker, dict) else None
-        if not isinstance(pid, int) or isinstance(pid, bool) or _alive(pid):
+        started = marker.get("started") if isinstance(marker, dict) else None
+        started = float(started) if isinstance(started, (int, float)) and not isinstance(started, bool) else None
+        if not isinstance(pid, int) or isinstance(pid, bool) or _alive(pid, started):
             continue
         old = Path(entry.path) / OLD
         if old.is_dir() and not old.is_symlink() and not os.path.lexists(dest):
@@ -612,10 +633,14 @@ def remove_stale_staging(dest: Path) -> None:
             time.sleep(0.05)
 
 
-def _remove_if_unstarted(folder: Path) -> None:
-    """A staging folder a run was killed in before it finished its marker (it holds nothing, or only
-    the marker half written): nothing of anyone's is in it; removed. Called under the target's lock,
-    so no live run is making it."""
+def _remove_if_unstarted(folder: Path, dest: Path) -> None:
+    """A staging folder a run was killed in before it finished its marker: its name carries the run's
+    pid (``.<name>.tmp-<pid>-<random>``), the process is gone, and it holds nothing, or only the marker
+    half written; removed. Called under the target's lock, so no live run is making it; a folder
+    of another name (another tool's) is never touched."""
+    m = re.fullmatch(re.escape(f".{dest.name[:200]}.tmp-") + r"([0-9]{1,9})-[A-Za-z0-9_]+", folder.name)
+    if m is None or _alive(int(m.group(1))):
+        return
     try:
         names = os.listdir(folder)
     except OSError:
@@ -806,7 +831,8 @@ class OutputFolder:
             remove_stale_staging(self.dest)
             self.target.check()  # again, now that no other npudiag run can change it
             with writing(self.given):
-                self.staging = Path(tempfile.mkdtemp(prefix=f".{self.dest.name[:200]}.tmp-", dir=self.dest.parent))
+                # the pid in the name too: a run killed before its marker is written is still known
+                self.staging = Path(tempfile.mkdtemp(prefix=f".{self.dest.name[:200]}.tmp-{os.getpid()}-", dir=self.dest.parent))
                 marker = {"pid": os.getpid(), "started": time.time(), "dest": self.dest.name}
                 (self.staging / STAGING_MARKER).write_text(json.dumps(marker))
                 self.work = self.staging / NEW

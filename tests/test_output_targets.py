@@ -258,15 +258,27 @@ def test_killed_runs_staging_is_cleared_and_a_half_swap_put_back(tmp_path: Path)
         (s / output.STAGING_MARKER).write_text(json.dumps({"pid": pid}))
     other = tmp_path / ".o.tmp-notours"
     other.mkdir()
-    (other / "notes.txt").write_text("someone's")
-    # runs killed between making their staging folder and finishing its marker: nothing in them
-    (tmp_path / ".o.tmp-unstarted").mkdir()
-    (tmp_path / ".o.tmp-halfmarker").mkdir()
-    (tmp_path / ".o.tmp-halfmarker" / output.STAGING_MARKER).write_text('{"pid": 12')
+    # runs killed between making their staging folder (its name carries the pid) and finishing its
+    # marker: nothing in them; a live run's such folder stays
+    (tmp_path / f".o.tmp-{dead}-unstarted").mkdir()
+    (tmp_path / f".o.tmp-{dead}-halfmarker").mkdir()
+    (tmp_path / f".o.tmp-{dead}-halfmarker" / output.STAGING_MARKER).write_text('{"pid": 12')
+    (tmp_path / f".o.tmp-{os.getpid()}-starting").mkdir()
     os.rename(dest, tmp_path / ".o.tmp-dead" / "old")
     output.remove_stale_staging(dest)
     assert (dest / "manifest.json").is_file() and run_cli("report", dest, "-q").returncode == 0  # the old folder is back
-    assert _hidden(tmp_path) == [".o.tmp-live", ".o.tmp-notours"] and (other / "notes.txt").read_text() == "someone's"
+    assert _hidden(tmp_path) == [f".o.tmp-{os.getpid()}-starting", ".o.tmp-live", ".o.tmp-notours"]
+
+
+def test_a_pid_reused_by_a_later_process_is_not_the_run_that_wrote_the_marker(tmp_path: Path) -> None:
+    """A killed run's marker names pid P; P now belongs to a process started after the marker: stale."""
+    dest = tmp_path / "o"
+    dest.mkdir()
+    s = tmp_path / ".o.tmp-reused"
+    (s / "new").mkdir(parents=True)
+    (s / output.STAGING_MARKER).write_text(json.dumps({"pid": os.getpid(), "started": 1000.0}))  # long before this process
+    output.remove_stale_staging(dest)
+    assert not s.exists()
 
 
 def test_without_an_atomic_exchange_the_swap_still_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
