@@ -627,10 +627,26 @@ def remove_stale_staging(dest: Path) -> None:
             with contextlib.suppress(OSError):
                 os.rename(old, dest)
         for _ in range(20):  # a worker of the killed run may still be finishing a file in it: again until gone
-            shutil.rmtree(entry.path, ignore_errors=True)
+            remove_staging(Path(entry.path))
             if not os.path.lexists(entry.path):
                 break
             time.sleep(0.05)
+
+
+def remove_staging(staging: Path) -> None:
+    """Remove a staging folder, its marker last: killed half-way, what is left still says it is npudiag's."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(staging):
+            if entry.name != STAGING_MARKER:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+    with contextlib.suppress(OSError):
+        os.unlink(staging / STAGING_MARKER)
+    with contextlib.suppress(OSError):
+        os.rmdir(staging)
 
 
 def _remove_if_unstarted(folder: Path, dest: Path) -> None:
@@ -876,7 +892,7 @@ class OutputFolder:
 
     def _cleanup(self) -> None:
         if self.staging is not None:
-            shutil.rmtree(self.staging, ignore_errors=True)
+            remove_staging(self.staging)
             self.staging = None
         if self.lock is not None:
             self.lock.release()

@@ -83,6 +83,17 @@ def _leftovers(parent: Path, name: str) -> list[str]:
     return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
 
 
+def _describe(parent: Path, names: list[str]) -> str:
+    """What a leftover holds (its files and its marker), for the failure message."""
+    out = []
+    for n in names:
+        p = parent / n
+        files = sorted(str(f.relative_to(p)) for f in p.rglob("*"))[:8] if p.is_dir() else []
+        marker = (p / ".npudiag-staging").read_text()[:200] if (p / ".npudiag-staging").is_file() else None
+        out.append(f"{n}: {files} marker={marker!r}")
+    return "; ".join(out)
+
+
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     w = tmp_path_factory.mktemp("never_lose")
@@ -173,7 +184,8 @@ def test_kill_9_at_any_moment_leaves_the_old_or_the_new_output(ws: Path, tmp_pat
         assert runner.run(new, ws).code in (0, 1)
         assert _states(targets) == new_states
         for path, _ in targets:
-            assert _leftovers(path.parent, path.name) == [], f"{name}: staging or lock of killed runs left beside {path}"
+            left = _leftovers(path.parent, path.name)
+            assert left == [], f"{name}: staging or lock of killed runs left beside {path}: {_describe(path.parent, left)}"
     finally:
         runner.close()
 
