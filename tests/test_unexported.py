@@ -123,3 +123,37 @@ def test_repeated_runs_in_one_collect_folder_are_runs_not_ranks(tmp_path: Path) 
     assert every["profile"]["ranks"] == 3 and any("read as 3 ranks (--runs all)" in w for w in every["warnings"])
     g = run_cli("gate", tmp_path / "coll", tmp_path / "coll", "--json", env=env)
     assert g.returncode == 0 and {m["base_n"] for m in json.loads(g.stdout)["metrics"]} == {3}, g.stdout  # one sample per run
+
+
+def test_processes_that_each_see_device_0_side_by_side_are_ranks_not_runs(tmp_path: Path) -> None:
+    """Eight processes with ASCEND_RT_VISIBLE_DEVICES each see their card as device 0: their PROF_*
+    folders, collected at the same time (msprof's start_info / end_info say when), are ranks."""
+    import json
+    import shutil
+
+    env = {**msprof_standin_path(tmp_path / "bin")}
+    src = _raw_prof(tmp_path / "one", env)
+    from npudiag.testing.generate import write_msprof_profile
+
+    gt = write_msprof_profile(tmp_path / "gen", kernels=300, copies=0)
+
+    def place(name: str, begin_us: int, end_us: int) -> Path:
+        prof = tmp_path / "job" / name
+        shutil.copytree(src, prof)
+        shutil.copytree(Path(gt.profile_dir) / "mindstudio_profiler_output", prof / "mindstudio_profiler_output")
+        (prof / "device_0" / "start_info.0").write_text(json.dumps({"collectionDateBegin": "", "collectionTimeBegin": str(begin_us)}))
+        (prof / "device_0" / "end_info.0").write_text(json.dumps({"collectionDateEnd": "", "collectionTimeEnd": str(end_us)}))
+        return prof
+
+    t0 = 1_765_000_000_000_000
+    place("PROF_000001_20261206100000000_AAAAAAAAAAAAAAAA", t0, t0 + 60_000_000)
+    place("PROF_000001_20261206100000500_BBBBBBBBBBBBBBBB", t0 + 500_000, t0 + 61_000_000)
+    r = run_cli("analyze", tmp_path / "job", "--out", tmp_path / "o", "--json")
+    data = json.loads(r.stdout)
+    assert data["profile"]["ranks"] == 2 and not any("runs of the same process" in w for w in data["warnings"])
+    # the same two collected one after the other are runs
+    shutil.rmtree(tmp_path / "job")
+    place("PROF_000001_20261206100000000_AAAAAAAAAAAAAAAA", t0, t0 + 60_000_000)
+    place("PROF_000001_20261206100200000_BBBBBBBBBBBBBBBB", t0 + 120_000_000, t0 + 180_000_000)
+    data = json.loads(run_cli("analyze", tmp_path / "job", "--out", tmp_path / "o2", "--json").stdout)
+    assert data["profile"]["ranks"] == 1 and any("2 runs of the same process" in w for w in data["warnings"])

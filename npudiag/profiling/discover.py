@@ -393,15 +393,56 @@ def _collected_at(u: Unit) -> tuple[str, float]:
     return (m.group(1).ljust(17, "0") if m else "", mtime)
 
 
+def _collection_span(u: Unit) -> tuple[float, float] | None:
+    """When a PROF_* folder's collection began and ended (epoch s): msprof's start_info / end_info
+    (collectionTimeBegin / End, µs), else the time in its name and the folder's last change."""
+    folder = u.path.parent if re.fullmatch(r"device_[0-9]{1,9}", u.path.name) else u.path
+    begins, ends = [], []
+    for pattern, key, out in (("*/start_info.[0-9]*", "collectionTimeBegin", begins), ("*/end_info.[0-9]*", "collectionTimeEnd", ends)):
+        for f in sorted(folder.glob(pattern))[:16]:
+            if f.name.endswith(".done"):
+                continue
+            try:
+                v = load_json(f, 1 << 16).get(key)
+                out.append(int(str(v)) / 1e6)
+            except (InputError, AttributeError, ValueError, TypeError):
+                continue
+    if begins and ends:
+        return min(begins), max(ends)
+    m = _STAMP.search(folder.name)
+    try:
+        from datetime import datetime
+
+        begin = datetime.strptime(m.group(1)[:14], "%Y%m%d%H%M%S").timestamp() if m else None
+        end = folder.stat().st_mtime
+    except (OSError, ValueError, OverflowError):
+        return None
+    return (begin, end) if begin is not None else None
+
+
+def _one_after_another(group: list[Unit]) -> bool:
+    """Whether the collections ran one after the other (repeated runs), not side by side (the ranks
+    of one job, e.g. processes that each see their own card as device 0)."""
+    spans = [_collection_span(u) for u in group]
+    if any(sp is None for sp in spans):
+        return False
+    spans.sort()
+    return all(b[0] >= a[1] - 1.0 for a, b in zip(spans, spans[1:]))
+
+
 def run_groups(units: list[Unit]) -> list[list[Unit]]:
     """Units that are repeated runs of one process (collected side by side, the same rank or the
-    same devices), each group oldest first."""
+    same devices; for msprof folders, collected one after the other), each group oldest first."""
     groups: dict[tuple, list[Unit]] = {}
     for u in units:
         key = _run_identity(u)
         if key is not None:
             groups.setdefault(key, []).append(u)
-    return [sorted(g, key=_collected_at) for g in groups.values() if len(g) > 1]
+    out = []
+    for key, g in groups.items():
+        if len(g) > 1 and (key[1] != "msprof" or _one_after_another(g)):
+            out.append(sorted(g, key=_collected_at))
+    return out
 
 
 def duplicate_ranks(units: list[Unit]) -> dict[int, list[Unit]]:
