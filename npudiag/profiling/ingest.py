@@ -166,7 +166,6 @@ _READERS: dict[str, Callable[[Path, int | None], Any]] = {
 # which file gives a unit's device tasks, best first (kernel_details carries Step Id); per-iteration
 # trace files of one kind are read together, in time order
 TASK_SOURCES = ("kernel_details", "op_summary", "db", "task_time", "task_time_json", "trace")
-KERNEL_SOURCES = TASK_SOURCES
 _CSV_SOURCES = ("kernel_details", "op_summary", "task_time")
 _TRACE_FAMILY = ("task_time_json", "trace")  # files whose tasks are the device timeline
 _COMM_FAMILY = ("hccl_json", "trace")  # files whose HCCL process has the ops and plane tasks

@@ -118,10 +118,6 @@ def cli_args(opts: ProfileOptions) -> list[str]:
     return args + list(opts.extra)
 
 
-def msprof_command(msprof: Path, opts: ProfileOptions, app: list[str]) -> list[str]:
-    return [str(msprof), *cli_args(opts), *app]
-
-
 def profiling_options(opts: ProfileOptions) -> dict[str, Any]:
     """The PROFILING_OPTIONS JSON object (environment method)."""
     opts.validate()

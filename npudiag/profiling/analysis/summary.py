@@ -18,14 +18,6 @@ from npudiag.profiling.analysis.memory import memory_by_rank
 from npudiag.profiling.analysis.quantities import clipped_union_us, copy_totals, phases, timeline
 from npudiag.profiling.rules import sort_findings
 
-
-def _f(x: Any) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return None if x != x else x
-
-
 # the tables that say a rank holds data, and what kind (a rank of only step / comm files counts)
 DATA_TABLES = ("kernels", "copies", "api_calls", "steps", "op_statistic", "api_statistic", "comm_ops", "comm_links", "comm_tasks",
                "comm_bandwidth", "memory_timeline", "op_memory")  # fmt: skip

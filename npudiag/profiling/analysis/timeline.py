@@ -42,12 +42,6 @@ def intervals(table: pa.Table, base: int, *, keep_null: bool = False) -> tuple[n
     return s[ok], e[ok]
 
 
-def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Total time covered by at least one interval (overlaps counted once)."""
-    seg_s, seg_e = merge(starts, ends)
-    return float(np.sum(seg_e - seg_s))
-
-
 def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The disjoint segments covered by the intervals, sorted."""
     if len(starts) == 0:

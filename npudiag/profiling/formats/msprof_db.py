@@ -75,16 +75,6 @@ def _open(path: Path) -> sqlite3.Connection:
     return con
 
 
-def tables_in(path: Path) -> set[str]:
-    con = _open(path)
-    try:
-        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"damaged SQLite schema (a name is not UTF-8 at byte {exc.start})") from None
-    finally:
-        con.close()
-
-
 _INT = pa.int64()
 
 
