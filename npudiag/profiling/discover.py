@@ -60,6 +60,7 @@ HEADERS: dict[str, tuple[frozenset[str], ...]] = {
     ),
 }
 MAX_DEPTH = 8
+DEVICE_DIR = re.compile(r"device_([0-9]{1,9})")  # msprof's device_N folders (ASCII digits, bounded)
 
 
 @dataclass
@@ -267,7 +268,7 @@ def _msprof_units(folder: Path, scope: Scope) -> list[Unit]:
         return [unit]
     units = []
     for dev in sorted(folder.glob("device_*")):
-        m = re.match(r"device_([0-9]{1,9})$", dev.name)
+        m = DEVICE_DIR.fullmatch(dev.name)
         if not m or not dev.is_dir() or not scope.allows(dev):
             continue
         unit = Unit(dev, "msprof", int(m.group(1)))
@@ -367,6 +368,11 @@ def _walk(folder: Path, depth: int, units: list[Unit], seen: set[tuple[int, int]
 _STAMP = re.compile(r"_([0-9]{14,17})(?:_|$)")  # PROF_000001_<yyyymmddHHMMSSfff>_..., <worker>_<pid>_<stamp>_ascend_pt
 
 
+def collection_folder(u: Unit) -> Path:
+    """The folder one collection wrote: the unit's own, or for a CANN <= 7 ``PROF_*/device_N`` unit its PROF_* folder."""
+    return u.path.parent if DEVICE_DIR.fullmatch(u.path.name) else u.path
+
+
 def _run_identity(u: Unit) -> tuple[Path, str, object] | None:
     """Where a unit was collected and what it profiled: (collect folder, kind, rank or devices). Two
     units with one identity are two runs of the same process, not two ranks."""
@@ -374,17 +380,18 @@ def _run_identity(u: Unit) -> tuple[Path, str, object] | None:
         return (u.path.parent, u.kind, u.rank) if u.rank is not None else None
     if u.kind != "msprof":
         return None
-    if re.fullmatch(r"device_[0-9]{1,9}", u.path.name):  # CANN <= 7: the unit is PROF_*/device_N
-        return (u.path.parent.parent, u.kind, (u.path.name,))
+    folder = collection_folder(u)
+    if folder != u.path:  # CANN <= 7: the unit is PROF_*/device_N
+        return (folder.parent, u.kind, (u.path.name,))
     try:
-        devices = tuple(sorted(d.name for d in u.path.glob("device_*") if re.fullmatch(r"device_[0-9]{1,9}", d.name) and d.is_dir()))
+        devices = tuple(sorted(d.name for d in u.path.glob("device_*") if DEVICE_DIR.fullmatch(d.name) and d.is_dir()))
     except OSError:
         return None
     return (u.path.parent, u.kind, devices) if devices else None
 
 
 def _collected_at(u: Unit) -> tuple[str, float]:
-    folder = u.path.parent if re.fullmatch(r"device_[0-9]{1,9}", u.path.name) else u.path
+    folder = collection_folder(u)
     m = _STAMP.search(folder.name.removesuffix("_ascend_pt"))
     try:
         mtime = folder.stat().st_mtime
@@ -396,7 +403,7 @@ def _collected_at(u: Unit) -> tuple[str, float]:
 def _collection_span(u: Unit) -> tuple[float, float] | None:
     """When a PROF_* folder's collection began and ended (epoch s): msprof's start_info / end_info
     (collectionTimeBegin / End, µs), else the time in its name and the folder's last change."""
-    folder = u.path.parent if re.fullmatch(r"device_[0-9]{1,9}", u.path.name) else u.path
+    folder = collection_folder(u)
     begins, ends = [], []
     for pattern, key, out in (("*/start_info.[0-9]*", "collectionTimeBegin", begins), ("*/end_info.[0-9]*", "collectionTimeEnd", ends)):
         for f in sorted(folder.glob(pattern))[:16]:

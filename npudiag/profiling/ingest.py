@@ -24,7 +24,7 @@ from npudiag.errors import InputError
 from npudiag.profiling import tasks
 from npudiag.profiling.analysis.copies import build_copies
 from npudiag.profiling.assemble import assign_steps_by_time, duplicate_steps, merge_steps, name_comm_tasks, split_tasks
-from npudiag.profiling.discover import Unit, assign_ranks, discover, duplicate_ranks, run_groups
+from npudiag.profiling.discover import Unit, assign_ranks, collection_folder, discover, duplicate_ranks, run_groups
 from npudiag.profiling.formats.analysis_db import read_analysis_db
 from npudiag.profiling.formats.api_statistic import read_api_statistic
 from npudiag.profiling.formats.communication import read_communication_tables, read_matrix
@@ -459,7 +459,7 @@ class Found:
         return {f: self.record[f] for fs in u.files.values() for f in fs}
 
 
-RUNS = ("latest", "all")
+RUNS = ("latest", "all")  # what find_units does with repeated runs of one process
 
 
 def find_units(paths: list[Path], follow_symlinks: bool = False, runs: str = "latest") -> Found:
@@ -488,7 +488,7 @@ def find_units(paths: list[Path], follow_symlinks: bool = False, runs: str = "la
             seen[key] = u.path
             units.append(u)
     for group in run_groups(units):
-        where = group[0].path.parent.parent if group[0].path.name.startswith("device_") else group[0].path.parent
+        where = collection_folder(group[0]).parent
         names = ", ".join(u.path.name for u in group[:4]) + (f" and {len(group) - 4} more" if len(group) > 4 else "")
         if runs == "latest":
             drop = {id(u) for u in group[:-1]}

@@ -111,19 +111,19 @@ def analyze(
     into those folders). ``runs``: of repeated runs of one process collected side by side, analyse the
     ``"latest"`` or ``"all"`` (each as its own rank)."""
     from npudiag.executors import choose_backend
-    from npudiag.profiling.ingest import find_units
+    from npudiag.profiling.ingest import RUNS, find_units
 
     paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
     out = Path(out) if out is not None else None
     step_window, time_range = _window(steps, time)
     overrides = {k: dict(v) for k, v in (rule_options or {}).items()}
+    if runs not in RUNS:  # checked before any export runs a tool
+        raise OptionError(f"runs must be 'latest' or 'all', not {runs!r}", "runs")
     notes = []
     if export:  # collected but never exported: run msprof's export / torch_npu's parse first
         from npudiag.profiling.collection import export_unexported
 
         notes = export_unexported(paths, follow_symlinks=follow_symlinks)
-    if runs not in ("latest", "all"):
-        raise OptionError(f"runs must be 'latest' or 'all', not {runs!r}", "runs")
     found = find_units(paths, follow_symlinks, runs)
     found.warnings[:0] = notes
     if not found.units and found.errors:  # nothing readable: say why, write nothing

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from npudiag.profiling.analysis.metrics import DEFAULT_METRICS, StepWindow, known_metric, metric_unit, samples, top_op_keys
 from npudiag.profiling.analysis.stats import mann_whitney_u, smallest_p
-from npudiag.profiling.analysis.window import parse_steps
+from npudiag.profiling.analysis.window import describe_steps, parse_steps, steps_spec
 from npudiag.tomlfile import read_toml
 
 
@@ -306,14 +306,14 @@ def gate(base_runs: Sequence[dict[str, pa.Table]], cur_runs: Sequence[dict[str, 
 def _check_window(window: StepWindow, granularity: dict[str, set[str]], base_runs, cur_runs) -> None:
     """A --steps window must hold steps of both sides: never whole runs gated as if cut."""
     lo, hi = window
-    spec = f"{'' if lo is None else lo}:{'' if hi is None else hi}"
+    spec = steps_spec(window)
     if granularity["baseline"] == {"whole-run"}:
         raise ValueError(f"--steps {spec}: these profiles carry no step ids, so no window can be cut; drop --steps")
     for side, runs in (("baseline", base_runs), ("current", cur_runs)):
         ids = sorted({s for t in runs for s in t["step_breakdown"]["step"].drop_null().to_pylist()})
         inside = [s for s in ids if (lo is None or s >= lo) and (hi is None or s <= hi)]
         if ids and not inside:
-            raise ValueError(f"--steps {spec}: no step of the {side} is in that window; it has steps {ids[0]} to {ids[-1]}")
+            raise ValueError(f"--steps {spec}: no step of the {side} is in that window; it has {describe_steps(ids)}")
 
 
 def _granularity(tables: dict[str, pa.Table]) -> str:

@@ -140,9 +140,7 @@ def _empty_window(kernels: pa.Table, steps_table: pa.Table | None, steps, time) 
         ids = pc.unique(kernels["step"].drop_null()).to_numpy(zero_copy_only=False)
         if steps_table is not None and steps_table.num_rows:
             ids = np.union1d(ids, steps_table["step"].drop_null().to_numpy(zero_copy_only=False))
-        ids = np.unique(ids)
-        spec = f"{'' if steps[0] is None else steps[0]}:{'' if steps[1] is None else steps[1]}"
-        return f"--steps {spec}: no step of this profile is in that window; it has {_ids(ids)}"
+        return f"--steps {steps_spec(steps)}: no step of this profile is in that window; it has {describe_steps(np.unique(ids))}"
     ends = pc.add(kernels["start_us"], pc.fill_null(kernels["duration_us"], 0.0))
     span = (pc.max(ends).as_py() or 0.0) - (pc.min(kernels["start_us"]).as_py() or 0.0)
     lo = "" if time[0] is None else _fmt_time(time[0])
@@ -151,7 +149,13 @@ def _empty_window(kernels: pa.Table, steps_table: pa.Table | None, steps, time) 
     return f"--time {lo}:{hi}: no kernel starts in that window; this profile spans {whole} from its first kernel (--time 0s:{whole})"
 
 
-def _ids(ids: np.ndarray) -> str:
+def steps_spec(steps: tuple[int | None, int | None]) -> str:
+    """A steps window as the user writes it: ``3:9``, ``3:``, ``:9``."""
+    return f"{'' if steps[0] is None else steps[0]}:{'' if steps[1] is None else steps[1]}"
+
+
+def describe_steps(ids) -> str:
+    """The step ids a profile has (sorted, distinct, at least one), as a window message says them."""
     n = len(ids)
     first, last = int(ids[0]), int(ids[-1])
     if n == 1:

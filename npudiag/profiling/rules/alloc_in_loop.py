@@ -81,10 +81,8 @@ def _in_loop(ctx: RuleContext, rank, calls: pa.Table, opts: dict[str, float]) ->
         return None
     host_us = float(pc.fill_null(calls["duration_us"], 0.0).to_numpy()[sel].sum())
     count = int(sel.sum())
-    by_api: dict[str, int] = {}
-    for n, keep in zip(names, sel):
-        if keep:
-            by_api[n] = by_api.get(n, 0) + 1
+    apis, counts = np.unique(np.asarray(names, dtype=object)[sel].astype(str), return_counts=True)
+    by_api = {str(a): int(c) for a, c in zip(apis, counts)}
     shown = ", ".join(f"{n} ×{c}" for n, c in sorted(by_api.items()))
     return Finding(
         RULE_ID,

@@ -222,11 +222,9 @@ def recurring(ctx: RuleContext, rank: int | None, starts_us: np.ndarray, names: 
                                   or [np.array([], float)]))  # fmt: skip
     work = work[np.isfinite(work)]
     out = np.zeros(len(starts_us), bool)
-    by_name: dict[str, list[int]] = {}
-    for i, n in enumerate(names):
-        by_name.setdefault(n, []).append(i)
-    for rows in by_name.values():
-        idx = np.array(rows, np.int64)
+    _, which = np.unique(np.asarray(names, dtype=object).astype(str), return_inverse=True)
+    for j in range(int(which.max()) + 1 if len(which) else 0):  # one pass per API name, not per call
+        idx = np.flatnonzero(which == j)
         t = starts_us[idx]
         known = np.isfinite(t)
         idx, t = idx[known], t[known]
