@@ -19,12 +19,19 @@ _PR_SET_PDEATHSIG = 1
 PARENT_VAR = "NPUDIAG_POOL_PARENT"
 
 
-def die_with_parent() -> None:
+def parent_death_signal() -> None:
+    """Ask Linux for SIGKILL when this process's parent dies (nothing elsewhere). Safe between fork
+    and exec: no locks, no allocation-heavy work."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() == 1:  # the parent died before the request: go now
-                os.kill(os.getpid(), signal.SIGKILL)
+
+
+def die_with_parent() -> None:
+    """The parent-death signal, and, where the parent is already gone, death now."""
+    parent_death_signal()
+    if sys.platform.startswith("linux") and os.getppid() == 1:  # the parent died before the request
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 if os.environ.get(PARENT_VAR) == str(os.getppid()) and __name__ != "__main__":  # the fork server, started by npudiag

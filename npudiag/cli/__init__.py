@@ -192,7 +192,7 @@ def _main(argv: list[str] | None) -> None:
         if interrupted and code == 130:  # Typer turns Ctrl-C into a silent exit code 130: say it
             print("npudiag: interrupted", file=sys.stderr)
     except _PipeClosed:
-        _silence_stdout()
+        _silence_fd(1)
         code = 0
     except UsageError as exc:
         print(_usage_line(exc), file=sys.stderr)
@@ -214,7 +214,7 @@ def _main(argv: list[str] | None) -> None:
     try:
         sys.stdout.flush()
     except _PipeClosed:
-        _silence_stdout()
+        _silence_fd(1)
         code = 0 if code in (0, 1) else code
     if interrupted is not None and before is signal.default_int_handler:  # a caller in this process gets its handler back
         with contextlib.suppress(ValueError):
@@ -235,10 +235,6 @@ def _note_interrupts() -> list[int]:
         with contextlib.suppress(ValueError):  # not the main thread (a library caller): leave it
             signal.signal(signal.SIGINT, on_interrupt)
     return seen
-
-
-def _silence_stdout() -> None:
-    _silence_fd(1)
 
 
 def _silence_fd(fd: int) -> None:

@@ -8,21 +8,17 @@ signal, so a kill -9 of npudiag takes the child down too instead of leaving an o
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 from typing import Any
 
-_PR_SET_PDEATHSIG = 1
+from npudiag._orphans import parent_death_signal
 
 
 def _in_child() -> None:  # runs between fork and exec: no locks, no allocation-heavy work
     os.setpgid(0, 0)
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    parent_death_signal()
 
 
 def popen(argv: list[str], **kw: Any) -> subprocess.Popen:

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from npudiag.report.text import Col, clean, count, plain, table
+from npudiag.report.text import Col, clean, count, pack_lines, plain, table
 
 
 def _ts(t: datetime | None) -> str:
@@ -38,16 +38,8 @@ def break_path(text: str, width: int) -> str:
         if len(word) <= width or "/" not in word:
             out.append(word)
             continue
-        lines, cur = [], ""
-        for k, part in enumerate(word.split("/")):
-            piece = part if k == 0 else "/" + part
-            if cur and len(cur) + len(piece) > width:
-                lines.append(cur)
-                cur = piece
-            else:
-                cur += piece
-        lines.append(cur)
-        out.append("\n".join(lines))
+        parts = word.split("/")
+        out.append("\n".join(pack_lines([("", parts[0])] + [("", "/" + p) for p in parts[1:]], width)))
     return " ".join(out)
 
 

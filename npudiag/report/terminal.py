@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from npudiag.report.text import Col, count, plain, table
+from npudiag.report.text import Col, count, pack_lines, plain, table
 from npudiag.units import format_bytes
 
 
@@ -72,15 +72,7 @@ def headline(prof: dict[str, Any]) -> list[str]:
 def figure_lines(items: list[str], width: int, sep: str = "  ·  ") -> list[str]:
     """``items`` joined by ``sep``, a new line where the next would not fit, so a label stays with
     its number; an item's NUL-separated pieces are joined by a space and may go on the next line."""
-    lines: list[str] = []
-    for item in items:
-        for k, piece in enumerate(item.split("\x00")):
-            glue = sep if k == 0 else " "
-            if lines and len(lines[-1]) + len(glue) + len(piece) <= width:
-                lines[-1] += glue + piece
-            else:
-                lines.append(piece)
-    return lines
+    return pack_lines(((sep if k == 0 else " ", piece) for item in items for k, piece in enumerate(item.split("\x00"))), width)
 
 
 def render_terminal(summary: dict[str, Any], console: Console, command: str = "analyze") -> None:

@@ -12,6 +12,7 @@ priority order (highest number first; priority 0 is a key column and is always k
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from rich.text import Text
 
 from npudiag.report.escape import clean
 
-__all__ = ["ELLIPSIS", "Col", "clean", "count", "middle", "plain", "say", "table"]
+__all__ = ["ELLIPSIS", "Col", "clean", "count", "middle", "pack_lines", "plain", "say", "table"]
 
 ELLIPSIS = "…"
 _GAP = 2  # what a column costs beside its text: one space of padding and the box's divider
@@ -33,6 +34,19 @@ def plain(value: Any, style: str = "") -> Text:
     if isinstance(value, Text):
         return value
     return Text(clean(value), style=style)
+
+
+def pack_lines(pieces: Iterable[tuple[str, str]], width: int) -> list[str]:
+    """Lines of at most ``width`` characters, filled greedily from ``(glue, piece)`` pairs: a piece
+    goes on the current line after its glue where it fits, else it starts a new line (without its
+    glue); a piece longer than ``width`` gets a line of its own."""
+    lines: list[str] = []
+    for glue, piece in pieces:
+        if lines and (lines[-1] == "" or len(lines[-1]) + len(glue) + len(piece) <= width):
+            lines[-1] += (glue if lines[-1] else "") + piece
+        else:
+            lines.append(piece)
+    return lines
 
 
 def count(n: int, word: str, many: str | None = None) -> str:
