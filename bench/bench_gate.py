@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from npudiag.profiling.analysis.gate import GateConfig, gate
+from npudiag.profiling.analysis.gate import GateConfig, judge
 from npudiag.profiling.runs import load_side
 from npudiag.testing.generate import Variation, write_torch_profile
 
@@ -48,11 +48,11 @@ def main() -> None:
             base = _tables(root, "b", 1000 + i, 2 * i, a.steps, a.kernels, a.jitter)
             same = _tables(root, "c", 1000 + i, 2 * i + 1, a.steps, a.kernels, a.jitter)
             slow = _tables(root, "s", 1000 + i, 2 * i + 1, a.steps, a.kernels, a.jitter, Add=1.15)
-            r = gate(base, same, cfg)
+            r = judge(base, same, cfg)
             if r.failed:
                 false_alarms += 1
                 wrong_metrics.update(v.metric for v in r.verdicts if v.failed)
-            caught += any(v.failed and v.metric == "op:Add" for v in gate(base, slow, cfg).verdicts)
+            caught += any(v.failed and v.metric == "op:Add" for v in judge(base, slow, cfg).verdicts)
     dt = time.perf_counter() - t0
     print(f"pairs={a.pairs} steps={a.steps} kernels={a.kernels} jitter={a.jitter:.0%} ({dt:.0f} s)")
     print(f"false alarms: {false_alarms}/{a.pairs} = {100 * false_alarms / a.pairs:.1f}%  {dict(wrong_metrics)}")

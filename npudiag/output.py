@@ -143,6 +143,11 @@ INVISIBLE = re.compile(
 )
 
 
+def json_safe(obj: Any) -> Any:
+    """``obj`` as plain JSON values (what :func:`dumps` writes, parsed back): the results' ``to_dict()``."""
+    return json.loads(json.dumps(strict(obj), ensure_ascii=False, default=str))
+
+
 def escape_invisible(text: str) -> str:
     """``\\uXXXX`` for every character of :data:`INVISIBLE` (inside JSON strings this is the same
     string; JSON's own escapes for C0 controls are already in place and are not touched)."""

@@ -10,13 +10,18 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from npudiag.errors import InputError
 from npudiag.output import OutputFolder, atomic_write, write_manifest
+from npudiag.safeio import load_json
+from npudiag.schemas import TABLES
+from npudiag.version import SCHEMA_VERSION, __version__
 
 
 def write_table(table: pa.Table, path: Path) -> None:
@@ -69,7 +74,6 @@ def read_table(path: Path) -> pa.Table:
 
 @functools.lru_cache(maxsize=8)
 def _recorded_rows(manifest: Path, stamp: tuple[int, int]) -> dict[str, int]:
-    from npudiag.safeio import load_json
 
     try:
         data = load_json(manifest, 256 << 20)
@@ -83,7 +87,6 @@ def check_rows(out: Path, path: Path) -> None:
     """Before ``path`` (a Parquet file of the out folder ``out``) is decoded: its footer's row count is
     the one npudiag recorded when it wrote the folder. A file changed since (a few MB can decode to
     billions of rows) is one InputError, read no further. Folders of npudiag before the record pass."""
-    from npudiag.errors import InputError
 
     manifest = out / "manifest.json"
     try:
@@ -101,17 +104,21 @@ def check_rows(out: Path, path: Path) -> None:
         raise InputError(path, f"holds {found:,} rows, but npudiag wrote {expected:,}; the file was changed after it was written")
 
 
-def output_manifest(profile: Any, version: str, schema_version: int) -> dict[str, Any]:
-    from dataclasses import asdict
-
+def analysis_manifest(
+    inputs: Iterable[Any], units: list[dict], row_counts: dict[str, int], warnings: list[str], errors: list[str], **extra: Any
+) -> dict[str, Any]:
+    """The manifest of an analysed table set (an ``analyze`` out folder, one rank or many, a stored
+    baseline): the version, every input file and what it was used for, the rows written, what went
+    wrong; ``extra`` (rules, layout, backend) follows."""
     return {
-        "npudiag_version": version,
-        "schema_version": schema_version,
-        "inputs": [asdict(f) for f in profile.inputs],
-        "units": profile.units,
-        "row_counts": {name: t.num_rows for name, t in profile.tables.items()},
-        "warnings": profile.warnings,
-        "errors": profile.errors,
+        "npudiag_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+        "inputs": [asdict(f) for f in inputs],
+        "units": units,
+        "row_counts": row_counts,
+        "warnings": warnings,
+        "errors": errors,
+        **extra,
     }
 
 
@@ -175,8 +182,6 @@ def load_rank_rows(out: Path, name: str, ranks: list[int]) -> pa.Table:
     dataset, a filter where it is one file."""
     import pyarrow.compute as pc
 
-    from npudiag.schemas import TABLES
-
     if (out / name).is_dir():
         parts = []
         for rank in ranks:  # straight to the partitions' files: no footer of any other rank is read
@@ -204,9 +209,6 @@ def dataset_ranks(out: Path, name: str = "kernels") -> list[int]:
 
 def load_outputs(out: Path, names: tuple[str, ...] | None = None) -> tuple[dict[str, pa.Table], dict[str, Any]]:
     """The tables (all, or ``names``) and manifest of an ``analyze --out`` folder."""
-    from npudiag.errors import InputError
-    from npudiag.safeio import load_json
-    from npudiag.schemas import TABLES
 
     manifest_path = out / "manifest.json"
     if not out.exists():
@@ -245,7 +247,6 @@ def load_outputs(out: Path, names: tuple[str, ...] | None = None) -> tuple[dict[
 def _checked(table: pa.Table, schema: pa.Schema, path: Path) -> pa.Table:
     """A table read back from an ``--out`` folder in its declared schema: a column npudiag writes
     that is missing or of another type means the file was changed, and is one error line."""
-    from npudiag.errors import InputError
 
     for field in schema:
         if field.name not in table.column_names:

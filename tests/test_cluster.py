@@ -210,12 +210,12 @@ def test_a_steps_window_applies_on_every_rank(tmp_path: Path) -> None:
 
 
 def test_rank_by_rank_summary_equals_the_whole_profile_summary(tmp_path: Path) -> None:
-    """merge_parts over per-rank parts gives what build_summary gives over all ranks at once."""
+    """SummaryParts.combine over per-rank parts gives what build_summary gives over all ranks at once."""
     import pyarrow.compute as pc
 
     from npudiag.profiling.analysis.derive import derive
     from npudiag.profiling.analysis.hot_ops import hot_ops_table, merge_hot_ops
-    from npudiag.profiling.analysis.summary import build_summary, merge_parts, summary_from_parts, summary_parts
+    from npudiag.profiling.analysis.summary import SummaryParts, build_summary, summary_from_parts
     from npudiag.profiling.ingest import ingest
 
     root = tmp_path / "ranks"
@@ -227,9 +227,9 @@ def test_rank_by_rank_summary_equals_the_whole_profile_summary(tmp_path: Path) -
         one = {n: t.filter(pc.equal(t["rank"], rank)) if "rank" in t.column_names else t for n, t in whole.items()}
         one["hot_ops"] = hot_ops_table(one["kernels"])
         one["findings"] = whole["findings"].filter(pc.equal(whole["findings"]["rank"], rank))
-        parts.append(summary_parts(one))
-    merged = merge_parts(parts)
-    merged["findings"] = whole["findings"]  # rank-less (profile-wide) findings are the parent's
+        parts.append(SummaryParts.of(one))
+    merged = SummaryParts.combine(parts)
+    merged.findings = whole["findings"]  # rank-less (profile-wide) findings are the parent's
     got, want = summary_from_parts(merged), build_summary(whole)
     for key in ("profile", "per_rank", "task_types", "hot_ops", "copies", "steps", "step_breakdown", "findings"):
         _close(got[key], want[key], key)

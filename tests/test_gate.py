@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from npudiag import schemas
-from npudiag.profiling.analysis.gate import GateConfig, gate, parse_percent
+from npudiag.profiling.analysis.gate import GateConfig, judge, parse_percent
 from npudiag.profiling.runs import load_side, run_folders
 from npudiag.testing.generate import Variation, write_torch_profile
 
@@ -46,7 +46,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _gate(a: Path, b: Path, cfg: GateConfig | None = None):
-    return gate([r.tables for r in load_side(a)], [r.tables for r in load_side(b)], cfg)
+    return judge([r.tables for r in load_side(a)], [r.tables for r in load_side(b)], cfg)
 
 
 def _verdict(result, metric: str):

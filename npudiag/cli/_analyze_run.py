@@ -17,6 +17,9 @@ from npudiag.cli._out import Say
 from npudiag.cli._progress import Bar
 from npudiag.errors import OptionError
 from npudiag.profiling import pipeline
+from npudiag.profiling.options import AnalyzeOptions
+from npudiag.report.chrome_trace import write_chrome_trace
+from npudiag.report.html import write_html
 from npudiag.report.json_report import render_json
 from npudiag.report.terminal import render_terminal
 
@@ -41,12 +44,25 @@ def _rule_options(rule_file: Path | None, rule_opt: list[str]) -> dict:
     return overrides
 
 
-def _steps(steps: str | None, start_step: int | None, stop_step: int | None) -> str | None:
+def _steps(steps: str | None, start_step: int | None, stop_step: int | None) -> str | tuple[int | None, int | None] | None:
     if start_step is None and stop_step is None:
         return steps
     if steps is not None:
         raise typer.BadParameter("give --steps, or --start-step / --stop-step, not both")
-    return f"{'' if start_step is None else start_step}:{'' if stop_step is None else stop_step}"
+    return (start_step, stop_step)
+
+
+def write_views(result: pipeline.Analysis, chrome_trace: Path | None, html_out: Path | None, inputs: list[Path]) -> None:
+    """The Chrome trace and the HTML page of an analysis, where asked for; what they could not hold
+    goes into the result's warnings."""
+    if chrome_trace is not None:
+        view = pipeline.timeline_of(result)
+        result.warnings.extend(f"{chrome_trace}: {w}" for w in view.warnings)
+        notes = write_chrome_trace(chrome_trace, view, inputs)
+        if notes:
+            result.warnings.append(f"{chrome_trace}: {len(notes)} number(s) JSON cannot hold written as null (first: {notes[0]})")
+    if html_out is not None:
+        write_html(html_out, result.summary, result.tables["copies"], inputs)
 
 
 def run_analyze(
@@ -80,15 +96,16 @@ def run_analyze(
     err = Console(stderr=True)
     show_progress = not say.quiet and not json_out and err.is_terminal
     try:
+        options = AnalyzeOptions.of(
+            steps=_steps(steps, start_step, stop_step), time=time_window, rule_options=rules, top=top, by=by, force=force,
+            scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks, export=export, runs=runs,
+        )  # fmt: skip
         with Bar(err) if show_progress else contextlib.nullcontext() as bar:
-            result = pipeline.analyze(
-                paths, out if out is not None else _default_out(paths), steps=_steps(steps, start_step, stop_step),
-                time=time_window, rule_options=rules, top=top, by=by, force=force, scheduler=scheduler, dask=dask,
-                follow_symlinks=follow_symlinks, chrome_trace=chrome_trace, html=html_out, progress=bar, export=export,
-                runs=runs,
-            )  # fmt: skip
+            result = pipeline.analyze(paths, out if out is not None else _default_out(paths), options, progress=bar)
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None
+    if result.read_any:
+        write_views(result, chrome_trace, html_out, paths)
     show_analysis(result, say, json_out)
 
 
@@ -125,7 +142,8 @@ def run_report(
     html_out: Path | None = None,
 ) -> None:
     """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
-    result = pipeline.load_output(out, top=top, by=by, chrome_trace=chrome_trace, html=html_out)
+    result = pipeline.load_output(out, top=top, by=by)
+    write_views(result, chrome_trace, html_out, [out])
     if json_out:
         sys.stdout.write(render_json(result.summary) + "\n")
     elif not say.quiet:

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.errors import InputError, OptionError
-from npudiag.report.json_report import json_safe
+from npudiag.output import json_safe
 
 
 @dataclass

@@ -31,7 +31,7 @@ class LogTriage:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        from npudiag.report.json_report import json_safe
+        from npudiag.output import json_safe
 
         return json_safe(self.summary or {"input_errors": self.errors, "input_warnings": self.warnings})
 

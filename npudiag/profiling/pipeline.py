@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,8 +21,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.errors import InputError, OptionError
-from npudiag.report.json_report import json_safe
-from npudiag.version import SCHEMA_VERSION, __version__
+from npudiag.executors import choose_backend
+from npudiag.output import OutputFolder, atomic_write, csv_cell, dumps, json_safe
+from npudiag.profiling.analysis import cluster as cl
+from npudiag.profiling.analysis.compare import LEVELS, compare_totals, diff_ops, matched
+from npudiag.profiling.analysis.derive import DERIVED, analyse
+from npudiag.profiling.analysis.gate import GateConfig, judge, load_config, parse_percent
+from npudiag.profiling.analysis.markers import markers
+from npudiag.profiling.analysis.metrics import known_metric
+from npudiag.profiling.analysis.summary import SummaryParts, summary_from_parts
+from npudiag.profiling.analysis.window import Window, parse_steps
+from npudiag.profiling.collection import export_unexported
+from npudiag.profiling.formats.jsonstream import iter_events
+from npudiag.profiling.ingest import Found, InputFile, find_units, ingest
+from npudiag.profiling.options import AnalyzeOptions, window_option
+from npudiag.profiling.rank_job import analyze_ranks, summary_parts_of_dataset
+from npudiag.profiling.runs import describe, is_out_folder, load_side, store_runs
+from npudiag.store import OutputWriter, TableSet, analysis_manifest, load_outputs, load_rank_rows, write_table
+from npudiag.version import __version__
 
 
 class Progress(Protocol):
@@ -54,8 +71,6 @@ class Analysis:
         if self._tables is None:
             if self.out is None or not self.read_any:
                 return {}
-            from npudiag.store import load_outputs
-
             self._tables = load_outputs(self.out)[0]
         return self._tables
 
@@ -67,17 +82,6 @@ class Analysis:
         return load_output(out, top=top, by=by)
 
 
-def _window(steps, time) -> tuple[tuple | None, tuple | None]:
-    from npudiag.profiling.analysis.window import parse_steps, parse_time
-
-    try:
-        step_window = parse_steps(steps) if isinstance(steps, str) else (tuple(steps) if steps is not None else None)
-        time_range = parse_time(time) if isinstance(time, str) else (tuple(time) if time is not None else None)
-    except ValueError as exc:
-        raise OptionError(str(exc), "steps" if "step" in str(exc) else "time") from None
-    return step_window, time_range
-
-
 def _meta(paths: list[Path], errors: list[str], warnings: list[str]) -> dict:
     return {"npudiag_version": __version__, "title": ", ".join(str(p) for p in paths), "errors": errors, "warnings": warnings}
 
@@ -85,6 +89,7 @@ def _meta(paths: list[Path], errors: list[str], warnings: list[str]) -> dict:
 def analyze(
     paths: list[str | Path] | str | Path,
     out: str | Path | None = None,
+    options: AnalyzeOptions | None = None,
     *,
     steps: str | tuple[int | None, int | None] | None = None,
     time: str | tuple[float | None, float | None] | None = None,
@@ -95,8 +100,6 @@ def analyze(
     scheduler: str | None = None,
     dask: bool = False,
     follow_symlinks: bool = False,
-    chrome_trace: str | Path | None = None,
-    html: str | Path | None = None,
     progress: Progress | None = None,
     export: bool = False,
     runs: str = "latest",
@@ -104,68 +107,35 @@ def analyze(
     """Read profiler output (PROF_* / *_ascend_pt folders, a parent of many, single files).
 
     ``out``: folder for the Parquet tables and manifest.json; None keeps everything in memory (many
-    ranks are then read by a local pool into one table set). ``steps`` ``"10:100"`` or (10, 100);
+    ranks are then read by a local pool into one table set). ``options``: an :class:`AnalyzeOptions`
+    (the keywords below are ignored when it is given). ``steps`` ``"10:100"`` or (10, 100);
     ``time`` ``"1.5s:3s"`` or (µs, µs) from the first kernel. ``rule_options``: {rule: {option: value}}.
     ``scheduler`` / ``dask`` run the per-rank work on Dask (``out`` required, on shared storage).
     ``export``: first export what was collected but never exported (msprof / torch_npu, which write
     into those folders). ``runs``: of repeated runs of one process collected side by side, analyse the
     ``"latest"`` or ``"all"`` (each as its own rank)."""
-    from npudiag.executors import choose_backend
-    from npudiag.profiling.ingest import RUNS, find_units
-
+    if options is None:
+        options = AnalyzeOptions.of(steps=steps, time=time, rule_options=rule_options, top=top, by=by, force=force,
+                                    scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks, export=export, runs=runs)  # fmt: skip
     paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
     out = Path(out) if out is not None else None
-    step_window, time_range = _window(steps, time)
-    overrides = {k: dict(v) for k, v in (rule_options or {}).items()}
-    if runs not in RUNS:  # checked before any export runs a tool
-        raise OptionError(f"runs must be 'latest' or 'all', not {runs!r}", "runs")
-    notes = []
-    if export:  # collected but never exported: run msprof's export / torch_npu's parse first
-        from npudiag.profiling.collection import export_unexported
-
-        notes = export_unexported(paths, follow_symlinks=follow_symlinks)
-    found = find_units(paths, follow_symlinks, runs)
+    # collected but never exported: run msprof's export / torch_npu's parse first
+    notes = export_unexported(paths, follow_symlinks=options.follow_symlinks) if options.export else []
+    found = find_units(paths, options.follow_symlinks, options.runs)
     found.warnings[:0] = notes
     if not found.units and found.errors:  # nothing readable: say why, write nothing
         return Analysis(None, out, errors=list(found.errors), warnings=list(found.warnings))
-    if out is not None and (len(found.units) > 1 or scheduler or dask):
-        if scheduler or dask:  # workers elsewhere resolve paths themselves: give them absolute ones
+    if out is not None and (len(found.units) > 1 or options.distributed):
+        if options.distributed:  # workers elsewhere resolve paths themselves: give them absolute ones
             out = out.absolute()
-        backend = choose_backend(len(found.units), scheduler, dask)
-        result = _analyze_ranks(found, out, paths, force, backend, overrides, step_window, time_range, top, by, progress)
-    elif scheduler or dask:
+        return _analyze_ranks(found, out, paths, options, progress)
+    if options.distributed:
         raise OptionError("running on Dask needs an out folder on shared storage", "out")
-    else:
-        result = _analyze_one(found, out, paths, force, overrides, step_window, time_range, top, by, progress)
-    if result.read_any and (chrome_trace is not None or html is not None):
-        _extra_outputs(result, chrome_trace, html, paths)
-    return result
+    return _analyze_one(found, out, paths, options, progress)
 
 
-def _extra_outputs(result: Analysis, chrome_trace: str | Path | None, html: str | Path | None, inputs: list[Path]) -> None:
-    from npudiag.profiling.analysis.markers import markers
-    from npudiag.report.chrome_trace import write_chrome_trace
-    from npudiag.report.html import write_html
-
-    tables = result.tables
-    if chrome_trace is not None:
-        traces = [Path(f.path) for f in result.inputs if f.kind == "trace" and f.used_for and f.error is None]
-        notes = write_chrome_trace(Path(chrome_trace), tables, markers(tables), result.summary["findings"], traces, inputs)
-        if notes:
-            result.warnings.append(f"{chrome_trace}: {len(notes)} number(s) JSON cannot hold written as null (first: {notes[0]})")
-    if html is not None:
-        write_html(Path(html), result.summary, tables["copies"], inputs)
-
-
-def _analyze_one(found, target, paths, force, overrides, step_window, time_range, top, by, progress) -> Analysis:
+def _analyze_one(found: Found, target: Path | None, paths: list[Path], options: AnalyzeOptions, progress: Progress | None) -> Analysis:
     """One rank (or loose files, or in memory): every table in memory, written as one file each."""
-    from npudiag.profiling.analysis.derive import DERIVED, derive
-    from npudiag.profiling.analysis.step_breakdown import step_time_warnings
-    from npudiag.profiling.analysis.summary import build_summary
-    from npudiag.profiling.analysis.window import apply_window
-    from npudiag.profiling.ingest import ingest
-    from npudiag.store import OutputWriter, output_manifest
-
     if progress is not None:
         progress.start("bytes", "reading", None)
         profile = ingest(paths, progress.advance, total=progress.set_total, found=found)
@@ -176,78 +146,72 @@ def _analyze_one(found, target, paths, force, overrides, step_window, time_range
     pa.default_memory_pool().release_unused()
     read_any = any(f.used_for for f in profile.inputs)
     meta = _meta(paths, profile.errors, profile.warnings)
-    tables = dict(profile.tables)
-    if step_window is not None or time_range is not None:
-        try:
-            tables = apply_window(tables, step_window, time_range)
-        except ValueError as exc:
-            raise OptionError(str(exc), "steps" if step_window is not None else "time") from None
-        meta["window"] = {"steps": step_window, "time_us": time_range}
-    writer = OutputWriter(target, force=force, inputs=paths) if read_any and target is not None else None
+    window = options.window
+    if window.active:
+        meta["window"] = {"steps": window.steps, "time_us": window.time_us}
+    writer = OutputWriter(target, force=options.force, inputs=paths) if read_any and target is not None else None
+
+    def write_read(tables: dict[str, pa.Table]) -> None:
+        for name, table in tables.items():
+            writer.submit(name, table)
+
     try:
-        if writer is not None:
-            for name, table in tables.items():
-                writer.submit(name, table)
-        tables, skipped = derive(tables, overrides)
-        profile.warnings.extend(step_time_warnings(tables["step_breakdown"]))
+        try:
+            done = analyse(profile.tables, window, options.rule_options, on_cut=write_read if writer is not None else None)
+        except ValueError as exc:  # WindowError, CutError: the window is the problem, not the profile
+            raise OptionError(str(exc), window.option) from None
+        profile.warnings.extend(done.warnings)
         if writer is not None:
             for name in DERIVED:
-                writer.submit(name, tables[name])
+                writer.submit(name, done.tables[name])
             meta["out"] = str(target)
-        summary = build_summary(tables, top=top, by=by, meta=meta, rules_skipped=skipped)
+        summary = summary_from_parts(SummaryParts.of(done.tables), top=options.top, by=options.by, meta=meta, rules_skipped=done.skipped)
         if writer is not None:
-            manifest = output_manifest(profile, __version__, SCHEMA_VERSION)
-            manifest["rules"] = {"options": overrides, "skipped": skipped}
-            manifest["layout"] = "one <table>.parquet per table"
-            writer.finish(manifest)
+            writer.finish(analysis_manifest(
+                profile.inputs, profile.units, {name: t.num_rows for name, t in profile.tables.items()}, profile.warnings,
+                profile.errors, rules={"options": options.rule_options, "skipped": done.skipped},
+                layout="one <table>.parquet per table",
+            ))  # fmt: skip
     finally:
         if writer is not None:
             writer.abandon()
-    return Analysis(summary, target if writer is not None else None, profile.inputs, profile.errors, profile.warnings, read_any, tables)
+    return Analysis(
+        summary, target if writer is not None else None, profile.inputs, profile.errors, profile.warnings, read_any, done.tables
+    )
 
 
-def _analyze_ranks(found, target, paths, force, backend, overrides, step_window, time_range, top, by, progress) -> Analysis:
+def _analyze_ranks(found: Found, target: Path, paths: list[Path], options: AnalyzeOptions, progress: Progress | None) -> Analysis:
     """Many ranks: one task per rank (local pool or Dask), each writing its own partitions."""
-    from npudiag.profiling.analysis.summary import summary_from_parts
-    from npudiag.profiling.rank_job import analyze_ranks
-    from npudiag.store import OutputWriter
-
-    writer = OutputWriter(target, force=force, inputs=paths)
+    backend = choose_backend(len(found.units), options.scheduler, options.dask)
+    writer = OutputWriter(target, force=options.force, inputs=paths)
     try:
-        kwargs = {"rule_options": overrides, "steps": step_window, "time_us": time_range}
+        on_rank = None
         if progress is not None:
             progress.start("ranks", f"ranks ({backend.name})", len(found.units))
-            kwargs["on_rank"] = progress.advance
-        result = analyze_ranks(found, writer, backend, **kwargs)
+            on_rank = progress.advance
+        result = analyze_ranks(found, writer, backend, rule_options=options.rule_options, window=options.window, on_rank=on_rank)
     except BaseException as exc:
         writer.folder.explain(exc)
         writer.abandon()
         raise
     meta = _meta(paths, result.errors, result.warnings)
-    if step_window is not None or time_range is not None:
-        meta["window"] = {"steps": step_window, "time_us": time_range, "time_origin": "each rank's first kernel"}
+    if options.window.active:
+        meta["window"] = {"steps": options.window.steps, "time_us": options.window.time_us, "time_origin": "each rank's first kernel"}
     try:
         if result.read_any:
-            writer.finish(result.manifest(__version__, SCHEMA_VERSION, overrides))
+            writer.finish(result.manifest(options.rule_options))
             meta["out"] = str(target)
     finally:
         writer.abandon()
-    summary = summary_from_parts(result.parts, top=top, by=by, meta=meta, rules_skipped=result.skipped)
+    summary = summary_from_parts(result.parts, top=options.top, by=options.by, meta=meta, rules_skipped=result.skipped)
     # the whole profile is never in memory: .tables loads the --out folder on first use
     return Analysis(summary, target if result.read_any else None, result.inputs, result.errors, result.warnings, result.read_any)
 
 
-def load_output(
-    out: str | Path, *, top: int = 20, by: str = "type", chrome_trace: str | Path | None = None, html: str | Path | None = None
-) -> Analysis:
+def load_output(out: str | Path, *, top: int = 20, by: str = "type") -> Analysis:
     """The summary of an earlier ``analyze`` out folder, rebuilt from its tables (rank by rank for a
-    partitioned one, never the whole cluster in memory); ``.tables`` loads on first use.
-    ``chrome_trace`` / ``html`` write what ``analyze`` would have (the Chrome trace takes the
-    original traces the manifest lists where they are still there, else its marks alone)."""
-    from npudiag.profiling.analysis.summary import summary_from_parts, summary_parts
-    from npudiag.profiling.rank_job import summary_parts_of_dataset
-    from npudiag.store import load_outputs
-
+    partitioned one, never the whole cluster in memory); ``.tables`` loads on first use; ``.inputs``
+    lists the input files the manifest names that are still there."""
     out = Path(out)
     parts = summary_parts_of_dataset(out) if (out / "manifest.json").is_file() else None
     tables = None
@@ -255,23 +219,42 @@ def load_output(
         manifest = load_outputs(out, names=())[1]
     else:
         tables, manifest = load_outputs(out)
-        parts = summary_parts(tables)
+        parts = SummaryParts.of(tables)
     errors, warnings = list(manifest.get("errors", [])), list(manifest.get("warnings", []))
     meta = {"npudiag_version": __version__, "title": str(out), "errors": errors, "warnings": warnings}
     summary = summary_from_parts(parts, top=top, by=by, meta=meta, rules_skipped=manifest.get("rules", {}).get("skipped", {}))
-    result = Analysis(summary, out, [], errors, warnings, True, tables)
-    if chrome_trace is not None or html is not None:
-        from npudiag.profiling.ingest import InputFile
+    listed = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)]
+    inputs = [InputFile(i["path"], str(i.get("kind")), None, 0, used_for=list(i.get("used_for") or []), error=i.get("error"))
+              for i in listed]  # fmt: skip
+    return Analysis(summary, out, inputs, errors, warnings, True, tables)
 
-        listed = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)]
-        result.inputs = [InputFile(i["path"], str(i.get("kind")), None, 0, used_for=list(i.get("used_for") or []), error=i.get("error"))
-                         for i in listed if Path(i["path"]).is_file()]  # fmt: skip
-        gone = [i["path"] for i in listed if i.get("kind") == "trace" and i.get("used_for") and not Path(i["path"]).is_file()]
-        if chrome_trace is not None and gone:
-            result.warnings.append(f"{chrome_trace}: {len(gone)} original trace(s) are no longer there ({gone[0]}); "
-                                   "the Chrome trace holds npudiag's marks only for them")  # fmt: skip
-        _extra_outputs(result, chrome_trace, html, [out])
-    return result
+
+@dataclass
+class Timeline:
+    """What a timeline renderer draws: the tables, npudiag's marks (exposed copies, device idle),
+    the findings, and the profiler's own events when its trace files are at hand (None: rebuild the
+    timeline from the tables). ``warnings``: traces the analysis read that are gone since."""
+
+    tables: dict[str, pa.Table]
+    marks: pa.Table
+    findings: list[dict[str, Any]]
+    originals: Iterator[dict[str, Any]] | None
+    warnings: list[str]
+
+
+def timeline_of(result: Analysis) -> Timeline:
+    """The timeline of an analysis (fresh, or loaded from its out folder), for a renderer that reads no files."""
+    traces = [Path(f.path) for f in result.inputs if f.kind == "trace" and f.used_for and f.error is None]
+    here = [p for p in traces if p.is_file()]
+    warnings = []
+    if len(here) < len(traces):
+        gone = [str(p) for p in traces if not p.is_file()]
+        warnings.append(
+            f"{len(gone)} original trace(s) are no longer there ({gone[0]}); the Chrome trace holds npudiag's marks only for them"
+        )
+    tables = result.tables
+    originals = (e for p in here for e in iter_events(p)) if here else None
+    return Timeline(tables, markers(tables), result.summary["findings"], originals, warnings)
 
 
 @dataclass
@@ -301,15 +284,6 @@ def cluster(
     """Analyse every rank of ``path`` (or read an ``analyze`` out folder) and write the cluster tables
     and cluster_step_trace_time.csv into ``out``; a rank is slow when its step time exceeds the
     median by more than ``threshold``."""
-    from npudiag.executors import choose_backend
-    from npudiag.output import OutputFolder, atomic_write, csv_cell
-    from npudiag.profiling.analysis import cluster as cl
-    from npudiag.profiling.analysis.gate import parse_percent
-    from npudiag.profiling.ingest import find_units
-    from npudiag.profiling.rank_job import analyze_ranks
-    from npudiag.profiling.runs import is_out_folder
-    from npudiag.store import TableSet, load_outputs, load_rank_rows, write_table
-
     path, out = Path(path), Path(out)
     try:
         thr = parse_percent(threshold)
@@ -340,7 +314,7 @@ def cluster(
                 result = analyze_ranks(found, writer, choose_backend(len(found.units), scheduler, dask), hash_inputs=False)
                 if not result.read_any:
                     raise InputError(path, result.errors[0] if result.errors else "no profiler data found")
-                writer.close_with(result.manifest(__version__, SCHEMA_VERSION))
+                writer.close_with(result.manifest())
             except BaseException:
                 writer.cancel()
                 raise
@@ -400,9 +374,7 @@ class Comparison:
         return json_safe(self.summary)
 
 
-def _sides(baseline, current, status=None, window=None):
-    from npudiag.profiling.runs import load_side
-
+def _sides(baseline, current, status=None, window: Window = Window()):
     sides = []
     for p in (Path(baseline), Path(current)):
         if status is None:
@@ -432,16 +404,10 @@ def compare(
     into ``out`` when given. ``status(path)`` is a context manager around each read. A warning says
     when less than half of either side's device time is in ops found on both sides. ``steps`` /
     ``time``: only that window of each run, as ``analyze`` cuts it."""
-    from npudiag.output import OutputFolder, atomic_write, dumps
-    from npudiag.profiling.analysis.compare import LEVELS, compare_totals, diff_ops, matched
-    from npudiag.profiling.runs import describe
-    from npudiag.store import write_table
-
     if level not in LEVELS:
         raise OptionError(f"level must be one of {', '.join(LEVELS)}, not {level!r}", "level")
 
-    step_window, time_range = _window(steps, time)
-    window = (step_window, time_range) if step_window is not None or time_range is not None else None
+    window = window_option(steps, time)
     base, cur = _sides(baseline, current, status, window)
     bt, ct = [r.tables for r in base], [r.tables for r in cur]
     diff = diff_ops(bt, ct, by=by, shapes=shapes, level=level)
@@ -495,10 +461,6 @@ class GateResult:
 def gate_config(config: str | Path | None = None, **changes: Any):
     """The gate settings of ``config`` (a TOML file; None: the defaults) with ``changes`` applied
     (max_regression "5%", alpha, metrics, top_ops, by, steps "3:", min_delta_us)."""
-    from npudiag.profiling.analysis.gate import load_config, parse_percent
-    from npudiag.profiling.analysis.metrics import known_metric
-    from npudiag.profiling.analysis.window import parse_steps
-
     try:
         cfg = load_config(Path(config) if config is not None else None)
         if changes.get("max_regression") is not None:
@@ -536,13 +498,9 @@ def gate(
     """Fail when ``current`` is slower than ``baseline`` beyond the threshold and beyond noise
     (``config``: a GateConfig from :func:`gate_config`, default settings when None). With
     ``update_baseline``, store ``current`` there when the gate passes (or when ``accept``)."""
-    from npudiag.profiling.analysis.gate import GateConfig
-    from npudiag.profiling.analysis.gate import gate as run_gate
-    from npudiag.profiling.runs import describe, store_runs
-
     base, cur = _sides(baseline, current, status)
     try:
-        result = run_gate([r.tables for r in base], [r.tables for r in cur], config if config is not None else GateConfig())
+        result = judge([r.tables for r in base], [r.tables for r in cur], config if config is not None else GateConfig())
     except OptionError:
         raise
     except ValueError as exc:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +24,14 @@ import pyarrow.compute as pc
 from npudiag import schemas
 from npudiag.errors import OptionError, OutputError
 from npudiag.executors import Backend
-from npudiag.profiling.analysis.derive import derive
-from npudiag.profiling.analysis.step_breakdown import step_time_warnings
-from npudiag.profiling.analysis.summary import DATA_TABLES, merge_parts, summary_parts
-from npudiag.profiling.analysis.window import WindowError, apply_window
+from npudiag.profiling.analysis.derive import analyse
+from npudiag.profiling.analysis.summary import DATA_TABLES, SummaryParts
+from npudiag.profiling.analysis.window import CutError, Window, WindowError
 from npudiag.profiling.discover import Unit
 from npudiag.profiling.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit, sha256_of
 from npudiag.profiling.rules import PROFILE_WIDE, findings_table, options_for, sort_findings
 from npudiag.profiling.rules.hot_op import findings_from, ratio_sums
-from npudiag.store import TableSet, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
+from npudiag.store import TableSet, analysis_manifest, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
 
 # the tables written per rank; hot_ops is one file for the whole profile
 RANK_TABLES = (*READ_TABLES, "findings", "finding_intervals", "step_breakdown")
@@ -46,8 +45,7 @@ class RankJob:
     record: dict[Path, InputFile]
     staging: str
     rule_options: dict[str, dict[str, float]] = field(default_factory=dict)
-    steps: tuple[int | None, int | None] | None = None
-    time_us: tuple[float | None, float | None] | None = None
+    window: Window = Window()
     hash_inputs: bool = True
 
 
@@ -58,7 +56,7 @@ class RankOutcome:
     warnings: list[str]
     errors: list[str]
     row_counts: dict[str, int]
-    parts: dict[str, Any]
+    parts: SummaryParts
     skipped: dict[str, str]
     ratio_sums: pa.Table
 
@@ -78,28 +76,26 @@ def run_rank(job: RankJob) -> RankOutcome:
                 rec.sha256 = sha256_of(path)
             except OSError:
                 rec.sha256 = None
-    if job.steps is not None or job.time_us is not None:
-        try:
-            tables = apply_window(tables, job.steps, job.time_us)
-        except WindowError:  # nothing of this rank in the window: the caller says so once for all ranks
-            raise
-        except ValueError as exc:  # a rank that cannot be cut to the window is left out, not counted whole
-            raise RuntimeError(str(exc)) from None
     try:
-        tables, skipped = derive(tables, job.rule_options, exclude=PROFILE_WIDE)
-        res.warnings.extend(step_time_warnings(tables["step_breakdown"]))
-        sums = ratio_sums(tables["kernels"])
+        done = analyse(tables, job.window, job.rule_options, exclude=PROFILE_WIDE)
+        sums = ratio_sums(done.tables["kernels"])
+    except WindowError:  # nothing of this rank in the window: the caller says so once for all ranks
+        raise
+    except CutError as exc:  # a rank that cannot be cut to the window is left out, not counted whole
+        raise RuntimeError(str(exc)) from None
     except READ_ERRORS as exc:  # values no real profile holds: this rank fails alone, named
         raise RuntimeError(as_input_error(unit.path, exc).one_line()) from None
+    tables, skipped = done.tables, done.skipped
+    res.warnings.extend(done.warnings)
     for name in RANK_TABLES:
         if tables[name].num_rows:
             write_partition(staging, name, unit.rank, tables[name])
-    return RankOutcome(res.info, res.record, res.warnings, res.errors, row_counts, summary_parts(tables), skipped, sums)
+    return RankOutcome(res.info, res.record, res.warnings, res.errors, row_counts, SummaryParts.of(tables), skipped, sums)
 
 
 @dataclass
 class RanksResult:
-    parts: dict[str, Any]
+    parts: SummaryParts
     skipped: dict[str, str]
     inputs: list[InputFile]
     units: list[dict[str, Any]]
@@ -112,26 +108,19 @@ class RanksResult:
     def read_any(self) -> bool:
         return any(f.used_for for f in self.inputs)
 
-    def manifest(self, version: str, schema_version: int, rule_options: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
-        return {
-            "npudiag_version": version,
-            "schema_version": schema_version,
-            "inputs": [asdict(f) for f in self.inputs],
-            "units": self.units,
-            "row_counts": self.row_counts,
-            "warnings": self.warnings,
-            "errors": self.errors,
-            "rules": {"options": rule_options or {}, "skipped": self.skipped},
-            "layout": "hive-partitioned by rank: <table>/rank=N/part-0.parquet",
-            "backend": self.backend,
-        }
+    def manifest(self, rule_options: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
+        return analysis_manifest(
+            self.inputs, self.units, self.row_counts, self.warnings, self.errors,
+            rules={"options": rule_options or {}, "skipped": self.skipped},
+            layout="hive-partitioned by rank: <table>/rank=N/part-0.parquet", backend=self.backend,
+        )  # fmt: skip
 
 
-def _profile_wide(parts: dict[str, Any], outcomes: list[RankOutcome], overrides: dict[str, dict[str, float]]) -> tuple[pa.Table, dict]:
+def _profile_wide(parts: SummaryParts, outcomes: list[RankOutcome], overrides: dict[str, dict[str, float]]) -> tuple[pa.Table, dict]:
     """The rules that need the whole profile, from what the ranks returned."""
-    if parts["kernels"] == 0:
+    if parts.kernels == 0:
         return schemas.empty("findings"), {"hot_op": "no device tasks in this profile"}
-    hot = parts["hot_ops"]
+    hot = parts.hot_ops
     by_type = hot.filter(pc.equal(hot["group_by"], "type"))
     sums = pa.concat_tables([o.ratio_sums for o in outcomes])
     return findings_table(findings_from(by_type, sums, options_for("hot_op", overrides))), {}
@@ -143,8 +132,7 @@ def analyze_ranks(
     backend: Backend,
     *,
     rule_options: dict[str, dict[str, float]] | None = None,
-    steps: tuple[int | None, int | None] | None = None,
-    time_us: tuple[float | None, float | None] | None = None,
+    window: Window = Window(),
     hash_inputs: bool = True,
     on_rank: Callable[[int], None] | None = None,
 ) -> RanksResult:
@@ -152,7 +140,7 @@ def analyze_ranks(
     then the profile-wide parts. The caller finishes (or abandons) the writer with the manifest."""
     overrides = rule_options or {}
     staging = writer.work
-    jobs = [RankJob(u, found.record_of(u), str(staging), overrides, steps, time_us, hash_inputs) for u in found.units]
+    jobs = [RankJob(u, found.record_of(u), str(staging), overrides, window, hash_inputs) for u in found.units]
     outcomes: dict[int, RankOutcome] = {}
     failed: dict[int, str] = {}
     outside: dict[int, str] = {}  # ranks with nothing in the window
@@ -171,7 +159,7 @@ def analyze_ranks(
         if on_rank is not None:
             on_rank(1)
     if outside and not outcomes and not failed:
-        raise OptionError(f"{next(iter(outside.values()))} (on every rank)", "steps" if steps is not None else "time")
+        raise OptionError(f"{next(iter(outside.values()))} (on every rank)", window.option)
     ordered = [outcomes[i] for i in sorted(outcomes)]
     record = dict(found.record)
     warnings, errors = list(found.warnings), list(found.errors)
@@ -184,21 +172,21 @@ def analyze_ranks(
         for name, n in o.row_counts.items():
             row_counts[name] += n
     errors.extend(failed[i] for i in sorted(failed))
-    parts = merge_parts([o.parts for o in ordered]) if ordered else summary_parts({n: schemas.empty(n) for n in schemas.TABLES})
+    parts = SummaryParts.combine([o.parts for o in ordered]) if ordered else SummaryParts.of({n: schemas.empty(n) for n in schemas.TABLES})
     wide, skipped = _profile_wide(parts, ordered, overrides)
     if wide.num_rows:
         write_partition(staging, "findings", None, wide, part="profile")
-        parts = {**parts, "findings": sort_findings(pa.concat_tables([parts["findings"], wide]))}
+        parts = replace(parts, findings=sort_findings(pa.concat_tables([parts.findings, wide])))
     # a rule is skipped for the profile when no rank could run it; the first rank's reason stands
     if ordered:
         for rule_id, why in ordered[0].skipped.items():
             if all(rule_id in o.skipped for o in ordered[1:]):
                 skipped.setdefault(rule_id, why)
-    writer.submit("hot_ops", parts["hot_ops"])
+    writer.submit("hot_ops", parts.hot_ops)
     return RanksResult(parts, skipped, list(record.values()), [o.info for o in ordered], warnings, errors, row_counts, backend.name)
 
 
-def summary_parts_of_dataset(out: Path) -> dict[str, Any] | None:
+def summary_parts_of_dataset(out: Path) -> SummaryParts | None:
     """The summary parts of a partitioned ``--out`` folder, holding one rank in memory at a time
     (``npudiag report`` on a cluster); None when the folder is not partitioned. Every rank with
     data in any table counts, as in ``analyze``."""
@@ -209,8 +197,8 @@ def summary_parts_of_dataset(out: Path) -> dict[str, Any] | None:
     for rank in ranks:
         tables = {name: load_rank_rows(out, name, [rank]) for name in (*DATA_TABLES, "step_breakdown", "finding_intervals")}
         tables["findings"] = schemas.empty("findings")
-        parts.append(summary_parts(tables))
-    merged = merge_parts(parts)
+        parts.append(SummaryParts.of(tables))
+    merged = SummaryParts.combine(parts)
     whole, _ = load_outputs(out, names=("hot_ops", "findings"))
     findings = sort_findings(whole["findings"])
-    return {**merged, "hot_ops": whole["hot_ops"] if whole["hot_ops"].num_rows else merged["hot_ops"], "findings": findings}
+    return replace(merged, hot_ops=whole["hot_ops"] if whole["hot_ops"].num_rows else merged.hot_ops, findings=findings)

@@ -15,13 +15,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from npudiag.errors import InputError
+from npudiag.errors import InputError, OptionError
 from npudiag.output import OutputFolder, npudiag_manifest, write_manifest
-from npudiag.profiling.analysis.derive import derive
+from npudiag.profiling.analysis.derive import analyse
+from npudiag.profiling.analysis.window import CutError, Window, WindowError
 from npudiag.profiling.discover import discover, is_msprof_folder, is_torch_folder, run_groups
 from npudiag.profiling.ingest import READ_TABLES, ingest
-from npudiag.store import load_outputs, output_manifest, write_table
-from npudiag.version import SCHEMA_VERSION, __version__
+from npudiag.store import analysis_manifest, load_outputs, write_table
 
 
 @dataclass
@@ -41,26 +41,31 @@ def is_out_folder(path: Path) -> bool:
     return manifest is not None and manifest.get("output", "analyze") == "analyze"
 
 
-Window = tuple  # (steps (first, last) or None, time (start µs, end µs) or None)
+def _analysed(tables: dict[str, pa.Table], window: Window, rule_options: dict[str, dict[str, Any]] | None, path: Path):
+    try:
+        return analyse(tables, window, rule_options)
+    except (WindowError, CutError) as exc:
+        raise OptionError(f"{path}: {exc}", window.option) from None
 
 
-def load_run(path: Path, rule_options: dict[str, dict[str, Any]] | None = None, window: Window | None = None) -> Run:
-    """Read one profile (cut to ``window``, (steps, time) as ``analyze`` takes them). Raw input that
-    yields no kernels at all is unusable: InputError; a window that holds nothing of it: OptionError."""
+def load_run(path: Path, rule_options: dict[str, dict[str, Any]] | None = None, window: Window = Window()) -> Run:
+    """Read one profile (cut to ``window``, as ``analyze`` cuts it). Raw input that yields no kernels
+    at all is unusable: InputError; a window that holds nothing of it: OptionError."""
     if path.is_dir() and is_out_folder(path):
         tables, manifest = load_outputs(path)
         warnings = list(manifest.get("warnings", []))
-        if window is not None:  # the tables as read, cut, then derived again as analyze would have
-            tables, skipped = derive(_cut({n: t for n, t in tables.items() if n in READ_TABLES}, window, path), rule_options)
-            manifest = {**manifest, "window": {"steps": window[0], "time_us": window[1]}}
+        if window.active:  # the tables as read, cut, then derived again as analyze would have
+            tables = _analysed({n: t for n, t in tables.items() if n in READ_TABLES}, window, rule_options, path).tables
+            manifest = {**manifest, "window": {"steps": window.steps, "time_us": window.time_us}}
     else:
         profile = ingest([path], hash_inputs=False)
         if not any(f.used_for for f in profile.inputs):
             raise InputError(path, profile.errors[0] if profile.errors else "no profiler data found")
-        read = profile.tables if window is None else _cut(profile.tables, window, path)
-        tables, skipped = derive(read, rule_options)
-        manifest = output_manifest(profile, __version__, SCHEMA_VERSION)
-        manifest["rules"] = {"options": rule_options or {}, "skipped": skipped}
+        done = _analysed(profile.tables, window, rule_options, path)
+        tables = done.tables
+        row_counts = {name: t.num_rows for name, t in profile.tables.items()}
+        manifest = analysis_manifest(profile.inputs, profile.units, row_counts, profile.warnings, profile.errors,
+                                     rules={"options": rule_options or {}, "skipped": done.skipped})  # fmt: skip
         warnings = profile.warnings + profile.errors
     if tables["kernels"].num_rows == 0:
         raise InputError(path, "no kernels in this profile; nothing to compare")
@@ -97,20 +102,10 @@ def run_folders(path: Path) -> list[Path]:
     return [path]
 
 
-def load_side(path: Path, rule_options: dict[str, dict[str, Any]] | None = None, window: Window | None = None) -> list[Run]:
+def load_side(path: Path, rule_options: dict[str, dict[str, Any]] | None = None, window: Window = Window()) -> list[Run]:
     if not path.exists():
         raise InputError(path, "no such file or folder")
     return [load_run(p, rule_options, window) for p in run_folders(path)]
-
-
-def _cut(tables: dict[str, pa.Table], window: Window, path: Path) -> dict[str, pa.Table]:
-    from npudiag.errors import OptionError
-    from npudiag.profiling.analysis.window import apply_window
-
-    try:
-        return apply_window(tables, window[0], window[1])
-    except ValueError as exc:
-        raise OptionError(f"{path}: {exc}", "steps" if window[0] is not None else "time") from None
 
 
 def _write_run(run: Run, folder: Path) -> None:

@@ -9,13 +9,13 @@ as msprof does, so absolute microsecond times keep their precision."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
 
 from npudiag.output import escape_invisible, strict, write_file
-from npudiag.profiling.formats.jsonstream import iter_events
 
 _NPUDIAG_PID = 1
 
@@ -52,7 +52,7 @@ def _write_events(fh: BinaryIO, events, notes: list[str]) -> None:
     fh.write(b"]\n")
 
 
-def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]], originals: list[Path]):
+def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]], originals: Iterator[dict[str, Any]] | None):
     named: set[tuple[int, int]] = set()
 
     def meta(pid: int, tid: int | None, name: str, kind: str):
@@ -65,10 +65,9 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
         return [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}]
 
     yield from meta(_NPUDIAG_PID, None, "npudiag", "p")
-    if originals:
+    if originals is not None:
         # the profiler's own events, unchanged, then npudiag's tracks on top
-        for path in originals:
-            yield from iter_events(path)
+        yield from originals
         yield from _marks(meta, marks, findings)
         return
 
@@ -134,22 +133,16 @@ def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]]):
             }
 
 
-def write_chrome_trace(
-    path: Path,
-    tables: dict[str, pa.Table],
-    marks: pa.Table,
-    findings: list[dict[str, Any]],
-    originals: list[Path] | None = None,
-    inputs: list[Path] = (),  # type: ignore[assignment]
-) -> list[str]:
-    """``originals``: the trace JSON files the tables came from; their events are copied through
-    (streamed, unchanged) instead of being rebuilt from the tables. Written through
-    ``npudiag.output`` (a FIFO or ``/dev/stdout`` streams); returns the places of numbers JSON
-    cannot hold, written as null (also listed in a ``npudiag_notes`` metadata event)."""
+def write_chrome_trace(path: Path, view: Any, inputs: list[Path] = ()) -> list[str]:  # type: ignore[assignment]
+    """The timeline ``view`` (``npudiag.profiling.pipeline.Timeline``: tables, marks, findings and
+    the profiler's own events, copied through unchanged when it has them, else the timeline rebuilt
+    from the tables) as a Chrome trace. Written through ``npudiag.output`` (a FIFO or ``/dev/stdout``
+    streams); returns the places of numbers JSON cannot hold, written as null (also listed in a
+    ``npudiag_notes`` metadata event)."""
     notes: list[str] = []
 
     def events():
-        yield from _events(tables, marks, findings, originals or [])
+        yield from _events(view.tables, view.marks, view.findings, view.originals)
         if notes:
             args = {"non_finite_as_null": notes[:1000], "count": len(notes)}
             yield {"ph": "M", "name": "npudiag_notes", "pid": _NPUDIAG_PID, "tid": 0, "args": args}

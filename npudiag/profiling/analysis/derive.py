@@ -7,11 +7,14 @@ and ``gate`` derive them the same way from a raw profile; an ``--out`` folder al
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from npudiag.profiling.analysis.step_breakdown import step_breakdown
+from npudiag.profiling.analysis.step_breakdown import step_breakdown, step_time_warnings
+from npudiag.profiling.analysis.window import Window
 from npudiag.profiling.rules import findings_table, run_rules
 from npudiag.profiling.rules.base import RuleContext, intervals_table
 
@@ -31,3 +34,32 @@ def derive(
     out["findings"] = findings_table(findings)
     out["finding_intervals"] = intervals_table(findings)
     return out, skipped
+
+
+@dataclass
+class Analysed:
+    """One table set analysed: the read tables cut to the window plus the derived ones, the rules
+    skipped (rule id -> reason) and what the step times say is doubtful."""
+
+    tables: dict[str, pa.Table]
+    skipped: dict[str, str]
+    warnings: list[str]
+
+
+def analyse(
+    read: dict[str, pa.Table],
+    window: Window,
+    rule_options: dict[str, dict[str, Any]] | None = None,
+    *,
+    exclude: tuple[str, ...] = (),
+    on_cut: Callable[[dict[str, pa.Table]], None] | None = None,
+) -> Analysed:
+    """The analysis of one rank (or of one in-memory profile): cut to ``window`` (WindowError when
+    it holds nothing, ValueError when the profile cannot be cut that way), then :func:`derive`.
+    ``on_cut`` sees the cut read tables before the derivation starts (to write them meanwhile).
+    Every command that analyses a raw profile runs this, so they agree."""
+    tables = window.cut(read)
+    if on_cut is not None:
+        on_cut(tables)
+    tables, skipped = derive(tables, rule_options, exclude)
+    return Analysed(tables, skipped, step_time_warnings(tables["step_breakdown"]))

@@ -254,7 +254,9 @@ def decide(metric: str, base: np.ndarray, cur: np.ndarray, rule: MetricRule, min
     return Verdict(metric, status, len(base), len(cur), bm, cm, delta, ratio, rule.max_regression, min_delta, method, p, why, unit)
 
 
-def gate(base_runs: Sequence[dict[str, pa.Table]], cur_runs: Sequence[dict[str, pa.Table]], config: GateConfig | None = None) -> GateResult:
+def judge(
+    base_runs: Sequence[dict[str, pa.Table]], cur_runs: Sequence[dict[str, pa.Table]], config: GateConfig | None = None
+) -> GateResult:
     """Gate every default metric, the top ops of both sides and any extra metric named in ``config``."""
     cfg = config or GateConfig()
     warnings: list[str] = []

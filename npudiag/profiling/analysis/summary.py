@@ -7,6 +7,7 @@ exactly the same summary from the Parquet files of an earlier run.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -168,58 +169,73 @@ def _findings(findings: pa.Table) -> list[dict[str, Any]]:
 _COPY_COLUMNS = ["side", "direction", "mode", "size_bytes", "duration_us"]
 
 
-def summary_parts(tables: dict[str, pa.Table]) -> dict[str, Any]:
-    """What the summary needs from a table set, in a form that adds up over ranks (``merge_parts``),
-    so ranks analysed apart (process pool, Dask) give the summary one process would."""
-    kernels = tables["kernels"]
-    hot = tables.get("hot_ops")
-    if hot is None or (hot.num_rows == 0 and kernels.num_rows):
-        hot = hot_ops_table(kernels)
-    return {
-        "per_rank": per_rank(tables),
-        "ranks_present": ranks_present(tables),
-        "kernels": kernels.num_rows,
-        "kernel_time_us": float(pc.sum(pc.coalesce(kernels["duration_us"], 0.0)).as_py() or 0.0) if kernels.num_rows else 0.0,
-        "task_types": task_type_totals(kernels),
-        "hot_ops": hot,
-        "copies": tables["copies"].select(_COPY_COLUMNS),
-        "api_calls": tables["api_calls"].num_rows,
-        "steps": tables["steps"],
-        "step_breakdown": tables.get("step_breakdown", schemas.empty("step_breakdown")),
-        "findings": tables.get("findings", schemas.empty("findings")),
-        "memory": memory_by_rank(tables),
-    }
+@dataclass
+class SummaryParts:
+    """What the summary needs from a table set, in a form that adds up over ranks
+    (:meth:`combine`), so ranks analysed apart (process pool, Dask) give the summary one process would."""
 
+    per_rank: list[dict[str, Any]]
+    ranks_present: dict[str, list[str]]
+    kernels: int
+    kernel_time_us: float
+    task_types: pa.Table
+    hot_ops: pa.Table
+    copies: pa.Table
+    api_calls: int
+    steps: pa.Table
+    step_breakdown: pa.Table
+    findings: pa.Table
+    memory: list[dict[str, Any]]
 
-def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One ``summary_parts`` from those of several ranks (given in rank order)."""
-    if len(parts) == 1:
-        return parts[0]
-    per_rank = [r for p in parts for r in p["per_rank"]]
-    per_rank.sort(key=lambda r: (r["rank"] is None, r["rank"]))
-    findings = sort_findings(schemas.concat([p["findings"] for p in parts]))
-    present: dict[str, list[str]] = {}
-    for p in parts:
-        for r, names in p["ranks_present"].items():
-            present[r] = sorted(set(present.get(r, [])) | set(names))
-    return {
-        "per_rank": per_rank,
-        "ranks_present": present,
-        "kernels": sum(p["kernels"] for p in parts),
-        "kernel_time_us": sum(p["kernel_time_us"] for p in parts),
-        "task_types": schemas.concat([p["task_types"] for p in parts]),
-        "hot_ops": merge_hot_ops([p["hot_ops"] for p in parts]),
-        "copies": schemas.concat([p["copies"] for p in parts]),
-        "api_calls": sum(p["api_calls"] for p in parts),
-        "steps": schemas.concat([p["steps"] for p in parts]),
-        "step_breakdown": _by_rank(schemas.concat([p["step_breakdown"] for p in parts])),
-        "findings": findings,
-        "memory": sorted((m for p in parts for m in p.get("memory", [])), key=lambda m: (m["rank"] is None, m["rank"])),
-    }
+    @classmethod
+    def of(cls, tables: dict[str, pa.Table]) -> SummaryParts:
+        kernels = tables["kernels"]
+        hot = tables.get("hot_ops")
+        if hot is None or (hot.num_rows == 0 and kernels.num_rows):
+            hot = hot_ops_table(kernels)
+        return cls(
+            per_rank=per_rank(tables),
+            ranks_present=ranks_present(tables),
+            kernels=kernels.num_rows,
+            kernel_time_us=float(pc.sum(pc.coalesce(kernels["duration_us"], 0.0)).as_py() or 0.0) if kernels.num_rows else 0.0,
+            task_types=task_type_totals(kernels),
+            hot_ops=hot,
+            copies=tables["copies"].select(_COPY_COLUMNS),
+            api_calls=tables["api_calls"].num_rows,
+            steps=tables["steps"],
+            step_breakdown=tables.get("step_breakdown", schemas.empty("step_breakdown")),
+            findings=tables.get("findings", schemas.empty("findings")),
+            memory=memory_by_rank(tables),
+        )
+
+    @classmethod
+    def combine(cls, parts: list[SummaryParts]) -> SummaryParts:
+        """One set of parts from those of several ranks (given in rank order)."""
+        if len(parts) == 1:
+            return parts[0]
+        ranks = sorted((r for p in parts for r in p.per_rank), key=lambda r: (r["rank"] is None, r["rank"]))
+        present: dict[str, list[str]] = {}
+        for p in parts:
+            for r, names in p.ranks_present.items():
+                present[r] = sorted(set(present.get(r, [])) | set(names))
+        return cls(
+            per_rank=ranks,
+            ranks_present=present,
+            kernels=sum(p.kernels for p in parts),
+            kernel_time_us=sum(p.kernel_time_us for p in parts),
+            task_types=schemas.concat([p.task_types for p in parts]),
+            hot_ops=merge_hot_ops([p.hot_ops for p in parts]),
+            copies=schemas.concat([p.copies for p in parts]),
+            api_calls=sum(p.api_calls for p in parts),
+            steps=schemas.concat([p.steps for p in parts]),
+            step_breakdown=_by_rank(schemas.concat([p.step_breakdown for p in parts])),
+            findings=sort_findings(schemas.concat([p.findings for p in parts])),
+            memory=sorted((m for p in parts for m in p.memory), key=lambda m: (m["rank"] is None, m["rank"])),
+        )
 
 
 def summary_from_parts(
-    parts: dict[str, Any],
+    parts: SummaryParts,
     *,
     top: int = 20,
     by: str = "type",
@@ -228,15 +244,15 @@ def summary_from_parts(
 ) -> dict[str, Any]:
     if by not in ("type", "name"):
         raise ValueError(f"by must be 'type' or 'name', not {by!r}")
-    per_rank = parts["per_rank"]
+    per_rank = parts.per_rank
     rank_spans = sum(r["span_us"] for r in per_rank)
     busy = sum(r["busy_us"] for r in per_rank)
     starts = [r["start_us"] for r in per_rank if r["start_us"] is not None]
     ends = [r["start_us"] + r["span_us"] for r in per_rank if r["start_us"] is not None]
     wall = max(ends) - min(starts) if starts else 0.0
-    hot_all = parts["hot_ops"]
+    hot_all = parts.hot_ops
     hot = hot_all.filter(pc.equal(hot_all["group_by"], by))
-    present = parts["ranks_present"]
+    present = parts.ranks_present
     with_kernels = {str(r["rank"]) for r in per_rank if r["kernels"]}
     partial = {r: names for r, names in sorted(present.items(), key=lambda kv: _rank_key(kv[0])) if r not in with_kernels}
     return {
@@ -245,8 +261,8 @@ def summary_from_parts(
             "ranks": len(present),
             "ranks_with_kernels": len(with_kernels),
             "ranks_without_kernels": partial,
-            "kernels": parts["kernels"],
-            "kernel_time_us": parts["kernel_time_us"],
+            "kernels": parts.kernels,
+            "kernel_time_us": parts.kernel_time_us,
             "span_us": wall,
             "rank_span_sum_us": rank_spans,
             "device_busy_us": busy,
@@ -256,17 +272,17 @@ def summary_from_parts(
             **{key: sum(r.get(key) or 0.0 for r in per_rank) for key in BUSY_PARTS},
             "ranks_with_device_tasks": sum(1 for r in per_rank if r["span_us"] > 0 or r["busy_us"] > 0),
             "time_lost_us": sum(r["time_lost_us"] for r in per_rank),
-            "api_calls": parts["api_calls"],
-            "steps": _distinct_steps(parts["steps"], parts["step_breakdown"]),
+            "api_calls": parts.api_calls,
+            "steps": _distinct_steps(parts.steps, parts.step_breakdown),
         },
         "per_rank": per_rank,
-        "task_types": _task_types(parts["task_types"]),
+        "task_types": _task_types(parts.task_types),
         "hot_ops": {"by": by, "total_groups": hot.num_rows, "top": hot.slice(0, top).to_pylist()},
-        "copies": _copies(parts["copies"]),
-        "steps": _steps(parts["step_breakdown"]),
-        "step_breakdown": parts["step_breakdown"].slice(0, 50).to_pylist(),
-        "findings": _findings(parts["findings"]),
-        "memory": _memory(parts.get("memory", [])),
+        "copies": _copies(parts.copies),
+        "steps": _steps(parts.step_breakdown),
+        "step_breakdown": parts.step_breakdown.slice(0, 50).to_pylist(),
+        "findings": _findings(parts.findings),
+        "memory": _memory(parts.memory),
         "rules_skipped": rules_skipped or {},
     }
 
@@ -311,4 +327,4 @@ def build_summary(
     meta: dict[str, Any] | None = None,
     rules_skipped: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    return summary_from_parts(summary_parts(tables), top=top, by=by, meta=meta, rules_skipped=rules_skipped)
+    return summary_from_parts(SummaryParts.of(tables), top=top, by=by, meta=meta, rules_skipped=rules_skipped)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +24,40 @@ class WindowError(ValueError):
     """The window holds nothing of this profile (the message names what the profile has)."""
 
 
+class CutError(ValueError):
+    """The profile cannot be cut that way (steps asked of kernels without step ids, time of none)."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """The part of a profile to analyse: ``steps`` (first, last) step ids and/or ``time_us`` (start,
+    end) microseconds from each rank's first kernel; either side of each may be open (None)."""
+
+    steps: tuple[int | None, int | None] | None = None
+    time_us: tuple[float | None, float | None] | None = None
+
+    @classmethod
+    def of(cls, steps=None, time=None) -> Window:
+        """From ``"10:100"`` / (10, 100) steps and ``"1.5s:3s"`` / (µs, µs) time; ValueError names the option."""
+        return cls(
+            parse_steps(steps) if isinstance(steps, str) else (_checked_steps(*steps, steps_spec(steps)) if steps is not None else None),
+            parse_time(time) if isinstance(time, str) else (tuple(time) if time is not None else None),
+        )
+
+    @property
+    def active(self) -> bool:
+        return self.steps is not None or self.time_us is not None
+
+    @property
+    def option(self) -> str:
+        """The option a problem with this window is blamed on."""
+        return "steps" if self.steps is not None else "time"
+
+    def cut(self, tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+        """``tables`` restricted to the window (unchanged when it is not active): see :func:`apply_window`."""
+        return apply_window(tables, self.steps, self.time_us) if self.active else tables
+
+
 def parse_steps(spec: str) -> tuple[int | None, int | None]:
     """``"10:100"`` -> (10, 100); ``"10:"`` and ``":100"`` leave one side open; ``"7"`` is one step."""
     first, sep, last = spec.partition(":")
@@ -33,6 +68,10 @@ def parse_steps(spec: str) -> tuple[int | None, int | None]:
         raise ValueError(f"--steps {spec!r}: expected FIRST:LAST step ids, e.g. 10:100") from None
     if not sep:
         hi = lo
+    return _checked_steps(lo, hi, spec)
+
+
+def _checked_steps(lo: int | None, hi: int | None, spec: str) -> tuple[int | None, int | None]:
     for v in (lo, hi):
         if v is not None and not -(2**62) < v < 2**62:
             raise ValueError(f"--steps {spec!r}: {v} is not a step id")
@@ -98,13 +137,14 @@ def _cut_by_time(table: pa.Table, ranges: dict[object, tuple[float, float]], col
 def apply_window(
     tables: dict[str, pa.Table], steps: tuple[int | None, int | None] | None = None, time: tuple[float | None, float | None] | None = None
 ) -> dict[str, pa.Table]:
-    """Tables restricted to the window; ValueError when the profile cannot be cut that way."""
+    """Tables restricted to the window; CutError when the profile cannot be cut that way, WindowError
+    when the window holds none of its kernels."""
     out = dict(tables)
     kernels = tables["kernels"]
     if steps is not None:
         lo, hi = steps
         if kernels.num_rows and pc.all(pc.is_null(kernels["step"])).as_py():
-            raise ValueError("--steps: this profile's kernels carry no step ids (use --time instead)")
+            raise CutError("--steps: this profile's kernels carry no step ids (use --time instead)")
         step_col = kernels["step"]
         mask = pc.is_valid(step_col)
         if lo is not None:
@@ -117,7 +157,7 @@ def apply_window(
             out["steps"] = st.filter(_between(st["step"].cast(pa.float64(), safe=False), lo, hi))
     if time is not None:
         if kernels.num_rows == 0:
-            raise ValueError("--time: no kernels to measure the profile start from")
+            raise CutError("--time: no kernels to measure the profile start from")
         origin = pc.min(kernels["start_us"]).as_py()
         lo = None if time[0] is None else origin + time[0]
         hi = None if time[1] is None else origin + time[1]
