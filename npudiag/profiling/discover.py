@@ -14,51 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npudiag.errors import InputError
+from npudiag.profiling.formats.registry import formats
 from npudiag.safeio import inside, is_regular, load_json, small_int
 
-# file kind -> file name pattern (matched on the name only); any suffix after the documented stem
-# (``_20260605155140``, ``_slice_0``, ``_rank0``) is accepted, as the tools and users add them
-KINDS: dict[str, re.Pattern[str]] = {
-    "kernel_details": re.compile(r"^kernel_details[^/]*\.csv$"),
-    "op_summary": re.compile(r"^op_summary[^/]*\.csv$"),
-    "task_time": re.compile(r"^task_time[^/]*\.csv$"),
-    "op_statistic": re.compile(r"^op_statistic[^/]*\.csv$"),
-    "api_statistic": re.compile(r"^api_statistic[^/]*\.csv$"),
-    "step_trace": re.compile(r"^step_trace[^/]*\.csv$"),
-    "trace": re.compile(r"^(trace_view|msprof(?!_tx))[^/]*\.json$"),
-    "task_time_json": re.compile(r"^task_time[^/]*\.json$"),
-    "step_trace_json": re.compile(r"^step_trace[^/]*\.json$"),
-    "hccl_json": re.compile(r"^hccl_\d[^/]*\.json$"),
-    "db": re.compile(r"^(msprof_[^/]*|ascend_pytorch_profiler[^/]*)\.db$"),
-    "analysis_db": re.compile(r"^analysis\.db$"),
-    "communication_matrix": re.compile(r"^communication_matrix[^/]*\.json$"),
-    "communication": re.compile(r"^communication(_\d+)?\.json$"),
-    "memory_record": re.compile(r"^memory_record[^/]*\.csv$"),
-    "operator_memory": re.compile(r"^operator_memory[^/]*\.csv$"),
-    "npu_module_mem": re.compile(r"^npu_module_mem[^/]*\.csv$"),
-    "npu_mem": re.compile(r"^npu_mem(?!ory)[^/]*\.csv$"),
-    "device_info": re.compile(r"^info\.json\.\d+$"),
-}
 # files we recognise and list in the manifest but do not read into tables yet
 KNOWN_UNREAD = re.compile(
     r"^(operator_details|l2_cache|communication"
     r"|communication_statistic|hccl_statistic|fusion_op|aicpu|msprof_tx|ai_core_utilization"
     r"|data_preprocess|cluster_|hbm|llc|pcie|hccs|nic|roce|soc_pmu|dvpp|ddr|cpu_usage|sys_mem|host_)[\w]*\.(csv|json|db)$"
 )
-# CSV headers by kind: a CSV whose name says nothing is recognised by these columns
-HEADERS: dict[str, tuple[frozenset[str], ...]] = {
-    "kernel_details": (frozenset({"Name", "Accelerator Core", "Start Time(us)", "Duration(us)"}),),
-    "op_summary": (frozenset({"Op Name", "Task Type", "Task Start Time(us)", "Task Duration(us)"}),),
-    "task_time": (frozenset({"kernel_name", "kernel_type", "task_start(us)", "task_time(us)"}),),
-    "op_statistic": (frozenset({"OP Type", "Core Type", "Count", "Total Time(us)"}),),
-    "api_statistic": (frozenset({"API Name", "Level", "Time(us)", "Count"}),),
-    "step_trace": (frozenset({"Step", "Computing", "Stage"}), frozenset({"Iteration ID", "Iteration Time(us)"})),
-    "operator_memory": (frozenset({"Name", "Size(KB)", "Allocation Time(us)"}),),
-    "memory_record": (
-        frozenset({"Component", "Timestamp(us)", "Total Allocated(MB)"}),
-        frozenset({"Component", "Timestamp(us)", "Total Allocated(KB)"}),
-    ),
-}
 MAX_DEPTH = 8
 DEVICE_DIR = re.compile(r"device_([0-9]{1,9})")  # msprof's device_N folders (ASCII digits, bounded)
 
@@ -99,8 +63,9 @@ class Unit:
 
 
 def classify(name: str) -> str | None:
-    for kind, pattern in KINDS.items():
-        if pattern.match(name):
+    """The kind of a file by its name alone (the registry's formats, in order)."""
+    for kind, fmt in formats().items():
+        if fmt.name.match(name):
             return kind
     return None
 
@@ -115,8 +80,8 @@ def kind_by_header(path: Path) -> str | None:
         names = {n.strip().strip('"') for n in first.decode("utf-8-sig", "replace").split(",")}
     except OSError:
         return None
-    for kind, alternatives in HEADERS.items():
-        if any(need <= names for need in alternatives):
+    for kind, fmt in formats().items():
+        if any(need <= names for need in fmt.headers):
             return kind
     return None
 
@@ -128,7 +93,7 @@ _TRACE_EVENT = re.compile(rb'"ph"\s*:\s*"[A-Za-z]"')
 
 
 def kind_by_content(path: Path) -> str | None:
-    """``trace`` for a JSON file that is a Chrome trace whatever its name (a renamed trace_view.json or
+    """The format that reads a JSON file that is a Chrome trace whatever its name (a renamed trace_view.json or
     msprof_*.json), from its first 64 KiB; None otherwise."""
     try:
         if not path.is_file():
@@ -138,7 +103,9 @@ def kind_by_content(path: Path) -> str | None:
     except OSError:
         return None
     head = head.removeprefix(b"\xef\xbb\xbf")
-    return "trace" if _TRACE_START.match(head) and _TRACE_EVENT.search(head) else None
+    if not (_TRACE_START.match(head) and _TRACE_EVENT.search(head)):
+        return None
+    return next((kind for kind, fmt in formats().items() if fmt.trace_content), None)
 
 
 @dataclass
@@ -209,7 +176,7 @@ def _device_info(unit: Unit, devices: list[Path], scope: Scope) -> None:
     for dev in devices:
         if dev.is_dir() and scope.allows(dev):
             for f in _files(dev, scope):
-                if KINDS["device_info"].match(f.name):
+                if formats()["device_info"].name.match(f.name):
                     unit.add(f)
 
 

@@ -25,17 +25,8 @@ from npudiag.profiling import tasks
 from npudiag.profiling.analysis.copies import build_copies
 from npudiag.profiling.assemble import assign_steps_by_time, duplicate_steps, merge_steps, name_comm_tasks, split_tasks
 from npudiag.profiling.discover import Unit, assign_ranks, collection_folder, discover, duplicate_ranks, run_groups
-from npudiag.profiling.formats.analysis_db import read_analysis_db
-from npudiag.profiling.formats.api_statistic import read_api_statistic
-from npudiag.profiling.formats.communication import read_communication_tables, read_matrix
-from npudiag.profiling.formats.device_info import read_device_info
-from npudiag.profiling.formats.kernel_csv import read_kernels
-from npudiag.profiling.formats.memory_csv import read_memory_record, read_npu_mem, read_npu_module_mem, read_operator_memory
-from npudiag.profiling.formats.msprof_db import read_db
-from npudiag.profiling.formats.op_statistic import read_op_statistic
 from npudiag.profiling.formats.profiler_metadata import read_distributed_args
-from npudiag.profiling.formats.step_trace import read_steps
-from npudiag.profiling.formats.trace_json import TraceTables, read_trace
+from npudiag.profiling.formats.registry import Read, appended, formats, levels, sources
 from npudiag.profiling.op_names import fill_op_types
 from npudiag.profiling.tasks import merge_counts
 
@@ -93,17 +84,17 @@ class _UnitReader:
         self.warnings = warnings
         self.errors = errors
         self.progress = progress
-        self._cache: dict[str, list[tuple[Path, Any]]] = {}
+        self._cache: dict[str, list[tuple[Path, Read]]] = {}
 
     def _fail(self, path: Path, exc: InputError) -> None:
         self.record[path].error = exc.one_line()
         self.errors.append(exc.one_line())
 
-    def read(self, kind: str) -> list[tuple[Path, Any]]:
-        """(path, result) of every readable file of ``kind``; a file that fails is one error line."""
+    def read(self, kind: str) -> list[tuple[Path, Read]]:
+        """(path, what it gave) of every readable file of ``kind``; a file that fails is one error line."""
         if kind not in self._cache:
             out = []
-            reader = _READERS[kind]
+            reader = formats()[kind].read
             for path in self.unit.files.get(kind, []):
                 try:
                     result = reader(path, self.unit.rank)
@@ -113,11 +104,13 @@ class _UnitReader:
                 finally:
                     if self.progress is not None:
                         self.progress(self.record[path].size_bytes)
-                warns = result[1] if isinstance(result, tuple) else result.warnings
-                self.warnings.extend(warns)
-                out.append((path, result[0] if isinstance(result, tuple) else result))
+                self.warnings.extend(result.warnings)
+                out.append((path, result))
             self._cache[kind] = out
         return self._cache[kind]
+
+    def reads(self, kinds: tuple[str, ...]) -> list[tuple[Path, Read]]:
+        return [pr for kind in kinds if kind in self.unit.files for pr in self.read(kind)]
 
     def use(self, kind: str, what: str, paths: list[Path] | None = None) -> None:
         for p in paths if paths is not None else [p for p, _ in self._cache.get(kind, [])]:
@@ -129,46 +122,20 @@ class _UnitReader:
         rows go (the largest part of a trace; kept, they doubled the kernels in memory)."""
         for kind in kinds:
             for _, t in self._cache.get(kind, []):
-                t.tasks = t.tasks.schema.empty_table()
+                if "tasks" in t.tables:
+                    t.tables["tasks"] = t.tables["tasks"].schema.empty_table()
 
-    def traces(self, kind: str) -> list[TraceTables]:
-        return [t for _, t in self.read(kind)]
+    def first_level(self, role: str, name: str) -> list[pa.Table]:
+        """The ``name`` rows of the best precedence level of ``role`` whose files hold any, marked as used."""
+        for level in levels(role):
+            found = [(p, kind, t.tables[name]) for kind in level if kind in self.unit.files for p, t in self.read(kind) if t.rows(name)]
+            if found:
+                for p, kind, _ in found:
+                    self.use(kind, name, [p])
+                return [t for _, _, t in found]
+        return []
 
-    def tables_of(self, kind: str) -> list[pa.Table]:
-        return [t for _, t in self.read(kind)]
 
-
-def _read_trace_file(path: Path, rank: int | None) -> TraceTables:
-    return read_trace(path, rank)
-
-
-_READERS: dict[str, Callable[[Path, int | None], Any]] = {
-    "kernel_details": read_kernels,
-    "op_summary": read_kernels,
-    "task_time": read_kernels,
-    "op_statistic": read_op_statistic,
-    "api_statistic": read_api_statistic,
-    "step_trace": read_steps,
-    "trace": _read_trace_file,
-    "task_time_json": _read_trace_file,
-    "step_trace_json": _read_trace_file,
-    "hccl_json": _read_trace_file,
-    "db": read_db,
-    "analysis_db": read_analysis_db,
-    "communication_matrix": lambda path, rank: (read_matrix(path, rank), []),
-    "communication": read_communication_tables,
-    "device_info": lambda path, rank: (read_device_info(path, rank), []),
-    "memory_record": read_memory_record,
-    "npu_module_mem": read_npu_module_mem,
-    "npu_mem": read_npu_mem,
-    "operator_memory": read_operator_memory,
-}
-# which file gives a unit's device tasks, best first (kernel_details carries Step Id); per-iteration
-# trace files of one kind are read together, in time order
-TASK_SOURCES = ("kernel_details", "op_summary", "db", "task_time", "task_time_json", "trace")
-_CSV_SOURCES = ("kernel_details", "op_summary", "task_time")
-_TRACE_FAMILY = ("task_time_json", "trace")  # files whose tasks are the device timeline
-_COMM_FAMILY = ("hccl_json", "trace")  # files whose HCCL process has the ops and plane tasks
 _KERNEL_EXTRA_DROP = ("size_bytes", "direction", "launch_ns", "comm_op_id")
 
 
@@ -183,8 +150,6 @@ class UnitResult:
 
 READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops", "comm_tasks",
                "comm_bandwidth", "memory_timeline", "op_memory", "aicore_freq", "device_info", "torch_ops")  # fmt: skip
-# the memory files of a unit, by the table they give; the .db export's tables stand in for them
-_MEMORY_KINDS = {"memory_timeline": ("memory_record", "npu_module_mem", "npu_mem"), "op_memory": ("operator_memory",)}
 
 
 def _by_time(tables: list[pa.Table]) -> pa.Table | None:
@@ -195,12 +160,12 @@ def _by_time(tables: list[pa.Table]) -> pa.Table | None:
     return t.sort_by([("start_ns", "ascending")]) if len(tables) > 1 else t
 
 
-def _first_kind(r: _UnitReader, kinds: tuple[str, ...], get: Callable[[Any], pa.Table], use: str) -> pa.Table | None:
-    """The rows ``get`` takes from the first kind of ``kinds`` whose files hold any, marked as used."""
+def _first_kind(r: _UnitReader, kinds: tuple[str, ...], name: str, use: str) -> pa.Table | None:
+    """The ``name`` rows of the first kind of ``kinds`` whose files hold any, in time order, marked as used."""
     for kind in kinds:
         if kind not in r.unit.files:
             continue
-        parts = [(p, get(t)) for p, t in r.read(kind)]
+        parts = [(p, t.tables[name]) for p, t in r.read(kind)]
         table = _by_time([t for _, t in parts])
         if table is not None:
             r.use(kind, use, [p for p, t in parts if t.num_rows])
@@ -220,89 +185,103 @@ def _launch_ns(kernels: pa.Table, api: pa.Table | None) -> pa.Array | None:
     return launch
 
 
-def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None) -> UnitResult:
-    """Everything one unit (rank) contributes; runs in a worker process for multi-rank inputs."""
-    warnings: list[str] = []
-    errors: list[str] = []
-    parts: dict[str, list[pa.Table]] = {name: [] for name in READ_TABLES}
-    r = _UnitReader(u, record, warnings, errors, progress)
-    hccl_streams: set[int] = set()
-    for kind in ("hccl_json", "trace", "task_time_json"):
-        if kind in u.files:
-            for t in r.traces(kind):
-                hccl_streams |= t.hccl_streams
+@dataclass
+class _DeviceTasks:
+    """A unit's device tasks, split by class, and where they came from."""
 
+    source: str | None = None  # the kind the kernels came from
+    presplit: bool = False  # that source splits its tasks itself (a .db)
     kernels: pa.Table | None = None
-    kernel_source: str | None = None
-    dev_copies: pa.Table | None = None
+    copies: pa.Table | None = None  # device-side copies (MEMCPY tasks)
     comm_tasks: pa.Table | None = None
-    counts: list[dict[str, dict[str, int]]] = []
-    unknown: set[str] = set()
-    db_api: pa.Table | None = None
-    for source in TASK_SOURCES:
-        if source not in u.files:
+    api_calls: pa.Table | None = None  # the host calls a presplit source holds beside its tasks
+    counts: list[dict[str, dict[str, int]]] = field(default_factory=list)
+    unknown: set[str] = field(default_factory=set)
+
+
+def _device_tasks(r: _UnitReader) -> _DeviceTasks:
+    """The device tasks from the best source that holds any; copies and communication tasks from the
+    device timeline and the HCCL trace of the same run where the kernels came from a CSV."""
+    hccl_streams: set[int] = set()
+    for _, t in r.reads(sources("hccl_streams")):
+        hccl_streams |= t.hccl_streams
+    d = _DeviceTasks()
+    for source in sources("device_tasks"):
+        if source not in r.unit.files:
             continue
-        if source == "db":
-            dbs = r.read("db")
-            rows = [(p, d) for p, d in dbs if d.kernels.num_rows]
+        if "kernels" in formats()[source].yields:  # tasks already split into kernels, copies and communication
+            rows = [(p, t) for p, t in r.read(source) if t.rows("kernels")]
             if not rows:
                 continue
-            kernels = _by_time([d.kernels for _, d in rows])
-            dev_copies = _by_time([d.copies for _, d in rows])
-            comm_tasks = _by_time([d.comm_tasks for _, d in rows])
-            db_api = _by_time([d.api_calls for _, d in rows])
-            counts += [d.task_counts for _, d in rows]
-            r.use("db", "kernels", [p for p, _ in rows])
+            d.kernels, d.copies, d.comm_tasks, d.api_calls = (_by_time([t.tables[n] for _, t in rows])
+                                                              for n in ("kernels", "copies", "comm_tasks", "api_calls"))  # fmt: skip
+            d.counts += [t.task_counts for _, t in rows]
+            r.use(source, "kernels", [p for p, _ in rows])
+            d.presplit = True
         else:
-            get = (lambda t: t) if source in _CSV_SOURCES else (lambda t: t.tasks)
-            table = _first_kind(r, (source,), get, "kernels")
+            table = _first_kind(r, (source,), "tasks", "kernels")
             if table is None:
                 continue
             split = split_tasks(table, hccl_streams)
             del table
-            kernels, dev_copies, comm_tasks = split.kernels, split.device_copies, split.comm_tasks
-            counts.append(split.counts)
-            unknown |= set(split.unknown_types)
+            d.kernels, d.copies, d.comm_tasks = split.kernels, split.device_copies, split.comm_tasks
+            d.counts.append(split.counts)
+            d.unknown |= set(split.unknown_types)
             del split
-        kernel_source = source
+        d.source = source
         break
-    if kernel_source in _CSV_SOURCES:
+    if d.source in sources("kernel_csv"):
         # the CSV holds the kernels; the device timeline of the same run gives copies and the rest
-        timeline = _first_kind(r, _TRACE_FAMILY, lambda t: t.tasks, "copies")
+        timeline = _first_kind(r, sources("device_timeline"), "tasks", "copies")
         if timeline is not None:
             split = split_tasks(timeline, hccl_streams)
-            dev_copies, comm_tasks = split.device_copies, split.comm_tasks
-            counts.append(split.counts)
+            d.copies, d.comm_tasks = split.device_copies, split.comm_tasks
+            d.counts.append(split.counts)
             del timeline, split
-    r.drop_tasks(_TRACE_FAMILY)  # not read again below
-    if kernels is not None and kernel_source != "db" and not pc.any(pc.equal(kernels["task_class"], tasks.COMMUNICATION)).as_py():
-        ops = _first_kind(r, _COMM_FAMILY, lambda t: t.comm_ops, "kernels")
+    r.drop_tasks(sources("device_timeline"))  # not read again
+    if d.presplit:
+        return d
+    if d.kernels is not None and not pc.any(pc.equal(d.kernels["task_class"], tasks.COMMUNICATION)).as_py():
+        ops = _first_kind(r, sources("hccl"), "comm_ops", "kernels")
         if ops is not None:
-            kernels = schemas.concat([kernels, ops]).sort_by([("start_ns", "ascending")])
-    if kernel_source != "db":
-        planes = _first_kind(r, _COMM_FAMILY, lambda t: t.comm_tasks, "comm_tasks")
-        if planes is not None:
-            comm_tasks = planes
-    if unknown:
-        warnings.append(f"{u.path}: task types {', '.join(sorted(unknown))} are not in npudiag's task table; counted as compute")
+            d.kernels = schemas.concat([d.kernels, ops]).sort_by([("start_ns", "ascending")])
+    planes = _first_kind(r, sources("hccl"), "comm_tasks", "comm_tasks")
+    if planes is not None:
+        d.comm_tasks = planes
+    return d
 
-    api = _first_kind(r, ("trace",), lambda t: t.api_calls, "api_calls")
-    if api is None and db_api is not None and db_api.num_rows:
-        api = db_api
-        r.use("db", "api_calls")
 
-    step_parts = r.tables_of("step_trace") + [t["steps"] for t in r.tables_of("analysis_db")]
-    step_parts += [d.steps for d in r.tables_of("db")]
-    step_parts += [t.steps for t in r.traces("step_trace_json")] + [t.steps for t in r.traces("trace")]
+def _steps(r: _UnitReader, warnings: list[str]) -> pa.Table:
+    """One row per step from every file that describes steps, each column from the first that says it."""
+    u = r.unit
+    step_parts = [t.tables["steps"] for _, t in r.reads(sources("steps"))]
     dup = duplicate_steps(step_parts)
     if dup:
         warnings.append(f"{u.path}: step {', '.join(map(str, dup[:5]))} appear(s) more than once in one step file; each counted once")
     steps = merge_steps(step_parts)
     if steps.num_rows:
         steps = _fill(steps, "rank", u.rank, pa.int32())
-        for kind in ("step_trace", "analysis_db", "db", "step_trace_json", "trace"):
-            r.use(kind, "steps", [p for p, t in r.read(kind) if _steps_of(kind, t).num_rows] if kind in u.files else [])
+        for kind in sources("steps"):
+            r.use(kind, "steps", [p for p, t in r.read(kind) if t.rows("steps")] if kind in u.files else [])
+    return steps
 
+
+def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None) -> UnitResult:
+    """Everything one unit (rank) contributes; runs in a worker process for multi-rank inputs."""
+    warnings: list[str] = []
+    errors: list[str] = []
+    parts: dict[str, list[pa.Table]] = {name: [] for name in READ_TABLES}
+    r = _UnitReader(u, record, warnings, errors, progress)
+    d = _device_tasks(r)
+    if d.unknown:
+        warnings.append(f"{u.path}: task types {', '.join(sorted(d.unknown))} are not in npudiag's task table; counted as compute")
+    # host calls from the best source that records them on its own; a .db that gave the kernels gives its own
+    api = _first_kind(r, tuple(k for k in sources("api_calls") if "tasks" in formats()[k].yields), "api_calls", "api_calls")
+    if api is None and d.api_calls is not None and d.api_calls.num_rows:
+        api = d.api_calls
+        r.use(d.source, "api_calls")
+    steps = _steps(r, warnings)
+    kernels, comm_tasks = d.kernels, d.comm_tasks
     if kernels is not None:
         launch = _launch_ns(kernels, api)
         kernels = kernels.drop_columns([c for c in _KERNEL_EXTRA_DROP if c in kernels.column_names])
@@ -322,38 +301,39 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
         parts["comm_tasks"].append(comm_tasks)
     if steps.num_rows:
         parts["steps"].append(steps)
-    parts["op_statistic"].extend(r.tables_of("op_statistic"))
-    parts["api_statistic"].extend(r.tables_of("api_statistic"))
-    r.use("op_statistic", "op_statistic")
-    r.use("api_statistic", "api_statistic")
-    for name, kind in (("comm_links", "communication_matrix"), ("comm_ops", "communication"), ("comm_bandwidth", "communication")):
-        tables = [t if kind == "communication_matrix" else t[name] for t in r.tables_of(kind)]
-        if any(t.num_rows for t in tables):
-            parts[name].extend(tables)
-            r.use(kind, name)
-        elif "analysis_db" in u.files:
-            found = [(p, t[name]) for p, t in r.read("analysis_db") if t[name].num_rows]
-            parts[name].extend(t for _, t in found)
-            r.use("analysis_db", name, [p for p, _ in found])
-    _read_memory(r, parts)
-    _read_freq(r, parts)
-    _read_torch_ops(r, parts)
-    infos = [t for t in r.tables_of("device_info") if t.num_rows]
-    if infos:
-        parts["device_info"].extend(infos)
-        r.use("device_info", "device_info")
-    copies = build_copies(dev_copies, api)
+    # tables one source gives whole: the best precedence level that holds rows (the text exports
+    # before a .db's or analysis.db's copy of the same data)
+    for name, role in (("comm_links", "comm_links"), ("comm_ops", "comm_ops"), ("comm_bandwidth", "comm_ops"),
+                       ("memory_timeline", "memory_timeline"), ("op_memory", "op_memory")):  # fmt: skip
+        parts[name].extend(r.first_level(role, name))
+    freq = r.first_level("aicore_freq", "aicore_freq")
+    if freq:  # several msprof_*.json slices of one run each carry their part; a sample in two is kept once
+        parts["aicore_freq"].append(freq[0] if len(freq) == 1 else _first_of_each(pa.concat_tables(freq)))
+    parts["torch_ops"].extend(r.first_level("torch_ops", "torch_ops"))
+    for fmt in appended():  # statistics and device facts: every file's rows, side by side
+        for p, t in r.reads((fmt.kind,)):
+            for name in fmt.yields:
+                parts[name].append(t.tables[name])
+                r.use(fmt.kind, name, [p])
+    copies = build_copies(d.copies, api)
     if copies.num_rows:
         parts["copies"].append(copies)
-    if kernel_source in ("kernel_details", "op_summary") and "db" in u.files:
-        warnings.append(f"{u.path}: text exports and a .db are both present; kernels were read from the {kernel_source} CSV")
+    return UnitResult(parts, _unit_info(u, d, parts, warnings), warnings, errors, record)
+
+
+def _unit_info(u: Unit, d: _DeviceTasks, parts: dict[str, list[pa.Table]], warnings: list[str]) -> dict[str, Any]:
+    """What the manifest says of a unit, and the warnings about what it holds besides."""
+    ranked = sources("device_tasks")
+    below = ranked[ranked.index(d.source) + 1 :] if d.source in sources("kernel_csv") else ()
+    if any(k in u.files and "kernels" in formats()[k].yields for k in below):
+        warnings.append(f"{u.path}: text exports and a .db are both present; kernels were read from the {d.source} CSV")
     info = {
         "path": str(u.path),
         "kind": u.kind,
         "rank": u.rank,
-        "kernel_source": kernel_source,
+        "kernel_source": d.source,
         "holds": sorted(name for name, ts in parts.items() if any(t.num_rows for t in ts)),
-        "task_counts": merge_counts(counts),
+        "task_counts": merge_counts(d.counts),
         "unread_files": [str(p) for p in u.unread],
         "not_read": [{"path": str(p), "reason": why} for p, why in u.not_read],
     }
@@ -368,46 +348,7 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
             warnings.append(warning)
         if args is not None:
             info["distributed_args"] = args
-    return UnitResult(parts, info, warnings, errors, record)
-
-
-def _read_memory(r: _UnitReader, parts: dict[str, list[pa.Table]]) -> None:
-    """memory_timeline / op_memory from the text exports, else from the .db export of the unit."""
-    for name, kinds in _MEMORY_KINDS.items():
-        for kind in kinds:
-            found = [(p, t) for p, t in r.read(kind) if t.num_rows] if kind in r.unit.files else []
-            parts[name].extend(t for _, t in found)
-            r.use(kind, name, [p for p, _ in found])
-        if not parts[name] and "db" in r.unit.files:
-            found = [(p, getattr(d, name)) for p, d in r.read("db") if getattr(d, name).num_rows]
-            parts[name].extend(t for _, t in found)
-            r.use("db", name, [p for p, _ in found])
-
-
-def _read_freq(r: _UnitReader, parts: dict[str, list[pa.Table]]) -> None:
-    """aicore_freq from the .db export's AICORE_FREQ, else from the traces' "AI Core Freq" counters
-    (several msprof_*.json slices of one run each carry their part; a sample in two is kept once)."""
-    for kind in ("db", "trace"):
-        if kind not in r.unit.files:
-            continue
-        found = [(p, t.aicore_freq) for p, t in r.read(kind) if t.aicore_freq.num_rows]
-        if found:
-            t = found[0][1] if len(found) == 1 else _first_of_each(pa.concat_tables([x for _, x in found]))
-            parts["aicore_freq"].append(t)
-            r.use(kind, "aicore_freq", [p for p, _ in found])
-            return
-
-
-def _read_torch_ops(r: _UnitReader, parts: dict[str, list[pa.Table]]) -> None:
-    """torch_ops from the trace's cpu_op events, else from the .db's PYTORCH_API (the same run's ops either way)."""
-    for kind in ("trace", "db"):
-        if kind not in r.unit.files:
-            continue
-        found = [(p, t.torch_ops) for p, t in r.read(kind) if t.torch_ops.num_rows]
-        if found:
-            parts["torch_ops"].extend(t for _, t in found)
-            r.use(kind, "torch_ops", [p for p, _ in found])
-            return
+    return info
 
 
 def _first_of_each(t: pa.Table) -> pa.Table:
@@ -418,14 +359,6 @@ def _first_of_each(t: pa.Table) -> pa.Table:
     keep = np.ones(len(us), bool)
     keep[1:] = (us[1:] != us[:-1]) | (mhz[1:] != mhz[:-1])
     return t.filter(pa.array(keep))
-
-
-def _steps_of(kind: str, result: Any) -> pa.Table:
-    if kind == "analysis_db":
-        return result["steps"]
-    if kind in ("db", "trace", "step_trace_json"):
-        return result.steps
-    return result
 
 
 def _fill(table: pa.Table, name: str, value, type_: pa.DataType) -> pa.Table:

@@ -10,6 +10,7 @@ communication_matrix.json's links (size in MB = 10^6 bytes, time in ms, bandwidt
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.profiling.formats.communication import bandwidth_row, is_sample_group
 from npudiag.profiling.formats.msprof_db import _open
+from npudiag.profiling.formats.registry import Format, Read, register
 
 _STEP_COLUMNS = {
     "computing_us": "computing",
@@ -164,3 +166,14 @@ def _comm_links(path: Path, con: sqlite3.Connection, rank: int | None) -> pa.Tab
             }
         )  # fmt: skip
     return pa.Table.from_pylist(out, schema=schemas.COMM_LINKS) if out else schemas.empty("comm_links")
+
+
+register(
+    Format(
+        "analysis_db",
+        re.compile(r"^analysis\.db$"),
+        lambda path, rank: Read(*read_analysis_db(path, rank)),
+        ("steps", "comm_ops", "comm_links", "comm_bandwidth"),
+        sources={"steps": 1, "comm_links": 1, "comm_ops": 1},
+    )
+)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
 
 from npudiag import schemas
 from npudiag.profiling.formats.csvtext import read_csv_text, to_float, to_int, to_text
+from npudiag.profiling.formats.registry import Format, pair, register
 
 
 def read_api_statistic(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
@@ -26,3 +28,15 @@ def read_api_statistic(path: Path, rank: int | None = None) -> tuple[pa.Table, l
     }
     present = {k: v for k, v in cols.items() if v is not None}
     return schemas.conform(pa.table(present), schemas.API_STATISTIC), ct.warnings
+
+
+register(
+    Format(
+        "api_statistic",
+        re.compile(r"^api_statistic[^/]*\.csv$"),
+        lambda path, rank: pair(read_api_statistic(path, rank), "api_statistic"),
+        ("api_statistic",),
+        headers=(frozenset({"API Name", "Level", "Time(us)", "Count"}),),
+        append=True,
+    )
+)

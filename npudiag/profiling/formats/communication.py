@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.errors import InputError
+from npudiag.profiling.formats.registry import Format, Read, register
 from npudiag.safeio import load_json
 from npudiag.schemas import COMM_BANDWIDTH, COMM_LINKS, COMM_OPS
 
@@ -152,3 +153,23 @@ def bandwidth_row(path: Path, rank, step, kind, op, transport, size_mb, time_ms,
     return {"rank": rank, "step": step, "kind": kind, "op_name": op, "transport": str(transport),
             "size_bytes": None if size_mb is None else round(size_mb * 1e6), "time_us": None if time_ms is None else time_ms * 1000.0,
             "bandwidth_gbps": gbps, "large_packet_pct": None if large is None else large * 100.0}  # fmt: skip
+
+
+register(
+    Format(
+        "communication_matrix",
+        re.compile(r"^communication_matrix[^/]*\.json$"),
+        lambda path, rank: Read({"comm_links": read_matrix(path, rank)}),
+        ("comm_links",),
+        sources={"comm_links": 0},
+    )
+)
+register(
+    Format(
+        "communication",
+        re.compile(r"^communication(_\d+)?\.json$"),
+        lambda path, rank: Read(*read_communication_tables(path, rank)),
+        ("comm_ops", "comm_bandwidth"),
+        sources={"comm_ops": 0},
+    )
+)

@@ -8,11 +8,13 @@ ones), ``ai_cpu_core_num`` and ``aic_frequency`` (MHz, written as text) are read
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
 
 from npudiag.errors import InputError
+from npudiag.profiling.formats.registry import Format, Read, register
 from npudiag.safeio import load_json
 from npudiag.schemas import DEVICE_INFO
 
@@ -61,3 +63,14 @@ def read_device_info(path: Path, rank: int | None) -> pa.Table:
             }
         )
     return pa.Table.from_pylist(rows, schema=DEVICE_INFO) if rows else DEVICE_INFO.empty_table()
+
+
+register(
+    Format(
+        "device_info",
+        re.compile(r"^info\.json\.\d+$"),
+        lambda path, rank: Read({"device_info": read_device_info(path, rank)}),
+        ("device_info",),
+        append=True,
+    )
+)

@@ -8,6 +8,7 @@ The three files describe the same device tasks with names that moved between CAN
 from __future__ import annotations
 
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from npudiag.profiling.formats.csvtext import (
     to_ns,
     to_text,
 )
+from npudiag.profiling.formats.registry import Format, pair, register
 
 # canonical column -> (alternative source names, converter)
 _COLUMNS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -138,3 +140,23 @@ def kernels_from_csv(ct: CsvText, source: str, rank: int | None) -> pa.Table:
     arrays = list(table.columns) + [done["extra:" + e] for e in extras]
     fields = list(table.schema) + [pa.field(e, done["extra:" + e].type) for e in extras]
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+# the device tasks, one row each: torch_npu's kernel_details.csv (carries Step Id), msprof's
+# op_summary.csv, and the older task_time.csv; these hold kernels only, the device timeline of the
+# same run gives the copies
+for _kind, _header, _rank in (
+    ("kernel_details", frozenset({"Name", "Accelerator Core", "Start Time(us)", "Duration(us)"}), 0),
+    ("op_summary", frozenset({"Op Name", "Task Type", "Task Start Time(us)", "Task Duration(us)"}), 1),
+    ("task_time", frozenset({"kernel_name", "kernel_type", "task_start(us)", "task_time(us)"}), 3),
+):
+    register(
+        Format(
+            _kind,
+            re.compile(rf"^{_kind}[^/]*\.csv$"),
+            lambda path, rank: pair(read_kernels(path, rank), "tasks"),
+            ("tasks",),
+            headers=(_header,),
+            sources={"device_tasks": _rank, "kernel_csv": 0},
+        )
+    )

@@ -22,6 +22,7 @@ MB here is 2**20 bytes and KB 2**10 (a torch_npu MB total times 2**20 is the .db
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,6 +31,7 @@ import pyarrow.compute as pc
 from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.profiling.formats.csvtext import CsvText, read_csv_text, to_float, to_int, to_ns, to_text
+from npudiag.profiling.formats.registry import Format, pair, register
 
 _UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 # timestamps are read as text and parsed exactly (a float64 of today's epoch in us keeps 0.25 us)
@@ -168,3 +170,46 @@ def read_operator_memory(path: Path, rank: int | None = None) -> tuple[pa.Table,
         "device_type": to_text(ct, device_col),
     }
     return _table(cols, n, rank, "operator_memory", schemas.OP_MEMORY), ct.warnings
+
+
+register(
+    Format(
+        "memory_record",
+        re.compile(r"^memory_record[^/]*\.csv$"),
+        lambda path, rank: pair(read_memory_record(path, rank), "memory_timeline"),
+        ("memory_timeline",),
+        headers=(
+            frozenset({"Component", "Timestamp(us)", "Total Allocated(MB)"}),
+            frozenset({"Component", "Timestamp(us)", "Total Allocated(KB)"}),
+        ),
+        sources={"memory_timeline": 0},
+    )
+)
+register(
+    Format(
+        "operator_memory",
+        re.compile(r"^operator_memory[^/]*\.csv$"),
+        lambda path, rank: pair(read_operator_memory(path, rank), "op_memory"),
+        ("op_memory",),
+        headers=(frozenset({"Name", "Size(KB)", "Allocation Time(us)"}),),
+        sources={"op_memory": 0},
+    )
+)
+register(
+    Format(
+        "npu_module_mem",
+        re.compile(r"^npu_module_mem[^/]*\.csv$"),
+        lambda path, rank: pair(read_npu_module_mem(path, rank), "memory_timeline"),
+        ("memory_timeline",),
+        sources={"memory_timeline": 0},
+    )
+)
+register(
+    Format(
+        "npu_mem",
+        re.compile(r"^npu_mem(?!ory)[^/]*\.csv$"),
+        lambda path, rank: pair(read_npu_mem(path, rank), "memory_timeline"),
+        ("memory_timeline",),
+        sources={"memory_timeline": 0},
+    )
+)

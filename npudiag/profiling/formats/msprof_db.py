@@ -22,6 +22,7 @@ row per TASK row (info rows with a repeated key count once), and text values lon
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from npudiag.errors import InputError
 from npudiag.profiling import tasks
 from npudiag.profiling.assemble import drop_bad_timing
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
+from npudiag.profiling.formats.registry import Format, of_object, register
 
 MAX_TEXT = 1 << 16  # characters kept of one STRING_IDS value (real names are far shorter)
 NO_RANK = 4294967295
@@ -544,3 +546,17 @@ def _op_memory(db: _Db, rank: int | None) -> pa.Table:
         **{c: t[c] for c in t.column_names if c.endswith("_bytes") or c in ("alloc_ns", "release_ns", "stream_ptr")},
     }
     return schemas.conform(pa.table(cols), schemas.OP_MEMORY)
+
+
+_DB_PARTS = ("kernels", "copies", "comm_tasks", "api_calls", "steps", "memory_timeline", "op_memory", "aicore_freq", "torch_ops")
+
+# msprof's msprof_*.db and torch_npu's ascend_pytorch_profiler*.db: the whole profile in SQLite
+register(
+    Format(
+        "db",
+        re.compile(r"^(msprof_[^/]*|ascend_pytorch_profiler[^/]*)\.db$"),
+        lambda path, rank: of_object(read_db(path, rank), _DB_PARTS),
+        _DB_PARTS,
+        sources={"device_tasks": 2, "steps": 2, "api_calls": 1, "memory_timeline": 1, "op_memory": 1, "aicore_freq": 0, "torch_ops": 1},
+    )
+)

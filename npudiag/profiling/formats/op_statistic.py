@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
 
 from npudiag import schemas
 from npudiag.profiling.formats.csvtext import read_csv_text, to_float, to_int, to_text
+from npudiag.profiling.formats.registry import Format, pair, register
 
 
 def read_op_statistic(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
@@ -27,3 +29,15 @@ def read_op_statistic(path: Path, rank: int | None = None) -> tuple[pa.Table, li
     }
     present = {k: v for k, v in cols.items() if v is not None}
     return schemas.conform(pa.table(present), schemas.OP_STATISTIC), ct.warnings
+
+
+register(
+    Format(
+        "op_statistic",
+        re.compile(r"^op_statistic[^/]*\.csv$"),
+        lambda path, rank: pair(read_op_statistic(path, rank), "op_statistic"),
+        ("op_statistic",),
+        headers=(frozenset({"OP Type", "Core Type", "Count", "Total Time(us)"}),),
+        append=True,
+    )
+)

@@ -7,6 +7,7 @@ each step's start and end are known.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.profiling.formats.csvtext import read_csv_text, to_float, to_int
+from npudiag.profiling.formats.registry import Format, pair, register
 
 _DURATIONS = {
     "computing_us": "Computing",
@@ -82,3 +84,15 @@ def _checked(table: pa.Table, path: Path) -> pa.Table:
             cleaned = pc.if_else(pa.array(bad), pa.scalar(None, pa.float64()), col)
             table = table.set_column(table.schema.get_field_index(name), name, cleaned)
     return table
+
+
+register(
+    Format(
+        "step_trace",
+        re.compile(r"^step_trace[^/]*\.csv$"),
+        lambda path, rank: pair(read_steps(path, rank), "steps"),
+        ("steps",),
+        headers=(frozenset({"Step", "Computing", "Stage"}), frozenset({"Iteration ID", "Iteration Time(us)"})),
+        sources={"steps": 0},
+    )
+)

@@ -35,6 +35,7 @@ from npudiag.errors import InputError
 from npudiag.profiling.assemble import drop_bad_timing
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.jsonstream import iter_events
+from npudiag.profiling.formats.registry import Format, Read, of_object, register
 from npudiag.schemas import map_distinct
 
 HARDWARE = "Ascend Hardware"
@@ -743,3 +744,44 @@ def _api_table(cols: _Final, rows: np.ndarray, rank) -> pa.Table:
         }
     )
     return schemas.conform(table, schemas.API_CALLS)
+
+
+_TRACE_PARTS = ("tasks", "comm_ops", "comm_tasks", "api_calls", "steps", "aicore_freq", "torch_ops")
+
+
+def _read_as(path: Path, rank: int | None) -> Read:
+    return of_object(read_trace(path, rank), _TRACE_PARTS)
+
+
+# Chrome-trace JSON: torch_npu's trace_view.json and msprof's msprof_*.json timelines (recognised by
+# content too), and msprof's per-kind slices; tasks, HCCL ops and steps each come from the best of them
+register(
+    Format(
+        "trace",
+        re.compile(r"^(trace_view|msprof(?!_tx))[^/]*\.json$"),
+        _read_as,
+        _TRACE_PARTS,
+        trace_content=True,
+        sources={
+            "device_tasks": 5,
+            "device_timeline": 1,
+            "hccl": 1,
+            "hccl_streams": 0,
+            "steps": 4,
+            "api_calls": 0,
+            "aicore_freq": 1,
+            "torch_ops": 0,
+        },
+    )
+)
+register(
+    Format(
+        "task_time_json",
+        re.compile(r"^task_time[^/]*\.json$"),
+        _read_as,
+        _TRACE_PARTS,
+        sources={"device_tasks": 4, "device_timeline": 0, "hccl_streams": 0},
+    )
+)
+register(Format("step_trace_json", re.compile(r"^step_trace[^/]*\.json$"), _read_as, _TRACE_PARTS, sources={"steps": 3}))
+register(Format("hccl_json", re.compile(r"^hccl_\d[^/]*\.json$"), _read_as, _TRACE_PARTS, sources={"hccl": 0, "hccl_streams": 0}))

@@ -1,0 +1,93 @@
+"""The format registry: every format npudiag reads is one entry, and a reader added by registering
+one entry (nothing else touched) is discovered, read, used and summarised."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import npudiag
+from npudiag import schemas
+from npudiag.profiling.discover import classify, kind_by_content, kind_by_header
+from npudiag.profiling.formats import registry
+from npudiag.profiling.formats.registry import Format, Read
+
+
+def _read_tiny(path: Path, rank: int | None) -> Read:
+    """A made-up format for the test: ``name,type,start_ns,dur_ns`` rows of device tasks."""
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    start_ns = pa.array([int(r["start_ns"]) for r in rows], pa.int64())
+    table = pa.table(
+        {
+            "source": pa.array(["tiny"] * len(rows)),
+            "rank": pa.array([rank] * len(rows), pa.int32()),
+            "op_name": pa.array([r["name"] for r in rows]),
+            "op_type": pa.array([r["type"] for r in rows]),
+            "task_type": pa.array(["AI_CORE"] * len(rows)),
+            "start_us": pa.array([int(r["start_ns"]) / 1000 for r in rows], pa.float64()),
+            "start_ns": start_ns,
+            "duration_us": pa.array([int(r["dur_ns"]) / 1000 for r in rows], pa.float64()),
+        }
+    )
+    return Read({"tasks": schemas.conform(table, schemas.KERNELS)})
+
+
+@pytest.fixture
+def tiny_format():
+    fmt = registry.register(Format("tiny_tasks", re.compile(r"^tiny_tasks[^/]*\.csv$"), _read_tiny, ("tasks",),
+                                   headers=(frozenset({"name", "type", "start_ns", "dur_ns"}),),
+                                   sources={"device_tasks": 9}))  # fmt: skip
+    yield fmt
+    registry.unregister("tiny_tasks")
+
+
+def test_a_registered_reader_is_discovered_read_and_summarised(tmp_path: Path, tiny_format: Format) -> None:
+    folder = tmp_path / "prof"
+    folder.mkdir()
+    rows = [("MatMul_1", "MatMul", 1_000_000, 300_000), ("Add_2", "Add", 1_400_000, 50_000), ("MatMul_3", "MatMul", 1_500_000, 200_000)]
+    with open(folder / "tiny_tasks_0.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["name", "type", "start_ns", "dur_ns"])
+        w.writerows(rows)
+    # the same content under a name that says nothing: recognised by its header
+    (folder / "renamed.csv").write_text((folder / "tiny_tasks_0.csv").read_text())
+    assert classify("tiny_tasks_0.csv") == "tiny_tasks"
+    assert kind_by_header(folder / "renamed.csv") == "tiny_tasks"
+
+    result = npudiag.analyze([folder / "tiny_tasks_0.csv"], tmp_path / "out")
+    assert not result.errors
+    used = {Path(f.path).name: f.used_for for f in result.inputs}
+    assert used == {"tiny_tasks_0.csv": ["kernels"]}
+    profile = result.summary["profile"]
+    assert profile["kernels"] == 3
+    assert profile["kernel_time_us"] == pytest.approx(sum(r[3] for r in rows) / 1000)
+    top = {r["key"]: r for r in result.summary["hot_ops"]["top"]}
+    assert top["MatMul"]["total_us"] == pytest.approx(500.0) and top["MatMul"]["count"] == 2
+    assert pq.read_table(tmp_path / "out" / "kernels.parquet").num_rows == 3
+
+
+def test_every_kind_is_one_entry_with_a_reader_and_its_tables() -> None:
+    fs = registry.formats()
+    assert len(fs) >= 19
+    for kind, fmt in fs.items():
+        assert fmt.kind == kind and callable(fmt.read) and fmt.yields
+        for name in fmt.yields:
+            assert name == "tasks" or name in schemas.TABLES, (kind, name)
+        assert fmt.append or fmt.sources, f"{kind}: neither appended nor a source of any role"
+    # every role's precedence is a strict order or a level read together, never ambiguous by accident
+    assert registry.sources("device_tasks")[:3] == ("kernel_details", "op_summary", "db")
+    assert registry.levels("memory_timeline") == [("memory_record", "npu_module_mem", "npu_mem"), ("db",)]
+    assert registry.sources("steps") == ("step_trace", "analysis_db", "db", "step_trace_json", "trace")
+
+
+def test_a_trace_of_any_name_is_the_trace_format(tmp_path: Path) -> None:
+    p = tmp_path / "renamed.json"
+    p.write_text('[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": "1.0", "dur": 1}]')
+    assert kind_by_content(p) == "trace"
+    assert registry.get("trace").trace_content
