@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from npudiag import _orphans
-from npudiag.errors import OptionError
+from npudiag.errors import InputError, OptionError
 from npudiag.safeio import small_int
 
 Task = Callable[[Any], Any]
@@ -163,8 +163,6 @@ class DaskCluster:
             try:
                 client = Client(self.address, timeout=CONNECT_TIMEOUT_S)
             except (OSError, TimeoutError, ValueError) as exc:
-                from npudiag.errors import InputError
-
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise InputError(self.address, f"cannot reach the Dask scheduler ({reason})") from None
         try:

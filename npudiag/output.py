@@ -42,8 +42,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from npudiag.errors import OutputError, writing
-from npudiag.safeio import small_int
+from npudiag.errors import InputError, OutputError, writing
+from npudiag.safeio import JsonLiteral, load_json, safe_name, small_int
+from npudiag.version import SCHEMA_VERSION, __version__
 
 MANIFEST = "manifest.json"
 STAGING_MARKER = ".npudiag-staging"  # inside every staging folder: {"pid": ..., "started": ..., "dest": ...}
@@ -74,25 +75,6 @@ def current_umask() -> int:
 
 # ----------------------------------------------------------------------------------------------
 # strict outputs: JSON, CSV cells, names
-
-
-class JsonLiteral(float):
-    """A number read from a user's JSON that a float cannot hold (``1e400``): its value is infinite,
-    its text is kept, and :func:`dumps` writes the text back (valid JSON, the user's own number)."""
-
-    text: str
-
-    def __new__(cls, text: str) -> JsonLiteral:
-        obj = super().__new__(cls, float(text))
-        obj.text = text
-        return obj
-
-
-def keep_number(text: str) -> float:
-    """``parse_float`` for a user's JSON that npudiag writes back (acl.json): the text kept where a
-    float cannot hold it."""
-    value = float(text)
-    return value if math.isfinite(value) else JsonLiteral(text)
 
 
 class _Raw:
@@ -177,8 +159,6 @@ class UniqueNames:
 
     def __call__(self, stem: str, suffix: str = "") -> str:
         import hashlib
-
-        from npudiag.safeio import safe_name
 
         base = safe_name(stem, 1 << 20)
         if len(base) > self.max_len:
@@ -402,7 +382,6 @@ def write_json(obj: Any, path: Path, *, inputs: Iterable[Path] = ()) -> list[str
 def write_new_file(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """A file that must not exist yet (an archive for support): written to a temporary name, then
     linked to ``path`` only if nothing is there (never overwritten, even by a race)."""
-    from npudiag.errors import InputError
 
     if os.path.lexists(path):
         raise InputError(path, "already exists; not overwritten")
@@ -424,7 +403,6 @@ def write_new_file(path: Path, write: Callable[[BinaryIO], None]) -> None:
 
 def move_new(src: Path, dest: Path, what: str) -> None:
     """Rename ``src`` to ``dest`` only if nothing is at ``dest`` (checked by the kernel where it can)."""
-    from npudiag.errors import InputError
 
     with writing(dest):
         try:
@@ -442,8 +420,6 @@ def move_new(src: Path, dest: Path, what: str) -> None:
 
 
 def _load_small_json(path: Path) -> Any:
-    from npudiag.errors import InputError
-    from npudiag.safeio import load_json
 
     try:
         return load_json(path, 256 << 20)
@@ -556,7 +532,6 @@ def _describe_foreign(foreign: list[str]) -> str:
 def write_manifest(folder: Path, kind: str, manifest: dict[str, Any]) -> None:
     """``folder/manifest.json``: npudiag's version keys, what wrote it (``output``), ``manifest``'s
     keys, and ``files``, every file under ``folder`` (what makes the folder replaceable later)."""
-    from npudiag.version import SCHEMA_VERSION, __version__
 
     body = {"npudiag_version": __version__, "schema_version": SCHEMA_VERSION, "output": kind, **manifest}
     body["files"] = sorted(rel for rel, is_dir in _walk(folder) if not is_dir and rel != MANIFEST)
@@ -606,8 +581,6 @@ def remove_stale_staging(dest: Path) -> None:
     """Clear what killed runs left beside ``dest``: staging folders whose marker says npudiag made
     them, for a process that is gone. Where a killed run had moved the old folder aside and not yet
     put the new one in (only without an atomic exchange), the old one is put back first."""
-    from npudiag.errors import InputError
-    from npudiag.safeio import load_json
 
     prefix = f".{dest.name}.tmp-"
     try:
@@ -681,8 +654,6 @@ class TargetLock:
 
     def __init__(self, dest: Path) -> None:
         import fcntl
-
-        from npudiag.errors import InputError
 
         self.path = dest.parent / f".{dest.name[:200]}.lock"
         self.fd: int | None = None
@@ -803,7 +774,6 @@ class FolderTarget:
         self.check()
 
     def check(self) -> None:
-        from npudiag.errors import InputError
 
         dest, given = self.dest, self.given
         try:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -19,6 +20,26 @@ from pathlib import Path
 from typing import Any
 
 from npudiag.errors import InputError
+
+
+class JsonLiteral(float):
+    """A number read from a user's JSON that a float cannot hold (``1e400``): its value is infinite,
+    its text is kept, and :func:`dumps` writes the text back (valid JSON, the user's own number)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> JsonLiteral:
+        obj = super().__new__(cls, float(text))
+        obj.text = text
+        return obj
+
+
+def keep_number(text: str) -> float:
+    """``parse_float`` for a user's JSON that npudiag writes back (acl.json): the text kept where a
+    float cannot hold it."""
+    value = float(text)
+    return value if math.isfinite(value) else JsonLiteral(text)
+
 
 SMALL_FILE = 16 << 20  # metadata files (profiler_info, manifest.json, configs) are kilobytes
 MAX_DEPTH = 64  # real JSON / TOML here nests a few levels
@@ -95,8 +116,6 @@ def loads_json(text: str, path: Path, keep_numbers: bool = False) -> Any:
         raise InputError(path, f"JSON nested deeper than {MAX_DEPTH} levels; no real file is")
     try:
         if keep_numbers:
-            from npudiag.output import keep_number
-
             return json.loads(text, parse_float=keep_number)
         return json.loads(text)
     except json.JSONDecodeError as exc:

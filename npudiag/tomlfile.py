@@ -6,6 +6,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from npudiag.errors import InputError
+from npudiag.safeio import MAX_DEPTH, read_text_limited
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -14,9 +17,6 @@ else:  # pragma: no cover - Python 3.10
 
 def read_toml(path: Path) -> dict[str, Any]:
     """The parsed file; ValueError naming the file (and tomllib's line and column) otherwise."""
-    from npudiag.errors import InputError
-    from npudiag.safeio import MAX_DEPTH, read_text_limited
-
     try:
         text = read_text_limited(path, 4 << 20)
     except InputError as exc:

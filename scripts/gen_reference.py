@@ -4,7 +4,9 @@
 - docs/tables.md from ``npudiag/schemas.py`` (each table's columns, types and the comment beside
   each column);
 - docs/rules.md from each rule module's docstring, ``OPTIONS`` and ``MSPROF_ANALYZE``;
-- docs/glossary.md from ``npudiag/profiling/analysis/quantities.py``'s ``GLOSSARY``.
+- docs/glossary.md from ``npudiag/profiling/analysis/quantities.py``'s ``GLOSSARY``;
+- docs/architecture.md from the package tree (each module's first docstring line) and the
+  import-linter contracts in ``pyproject.toml``.
 
 Run from the repository root:
 
@@ -155,8 +157,47 @@ def render_glossary() -> str:
     return "".join(parts)
 
 
+def _first_line(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    return " ".join(doc.split("\n\n")[0].split()) if doc else ""
+
+
+def render_architecture() -> str:
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    parts = [
+        "# Architecture\n\n", HEAD,
+        "Data flows one way: format → table → analysis → report. One package per area (`profiling`,\n"
+        "`dump`, `logs`), each with its readers (one per real format, registered, Arrow tables with a\n"
+        "declared schema, no printing), one pipeline and pure analyses over tables; shared pieces at the\n"
+        "root; renderers (`report`) beside the areas, importing none of them; the command line (`cli`) on\n"
+        "top, one thin module per command. The arrows are held by import-linter (`lint-imports`, run by\n"
+        "`.ci/run` and `tests/test_architecture.py`) with these contracts, from `pyproject.toml`:\n\n",
+    ]  # fmt: skip
+    for c in contracts:
+        parts.append(f"- **{c['name']}** ({c['type']}")
+        if c["type"] == "layers":
+            parts.append(f" in `{c['containers'][0]}`, top first): " + " > ".join(f"`{layer}`" for layer in c["layers"]) + "\n")
+        else:
+            parts.append(f"): {', '.join(f'`{m}`' for m in c['source_modules'])} import none of "
+                         f"{', '.join(f'`{m}`' for m in c['forbidden_modules'])}\n")  # fmt: skip
+    parts.append(
+        "\nBesides: no import circle even through function-local imports, nothing inside the package\n"
+        "imports the `npudiag` facade (versions come from `npudiag.version`), and at most ten\n"
+        "function-local imports of npudiag modules outside `cli/`, each with its reason on the line\n"
+        "before (`tests/test_architecture.py`).\n\n## Every module\n\n"
+    )
+    for path in sorted((ROOT / "npudiag").rglob("*.py"), key=lambda p: (p.parent.relative_to(ROOT).parts, p.name != "__init__.py", p.name)):
+        rel = path.relative_to(ROOT).as_posix()
+        if path.name == "__init__.py":
+            parts.append(f"\n### `{rel.removesuffix('__init__.py')}`\n\n")
+        parts.append(f"- `{rel}`: {_first_line(path) or '(no docstring)'}\n")
+    return "".join(parts)
+
+
 PAGES = {DOCS / "cli.md": render_cli, DOCS / "tables.md": render_tables, DOCS / "rules.md": render_rules,
-         DOCS / "glossary.md": render_glossary}  # fmt: skip
+         DOCS / "glossary.md": render_glossary, DOCS / "architecture.md": render_architecture}  # fmt: skip
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -289,7 +289,7 @@ def test_any_name_in_any_place_is_never_an_internal_error(tmp_path_factory, name
     and profiler_info names and rank ids, and NPUDIAG_WORKERS: a table or one InputError / OptionError."""
     from npudiag.dump.ingest import parse_dump_tree
     from npudiag.executors import default_workers
-    from npudiag.logs.ingest import parse_logs
+    from npudiag.logs.ingest import read_logs
     from npudiag.logs.sources import find_sources
     from npudiag.profiling.ingest import ingest
 
@@ -307,7 +307,7 @@ def test_any_name_in_any_place_is_never_an_internal_error(tmp_path_factory, name
             p.mkdir(parents=True, exist_ok=True)
             (p / f"plog-{safe}_1.log"[:250]).write_bytes(PLOG)
         warnings: list[str] = []
-        parse_logs(find_sources(str(d / "logs"), warnings), d / "events.parquet")
+        read_logs(find_sources(str(d / "logs"), warnings), d / "events.parquet")
         prof = d / "prof"
         write_torch_profile(prof, kernels=20, copies=1, steps=1)
         unit = next(prof.glob("*_ascend_pt"))

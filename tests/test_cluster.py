@@ -213,9 +213,9 @@ def test_rank_by_rank_summary_equals_the_whole_profile_summary(tmp_path: Path) -
     """SummaryParts.combine over per-rank parts gives what build_summary gives over all ranks at once."""
     import pyarrow.compute as pc
 
-    from npudiag.profiling.analysis.derive import derive
     from npudiag.profiling.analysis.hot_ops import hot_ops_table, merge_hot_ops
     from npudiag.profiling.analysis.summary import SummaryParts, build_summary, summary_from_parts
+    from npudiag.profiling.derive import derive
     from npudiag.profiling.ingest import ingest
 
     root = tmp_path / "ranks"

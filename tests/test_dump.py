@@ -12,7 +12,7 @@ import pytest
 
 from npudiag.dump import config as dc
 from npudiag.dump.accuracy import compare_arrays
-from npudiag.dump.compare import compare_dumps, compare_summary
+from npudiag.dump.compare import compare_summary, compare_trees
 from npudiag.dump.formats.dump_file import (
     fractal_nz_to_nd,
     nc1hwc0_to_nchw,
@@ -242,7 +242,7 @@ def test_metrics_match_reference_formulas() -> None:
 def test_first_failing_op_is_the_layer_where_error_was_injected(tmp_path: Path) -> None:
     _tree(tmp_path / "golden")
     _tree(tmp_path / "mine", bad_from=3)
-    run = compare_dumps(tmp_path / "mine", tmp_path / "golden")
+    run = compare_trees(tmp_path / "mine", tmp_path / "golden")
     s = compare_summary(run)
     assert run.table.schema.equals(COMPARE)
     assert s["first_failing_output"]["op_name"] == "block_3" and s["first_failing_output"]["order"] == 3
@@ -269,7 +269,7 @@ def test_golden_npy_folder_and_mapping(tmp_path: Path) -> None:
         name = "renamed_2" if i == 2 else f"block_{i}"
         np.save(g / f"{name}.output.0.npy", y if i != 4 else y * 1.5)
     (tmp_path / "map.csv").write_text("block_2,renamed_2\n")
-    run = compare_dumps(tmp_path / "mine", g, tmp_path / "map.csv")
+    run = compare_trees(tmp_path / "mine", g, tmp_path / "map.csv")
     rows = {r["op_name"]: r for r in run.table.to_pylist() if r["io"] == "output"}
     assert set(rows) == {f"block_{i}" for i in range(6)} and rows["block_2"]["golden_name"] == "renamed_2.output.0.npy"
     assert compare_summary(run)["first_failing_output"]["op_name"] == "block_4"

@@ -26,7 +26,7 @@ from npudiag.dump.formats.dump_file import read_dump, tensor_array
 from npudiag.dump.ingest import parse_dump_tree
 from npudiag.errors import InputError
 from npudiag.logs.formats.ascend_log import LogContext, parse_text
-from npudiag.logs.ingest import parse_logs
+from npudiag.logs.ingest import read_logs
 from npudiag.logs.sources import find_sources
 from npudiag.profiling.analysis.gate import load_config
 from npudiag.profiling.formats.api_statistic import read_api_statistic
@@ -326,5 +326,5 @@ def test_export_trees(tmp_path_factory, files) -> None:
         p = root / folder / f"device-{i}_2025010100000000{i}.log"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
-    run = parse_logs(find_sources(str(root), []), None)
+    run = read_logs(find_sources(str(root), []), None)
     assert run.problems.schema.equals(schemas.LOG_EVENTS) and run.errors == []

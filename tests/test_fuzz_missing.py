@@ -16,8 +16,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npudiag.profiling.analysis.derive import derive
 from npudiag.profiling.analysis.summary import build_summary
+from npudiag.profiling.derive import derive
 from npudiag.profiling.ingest import ingest
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 

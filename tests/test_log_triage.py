@@ -15,7 +15,7 @@ import pytest
 
 from npudiag.logs.formats.ascend_log import LogParser, parse_text
 from npudiag.logs.formats.log_common import QUIET_LEVELS, LogContext
-from npudiag.logs.ingest import parse_logs
+from npudiag.logs.ingest import read_logs
 from npudiag.logs.sources import find_sources
 from npudiag.logs.triage import load_kb, match_entries, summarise, triage_table
 from npudiag.schemas import LOG_EVENTS
@@ -54,7 +54,7 @@ def _parse_file(path: Path) -> pa.Table:
 
 
 def _summary(folder: Path) -> dict:
-    run_ = parse_logs(find_sources(str(folder), []), None)
+    run_ = read_logs(find_sources(str(folder), []), None)
     kb = load_kb()
     return summarise(run_.problems, triage_table(run_.problems, kb), kb, run_.totals)
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from npudiag.errors import InputError
 from npudiag.logs.archive import check_members, safe_extract
 from npudiag.logs.formats.ascend_log import LogContext, error_codes, parse_text
-from npudiag.logs.ingest import parse_logs
+from npudiag.logs.ingest import read_logs
 from npudiag.logs.sources import context_for, find_sources
 from npudiag.logs.triage import load_kb, match_entries, summarise, triage_table
 from npudiag.schemas import LOG_EVENTS, TRIAGE
@@ -209,7 +209,7 @@ def test_root_cause_prefers_the_earliest_cause_across_ranks(tmp_path: Path) -> N
         and {s.ctx.origin for s in sources} == {"host"}
         and {s.ctx.pid for s in sources} == {100, 200}
     )
-    run = parse_logs(sources, tmp_path / "events.parquet")
+    run = read_logs(sources, tmp_path / "events.parquet")
     kb = load_kb()
     s = summarise(run.problems, triage_table(run.problems, kb), kb, run.totals)
     assert s["root_cause"]["kb_id"] == "runtime-task-run-failed" and s["root_cause"]["ranks"] == [1]
@@ -224,7 +224,7 @@ def test_only_problem_rows_are_kept_in_memory(tmp_path: Path) -> None:
         for i in range(30_000):
             fh.write(f"[INFO] GE(1,p):2025-01-01-00:00:{i % 60:02d}.000.000 [g.cc:{i}]1 Run:step {i}\n")
         fh.write("[ERROR] RUNTIME(1,p):2025-01-01-00:01:00.000.000 [r.cc:9]1 F:rtStreamSynchronize failed, runtime result = 507014.\n")
-    run = parse_logs(find_sources(str(f), []), tmp_path / "e.parquet")
+    run = read_logs(find_sources(str(f), []), tmp_path / "e.parquet")
     assert run.totals["records"] == 30_001 and run.problems.num_rows == 1
     assert pq.read_metadata(tmp_path / "e.parquet").num_rows == 30_001
 
@@ -291,7 +291,7 @@ def test_archive_size_limit_and_safe_archive(tmp_path: Path) -> None:
     ok = _tar(tmp_path / "ok.tar.gz", lambda t: None)
     sources = find_sources(str(ok), [])
     assert len(sources) == 1 and sources[0].ctx.device_id == 0 and sources[0].ctx.origin == "device"
-    run = parse_logs(sources, None)
+    run = read_logs(sources, None)
     assert run.problems.num_rows == 1 and run.problems["file"][0].as_py().endswith(
         "!export/slog/dev-os-0/debug/device-0/device-0_20250124112407000.log"
     )

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from npudiag.profiling.analysis.derive import derive
 from npudiag.profiling.analysis.memory import memory_by_rank
 from npudiag.profiling.analysis.summary import build_summary
+from npudiag.profiling.derive import derive
 from npudiag.profiling.ingest import ingest
 from npudiag.report.terminal import render_terminal
 from npudiag.testing.generate import MemoryPlan, write_torch_profile

@@ -241,7 +241,7 @@ def test_a_100_mb_single_line_costs_bounded_memory(tmp_path: Path) -> None:
 
     import pyarrow as pa
 
-    from npudiag.logs.ingest import parse_logs
+    from npudiag.logs.ingest import read_logs
     from npudiag.logs.sources import find_sources
 
     log = tmp_path / "plog-1_20250101000000000.log"
@@ -252,7 +252,7 @@ def test_a_100_mb_single_line_costs_bounded_memory(tmp_path: Path) -> None:
     pool = pa.default_memory_pool()
     base_arrow = pool.bytes_allocated()
     tracemalloc.start()
-    run = parse_logs(find_sources(str(log), []), tmp_path / "e.parquet")
+    run = read_logs(find_sources(str(log), []), tmp_path / "e.parquet")
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert run.totals["records"] == 2 and "507014" in run.problems["error_codes"][1].as_py()

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from npudiag.errors import InputError
+from npudiag.profiling.formats import trace_events as te
 from npudiag.profiling.formats import trace_fast
 from npudiag.profiling.formats import trace_json as tj
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
@@ -122,7 +123,7 @@ _ODD = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**64), 2**64), st.floats(allow_nan=False, allow_infinity=False),
     st.sampled_from(["", "7", " 12 ", "1.5", "-0.500", "1736405443876953.510", "nan", "inf", "x", "17642468770735690.000"]),
 )  # fmt: skip
-_KEYS = [k for keys in (*tj._INT_ARGS.values(), *tj._STR_ARGS.values()) for k in keys] + ["correlation_id", "MHz", "name", "labels"]
+_KEYS = [k for keys in (*te.INT_ARGS.values(), *te.STR_ARGS.values()) for k in keys] + ["correlation_id", "MHz", "name", "labels"]
 
 
 @st.composite

@@ -200,10 +200,11 @@ def profile(
     code = result.returncode
     if not no_analyze:
         from npudiag.cli._analyze_run import show_analysis
+        from npudiag.profiling import pipeline
 
         target = out if out is not None else Path("npudiag-out") / result.prof_dirs[0].name
         try:
-            show_analysis(collection.analyze_collected(result, target, steps=plan.window, force=force), say)
+            show_analysis(pipeline.analyze_collected(result, target, steps=plan.window, force=force), say)
         except typer.Exit as exc:
             code = code or exc.exit_code
         say.info(f"layout: {opts.output}/ (raw msprof data)  {target}/ (npudiag tables, manifest.json)")

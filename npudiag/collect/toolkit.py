@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from npudiag.logs.msnpureport import find_msnpureport
-
 DRIVER_DIR = Path("/usr/local/Ascend/driver")
+# where the driver puts msnpureport when its folder is not on PATH
+DRIVER_TOOL_DIRS = ["/usr/local/Ascend/driver/tools", "/usr/local/Ascend/driver/tools/msnpureport"]
 
 
 @dataclass
@@ -35,6 +35,18 @@ class Check:
 def _default_toolkits() -> list[Path]:
     home = Path(os.environ.get("HOME", str(Path.home())))
     return [Path("/usr/local/Ascend/ascend-toolkit/latest"), Path("/usr/local/Ascend/cann"), home / "Ascend" / "ascend-toolkit" / "latest"]
+
+
+def find_msnpureport() -> Path | None:
+    """msnpureport on PATH, else in the driver's tools folders; None when neither has it."""
+    found = shutil.which("msnpureport")
+    if found:
+        return Path(found)
+    for d in DRIVER_TOOL_DIRS:
+        p = Path(d) / "msnpureport"
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    return None
 
 
 def find_toolkit() -> tuple[Path | None, bool]:

@@ -23,6 +23,7 @@ from npudiag.dump.accuracy import Thresholds, compare_arrays
 from npudiag.dump.formats.dump_file import parse_dump_name, read_dump, tensor_array, to_original_shape
 from npudiag.dump.ingest import dump_files, dump_mapping, dump_name
 from npudiag.errors import InputError
+from npudiag.output import npudiag_manifest
 from npudiag.safeio import read_text_limited
 from npudiag.schemas import COMPARE
 
@@ -83,8 +84,6 @@ def _dump_entries(root: Path, errors: list[str]) -> list[_Entry]:
 def _npy_names(root: Path) -> dict[str, tuple[str, str, int]]:
     """File name -> (op name, io, index) from the manifest ``dump parse --npy`` wrote, where the
     exact op name is kept whatever its file name had to become; {} for other folders."""
-    from npudiag.output import npudiag_manifest
-
     manifest = npudiag_manifest(root) or {}
     names = {}
     for row in manifest.get("tensors", []) if isinstance(manifest.get("tensors"), list) else []:
@@ -151,7 +150,7 @@ def _load_npy(f: Path) -> np.ndarray:
     return arr
 
 
-def compare_dumps(mine: Path, golden: Path, mapping: Path | None = None, thresholds: Thresholds | None = None) -> CompareRun:
+def compare_trees(mine: Path, golden: Path, mapping: Path | None = None, thresholds: Thresholds | None = None) -> CompareRun:
     errors: list[str] = []
     my_entries = _dump_entries(mine, errors)
     if not my_entries:

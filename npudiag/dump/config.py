@@ -10,6 +10,7 @@ from typing import Any
 
 from npudiag.collect import acl_json
 from npudiag.errors import InputError
+from npudiag.output import dumps, write_file
 from npudiag.safeio import load_json
 
 DUMP_KEYS = {
@@ -241,8 +242,6 @@ def write_dump_section(path: Path, section: dict[str, Any]) -> dict[str, Any]:
 
 def write_msprobe_config(target: Path, cfg: dict[str, Any]) -> None:
     """Write msprobe's config.json (atomically; a file that cannot be written is an OutputError)."""
-    from npudiag.output import dumps, write_file
-
     write_file(target, dumps(cfg, indent=4) + "\n")
 
 

@@ -18,8 +18,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from npudiag.dump.accuracy import Thresholds
+from npudiag.dump.compare import CSV_COLUMNS, compare_summary, compare_trees, msaccucmp_csv_rows
+from npudiag.dump.ingest import NpyFolder, parse_dump_tree
 from npudiag.errors import InputError, OptionError
-from npudiag.output import json_safe
+from npudiag.output import FolderTarget, OutputFolder, atomic_write, csv_cell, dumps, json_safe
+from npudiag.store import write_table
 
 
 @dataclass
@@ -44,9 +48,6 @@ def parse_dump(path: str | Path, out: str | Path | None = None, *, npy: str | Pa
     """Parse every dump file under ``path``; write tensors.parquet and summary.json into ``out`` when
     given, one .npy per tensor into ``npy`` when given (each folder written whole, see
     ``npudiag.output``). A missing ``path`` is an InputError."""
-    from npudiag.dump.ingest import NpyFolder, parse_dump_tree
-    from npudiag.output import FolderTarget, OutputFolder
-    from npudiag.store import write_table
 
     path = Path(path)
     if not path.exists():
@@ -91,7 +92,6 @@ def _distinct_outputs(*outputs: tuple[str, str | Path | None]) -> None:
 
 
 def _write_json(obj: Any, path: Path) -> None:
-    from npudiag.output import atomic_write, dumps
 
     text = dumps(obj) + "\n"
     atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
@@ -129,11 +129,6 @@ def compare_dumps(
     cosine similarity >= ``cosine``, relative Euclidean distance < ``red`` and KL divergence < ``kl``.
     ``mapping``: CSV of my_op_name,golden_op_name. Writes compare.parquet and msaccucmp's
     result_<time>.csv into ``out`` when given."""
-    from npudiag.dump.accuracy import Thresholds
-    from npudiag.dump.compare import CSV_COLUMNS, compare_summary, msaccucmp_csv_rows
-    from npudiag.dump.compare import compare_dumps as compare_trees
-    from npudiag.output import FolderTarget, OutputFolder, atomic_write, csv_cell
-    from npudiag.store import write_table
 
     mine, golden = Path(mine), Path(golden)
     for p in (mine, golden):

@@ -62,7 +62,7 @@ def _problem_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
     return found.set_column(i, "message", pa.array(short, pa.string()))
 
 
-def parse_logs(
+def read_logs(
     sources: list[LogSource],
     events_path: Path | None,
     progress: Callable[[int], None] | None = None,

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from npudiag.collect.child import describe_exit, kill_group, popen
+from npudiag.collect.toolkit import find_msnpureport
 from npudiag.errors import InputError, ToolError
-from npudiag.output import move_new
+from npudiag.output import move_new, write_new_file
 from npudiag.safeio import is_regular
 
-DRIVER_TOOL_DIRS = ["/usr/local/Ascend/driver/tools", "/usr/local/Ascend/driver/tools/msnpureport"]
 EXPORT_TYPES = {"all": "0", "slog": "1", "bbox": "2", "stackcore": "3", "vmcore": "4", "module": "5"}
 DEVICE_LEVELS = ("error", "info", "warning", "debug", "null")
 HOST_LEVEL_NUMBERS = {"debug": 0, "info": 1, "warning": 2, "error": 3, "null": 4}
@@ -85,17 +85,6 @@ MODULES = [
 ]
 EXPORT_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}$")
 DEFAULT_TIMEOUT_S = 1800.0
-
-
-def find_msnpureport() -> Path | None:
-    found = shutil.which("msnpureport")
-    if found:
-        return Path(found)
-    for d in DRIVER_TOOL_DIRS:
-        p = Path(d) / "msnpureport"
-        if p.is_file() and os.access(p, os.X_OK):
-            return p
-    return None
 
 
 def require_msnpureport() -> Path:
@@ -293,8 +282,6 @@ def write_archive(folder: Path) -> Path:
 
         with tarfile.open(fileobj=fh, mode="w:gz") as tar:
             tar.add(folder, arcname=folder.name)
-
-    from npudiag.output import write_new_file
 
     write_new_file(target, write)
     return target

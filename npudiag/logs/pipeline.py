@@ -16,6 +16,13 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.errors import InputError
+from npudiag.logs.clock import describe as describe_clock
+from npudiag.logs.clock import file_offsets, to_host_clock
+from npudiag.logs.ingest import read_logs
+from npudiag.logs.sources import find_sources
+from npudiag.logs.triage import load_kb, summarise, triage_table
+from npudiag.output import OutputFolder, atomic_write, dumps, json_safe
+from npudiag.store import write_table
 
 
 @dataclass
@@ -31,8 +38,6 @@ class LogTriage:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        from npudiag.output import json_safe
-
         return json_safe(self.summary or {"input_errors": self.errors, "input_warnings": self.warnings})
 
 
@@ -42,13 +47,6 @@ def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = No
     summary.json into ``out`` when given (the folder written whole, see ``npudiag.output``).
     ``device``: only that device's logs. ``status(text)`` is a context manager around the parse
     (the CLI's spinner)."""
-    from npudiag.logs.clock import describe as describe_clock
-    from npudiag.logs.clock import file_offsets, to_host_clock
-    from npudiag.logs.ingest import parse_logs as parse_sources
-    from npudiag.logs.sources import find_sources
-    from npudiag.logs.triage import load_kb, summarise, triage_table
-    from npudiag.output import OutputFolder, atomic_write, dumps
-    from npudiag.store import write_table
 
     paths = [str(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
     out = Path(out) if out is not None else None
@@ -69,9 +67,9 @@ def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = No
         if status is not None:
             total = sum(s.size_bytes for s in sources)
             with status(f"parsing {len(sources)} log file(s), {total / 1e6:.1f} MB"):
-                run = parse_sources(sources, events, device=device)
+                run = read_logs(sources, events, device=device)
         else:
-            run = parse_sources(sources, events, device=device)
+            run = read_logs(sources, events, device=device)
         errors += run.errors
         kb = load_kb()
         # device files written in another time zone than the host's: their records in host time, said once

@@ -2,7 +2,7 @@
 and acl.json section of the chosen method, checked), :func:`configuration` (what ``--emit`` prints),
 :func:`collect` (write the acl.json profiler section when that method is used, run the program under
 msprof or with the PROFILING_* environment, find the PROF_* folders it wrote, and export those that
-have no summaries yet with msprof --export=on), then :func:`analyze_collected`. Nothing here prints:
+have no summaries yet with msprof --export=on), then ``pipeline.analyze_collected``. Nothing here prints:
 ``tell`` receives what is being done, the result carries the warnings and what was collected."""
 
 from __future__ import annotations
@@ -14,9 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from npudiag.collect import toolkit
+from npudiag.collect.child import describe_exit
+from npudiag.collect.runner import needs_export, prof_dirs, run_child
 from npudiag.errors import NpudiagError, OptionError, ToolError
 from npudiag.output import dumps
 from npudiag.profiling import msprof as mp
+from npudiag.profiling.discover import discover, msprof_export_argv, torch_parse_argv
 
 METHODS = ("cli", "env", "acl-json")
 EMITS = ("env", "acl-json", "command", "torch")
@@ -79,8 +83,6 @@ def plan(
     except ValueError as exc:
         raise OptionError(str(exc)) from None
     if msprof is None:
-        from npudiag.collect import toolkit
-
         msprof = toolkit.find_msprof(toolkit.find_toolkit()[0])
     argv = [str(msprof or "msprof"), *cli, *app] if method == "cli" else list(app)
     return Plan(method, argv, env, Path(acl_json), section, msprof, options, (lo, hi))
@@ -145,10 +147,6 @@ def collect(
 ) -> Collection:
     """Run ``argv`` with ``env_extra`` added to the environment, collecting into ``output``.
     ``needs_msprof``: the command line method, which cannot run without msprof (ToolError)."""
-    from npudiag.collect import toolkit
-    from npudiag.collect.child import describe_exit
-    from npudiag.collect.runner import needs_export, prof_dirs, run_child
-
     if needs_msprof and msprof is None:
         raise ToolError(toolkit.first_problem(toolkit.doctor(), "msprof") or "msprof not found")
     output.mkdir(parents=True, exist_ok=True)
@@ -183,10 +181,6 @@ def export_unexported(paths: list[Path], *, follow_symlinks: bool = False, timeo
     ``--export=on`` for a PROF_* folder, torch_npu's offline ``analyse`` (with a Python that has
     torch_npu) for an ``*_ascend_pt`` folder. They write inside those folders, as the tools do.
     Returns one note per export run; ToolError when the tool is missing or fails."""
-    from npudiag.collect import toolkit
-    from npudiag.collect.runner import run_child
-    from npudiag.profiling.discover import discover, msprof_export_argv, torch_parse_argv
-
     notes: list[str] = []
     done: set[Path] = set()
     for p in paths:
@@ -232,26 +226,3 @@ def torch_python() -> str | None:
         if candidate and subprocess.run([candidate, "-c", probe], capture_output=True, timeout=60).returncode == 0:
             return candidate
     return None
-
-
-def analyze_collected(collected: Collection, out: Path, *, steps: str | None = None, force: bool = False, progress=None):
-    """Analyze what a collection wrote into ``out``, keeping the ``steps`` window; where the window
-    cannot be applied (msprof's op_summary rows carry no step ids) analyse every step instead, with a
-    warning that says why."""
-    from npudiag.profiling import pipeline
-
-    try:
-        return pipeline.analyze(collected.prof_dirs, out, steps=steps, force=force, progress=progress)
-    except OptionError as exc:
-        if steps is None or exc.option != "steps":
-            raise
-        result = pipeline.analyze(collected.prof_dirs, out, force=force, progress=progress)
-        # in profile's own terms: it has --start-step / --stop-step, not analyze's --steps / --time
-        why = str(exc).replace(" (use --time instead)", "").replace("--steps ", "--start-step/--stop-step window ")
-        why = why.replace("--steps:", "the window:")
-        note = f"the step window cannot be applied ({why}); analysing every step"
-        if result.summary is not None:
-            result.summary.setdefault("warnings", []).insert(0, note)
-        if result.summary is None or result.summary["warnings"] is not result.warnings:
-            result.warnings.insert(0, note)
-        return result

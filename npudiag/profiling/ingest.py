@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.errors import InputError
+from npudiag.executors import LocalPool, default_workers
 from npudiag.profiling import tasks
 from npudiag.profiling.analysis.copies import build_copies
 from npudiag.profiling.assemble import assign_steps_by_time, duplicate_steps, merge_steps, name_comm_tasks, split_tasks
@@ -459,8 +460,6 @@ def ingest(
     """Read ``paths`` (profile folders, parents of many, or single files) into canonical tables, in
     memory. Many ranks are read in a local process pool; ``npudiag.profiling.rank_job`` is the path that
     writes each rank's tables from its own task instead, for clusters too big to hold."""
-    from npudiag.executors import LocalPool, default_workers
-
     found = found if found is not None else find_units(paths)
     units, record, warnings, errors = found.units, found.record, found.warnings, found.errors
     if total is not None:

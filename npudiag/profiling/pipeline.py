@@ -25,13 +25,13 @@ from npudiag.executors import choose_backend
 from npudiag.output import OutputFolder, atomic_write, csv_cell, dumps, json_safe
 from npudiag.profiling.analysis import cluster as cl
 from npudiag.profiling.analysis.compare import LEVELS, compare_totals, diff_ops, matched
-from npudiag.profiling.analysis.derive import DERIVED, analyse
 from npudiag.profiling.analysis.gate import GateConfig, judge, load_config, parse_percent
 from npudiag.profiling.analysis.markers import markers
 from npudiag.profiling.analysis.metrics import known_metric
 from npudiag.profiling.analysis.summary import SummaryParts, summary_from_parts
 from npudiag.profiling.analysis.window import Window, parse_steps
-from npudiag.profiling.collection import export_unexported
+from npudiag.profiling.collection import Collection, export_unexported
+from npudiag.profiling.derive import DERIVED, analyse
 from npudiag.profiling.formats.jsonstream import iter_events
 from npudiag.profiling.ingest import Found, InputFile, find_units, ingest
 from npudiag.profiling.options import AnalyzeOptions, window_option
@@ -132,6 +132,27 @@ def analyze(
     if options.distributed:
         raise OptionError("running on Dask needs an out folder on shared storage", "out")
     return _analyze_one(found, out, paths, options, progress)
+
+
+def analyze_collected(collected: Collection, out: Path, *, steps: str | None = None, force: bool = False, progress=None):
+    """Analyze what a collection wrote into ``out``, keeping the ``steps`` window; where the window
+    cannot be applied (msprof's op_summary rows carry no step ids) analyse every step instead, with a
+    warning that says why."""
+    try:
+        return analyze(collected.prof_dirs, out, steps=steps, force=force, progress=progress)
+    except OptionError as exc:
+        if steps is None or exc.option != "steps":
+            raise
+        result = analyze(collected.prof_dirs, out, force=force, progress=progress)
+        # in profile's own terms: it has --start-step / --stop-step, not analyze's --steps / --time
+        why = str(exc).replace(" (use --time instead)", "").replace("--steps ", "--start-step/--stop-step window ")
+        why = why.replace("--steps:", "the window:")
+        note = f"the step window cannot be applied ({why}); analysing every step"
+        if result.summary is not None:
+            result.summary.setdefault("warnings", []).insert(0, note)
+        if result.summary is None or result.summary["warnings"] is not result.warnings:
+            result.warnings.insert(0, note)
+        return result
 
 
 def _analyze_one(found: Found, target: Path | None, paths: list[Path], options: AnalyzeOptions, progress: Progress | None) -> Analysis:

@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 from npudiag import schemas
 from npudiag.errors import OptionError, OutputError
 from npudiag.executors import Backend
-from npudiag.profiling.analysis.derive import analyse
 from npudiag.profiling.analysis.summary import DATA_TABLES, SummaryParts
 from npudiag.profiling.analysis.window import CutError, Window, WindowError
+from npudiag.profiling.derive import analyse
 from npudiag.profiling.discover import Unit
 from npudiag.profiling.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit, sha256_of
 from npudiag.profiling.rules import PROFILE_WIDE, findings_table, options_for, sort_findings

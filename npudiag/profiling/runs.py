@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from npudiag.errors import InputError, OptionError
 from npudiag.output import OutputFolder, npudiag_manifest, write_manifest
-from npudiag.profiling.analysis.derive import analyse
 from npudiag.profiling.analysis.window import CutError, Window, WindowError
+from npudiag.profiling.derive import analyse
 from npudiag.profiling.discover import discover, is_msprof_folder, is_torch_folder, run_groups
 from npudiag.profiling.ingest import READ_TABLES, ingest
 from npudiag.store import analysis_manifest, load_outputs, write_table

@@ -1,0 +1,1 @@
+"""Test support shipped with the package: generators of profiles, dumps and workspaces in the real formats."""

@@ -21,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from npudiag.profiling.analysis.context import RuleContext, step_starts
+
 ALLOCATORS = ("PTA+GE", "PTA", "GE")
 BEFORE_PROFILE = "(allocated before the profile)"
 
@@ -160,8 +162,6 @@ def memory_ranks(tables: dict[str, pa.Table]) -> list:
 
 def memory_by_rank(tables: dict[str, pa.Table], top: int = 5) -> list[dict[str, Any]]:
     """:func:`rank_memory` of every rank with memory data."""
-    from npudiag.profiling.rules.base import RuleContext, step_starts
-
     ctx = RuleContext(tables)
     out = []
     for rank in memory_ranks(tables):

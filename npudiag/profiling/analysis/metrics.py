@@ -26,7 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from npudiag.profiling.analysis.context import RuleContext, step_starts
 from npudiag.profiling.analysis.hot_ops import op_key
+from npudiag.profiling.analysis.memory import allocator_samples, memory_ranks, step_of
 from npudiag.schemas import STEP_BREAKDOWN
 
 ALIASES = {
@@ -56,9 +58,6 @@ def metric_unit(name: str) -> str:
 
 
 def _memory_samples(tables: dict[str, pa.Table], metric: str, window: StepWindow) -> list[float]:
-    from npudiag.profiling.analysis.memory import allocator_samples, memory_ranks, step_of
-    from npudiag.profiling.rules.base import RuleContext, step_starts
-
     ctx = RuleContext(tables)
     ids = _step_ids(tables["kernels"], window)
     per_step: dict[int | None, float] = {}

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
+from npudiag.profiling.analysis.context import sort_findings
 from npudiag.profiling.analysis.hot_ops import hot_ops_table, merge_hot_ops
 from npudiag.profiling.analysis.memory import memory_by_rank
 from npudiag.profiling.analysis.quantities import clipped_union_us, copy_totals, phases, timeline
-from npudiag.profiling.rules import sort_findings
 
 # the tables that say a rank holds data, and what kind (a rank of only step / comm files counts)
 DATA_TABLES = ("kernels", "copies", "api_calls", "steps", "op_statistic", "api_statistic", "comm_ops", "comm_links", "comm_tasks",

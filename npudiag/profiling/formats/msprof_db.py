@@ -37,6 +37,7 @@ from npudiag.profiling import tasks
 from npudiag.profiling.assemble import drop_bad_timing
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.registry import Format, of_object, register
+from npudiag.profiling.formats.torch_ops import from_db
 
 MAX_TEXT = 1 << 16  # characters kept of one STRING_IDS value (real names are far shorter)
 NO_RANK = 4294967295
@@ -279,8 +280,6 @@ def _read(db: _Db, rank: int | None) -> DbTables:
 
 def _torch_ops(db: _Db, rank: int | None, task: pa.Table) -> pa.Table:
     """PYTORCH_API rows of type op (ENUM_API_TYPE), linked to their tasks through CONNECTION_IDS."""
-    from npudiag.profiling.formats.torch_ops import from_db
-
     if "PYTORCH_API" not in db.present:
         return schemas.empty("torch_ops")
     api = db.read("PYTORCH_API", {"startNs": "startNs", "endNs": "endNs", "globalTid": "globalTid", "connectionId": "connectionId",

@@ -32,15 +32,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
+from npudiag.errors import InputError
 from npudiag.profiling.formats import jsonstream
-from npudiag.profiling.formats import trace_json as tj
+from npudiag.profiling.formats import trace_events as te
 
 PIECE_BYTES = 8 << 20
 _WINDOW = 1 << 16  # where the last cut of a piece is looked for first
 _JSON_WS = b" \t\r\n"
 _CUT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _EXACT3 = r"^-?(\d{1,15}|[1-8]\d{15})\.\d{3}$"  # 'digits.ddd' whose digits without the point are the ns and fit int64
-MISSING = tj.MISSING
+MISSING = te.MISSING
 
 
 class Unsure(Exception):
@@ -48,7 +49,7 @@ class Unsure(Exception):
 
 
 # every args key the per-event reader looks at, as attributes a0, a1, ...
-_ARG_KEYS = [k for keys in (*tj._INT_ARGS.values(), *tj._STR_ARGS.values()) for k in keys] + ["correlation_id", "MHz"]
+_ARG_KEYS = [k for keys in (*te.INT_ARGS.values(), *te.STR_ARGS.values()) for k in keys] + ["correlation_id", "MHz"]
 _ATTR = {k: f"a{i}" for i, k in enumerate(_ARG_KEYS)}
 _Args = msgspec.defstruct(
     "_Args",
@@ -72,11 +73,11 @@ class _Event(msgspec.Struct, gc=False):
 
 _FIELDS = [attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")]
 _ARGS_ALL = attrgetter(*_ATTR.values())
-_ARGS_GET = attrgetter(*(_ATTR[k] for keys in (*tj._INT_ARGS.values(), *tj._STR_ARGS.values()) for k in keys))
-_COL = {k: i for i, k in enumerate(k for keys in (*tj._INT_ARGS.values(), *tj._STR_ARGS.values()) for k in keys)}
+_ARGS_GET = attrgetter(*(_ATTR[k] for keys in (*te.INT_ARGS.values(), *te.STR_ARGS.values()) for k in keys))
+_COL = {k: i for i, k in enumerate(k for keys in (*te.INT_ARGS.values(), *te.STR_ARGS.values()) for k in keys)}
 _EMPTY = _Args()
 _PH = {"X": 1, "s": 2, "f": 2, "C": 2, "M": 3}
-_CAT = {**dict.fromkeys(tj._SKIP_CATS, 2), "cpu_op": 1, "enqueue": 1, "dequeue": 1}  # 1: torch ops, per event; 2: skipped
+_CAT = {**dict.fromkeys(te.SKIP_CATS, 2), "cpu_op": 1, "enqueue": 1, "dequeue": 1}  # 1: torch ops, per event; 2: skipped
 NoneType = type(None)
 
 
@@ -159,8 +160,6 @@ def _prepare(arrow: _ArrowPieces, body: bytes) -> tuple[bool, _Parsed | None]:
 def _pieces(path: Path, progress: Callable[[int], None] | None) -> Iterator[bytes]:
     """The text of whole events, in order, about PIECE_BYTES each, without the array's brackets. An
     event longer than jsonstream's MAX_EVENT_CHARS is an InputError at its offset (bounded memory)."""
-    from npudiag.errors import InputError
-
     done = 0  # bytes of the file before ``buf``
     with open(path, "rb") as fh:
 
@@ -290,14 +289,14 @@ def _append(cols: Any, pids: np.ndarray, tid: list, name: list, cat: list, t: np
     if args.count(None):
         args = [_EMPTY if a is None else a for a in args]
     values = list(zip(*map(_ARGS_GET, args)))
-    ints = {key: _ints(_coalesce([values[_COL[k]] for k in names])) for key, names in tj._INT_ARGS.items()}
+    ints = {key: _ints(_coalesce([values[_COL[k]] for k in names])) for key, names in te.INT_ARGS.items()}
     strs = {}
-    for key, names in tj._STR_ARGS.items():
+    for key, names in te.STR_ARGS.items():
         v = _coalesce([values[_COL[k]] for k in names])
         if not set(map(type, v)) <= {str, NoneType}:
             v = [s if s is None or s.__class__ is str else str(s) for s in v]
         strs[key] = pa.array(v, pa.string())
-    cols.append_chunk(tj.store_chunk(pids, _ints(tid), t, _ns(raw_ts, t), _floats(dur), pa.array(name, pa.string()),
+    cols.append_chunk(te.store_chunk(pids, _ints(tid), t, _ns(raw_ts, t), _floats(dur), pa.array(name, pa.string()),
                                      pa.array(cat, pa.string()), ints, strs))  # fmt: skip
 
 
@@ -328,7 +327,7 @@ def _ints(values: list | tuple) -> np.ndarray:
             return pc.fill_null(pa.array(values, pa.int64()), MISSING).to_numpy()
         except (OverflowError, pa.ArrowException):
             pass
-    return np.fromiter(map(tj._code, values), np.int64, len(values))
+    return np.fromiter(map(te.code, values), np.int64, len(values))
 
 
 def _floats(values: list | tuple) -> np.ndarray:
@@ -338,7 +337,7 @@ def _floats(values: list | tuple) -> np.ndarray:
             return pc.fill_null(pa.array(values, pa.float64()), np.nan).to_numpy()
         except (OverflowError, pa.ArrowException):
             pass
-    return np.fromiter(map(tj._num, values), np.float64, len(values))
+    return np.fromiter(map(te.num, values), np.float64, len(values))
 
 
 def _ts_floats(values: list) -> np.ndarray:
@@ -346,7 +345,7 @@ def _ts_floats(values: list) -> np.ndarray:
         try:
             return pc.cast(pa.array(values, pa.string()), pa.float64()).to_numpy()
         except pa.ArrowException:
-            return np.fromiter(map(tj._num, values), np.float64, len(values))
+            return np.fromiter(map(te.num, values), np.float64, len(values))
     return _floats(values)
 
 
@@ -358,9 +357,9 @@ def _ns(values: list, t: np.ndarray) -> np.ndarray:
         if pc.all(pc.match_substring_regex(text, _EXACT3)).as_py():
             return pc.replace_substring(text, ".", "", max_replacements=1).cast(pa.int64()).to_numpy()
     elif kinds <= {float, int}:
-        ok = np.abs(t) < tj._NS_LIMIT / 1000.0  # False for NaN
+        ok = np.abs(t) < te.NS_LIMIT / 1000.0  # False for NaN
         return np.where(ok, np.rint(np.where(ok, t, 0.0) * 1000.0), MISSING).astype(np.int64)
-    return np.fromiter(map(tj._exact_ns, values, t.tolist()), np.int64, len(values))
+    return np.fromiter(map(te.exact_ns, values, t.tolist()), np.int64, len(values))
 
 
 # --- pieces read by pyarrow's JSON reader (C++, on every core) ---------------------------------
@@ -374,15 +373,15 @@ _BANDWIDTH = "bandwidth(GB/s)"  # a number in real traces (read as text by the p
 
 
 def _arrow_schema(ts: pa.DataType) -> pa.Schema:
-    args = [pa.field(k, pa.int64()) for keys in tj._INT_ARGS.values() for k in keys]
-    args += [pa.field(k, pa.float64() if k == _BANDWIDTH else pa.string()) for keys in tj._STR_ARGS.values() for k in keys]
+    args = [pa.field(k, pa.int64()) for keys in te.INT_ARGS.values() for k in keys]
+    args += [pa.field(k, pa.float64() if k == _BANDWIDTH else pa.string()) for keys in te.STR_ARGS.values() for k in keys]
     return pa.schema([("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()), ("pid", pa.int64()),
                       ("tid", pa.int64()), ("ts", ts), ("dur", pa.float64()), ("args", pa.struct(args))])  # fmt: skip
 
 
 _PH_CODES = pa.array(["X", "s", "f", "C", "M"])
 _TORCH_CATS = pa.array(["cpu_op", "enqueue", "dequeue"])
-_SKIP = pa.array(sorted(tj._SKIP_CATS))
+_SKIP = pa.array(sorted(te.SKIP_CATS))
 
 
 class _Parsed(NamedTuple):
@@ -480,7 +479,7 @@ class _ArrowPieces:
             try:
                 sec = pc.cast(ts, pa.float64()).to_numpy(zero_copy_only=False)
             except pa.ArrowInvalid:
-                sec = np.fromiter(map(tj._num, ts.to_pylist()), np.float64, len(ts))
+                sec = np.fromiter(map(te.num, ts.to_pylist()), np.float64, len(ts))
         else:
             sec = ts.to_numpy(zero_copy_only=False)
         bad = np.isnan(sec)
@@ -493,9 +492,9 @@ class _ArrowPieces:
             if pc.all(pc.match_substring_regex(ts, _EXACT3)).as_py():
                 ns = pc.replace_substring(ts, ".", "", max_replacements=1).cast(pa.int64()).to_numpy()
             else:
-                ns = np.fromiter(map(tj._exact_ns, ts.to_pylist(), sec.tolist()), np.int64, len(ts))
+                ns = np.fromiter(map(te.exact_ns, ts.to_pylist(), sec.tolist()), np.int64, len(ts))
         else:
-            ok = np.abs(sec) < tj._NS_LIMIT / 1000.0
+            ok = np.abs(sec) < te.NS_LIMIT / 1000.0
             ns = np.where(ok, np.rint(np.where(ok, sec, 0.0) * 1000.0), MISSING).astype(np.int64)
         args = k["args"]
 
@@ -510,17 +509,17 @@ class _ArrowPieces:
             return None if not present else present[0] if len(present) == 1 else pc.coalesce(*present)
 
         ints = {}
-        for key, names in tj._INT_ARGS.items():
+        for key, names in te.INT_ARGS.items():
             v = first(names)
             ints[key] = np.full(rows_kept, MISSING, np.int64) if v is None else pc.fill_null(v, MISSING) if v.null_count else v
         strs = {}
-        for key, names in tj._STR_ARGS.items():
+        for key, names in te.STR_ARGS.items():
             v = first(names)
             if v is None:
                 strs[key] = schemas.nulls(rows_kept, pa.string())
             else:
                 strs[key] = v if pa.types.is_string(v.type) else pc.cast(v, pa.string())
-        chunk = tj.store_chunk(k["pid"], pc.fill_null(k["tid"], MISSING), sec, ns, pc.fill_null(k["dur"], np.nan), k["name"], k["cat"],
+        chunk = te.store_chunk(k["pid"], pc.fill_null(k["tid"], MISSING), sec, ns, pc.fill_null(k["dur"], np.nan), k["name"], k["cat"],
                                ints, strs)  # fmt: skip
         return _Parsed(pids, ph, one, one_text, rows, bad, chunk)
 

@@ -32,10 +32,14 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.errors import InputError
+from npudiag.profiling import tasks
 from npudiag.profiling.assemble import drop_bad_timing
+from npudiag.profiling.formats import trace_fast
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.jsonstream import iter_events
 from npudiag.profiling.formats.registry import Format, Read, of_object, register
+from npudiag.profiling.formats.torch_ops import Queue, torch_op_table
+from npudiag.profiling.formats.trace_events import INT_ARGS, MISSING, SKIP_CATS, STORE, STR_ARGS, code, exact_ns, num, store_chunk
 from npudiag.schemas import map_distinct
 
 HARDWARE = "Ascend Hardware"
@@ -45,7 +49,6 @@ HCCL = {"HCCL", "Communication"}
 STEP_TRACE = "Step Trace"
 PYTHON = "Python"
 _NEEDED = {HARDWARE, CANN, STEP_TRACE, PYTHON, *HCCL}
-_SKIP_CATS = {"cpu_op", "python_function", "enqueue", "dequeue", "user_annotation", "gpu_user_annotation"}
 _OPERATION = {"host to device": "H2D", "device to host": "D2H", "device to device": "D2D", "host to host": "H2H"}
 _LEVEL_PREFIX = {"AscendCL": "acl", "Runtime": "runtime", "Node": "node", "HCCL": "hccl", "Model": "model"}
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -70,73 +73,11 @@ class TraceTables:
     torch_ops: pa.Table = field(default_factory=lambda: schemas.empty("torch_ops"))
 
 
-def _num(value: object) -> float:
-    """Trace numbers come as numbers or as strings ("1736405443876953.510")."""
-    if value is None:
-        return np.nan
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return np.nan
-
-
-MISSING = -(2**63)  # "no value" in the int64 columns kept while streaming
-# column -> arg names, first present wins (older CANN writes "Stream Id", HCCL ops "model id",
-# HCCL plane tasks lower-case names)
-_INT_ARGS = {
-    "stream": ("Physic Stream Id", "Stream Id", "stream id"),
-    "task": ("Task Id", "task id"),
-    "model": ("Model Id", "model id"),
-    "connection": ("connection_id",),
-    "size": ("size(B)", "size(Byte)"),
-    "thread": ("Thread Id",),
-    "src": ("src rank",),
-    "dst": ("dst rank",),
-    "plane": ("plane id",),
-}
-_STR_ARGS = {"type": ("Task Type", "task type"), "operation": ("operation",), "level": ("level",), "transport": ("transport type",),
-             "link": ("link type",), "bandwidth": ("bandwidth(GB/s)",)}  # fmt: skip
-
-
-def _code(value: object) -> int:
-    """An int64 for a number-like value, MISSING otherwise (pid/tid/args are ints in real traces)."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value if MISSING < value < 2**63 else MISSING
-    if isinstance(value, (float, str)):
-        try:
-            out = int(value)
-        except (TypeError, ValueError, OverflowError):
-            return MISSING
-        return out if MISSING < out < 2**63 else MISSING
-    return MISSING
-
-
-_NS_LIMIT = 9 * 10**18  # |ns| an int64 holds with room to subtract
-
-
-def _exact_ns(ts: object, as_float: float) -> int:
-    """The trace's ts (a string of microseconds with 3 decimals) as exact integer nanoseconds;
-    MISSING where it is no finite time an int64 holds (the float start then stands alone)."""
-    if ts.__class__ is str:
-        whole, _, frac = ts.strip().partition(".")
-        if len(whole) <= 17:
-            try:
-                out = int(whole) * 1000 + (int((frac + "000")[:3]) if frac else 0) * (-1 if whole.startswith("-") else 1)
-                return out if -_NS_LIMIT < out < _NS_LIMIT else MISSING
-            except ValueError:
-                pass
-    if as_float != as_float or abs(as_float) >= _NS_LIMIT / 1000.0:
-        return MISSING
-    return round(as_float * 1000.0)
-
-
 class _Columns:
     """Typed columns kept while streaming (about 150 bytes an event); strings are interned."""
 
     def __init__(self) -> None:
-        self.chunks: list[pa.Table] = []  # in file order, each in the _STORE schema
+        self.chunks: list[pa.Table] = []  # in file order, each in the STORE schema
         self._intern: dict[str, str] = {}
         self.other_pids: dict[object, int] = {}
         self._reset()
@@ -149,10 +90,10 @@ class _Columns:
         self.dur = array("d")
         self.name: list[str] = []
         self.cat: list[str | None] = []
-        self.ints = {k: array("q") for k in _INT_ARGS}
-        self.strs: dict[str, list[str | None]] = {k: [] for k in _STR_ARGS}
-        self._int_items = tuple((_INT_ARGS[k], col.append) for k, col in self.ints.items())
-        self._str_items = tuple((_STR_ARGS[k], col.append) for k, col in self.strs.items())
+        self.ints = {k: array("q") for k in INT_ARGS}
+        self.strs: dict[str, list[str | None]] = {k: [] for k in STR_ARGS}
+        self._int_items = tuple((INT_ARGS[k], col.append) for k, col in self.ints.items())
+        self._str_items = tuple((STR_ARGS[k], col.append) for k, col in self.strs.items())
         self._int_appends = tuple(a for _, a in self._int_items)
         self._str_appends = tuple(a for _, a in self._str_items)
 
@@ -177,7 +118,7 @@ class _Columns:
         return _Final(chunks)
 
     def pid_code(self, value: object) -> int:
-        c = _code(value)
+        c = code(value)
         if c == MISSING and value is not None:
             key = value if value.__hash__ is not None else repr(value)  # a list or object as pid: hostile, still one process
             c = self.other_pids.setdefault(key, -1 - len(self.other_pids))
@@ -189,7 +130,7 @@ class _Columns:
         pid = ev.get("pid")
         self.pid.append(pid if pid.__class__ is int and MISSING < pid < 2**63 else self.pid_code(pid))
         tid = ev.get("tid")
-        self.tid.append(tid if tid.__class__ is int and MISSING < tid < 2**63 else _code(tid))
+        self.tid.append(tid if tid.__class__ is int and MISSING < tid < 2**63 else code(tid))
         nm = ev.get("name", "")
         if nm.__class__ is not str:
             nm = str(nm)
@@ -197,9 +138,9 @@ class _Columns:
         cat = ev.get("cat")
         self.cat.append(cat if cat is None or cat.__class__ is str else str(cat))
         self.ts.append(t)
-        self.ts_ns.append(_exact_ns(ev.get("ts"), t))
+        self.ts_ns.append(exact_ns(ev.get("ts"), t))
         d = ev.get("dur")
-        self.dur.append(d if d.__class__ is float else _num(d))
+        self.dur.append(d if d.__class__ is float else num(d))
         a = ev.get("args")
         if a.__class__ is not dict or not a:
             for append in self._int_appends:
@@ -219,7 +160,7 @@ class _Columns:
             elif v.__class__ is int and MISSING < v < 2**63:
                 append(v)
             else:
-                append(_code(v))
+                append(code(v))
         for keys, append in self._str_items:
             v = None
             for k in keys:
@@ -234,22 +175,6 @@ class _Columns:
                 append(intern.setdefault(v, v))
 
 
-_TEXT = pa.dictionary(pa.int32(), pa.string())  # names repeat: a chunk keeps each distinct one once
-_STORE = pa.schema(
-    [("pid", pa.int64()), ("tid", pa.int64()), ("ts", pa.float64()), ("ts_ns", pa.int64()), ("dur", pa.float64()),
-     ("name", _TEXT), ("cat", _TEXT)]
-    + [(f"i:{k}", pa.int64()) for k in _INT_ARGS] + [(f"s:{k}", _TEXT) for k in _STR_ARGS]
-)  # fmt: skip
-
-
-def store_chunk(pid, tid, ts, ts_ns, dur, name: pa.Array, cat: pa.Array, ints: dict, strs: dict) -> pa.Table:
-    """Kept complete events in the reader's store: int columns hold MISSING for no value (no nulls),
-    text columns are dictionary-encoded."""
-    arrays = [pid, tid, ts, ts_ns, dur, name, cat, *(ints[k] for k in _INT_ARGS), *(strs[k] for k in _STR_ARGS)]
-    return pa.Table.from_arrays([pa.array(a, f.type) if isinstance(a, np.ndarray) else pc.dictionary_encode(a) if f.type == _TEXT else a
-                                 for a, f in zip(arrays, _STORE)], schema=_STORE)  # fmt: skip
-
-
 class _Final:
     """The store once read: numbers as numpy arrays, text as Arrow arrays, row i = kept event i.
     Built a column at a time, each column's chunks released as it is copied, so the peak is the store
@@ -259,7 +184,7 @@ class _Final:
         self.n = sum(c.num_rows for c in chunks)
 
         def column(name: str) -> pa.ChunkedArray:
-            return pa.chunked_array([a for c in chunks for a in c.column(name).chunks], _STORE.field(name).type)
+            return pa.chunked_array([a for c in chunks for a in c.column(name).chunks], STORE.field(name).type)
 
         def numbers(name: str) -> np.ndarray:
             # combined in Arrow's pool (a view for numpy; no nulls: MISSING / NaN stand for no value)
@@ -270,7 +195,7 @@ class _Final:
         # pid and tid are read whole; the rest only at the rows of each table, taken from the chunks
         # (combining them all would add a copy of the store that the allocator keeps)
         self.pid, self.tid = numbers("pid"), numbers("tid")
-        self._columns = {c: column(c) for c in _STORE.names if c not in ("pid", "tid")}
+        self._columns = {c: column(c) for c in STORE.names if c not in ("pid", "tid")}
 
     def drop(self, *keys: str) -> None:
         """Let go of columns no longer needed (their memory is freed with the last reference)."""
@@ -313,19 +238,19 @@ class _Reading:
                 torch.add_op(ev, cols)
                 name = ev.get("name")
                 if name.__class__ is str and name.startswith("ProfilerStep#"):  # the step's recorded range too
-                    t = _num(ev.get("ts"))
+                    t = num(ev.get("ts"))
                     if t == t:
                         cols.add(ev, t)
                 return
             if cat == "enqueue" or cat == "dequeue":
                 torch.add_queue(ev, cols, cat)
                 return
-            if cat.__class__ is str and cat in _SKIP_CATS and not str(ev.get("name", "")).startswith("ProfilerStep#"):
+            if cat.__class__ is str and cat in SKIP_CATS and not str(ev.get("name", "")).startswith("ProfilerStep#"):
                 return
             pid = ev.get("pid")
             if self.skip_pids and pid.__hash__ is not None and pid in self.skip_pids:
                 return
-            t = _num(ev.get("ts"))
+            t = num(ev.get("ts"))
             if t != t:  # NaN
                 self.bad_ts += 1
                 return
@@ -333,9 +258,9 @@ class _Reading:
         elif ph == "s":
             cat = ev.get("cat")
             if cat == "HostToDevice":
-                fid, t = _code(ev.get("id")), _num(ev.get("ts"))
+                fid, t = code(ev.get("id")), num(ev.get("ts"))
                 if fid != MISSING and t == t:
-                    self.flows[fid] = _exact_ns(ev.get("ts"), t)
+                    self.flows[fid] = exact_ns(ev.get("ts"), t)
             elif cat == "async_npu":
                 torch.add_flow(ev, cols, end=False)
         elif ph == "f":
@@ -343,9 +268,9 @@ class _Reading:
                 torch.add_flow(ev, cols, end=True)
         elif ph == "C":
             if ev.get("name") == AICORE_FREQ and isinstance(ev.get("args"), dict):
-                t, mhz = _num(ev.get("ts")), _num(ev["args"].get("MHz"))
+                t, mhz = num(ev.get("ts")), num(ev["args"].get("MHz"))
                 if t == t and mhz == mhz:
-                    self.freq.append((_exact_ns(ev.get("ts"), t), t, mhz))
+                    self.freq.append((exact_ns(ev.get("ts"), t), t, mhz))
         elif ph == "M":
             a = ev.get("args") if isinstance(ev.get("args"), dict) else {}
             pid = cols.pid_code(ev.get("pid"))
@@ -356,7 +281,7 @@ class _Reading:
             elif ev.get("name") == "process_labels":
                 self.process_labels[pid] = str(a.get("labels", ""))
             elif ev.get("name") == "thread_name":
-                self.thread_names[(pid, _code(ev.get("tid")))] = str(a.get("name", ""))
+                self.thread_names[(pid, code(ev.get("tid")))] = str(a.get("name", ""))
 
 
 def _read_events(path: Path, progress: Callable[[int], None] | None) -> _Reading:
@@ -368,8 +293,6 @@ def _read_events(path: Path, progress: Callable[[int], None] | None) -> _Reading
 
 
 def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], None] | None = None) -> TraceTables:
-    from npudiag.profiling.formats import trace_fast
-
     try:
         state = trace_fast.read(path, _Reading, progress)
     except trace_fast.Unsure:
@@ -458,13 +381,13 @@ class _TorchOps:
         self.queue: dict[str, list[tuple[int, int, int, int]]] = {"enqueue": [], "dequeue": []}  # (thread, start, end, corr)
 
     def _thread(self, ev: dict, cols: _Columns) -> int:
-        return self.threads.setdefault((cols.pid_code(ev.get("pid")), _code(ev.get("tid"))), len(self.threads))
+        return self.threads.setdefault((cols.pid_code(ev.get("pid")), code(ev.get("tid"))), len(self.threads))
 
     def add_op(self, ev: dict, cols: _Columns) -> None:
-        t, d = _num(ev.get("ts")), _num(ev.get("dur"))
+        t, d = num(ev.get("ts")), num(ev.get("dur"))
         if t != t or d != d or d < 0 or d > 1e12:
             return
-        s = _exact_ns(ev.get("ts"), t)
+        s = exact_ns(ev.get("ts"), t)
         if s == MISSING:
             return
         self.thread.append(self._thread(ev, cols))
@@ -474,32 +397,29 @@ class _TorchOps:
         self.names.append(nm if nm.__class__ is str else str(nm))
 
     def add_queue(self, ev: dict, cols: _Columns, cat: str) -> None:
-        t, d = _num(ev.get("ts")), _num(ev.get("dur"))
+        t, d = num(ev.get("ts")), num(ev.get("dur"))
         a = ev.get("args")
-        corr = _code(a.get("correlation_id")) if isinstance(a, dict) else MISSING
+        corr = code(a.get("correlation_id")) if isinstance(a, dict) else MISSING
         if t != t or d != d or corr == MISSING:
             return
-        s = _exact_ns(ev.get("ts"), t)
+        s = exact_ns(ev.get("ts"), t)
         if s == MISSING:
             return
         self.queue[cat].append((self._thread(ev, cols), s, s + round(max(d, 0.0) * 1000), corr))
 
     def add_flow(self, ev: dict, cols: _Columns, end: bool) -> None:
-        fid, t = _code(ev.get("id")), _num(ev.get("ts"))
+        fid, t = code(ev.get("id")), num(ev.get("ts"))
         if fid == MISSING or t != t:
             return
-        ns = _exact_ns(ev.get("ts"), t)
+        ns = exact_ns(ev.get("ts"), t)
         if ns == MISSING:
             return
         if end:
-            self.ends[fid] = (cols.pid_code(ev.get("pid")), _code(ev.get("tid")), ns)
+            self.ends[fid] = (cols.pid_code(ev.get("pid")), code(ev.get("tid")), ns)
         else:
             self.starts[fid] = (self._thread(ev, cols), ns)
 
     def table(self, cols: _Final, hw: np.ndarray, rank) -> pa.Table:
-        from npudiag.profiling import tasks
-        from npudiag.profiling.formats.torch_ops import Queue, torch_op_table
-
         if not self.names:
             return schemas.empty("torch_ops")
         deq = np.array(self.queue["dequeue"], np.int64).reshape(-1, 4)
@@ -587,7 +507,7 @@ def _to_floats(values: pa.Array) -> np.ndarray:
     try:
         return pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
     except pa.ArrowInvalid:
-        return np.array([_num(v) for v in values.to_pylist()], np.float64)
+        return np.array([num(v) for v in values.to_pylist()], np.float64)
 
 
 def _common(cols: _Final, rows: np.ndarray, rank, device_id) -> dict[str, pa.Array]:

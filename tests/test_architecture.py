@@ -1,0 +1,120 @@
+"""The architecture holds: arrows point one way (import-linter's contracts in pyproject.toml), no
+import circle even through function-local imports, nothing inside the package imports the facade,
+function-local imports of npudiag modules only where startup needs them, and docs/architecture.md
+names every module there is."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "npudiag"
+MAX_LOCAL_IMPORTS = 10  # outside cli/, each with its reason on the line before
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(PACKAGE.rglob("*.py")):
+        name = ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = p
+    return out
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(path: Path, modules: dict[str, Path]):
+    """(target module, line, inside a function) for every npudiag import of ``path`` (TYPE_CHECKING blocks left out)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                   for n in ast.walk(node)}  # fmt: skip
+    local = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "npudiag":
+            names = [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.split(".")[0] == "npudiag"]
+        else:
+            continue
+        for n in names:
+            target = _resolve(n, modules)
+            if target is not None:
+                yield target, node.lineno, id(node) in local, node
+
+
+def test_import_linter_contracts_are_kept() -> None:
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    if not Path(exe).exists():
+        pytest.fail("lint-imports (import-linter) is not installed: it is in the test extra, pip install -e '.[test]'")
+    r = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "0 broken" in r.stdout
+
+
+def test_no_import_circle_even_through_function_local_imports() -> None:
+    modules = _modules()
+    graph = {m: {t for t, *_ in _imports(p, modules) if t != m and not m.startswith(t + ".")} for m, p in modules.items()}
+    graph = {m: {t for t in ts if t != "npudiag"} for m, ts in graph.items() if m != "npudiag"}  # the lazy facade
+    seen: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        seen[m] = 1
+        stack.append(m)
+        for t in sorted(graph.get(m, ())):
+            if seen.get(t) == 1:
+                pytest.fail("import circle: " + " -> ".join([*stack[stack.index(t) :], t]))
+            if t not in seen:
+                visit(t)
+        stack.pop()
+        seen[m] = 2
+
+    for m in sorted(graph):
+        if m not in seen:
+            visit(m)
+
+
+def test_nothing_inside_imports_the_facade() -> None:
+    modules = _modules()
+    found = []
+    for m, p in modules.items():
+        if m == "npudiag":
+            continue
+        for target, line, _, node in _imports(p, modules):
+            if target == "npudiag" and isinstance(node, ast.ImportFrom) and node.module == "npudiag":
+                found.append(f"{p.relative_to(ROOT)}:{line}: from npudiag import {', '.join(a.name for a in node.names)}")
+    assert not found, "import the module that defines it, not the package facade:\n" + "\n".join(found)
+
+
+def test_function_local_imports_are_few_and_say_why() -> None:
+    modules = _modules()
+    local = []
+    for m, p in modules.items():
+        if m.startswith("npudiag.cli") or m == "npudiag":
+            continue
+        lines = p.read_text().splitlines()
+        for _, line, inside, _ in _imports(p, modules):
+            if inside:
+                before = lines[line - 2].strip()
+                local.append((f"{p.relative_to(ROOT)}:{line}", before.startswith("#")))
+    assert len(local) <= MAX_LOCAL_IMPORTS, local
+    assert all(reason for _, reason in local), [where for where, reason in local if not reason]
+
+
+def test_the_architecture_page_names_every_module() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    on_page = set(re.findall(r"^- `(npudiag/[\w/]+\.py)`", text, re.M))
+    there = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py")}
+    assert on_page == there, f"missing: {sorted(there - on_page)}; gone: {sorted(on_page - there)} (python scripts/gen_reference.py)"
