@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from npudiag.errors import InputError, NpudiagError, OptionError, OutputError, ToolError
+from npudiag.results import Result
 from npudiag.version import SCHEMA_VERSION as SCHEMA_VERSION
 from npudiag.version import __version__
 
@@ -43,6 +44,7 @@ __all__ = [
     "OptionError",
     "OutputError",
     "ToolError",
+    "Result",
     "__version__",
 ]
 

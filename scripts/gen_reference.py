@@ -159,7 +159,7 @@ def render_glossary() -> str:
 
 def _first_line(path: Path) -> str:
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-    return " ".join(doc.split("\n\n")[0].split()) if doc else ""
+    return " ".join(doc.split("\n\n")[0].replace("``", "").split()) if doc else ""  # plain text: no command shown as code
 
 
 def render_architecture() -> str:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import npudiag
+from npudiag.results import Result
 from npudiag.testing.dump_writer import Tensor, dump_file_name, model_dump_dir, write_dump_file
 from npudiag.testing.generate import write_torch_profile
 
@@ -58,6 +59,7 @@ def test_analyze_in_memory_matches_the_raw_csv(tmp_path: Path, monkeypatch: pyte
     assert r.summary["profile"]["kernel_time_us"] == pytest.approx(total, rel=1e-9)
     assert r.out is None and list(tmp_path.iterdir()) == [] and r.read_any and r.errors == []
     json.dumps(r.to_dict())  # JSON-safe
+    assert isinstance(r, Result)
 
 
 def test_analyze_to_folder_and_load_it_back(tmp_path: Path) -> None:
@@ -82,6 +84,7 @@ def test_many_ranks_are_partitioned_and_tables_load_lazily(tmp_path: Path) -> No
     c = npudiag.cluster(tmp_path / "out", tmp_path / "cluster")
     assert c.summary["ranks"] == 2 and (tmp_path / "cluster" / "cluster_step_trace_time.csv").is_file()
     assert c.tables["cluster_steps"].num_rows == 2 * 3
+    assert isinstance(r, Result) and isinstance(c, Result)
 
 
 def test_bad_options_and_input_raise_library_errors(tmp_path: Path) -> None:
@@ -106,6 +109,8 @@ def test_compare_and_gate(tmp_path: Path) -> None:
     assert not g.failed and g.baseline_updated and (tmp_path / "base" / "manifest.json").is_file()
     d = g.to_dict()
     assert d["passed"] and d["regressions"] == [] and all(not m["failed"] for m in d["metrics"])
+    assert g.tables["verdicts"].num_rows == len(d["metrics"]) > 0 and g.errors == []
+    assert all(isinstance(x, Result) for x in (c, g, npudiag.load_output(tmp_path / "base")))
 
 
 def test_dumps_parse_and_compare(tmp_path: Path) -> None:
@@ -119,6 +124,7 @@ def test_dumps_parse_and_compare(tmp_path: Path) -> None:
     assert p.summary["files"] == 1 and p.tables["tensors"].num_rows == 2 and (tmp_path / "parsed" / "tensors.parquet").is_file()
     cmp = npudiag.compare_dumps(tmp_path / "mine", tmp_path / "golden")
     assert cmp.failed and cmp.summary["first_failing_output"]["op_name"] == "mul1"
+    assert isinstance(p, Result) and isinstance(cmp, Result)
     with pytest.raises(npudiag.InputError):
         npudiag.parse_dump(tmp_path / "missing")
 
@@ -135,3 +141,4 @@ def test_parse_logs(tmp_path: Path) -> None:
     assert r.tables["problems"].num_rows == 1 and (tmp_path / "out" / "log_events.parquet").is_file()
     none = npudiag.parse_logs(tmp_path / "nothing-here")
     assert none.summary is None and none.errors
+    assert isinstance(r, Result) and isinstance(none, Result)

@@ -1,7 +1,10 @@
 """The ``npudiag`` command: a thin Typer layer over the library (no analysis logic here).
 
-Every command module imports only Typer and the standard library at the top; pandas, pyarrow and
-numpy load when a command runs, so ``--help``, ``--version`` and TAB completion stay fast.
+One module per command (``analyze``, ``report``, ``compare``, ``gate``, ``cluster``, ``profile``,
+``doctor``; ``logs`` and ``dump`` with their sub-commands): parse the options, make one library
+call, render, return the exit code. At the top each imports only Typer, the standard library and
+npudiag's light modules (``cli._out``, ``errors``, ``version``); pandas, pyarrow and numpy load when
+a command runs, so ``--help``, ``--version`` and TAB completion stay fast.
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ import typer
 from npudiag.cli import analyze as _analyze
 from npudiag.cli import cluster as _cluster
 from npudiag.cli import compare as _compare
+from npudiag.cli import doctor as _doctor
 from npudiag.cli import dump as _dump
+from npudiag.cli import gate as _gate
 from npudiag.cli import logs as _logs
 from npudiag.cli import profile as _profile
+from npudiag.cli import report as _report
 from npudiag.errors import NpudiagError
 from npudiag.report.escape import clean
 from npudiag.version import __version__
@@ -68,13 +74,13 @@ def _root(
 
 
 app.command("analyze", epilog=_analyze.ANALYZE_EXAMPLE)(_analyze.analyze)
-app.command("report", epilog=_analyze.REPORT_EXAMPLE)(_analyze.report)
+app.command("report", epilog=_report.REPORT_EXAMPLE)(_report.report)
 app.command("compare", epilog=_compare.COMPARE_EXAMPLE)(_compare.compare)
-app.command("gate", epilog=_compare.GATE_EXAMPLE)(_compare.gate_cmd)
+app.command("gate", epilog=_gate.GATE_EXAMPLE)(_gate.gate_cmd)
 app.add_typer(_logs.app, name="logs")
 app.add_typer(_dump.app, name="dump")
 app.command("profile", context_settings=_profile.PROFILE_CONTEXT, epilog=_profile.PROFILE_EXAMPLE)(_profile.profile)
-app.command("doctor", epilog=_profile.DOCTOR_EXAMPLE)(_profile.doctor)
+app.command("doctor", epilog=_doctor.DOCTOR_EXAMPLE)(_doctor.doctor)
 app.command("cluster", epilog=_cluster.CLUSTER_EXAMPLE)(_cluster.cluster)
 
 

@@ -1,4 +1,4 @@
-"""``npudiag analyze`` and ``npudiag report``: the options; the work is in ``_analyze_run``, imported when run."""
+"""``npudiag analyze``: the options; the work is in ``_analyze_run``, imported when run."""
 
 from __future__ import annotations
 
@@ -12,10 +12,6 @@ from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
 ANALYZE_EXAMPLE = """\b
 Example:
   npudiag analyze fixtures/sample_torch --out npudiag-out/torch --steps 2:"""
-
-REPORT_EXAMPLE = """\b
-Example:
-  npudiag report npudiag-out/torch --top 5"""
 
 
 class Runs(str, Enum):
@@ -72,21 +68,3 @@ def analyze(
         rule_opt=rule_opt, force=force, scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks, export=export,
         runs=runs.value,
     )  # fmt: skip
-
-
-def report(
-    out: Path = typer.Argument(..., metavar="OUT", help="A folder written by 'npudiag analyze --out'."),
-    top: int = typer.Option(20, "--top", min=1, help="How many hot operators to show."),
-    by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
-    chrome_trace: Path = typer.Option(
-        None, "--chrome-trace", help="Also write a Chrome trace JSON marking exposed copies, idle gaps, findings."
-    ),
-    html_out: Path = typer.Option(None, "--html", help="Also write one self-contained HTML page of the summary and plots."),
-    quiet: bool = QUIET,
-    verbose: bool = VERBOSE,
-) -> None:
-    """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
-    from npudiag.cli._analyze_run import run_report
-
-    run_report(out, top=top, by=by.value, json_out=json_out, say=Say(quiet, verbose), chrome_trace=chrome_trace, html_out=html_out)

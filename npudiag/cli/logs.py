@@ -59,6 +59,7 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
     """Parse, triage, write tables, print; returns the exit code (2 when any input was unusable)."""
     from rich.console import Console
 
+    from npudiag.cli._progress import Bar
     from npudiag.logs.pipeline import parse_logs
     from npudiag.report.json_report import render_json
     from npudiag.report.logs_report import render_logs_terminal
@@ -66,8 +67,8 @@ def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | N
     if any(p.endswith((".gz", ".tgz", ".tar", ".bz2", ".xz", ".zip")) for p in paths):
         _map_large_buffers()
     err = Console(stderr=True)
-    spinner = err.status if err.is_terminal and not json_out and not say.quiet else None
-    run = parse_logs(paths, out, device=device, status=spinner, force=force)
+    with Bar.shown(err, json_out or say.quiet) as bar:
+        run = parse_logs(paths, out, device=device, progress=bar, force=force)
     if run.summary is None:  # nothing readable: say why, print nothing else
         say.warnings(run.warnings)
         say.errors(run.errors)

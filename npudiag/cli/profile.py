@@ -1,4 +1,4 @@
-"""``npudiag profile`` and ``npudiag doctor``: argument parsing and wiring only."""
+"""``npudiag profile``: the options, then the collection and its analysis (heavy imports when run)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,6 @@ Examples:
   npudiag profile --task-time l1 --start-step 3 -- python train.py
   npudiag profile --dry-run --mode env -- ./infer --batch 8
   npudiag profile --emit torch --start-step 3 --stop-step 5"""
-
-DOCTOR_EXAMPLE = """\b
-Example:
-  npudiag doctor --json"""
 
 PROFILE_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
@@ -55,33 +51,6 @@ def unknown_option(given: str, ctx: typer.Context) -> str:
     else:
         hint = f"an msprof switch npudiag has no option for goes through --msprof-arg={given}"
     return f"no such option: {name}; {hint} (a program whose name starts with '-' is given by its path, ./-name)"
-
-
-def doctor(
-    json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only what is missing and its fix (on stderr)."),
-) -> None:
-    """Check the CANN toolkit, msprof, msnpureport, driver and npu-smi, with the fix for each (exit 1 when one is missing)."""
-    from rich.console import Console
-    from rich.text import Text
-
-    from npudiag.collect import toolkit
-    from npudiag.report.json_report import render_json
-    from npudiag.report.text import Col, table
-
-    checks = toolkit.doctor()
-    if json_out:
-        sys.stdout.write(render_json({"checks": [c.as_dict() for c in checks], "ok": all(c.ok for c in checks)}) + "\n")
-    elif quiet:
-        Say().errors(f"{c.name} missing: {c.fix}" if c.fix else f"{c.name} missing" for c in checks if not c.ok)
-    else:
-        console = Console()
-        cols = [Col("tool", "fixed", 0), Col("status", "fixed", 0), Col("found", "text", 2, min_width=12),
-                Col("fix", "text", 0, min_width=24)]  # fmt: skip
-        rows = [[c.name, Text("ok", style="green") if c.ok else Text("missing", style="red"), c.found or "", c.fix or ""] for c in checks]
-        console.print(table(console, None, cols, rows))
-    if not all(c.ok for c in checks):
-        raise typer.Exit(1)
 
 
 def profile(

@@ -34,6 +34,7 @@ class DumpParse:
     summary: dict[str, Any]
     tables: dict[str, pa.Table]
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
         """The tensors in execution order (timestamp, then task id)."""
@@ -105,6 +106,7 @@ class DumpComparison:
     summary: dict[str, Any]
     tables: dict[str, pa.Table]
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:

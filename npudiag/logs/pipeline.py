@@ -22,6 +22,7 @@ from npudiag.logs.ingest import read_logs
 from npudiag.logs.sources import find_sources
 from npudiag.logs.triage import load_kb, summarise, triage_table
 from npudiag.output import OutputFolder, atomic_write, dumps, json_safe
+from npudiag.progress import Progress
 from npudiag.store import write_table
 
 
@@ -42,11 +43,10 @@ class LogTriage:
 
 
 def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = None, *, device: int | None = None,
-               status=None, force: bool = False) -> LogTriage:  # fmt: skip
+               progress: Progress | None = None, force: bool = False) -> LogTriage:  # fmt: skip
     """Parse and triage the logs under ``paths``; write log_events.parquet, triage.parquet and
     summary.json into ``out`` when given (the folder written whole, see ``npudiag.output``).
-    ``device``: only that device's logs. ``status(text)`` is a context manager around the parse
-    (the CLI's spinner)."""
+    ``device``: only that device's logs. ``progress`` hears of the parse."""
 
     paths = [str(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
     out = Path(out) if out is not None else None
@@ -64,12 +64,10 @@ def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = No
     with contextlib.ExitStack() as stack:
         folder = stack.enter_context(OutputFolder(out, kind="logs parse", force=force, inputs=inputs)) if out is not None else None
         events = folder.work / "log_events.parquet" if folder is not None else None
-        if status is not None:
+        if progress is not None:
             total = sum(s.size_bytes for s in sources)
-            with status(f"parsing {len(sources)} log file(s), {total / 1e6:.1f} MB"):
-                run = read_logs(sources, events, device=device)
-        else:
-            run = read_logs(sources, events, device=device)
+            progress.start("phase", f"parsing {len(sources)} log file(s), {total / 1e6:.1f} MB", None)
+        run = read_logs(sources, events, device=device)
         errors += run.errors
         kb = load_kb()
         # device files written in another time zone than the host's: their records in host time, said once

@@ -15,7 +15,7 @@ import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,19 +37,9 @@ from npudiag.profiling.ingest import Found, InputFile, find_units, ingest
 from npudiag.profiling.options import AnalyzeOptions, window_option
 from npudiag.profiling.rank_job import analyze_ranks, summary_parts_of_dataset
 from npudiag.profiling.runs import describe, is_out_folder, load_side, store_runs
+from npudiag.progress import Progress
 from npudiag.store import OutputWriter, TableSet, analysis_manifest, load_outputs, load_rank_rows, write_table
 from npudiag.version import __version__
-
-
-class Progress(Protocol):
-    """Where a long run reports how far it is (the CLI draws a bar; None draws nothing)."""
-
-    def start(self, unit: str, label: str, total: int | None) -> None:
-        """``unit`` is "bytes" (one rank read in this process) or "ranks" (one task per rank)."""
-
-    def advance(self, n: int) -> None: ...
-
-    def set_total(self, total: int) -> None: ...
 
 
 @dataclass
@@ -390,19 +380,18 @@ class Comparison:
     summary: dict[str, Any]
     tables: dict[str, pa.Table]
     warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(self.summary)
 
 
-def _sides(baseline, current, status=None, window: Window = Window()):
+def _sides(baseline, current, progress: Progress | None = None, window: Window = Window()):
     sides = []
     for p in (Path(baseline), Path(current)):
-        if status is None:
-            sides.append(load_side(p, window=window))
-        else:
-            with status(p):
-                sides.append(load_side(p, window=window))
+        if progress is not None:
+            progress.start("phase", f"reading {p}", None)
+        sides.append(load_side(p, window=window))
     return sides
 
 
@@ -414,7 +403,7 @@ def compare(
     by: str = "type",
     shapes: bool = False,
     level: str = "kernel",
-    status=None,
+    progress: Progress | None = None,
     force: bool = False,
     steps: str | tuple[int | None, int | None] | None = None,
     time: str | tuple[float | None, float | None] | None = None,
@@ -422,14 +411,14 @@ def compare(
     """Match operators of two sides (profiles, ``analyze`` out folders or folders of repeated runs) by
     op type or name (``shapes``: a different input shape is a different op), or at ``level`` "torch"
     framework ops (aten::mm ...) with their kernels' device time; write diff.parquet and compare.json
-    into ``out`` when given. ``status(path)`` is a context manager around each read. A warning says
+    into ``out`` when given. ``progress`` hears of each side's read. A warning says
     when less than half of either side's device time is in ops found on both sides. ``steps`` /
     ``time``: only that window of each run, as ``analyze`` cuts it."""
     if level not in LEVELS:
         raise OptionError(f"level must be one of {', '.join(LEVELS)}, not {level!r}", "level")
 
     window = window_option(steps, time)
-    base, cur = _sides(baseline, current, status, window)
+    base, cur = _sides(baseline, current, progress, window)
     bt, ct = [r.tables for r in base], [r.tables for r in cur]
     diff = diff_ops(bt, ct, by=by, shapes=shapes, level=level)
     share = matched(diff)
@@ -468,12 +457,18 @@ def compare(
 @dataclass
 class GateResult:
     """The gate's verdicts: ``failed`` (a metric regressed beyond threshold and noise), ``summary``
-    (sides, verdicts, warnings, as the JSON prints them), ``baseline_updated``."""
+    (sides, verdicts, warnings, as the JSON prints them), ``tables["verdicts"]``, ``baseline_updated``."""
 
     failed: bool
     summary: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     baseline_updated: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def tables(self) -> dict[str, pa.Table]:
+        """``verdicts``: one row per metric (medians, delta, p-value, failed), as ``summary["metrics"]``."""
+        return {"verdicts": pa.Table.from_pylist(self.summary.get("metrics", []))}
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(self.summary)
@@ -514,12 +509,12 @@ def gate(
     *,
     update_baseline: str | Path | None = None,
     accept: bool = False,
-    status=None,
+    progress: Progress | None = None,
 ) -> GateResult:
     """Fail when ``current`` is slower than ``baseline`` beyond the threshold and beyond noise
     (``config``: a GateConfig from :func:`gate_config`, default settings when None). With
     ``update_baseline``, store ``current`` there when the gate passes (or when ``accept``)."""
-    base, cur = _sides(baseline, current, status)
+    base, cur = _sides(baseline, current, progress)
     try:
         result = judge([r.tables for r in base], [r.tables for r in cur], config if config is not None else GateConfig())
     except OptionError:

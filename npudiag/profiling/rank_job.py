@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.errors import OptionError, OutputError
@@ -29,8 +28,8 @@ from npudiag.profiling.analysis.window import CutError, Window, WindowError
 from npudiag.profiling.derive import analyse
 from npudiag.profiling.discover import Unit
 from npudiag.profiling.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit, sha256_of
-from npudiag.profiling.rules import PROFILE_WIDE, findings_table, options_for, sort_findings
-from npudiag.profiling.rules.hot_op import findings_from, ratio_sums
+from npudiag.profiling.rules import PROFILE_WIDE, PROFILE_WIDE_RULES, findings_table, options_for, sort_findings
+from npudiag.profiling.rules.base import Skipped
 from npudiag.store import TableSet, analysis_manifest, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
 
 # the tables written per rank; hot_ops is one file for the whole profile
@@ -58,7 +57,7 @@ class RankOutcome:
     row_counts: dict[str, int]
     parts: SummaryParts
     skipped: dict[str, str]
-    ratio_sums: pa.Table
+    partials: dict[str, pa.Table]  # what each profile-wide rule takes from this rank
 
 
 def run_rank(job: RankJob) -> RankOutcome:
@@ -78,7 +77,7 @@ def run_rank(job: RankJob) -> RankOutcome:
                 rec.sha256 = None
     try:
         done = analyse(tables, job.window, job.rule_options, exclude=PROFILE_WIDE)
-        sums = ratio_sums(done.tables["kernels"])
+        partials = {m.RULE_ID: m.partial(done.tables) for m in PROFILE_WIDE_RULES}
     except WindowError:  # nothing of this rank in the window: the caller says so once for all ranks
         raise
     except CutError as exc:  # a rank that cannot be cut to the window is left out, not counted whole
@@ -90,7 +89,7 @@ def run_rank(job: RankJob) -> RankOutcome:
     for name in RANK_TABLES:
         if tables[name].num_rows:
             write_partition(staging, name, unit.rank, tables[name])
-    return RankOutcome(res.info, res.record, res.warnings, res.errors, row_counts, SummaryParts.of(tables), skipped, sums)
+    return RankOutcome(res.info, res.record, res.warnings, res.errors, row_counts, SummaryParts.of(tables), skipped, partials)
 
 
 @dataclass
@@ -118,12 +117,13 @@ class RanksResult:
 
 def _profile_wide(parts: SummaryParts, outcomes: list[RankOutcome], overrides: dict[str, dict[str, float]]) -> tuple[pa.Table, dict]:
     """The rules that need the whole profile, from what the ranks returned."""
-    if parts.kernels == 0:
-        return schemas.empty("findings"), {"hot_op": "no device tasks in this profile"}
-    hot = parts.hot_ops
-    by_type = hot.filter(pc.equal(hot["group_by"], "type"))
-    sums = pa.concat_tables([o.ratio_sums for o in outcomes])
-    return findings_table(findings_from(by_type, sums, options_for("hot_op", overrides))), {}
+    findings, skipped = [], {}
+    for rule in PROFILE_WIDE_RULES:
+        try:
+            findings += rule.combine(parts, [o.partials[rule.RULE_ID] for o in outcomes], options_for(rule.RULE_ID, overrides))
+        except Skipped as why:
+            skipped[rule.RULE_ID] = str(why)
+    return findings_table(findings), skipped
 
 
 def analyze_ranks(

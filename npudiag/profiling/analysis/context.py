@@ -16,6 +16,19 @@ from npudiag.profiling.analysis.hot_ops import hot_ops_table
 from npudiag.profiling.analysis.quantities import Timeline, timeline
 
 
+def rank_rows(t: pa.Table, rank: int | None) -> pa.Table:
+    """The rows of ``t`` of one rank (None: the rows with no rank); ``t`` itself, not a copy, when
+    every row is that rank's (a table may hold millions of rows)."""
+    if t.num_rows == 0:
+        return t
+    if rank is not None and t["rank"].null_count == 0:
+        lo, hi = pc.min_max(t["rank"]).values()
+        if lo.as_py() == hi.as_py() == rank:
+            return t
+    mask = pc.is_null(t["rank"]) if rank is None else pc.equal(t["rank"], rank)
+    return t.filter(pc.fill_null(mask, False))
+
+
 @dataclass
 class RuleContext:
     """The tables a rule may read, plus derived per-rank facts computed once."""
@@ -44,15 +57,7 @@ class RuleContext:
         return sorted(set(pc.unique(t["rank"]).to_pylist()), key=lambda r: (r is None, r)) if t.num_rows else []
 
     def for_rank(self, name: str, rank: int | None) -> pa.Table:
-        t = self.table(name)
-        if t.num_rows == 0:
-            return t
-        if rank is not None and t["rank"].null_count == 0:
-            lo, hi = pc.min_max(t["rank"]).values()
-            if lo.as_py() == hi.as_py() == rank:
-                return t  # one rank only: no copy of a table that may hold millions of rows
-        mask = pc.is_null(t["rank"]) if rank is None else pc.equal(t["rank"], rank)
-        return t.filter(pc.fill_null(mask, False))
+        return rank_rows(self.table(name), rank)
 
     def severity(self, rank: int | None, lost_us: float, opts: dict[str, float], span_us: float | None = None) -> str:
         """Severity from the share of the rank's span (first kernel start to last end) the time lost is.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from npudiag.profiling.analysis.context import rank_rows
 from npudiag.profiling.analysis.quantities import exposed_copy_segments, idle_gaps, timeline
 
 SCHEMA = pa.schema([("rank", pa.int32()), ("kind", pa.string()), ("start_us", pa.float64()), ("duration_us", pa.float64())])
@@ -20,8 +21,7 @@ def markers(tables: dict[str, pa.Table], min_gap_us: float = 1000.0) -> pa.Table
     if kernels.num_rows == 0:
         return SCHEMA.empty_table()
     for rank in sorted(pc.unique(kernels["rank"]).to_pylist(), key=lambda r: (r is None, r)):
-        k = kernels.filter(pc.fill_null(pc.equal(kernels["rank"], rank), False))
-        c = copies.filter(pc.fill_null(pc.equal(copies["rank"], rank), False)) if copies.num_rows else copies
+        k, c = rank_rows(kernels, rank), rank_rows(copies, rank)
         tl = timeline(k, c)
         es, ee = exposed_copy_segments(tl)
         gs, ge = idle_gaps(tl)

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
+from npudiag.profiling.analysis.context import rank_rows
 from npudiag.profiling.analysis.quantities import phases, timeline
 from npudiag.profiling.analysis.timeline import base_ns
 
@@ -29,16 +30,6 @@ SCHEMA = schemas.STEP_BREAKDOWN
 # torch_npu computes Stage from absolute float64 µs, which resolve 0.25 µs at today's epoch: a Stage this
 # much under the exact task span is that rounding, not tasks the profiler left out
 TOLERANCE_US = 0.5
-
-
-def _rank_filter(t: pa.Table, rank) -> pa.Table:
-    if t.num_rows == 0:
-        return t
-    if rank is None:
-        return t.filter(pc.is_null(t["rank"]))
-    if t["rank"].null_count == 0 and pc.min(t["rank"]).as_py() == pc.max(t["rank"]).as_py() == rank:
-        return t
-    return t.filter(pc.fill_null(pc.equal(t["rank"], rank), False))
 
 
 def _ns(t: pa.Table) -> np.ndarray:
@@ -153,7 +144,7 @@ def step_breakdown(tables: dict[str, pa.Table]) -> pa.Table:
         copies = copies.filter(pc.fill_null(pc.equal(copies["side"], "device"), False))
     rows = []
     for rank in _ranks(kernels, copies):
-        k, c, st = _rank_filter(kernels, rank), _rank_filter(copies, rank), _rank_filter(steps, rank)
+        k, c, st = rank_rows(kernels, rank), rank_rows(copies, rank), rank_rows(steps, rank)
         base = base_ns(k, c)
         ids, kpos, cpos = assign_steps(k, c, st)
         if not ids:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
-from npudiag.profiling.analysis.context import sort_findings
+from npudiag.profiling.analysis.context import rank_rows, sort_findings
 from npudiag.profiling.analysis.hot_ops import hot_ops_table, merge_hot_ops
 from npudiag.profiling.analysis.memory import memory_by_rank
 from npudiag.profiling.analysis.quantities import clipped_union_us, copy_totals, phases, timeline
@@ -40,14 +40,6 @@ def ranks_present(tables: dict[str, pa.Table]) -> dict[str, list[str]]:
     return out
 
 
-def _rank_sel(t: pa.Table, rank) -> pa.Table:
-    if t.num_rows == 0:
-        return t
-    if rank is None:
-        return t.filter(pc.is_null(t["rank"]))
-    return t.filter(pc.fill_null(pc.equal(t["rank"], rank), False))
-
-
 # what device busy is made of, in the glossary's terms; they add up to it on every rank
 BUSY_PARTS = ("computing_us", "communication_not_overlapped_us", "copy_not_overlapped_us")
 
@@ -62,13 +54,13 @@ def per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
     single = len(ranks) == 1
     out: list[dict[str, Any]] = []
     for rank in ranks:
-        k = kernels if single else _rank_sel(kernels, rank)
-        c = device if single else _rank_sel(device, rank)
+        k = kernels if single else rank_rows(kernels, rank)
+        c = device if single else rank_rows(device, rank)
         tl = timeline(k, c)
         span, busy = tl.span_us, tl.busy_us
         ph = phases(tl)  # device busy = computing + communication not overlapped + copy not overlapped
         start = tl.start_us()
-        mine = owned if single else _rank_sel(owned, rank)
+        mine = owned if single else rank_rows(owned, rank)
         lost = 0.0
         if mine.num_rows and tl.first is not None:
             rel_s = pc.subtract(mine["start_ns"], tl.base).to_numpy(zero_copy_only=False) / 1000.0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from npudiag.profiling.analysis.summary import SummaryParts
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped
 
 RULE_ID = "hot_op"
@@ -59,6 +60,19 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if kernels.num_rows == 0:
         raise Skipped("no device tasks in this profile")
     return findings_from(ctx.hot_ops("type"), ratio_sums(kernels), opts)
+
+
+def partial(tables: dict[str, pa.Table]) -> pa.Table:
+    """What one rank contributes where ranks are analysed apart: its PMU ratio sums."""
+    return ratio_sums(tables["kernels"])
+
+
+def combine(parts: SummaryParts, partials: list[pa.Table], opts: dict[str, float]) -> list[Finding]:
+    """The rule over a whole profile analysed rank by rank: from the summed hot ops and each rank's :func:`partial`."""
+    if parts.kernels == 0:
+        raise Skipped("no device tasks in this profile")
+    hot = parts.hot_ops
+    return findings_from(hot.filter(pc.equal(hot["group_by"], "type")), pa.concat_tables(partials), opts)
 
 
 def findings_from(hot_by_type: pa.Table, sums: pa.Table, opts: dict[str, float]) -> list[Finding]:
