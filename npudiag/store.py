@@ -25,8 +25,8 @@ from npudiag.version import SCHEMA_VERSION, __version__
 
 
 def write_table(table: pa.Table, path: Path) -> None:
-    # snappy with dictionaries, by measurement (bench/bench_parquet.py, docs/speed.md): on a 1 M-row
-    # kernel table zstd writes 9% slower for files 17% smaller, and turning dictionaries off costs time
+    # snappy with dictionaries: the fastest write of the choices measured (bench/bench_parquet.py,
+    # figures in docs/speed.md)
     atomic_write(path, lambda fh: pq.write_table(table, fh, compression="snappy"))
 
 

@@ -19,7 +19,7 @@ def op_key(kernels: pa.Table, by: str = "type", shapes: bool = False) -> pa.Chun
     other shapes (a different kernel binary and tiling) is a group of its own."""
     if by not in ("type", "name"):
         raise ValueError(f"by must be 'type' or 'name', not {by!r}")
-    # a column with no nulls (or only nulls) is taken as it is: coalescing strings costs 0.1 s a million rows
+    # a column with no nulls (or only nulls) is taken as it is: coalescing strings is not free
     typ = kernels["op_type"]
     if by == "type" and typ.null_count == 0:
         key = typ

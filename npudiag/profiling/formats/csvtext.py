@@ -146,8 +146,8 @@ def read_csv_text(
         raise InputError(path, f"not a readable CSV: {_arrow_message(exc)}") from None
     finally:
         sys.unraisablehook = previous_hook
-    # the reader's blocks, freed on its threads, handed back before the columns are converted (with
-    # the C library's allocator they were otherwise kept: +400 MB at 1 M rows)
+    # the reader's blocks, freed on its threads, handed back before the columns are converted, so
+    # the peak is what is live, not what the allocator kept (docs/speed.md)
     pa.default_memory_pool().release_unused()
     if undecodable or any(pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type) for f in table.schema):
         # pyarrow types a column holding invalid UTF-8 as binary instead of failing

@@ -349,8 +349,8 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
             cols.drop(*(f"i:{k}" for k in ("model", "stream", "task", "size", "src", "dst", "plane")),
                       *(f"s:{k}" for k in ("operation", "transport", "link", "bandwidth")))  # fmt: skip
         table = build()
-        # the takes and casts of a table leave hundreds of MB free but held by Arrow's allocator;
-        # handing them back keeps the peak near what is live (500 MB trace: 947 -> 398 MB after)
+        # the takes and casts of a table leave memory free but held by Arrow's allocator; handed
+        # back, the peak stays near what is live
         pa.default_memory_pool().release_unused()
         label = "op_name" if "op_name" in table.column_names else ("name" if "name" in table.column_names else "task_type")
         table, bad = drop_bad_timing(table, str(path), lambda i, t=table, c=label: f"event {t[c][i].as_py()!r} at {t['start_us'][i]}")
