@@ -292,7 +292,7 @@ TENSORS = pa.schema(
     [
         ("file", pa.string()),
         ("offset", pa.int64()),  # byte offset of the tensor data in the file (null for stats CSV rows)
-        ("source", pa.string()),  # bin (a dump file) or stats_csv (dump_data=stats)
+        ("source", pa.string()),  # bin (a dump file), stats_csv (dump_data=stats) or msprobe (msprobe's dump.json statistics)
         ("op_type", pa.string()),
         ("op_name", pa.string()),
         ("task_id", pa.int64()),
@@ -303,8 +303,9 @@ TENSORS = pa.schema(
         ("model_name", pa.string()),
         ("model_id", pa.int64()),
         ("iteration", pa.int64()),
-        ("io", pa.string()),  # input, output, buffer, workspace
+        ("io", pa.string()),  # input, output, buffer, workspace; msprobe: input, output, parameters, parameters_grad
         ("index", pa.int32()),
+        ("tensor_name", pa.string()),  # msprobe's name of the tensor (Functional.conv2d.0.forward.input.1); null for dump files
         ("dtype", pa.string()),  # DT_FLOAT, DT_BF16, ...
         ("format", pa.string()),  # as stored: ND, NCHW, NC1HWC0, FRACTAL_NZ, ...
         ("shape", pa.list_(pa.int64())),
@@ -352,6 +353,40 @@ COMPARE = pa.schema(
         ("my_nan_count", pa.int64()),
         ("golden_nan_count", pa.int64()),
         ("passed", pa.bool_()),
+        ("fail_reason", pa.string()),
+    ]
+)
+
+STATS_COMPARE = pa.schema(
+    [
+        ("order", pa.int64()),  # execution order of the call in MY_DUMP (msprobe's dump.json order)
+        ("op_type", pa.string()),  # the API or module: Functional.conv2d, Module.fc.Linear
+        ("op_name", pa.string()),  # the call: Functional.conv2d.0.forward
+        ("io", pa.string()),  # input, output, parameters, parameters_grad
+        ("index", pa.int32()),
+        ("tensor_name", pa.string()),  # msprobe's name: Functional.conv2d.0.forward.input.1
+        ("golden_name", pa.string()),
+        ("dtype", pa.string()),
+        ("golden_dtype", pa.string()),
+        ("shape", pa.list_(pa.int64())),
+        ("golden_shape", pa.list_(pa.int64())),
+        ("my_max", pa.float64()),
+        ("my_min", pa.float64()),
+        ("my_mean", pa.float64()),
+        ("my_l2norm", pa.float64()),
+        ("golden_max", pa.float64()),
+        ("golden_min", pa.float64()),
+        ("golden_mean", pa.float64()),
+        ("golden_l2norm", pa.float64()),
+        ("max_diff", pa.float64()),  # mine - golden, as msprobe's Max diff
+        ("min_diff", pa.float64()),
+        ("mean_diff", pa.float64()),
+        ("l2norm_diff", pa.float64()),
+        ("max_relative_error_pct", pa.float64()),  # |diff / golden| x 100 (msprobe's MaxRelativeErr); null where golden is 0
+        ("min_relative_error_pct", pa.float64()),
+        ("mean_relative_error_pct", pa.float64()),
+        ("l2norm_relative_error_pct", pa.float64()),
+        ("passed", pa.bool_()),  # null where neither side has statistics (bool tensors)
         ("fail_reason", pa.string()),
     ]
 )

@@ -137,7 +137,7 @@ def check(
 @app.command("parse", epilog=PARSE_EXAMPLE)
 def parse(
     dump_path: Path = typer.Argument(
-        ..., metavar="DUMP", help="A dump tree ({dump_path}/{time}/{device}/...), a folder of dump files, or one file."
+        ..., metavar="DUMP", help="A dump tree ({dump_path}/{time}/{device}/...), a folder of dump files, one file, or an msprobe dump."
     ),
     out: Path = typer.Option(Path("npudiag-out/dump"), "--out", "-o", help="Folder for tensors.parquet."),
     npy: Path = typer.Option(None, "--npy", help="Also write one .npy per input/output tensor here (in its original layout)."),
@@ -147,7 +147,7 @@ def parse(
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:
-    """Parse binary dump files and statistics CSVs into tensors.parquet (and .npy arrays)."""
+    """Parse binary dump files, statistics CSVs and msprobe's dump.json into tensors.parquet (and .npy arrays)."""
     from rich.console import Console
 
     from npudiag.dump.pipeline import parse_dump
@@ -172,7 +172,7 @@ def parse(
 
 @app.command("compare", epilog=COMPARE_EXAMPLE)
 def compare(
-    mine: Path = typer.Argument(..., metavar="MINE", help="My dump (a dump tree or folder of dump files)."),
+    mine: Path = typer.Argument(..., metavar="MINE", help="My dump (a dump tree, a folder of dump files, or an msprobe dump)."),
     golden: Path = typer.Argument(
         ..., metavar="GOLDEN", help="Golden: another dump, or a folder of {op}.{input|output}.{index}.npy files."
     ),

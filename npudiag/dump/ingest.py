@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from npudiag.dump.formats import msprobe_json
 from npudiag.dump.formats.dump_file import DumpName, parse_dump_name, read_dump, tensor_array, to_original_shape
 from npudiag.dump.tensor_stats import tensor_stats
 from npudiag.errors import InputError, writing
@@ -249,6 +250,10 @@ def parse_dump_tree(root: Path, npy: NpyFolder | None = None, progress: Callable
         try:
             if f.suffix == ".csv":
                 rows.extend(_stats_rows(f, base))
+                files += 1
+                continue
+            if f.name == msprobe_json.FILE_NAME:  # msprobe's statistics of a step and rank
+                rows.extend(msprobe_json.read_msprobe_dump(f))
                 files += 1
                 continue
             if name is None and not f.name.endswith(".bin"):

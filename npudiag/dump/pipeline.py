@@ -21,6 +21,7 @@ import pyarrow as pa
 from npudiag.dump.accuracy import Thresholds
 from npudiag.dump.compare import CSV_COLUMNS, compare_summary, compare_trees, msaccucmp_csv_rows
 from npudiag.dump.ingest import NpyFolder, parse_dump_tree
+from npudiag.dump.stats_compare import SUMMARY_CSV_COLUMNS, compare_msprobe, msprobe_files, stats_summary, summary_csv_rows
 from npudiag.errors import InputError, OptionError
 from npudiag.output import FolderTarget, OutputFolder, atomic_write, csv_cell, dumps, json_safe
 from npudiag.store import write_table
@@ -129,6 +130,8 @@ def compare_dumps(
 ) -> DumpComparison:
     """Compare dump ``mine`` with ``golden`` (dump folders or .npy folders); a tensor passes when its
     cosine similarity >= ``cosine``, relative Euclidean distance < ``red`` and KL divergence < ``kl``.
+    Two msprobe dumps (dump.json statistics) are compared statistic by statistic instead
+    (``npudiag.dump.stats_compare``): stats_compare.parquet and msprobe's compare_result_<time>.csv.
     ``mapping``: CSV of my_op_name,golden_op_name. Writes compare.parquet and msaccucmp's
     result_<time>.csv into ``out`` when given."""
 
@@ -139,6 +142,8 @@ def compare_dumps(
     inputs = [mine, golden] + ([Path(mapping)] if mapping is not None else [])
     if out is not None:  # checked before the comparison: a refusal costs nothing
         FolderTarget(out, force=force, inputs=inputs)
+    if msprobe_files(mine):  # msprobe's statistics: compared as its summary compare does
+        return _compare_statistics(mine, golden, out, inputs, force)
     run = compare_trees(mine, golden, Path(mapping) if mapping is not None else None, Thresholds(cosine, red, kl))
     summary = compare_summary(run)
     if out is not None:
@@ -154,3 +159,23 @@ def compare_dumps(
             folder.commit({"mine": str(mine), "golden": str(golden)})
         summary["out"] = [str(out / "compare.parquet"), str(out / csv_name)]
     return DumpComparison(summary, {"compare": run.table}, run.errors)
+
+
+def _compare_statistics(mine: Path, golden: Path, out: str | Path | None, inputs: list[Path], force: bool) -> DumpComparison:
+    table, unmatched, errors = compare_msprobe(mine, golden)
+    if not table.num_rows and not errors:
+        raise InputError(mine, f"no tensor matches one of {golden} by msprobe's name (different model or dump level?)")
+    summary = stats_summary(table, unmatched, errors)
+    if out is not None:
+        out = Path(out)
+        csv_name = f"compare_result_{time.strftime('%Y%m%d%H%M%S')}.csv"
+        with OutputFolder(out, kind="dump compare", force=force, inputs=inputs) as folder:
+            write_table(table, folder.work / "stats_compare.parquet")
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\n")
+            w.writerow(SUMMARY_CSV_COLUMNS)
+            w.writerows([csv_cell(v) for v in row] for row in summary_csv_rows(table))
+            atomic_write(folder.work / csv_name, lambda fh: fh.write(buf.getvalue().encode("utf-8")))
+            folder.commit({"mine": str(mine), "golden": str(golden)})
+        summary["out"] = [str(out / "stats_compare.parquet"), str(out / csv_name)]
+    return DumpComparison(summary, {"compare": table}, errors)

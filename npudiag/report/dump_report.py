@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Console
@@ -21,11 +22,28 @@ def _num(v: float | None, fmt: str = ".4g") -> str:
     return format(v, fmt)
 
 
+def _non_finite(r: dict[str, Any]) -> bool:
+    """NaN or Inf in the tensor: counted where the data was read, seen in its statistics otherwise (msprobe)."""
+    if r["nan_count"] or r["pos_inf_count"] or r["neg_inf_count"]:
+        return True
+    return any(isinstance(r[k], float) and not math.isfinite(r[k]) for k in ("min", "max", "mean"))
+
+
+def _nan_inf(r: dict[str, Any]) -> str:
+    if r["nan_count"] is None and r["pos_inf_count"] is None and r["neg_inf_count"] is None:
+        return "-"  # statistics only: no counts
+    return f"{r['nan_count'] or 0}/{(r['pos_inf_count'] or 0) + (r['neg_inf_count'] or 0)}"
+
+
+_IO_SHORT = {"parameters_grad": "grd"}
+
+
 def render_parse_terminal(s: dict[str, Any], console: Console, top: int = 20) -> None:
-    numbers = f"{count(s['files'], 'file')}, {count(s['tensors'], 'tensor')}, {s['tensor_bytes'] / 1e6:.1f} MB of tensor data"
+    data = f"{s['tensor_bytes'] / 1e6:.1f} MB of tensor data" if s["tensor_bytes"] or not s["tensors"] else "statistics only"
+    numbers = f"{count(s['files'], 'file')}, {count(s['tensors'], 'tensor')}, {data}"
     console.print(Text(f"npudiag dump parse  {numbers}", style="bold"))
     rows = s["rows"]
-    bad = [r for r in rows if (r["nan_count"] or 0) or (r["pos_inf_count"] or 0) or (r["neg_inf_count"] or 0)]
+    bad = [r for r in rows if _non_finite(r)]
     if bad:
         console.print(
             plain(
@@ -39,17 +57,52 @@ def render_parse_terminal(s: dict[str, Any], console: Console, top: int = 20) ->
     body = []
     for r in rows[:top]:
         fmt = "" if r["format"] in ("ND", None) else f" {r['format']}"
+        dtype = (r["dtype"] or "").removeprefix("DT_").removeprefix("torch.").removeprefix("mindspore.").lower()
         body.append([
-            r["op_name"] or "?", f"{r['io'][:3]}{r['index']}", (r["dtype"] or "").removeprefix("DT_").lower() + fmt,
-            "x".join(map(str, r["shape"] or [])), _num(r["min"]), _num(r["max"]), _num(r["mean"]),
-            f"{r['nan_count'] or 0}/{(r['pos_inf_count'] or 0) + (r['neg_inf_count'] or 0)}",
+            r["op_name"] or "?", f"{_IO_SHORT.get(r['io'], (r['io'] or '?')[:3])}{r['index']}", dtype + fmt,
+            "x".join(map(str, r["shape"] or [])), _num(r["min"]), _num(r["max"]), _num(r["mean"]), _nan_inf(r),
         ])  # fmt: skip
     console.print(table(console, None, cols, body))
     if len(rows) > top:
         console.print(Text(f"... {len(rows) - top} more in tensors.parquet", style="dim"))
 
 
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}%"
+
+
+def _render_stats_compare(s: dict[str, Any], console: Console) -> None:
+    """Two msprobe dumps: statistics side by side (max, min, mean, L2 norm)."""
+    numbers = f"{count(s['tensors_compared'], 'tensor')} compared by statistics, {count(s['outputs_failed'], 'output')} fail"
+    console.print(Text(f"npudiag dump compare  {numbers}", style="bold"))
+    first = s["first_failing_output"]
+    if first:
+        stats = ", ".join(f"{k} {_num(first['my_' + k])} vs {_num(first['golden_' + k])}" for k in ("max", "min", "mean", "l2norm"))
+        console.print(
+            plain(
+                f"First failing output in execution order (the likely origin of the accuracy loss): #{first['order']} "
+                f"{first['tensor_name']}: {stats}; {first['fail_reason']}",
+                style="bold red",
+            )  # fmt: skip
+        )
+    else:
+        console.print(Text("Every compared output passes.", style="green"))
+    cols = [Col("#", priority=3), Col("tensor", "name", 0, min_width=16), Col("max Δ%", priority=1), Col("min Δ%", priority=4),
+            Col("mean Δ%", priority=2), Col("norm Δ%", priority=0), Col("pass", "fixed", 0)]  # fmt: skip
+    body = []
+    for r in s["worst"]:
+        ok = Text("-", style="dim") if r["passed"] is None else Text("yes", style="green") if r["passed"] else Text("NO", style="red")
+        body.append([str(r["order"]), r["tensor_name"], _pct(r["max_relative_error_pct"]), _pct(r["min_relative_error_pct"]),
+                     _pct(r["mean_relative_error_pct"]), _pct(r["l2norm_relative_error_pct"]), ok])  # fmt: skip
+    console.print(table(console, "Tensors whose statistics moved most (relative error of mine to golden)", cols, body))
+    if s["unmatched"]:
+        console.print(plain(f"{len(s['unmatched'])} tensors without a golden match, e.g. {', '.join(s['unmatched'][:5])}", style="yellow"))
+
+
 def render_compare_terminal(s: dict[str, Any], console: Console) -> None:
+    if s.get("mode") == "statistics":
+        _render_stats_compare(s, console)
+        return
     numbers = f"{count(s['tensors_compared'], 'tensor')} compared, {count(s['outputs_failed'], 'output')} fail"
     console.print(Text(f"npudiag dump compare  {numbers}", style="bold"))
     first = s["first_failing_output"]
