@@ -315,7 +315,7 @@ def test_msprobe_format(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     cfg = json.loads((tmp_path / "config.json").read_text())
-    assert cfg == {"task": "tensor", "dump_path": "./dp", "rank": [], "step": [0, "4-6"], "level": "L1",
+    assert cfg == {"task": "tensor", "dump_path": "./dp", "rank": [], "step": [0, "4-6"], "level": "mix",
                    "tensor": {"scope": [], "list": ["conv2d", "linear"], "data_mode": ["output"]}}  # fmt: skip
     checked = run_cli("dump", "check", tmp_path / "config.json")  # what npudiag wrote, npudiag accepts
     assert checked.returncode == 0 and "msprobe config OK" in checked.stdout
@@ -348,3 +348,25 @@ def test_corpus_samples_pass_the_check() -> None:
         pytest.skip(f"adump samples not present at {SAMPLES} (only in the project workspace)")
     for f in sorted(SAMPLES.glob("hicann_*acl.json")):
         assert dc.check_acl_json(f) == [], f
+
+
+def test_msprobe_layers_select_modules_and_apis_by_msprobes_rule(tmp_path: Path) -> None:
+    """msprobe dumps a call when a list entry is part of its name, at the levels that record that kind
+    of call: a module name (conv1) selects at mix (or L0), never at L1 (APIs only)."""
+    r = run_cli("dump", "--format", "msprobe", "--layers", "conv1", "--out", tmp_path / "c.json")
+    cfg = json.loads((tmp_path / "c.json").read_text())
+    assert r.returncode == 0 and cfg["level"] == "mix" and cfg["tensor"]["list"] == ["conv1"]
+    sample = SAMPLES / "msprobe_quick_start_gpu_dump_step0_proc2016" / "dump.json"
+    if sample.is_file():
+        calls = list(json.loads(sample.read_text())["data"])
+        modules = [c for c in calls if c.startswith("Module.") and "conv1" in c]
+        apis = [c for c in calls if not c.startswith("Module.") and "conv1" in c]
+        assert "Module.conv1.Conv2d.forward.0" in modules and apis == []  # at L1 "conv1" would select nothing
+    overflow = run_cli("dump", "--format", "msprobe", "--overflow", "--out", tmp_path / "o.json")
+    o = json.loads((tmp_path / "o.json").read_text())
+    assert overflow.returncode == 0 and o["task"] == "nan_check" and "nan_check" in o
+    assert run_cli("dump", "check", tmp_path / "o.json").returncode == 0
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"task": "run_ut", "dump_path": "./d", "rank": [], "step": [], "level": "L1"}))
+    checked = run_cli("dump", "check", old)
+    assert checked.returncode != 0 and "acc_check" in checked.stdout + checked.stderr

@@ -68,7 +68,7 @@ def author(
     steps: str = typer.Option(None, "--steps", help="Iterations to dump, e.g. 0,5-9 (dump_step)."),
     data: Data = typer.Option(Data.tensor, "--data", help="dump_data: whole tensors or statistics only."),
     level: Level = typer.Option(None, "--level", help="dump_level: op, kernel or all [CANN default all]."),
-    overflow: bool = typer.Option(False, "--overflow", help="Overflow dump (dump_debug on); stands alone."),
+    overflow: bool = typer.Option(False, "--overflow", help="Overflow dump (acl.json: dump_debug on; msprobe: nan_check); stands alone."),
     single_op: bool = typer.Option(False, "--single-op", help="Dump single-operator calls (dump_op_switch on)."),
     acl_json: Path = typer.Option(Path("acl.json"), "--acl-json", help="The acl.json to write or merge into (other sections are kept)."),
     fmt: Fmt = typer.Option(Fmt.acl, "--format", help="acl: acl.json dump section; msprobe: msprobe's config.json for PyTorch."),

@@ -208,7 +208,14 @@ def _config_problems(path: Path, data: Any) -> list[str]:
     return [f"{path}: {p}" for p in problems]
 
 
-MSPROBE_TASKS = {"statistics", "tensor", "overflow_check", "free_benchmark", "run_ut", "grad_probe", "structure"}
+# msprobe 26.x (mindstudio-probe): the PyTorch tasks, and the two MindSpore has besides
+MSPROBE_TASKS = {"statistics", "tensor", "acc_check", "structure", "diff_check", "nan_check", "overflow_check", "exception_dump"}
+# tasks of earlier msprobe releases that current ones refuse, with what replaced them
+MSPROBE_RETIRED = {
+    "run_ut": "acc_check (the same API pre-check, renamed)",
+    "free_benchmark": "no task of current msprobe; nan_check finds NaN/Inf, acc_check checks APIs",
+    "grad_probe": "msprobe's monitor tool (no dump task any more)",
+}
 MSPROBE_LEVELS = {"L0", "L1", "L2", "mix", "debug"}
 
 
@@ -216,7 +223,9 @@ def check_msprobe_config(d: dict[str, Any]) -> list[str]:
     """Problems with msprobe's config.json (the shape ``dump --format msprobe`` writes), one line each."""
     problems = []
     task = d.get("task")
-    if task not in MSPROBE_TASKS:
+    if task in MSPROBE_RETIRED:
+        problems.append(f"task: {task!r} is not a task of current msprobe (26.x); use {MSPROBE_RETIRED[task]}")
+    elif task not in MSPROBE_TASKS:
         problems.append(f"task: {task!r} is not one of {', '.join(sorted(MSPROBE_TASKS))}")
     if "level" in d and d["level"] not in MSPROBE_LEVELS:
         problems.append(f"level: {d['level']!r} is not one of {', '.join(sorted(MSPROBE_LEVELS))}")
@@ -248,8 +257,13 @@ def write_msprobe_config(target: Path, cfg: dict[str, Any]) -> None:
 def msprobe_config(
     path: str, layers: list[str] | None, mode: str, steps: str | None, data: str, level: str | None, overflow: bool
 ) -> dict[str, Any]:
-    """msprobe's config.json for PyTorch: task statistics / tensor / overflow_check."""
-    task = "overflow_check" if overflow else ("statistics" if data == "stats" else "tensor")
+    """msprobe's config.json for PyTorch: task statistics / tensor, or nan_check for ``overflow``
+    (current msprobe's NaN/Inf check; its overflow_check task is MindSpore's). msprobe selects a call
+    when a ``list`` entry is part of its name, API (``Functional.conv2d.0.forward``) or module
+    (``Module.conv1.Conv2d.forward.0``) alike, at the levels that record that kind: layers are dumped
+    at level ``mix`` (modules and APIs), so ``conv1`` selects the module and ``conv2d`` the API; at
+    level L1 (APIs only) a module name would select nothing."""
+    task = "nan_check" if overflow else ("statistics" if data == "stats" else "tensor")
     step: list[Any] = []
     if steps:
         for part in parse_steps(steps).split("|"):
@@ -259,12 +273,9 @@ def msprobe_config(
         "dump_path": path,
         "rank": [],
         "step": step,
-        "level": "L2" if level == "kernel" else "L1",
+        "level": "L2" if level == "kernel" else ("mix" if layers else "L1"),
     }
-    if overflow:
-        cfg[task] = {"overflow_nums": 1}
-    else:
-        cfg[task] = {"scope": [], "list": list(layers or []), "data_mode": ["all" if mode == "all" else mode]}
+    cfg[task] = {"scope": [], "list": list(layers or []), "data_mode": ["all" if mode == "all" else mode]}
     return cfg
 
 
