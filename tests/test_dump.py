@@ -370,3 +370,24 @@ def test_msprobe_layers_select_modules_and_apis_by_msprobes_rule(tmp_path: Path)
     old.write_text(json.dumps({"task": "run_ut", "dump_path": "./d", "rank": [], "step": [], "level": "L1"}))
     checked = run_cli("dump", "check", old)
     assert checked.returncode != 0 and "acc_check" in checked.stdout + checked.stderr
+
+
+def test_exception_dump_is_authored_alone_and_checked_as_cann_runs_it(tmp_path: Path) -> None:
+    acl = tmp_path / "acl.json"
+    r = run_cli("dump", "--exception", "norm", "--path", "./exc", "--acl-json", acl)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(acl.read_text())["dump"] == {"dump_path": "./exc", "dump_scene": "aic_err_norm_dump"}
+    assert "msaicerr" in r.stderr and "NPU_COLLECT_PATH" in r.stderr
+    assert run_cli("dump", "check", acl).returncode == 0
+    both = run_cli("dump", "--exception", "brief", "--layers", "conv1", "--acl-json", tmp_path / "b.json")
+    assert both.returncode == 2 and "cannot be combined" in both.stderr
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(json.dumps({"dump": {"dump_path": "./d", "dump_scene": "lite_exception", "dump_list": [{"model_name": "m"}]}}))
+    bad = run_cli("dump", "check", mixed)
+    assert bad.returncode == 2 and "cannot be combined with a model dump" in bad.stderr
+    watcher = tmp_path / "w.json"
+    watcher.write_text(json.dumps({"dump": {"dump_path": "./d", "dump_scene": "watcher", "dump_mode": "output",
+                                            "dump_list": [{"model_name": "m", "layer": ["A"], "watcher_nodes": ["C"]}]}}))  # fmt: skip
+    assert "watcher mode takes no model_name" in run_cli("dump", "check", watcher).stderr
+    env = run_cli("dump", "check", acl, env={"ASCEND_DUMP_SCENE": "aic_err_brief_dump"})
+    assert env.returncode == 0 and "ASCEND_DUMP_SCENE" in env.stderr and "decides over" in env.stderr

@@ -47,6 +47,12 @@ class Data(str, Enum):
     stats = "stats"
 
 
+class Exception_(str, Enum):
+    brief = "brief"
+    norm = "norm"
+    detail = "detail"
+
+
 class Level(str, Enum):
     op = "op"
     kernel = "kernel"
@@ -70,6 +76,9 @@ def author(
     level: Level = typer.Option(None, "--level", help="dump_level: op, kernel or all [CANN default all]."),
     overflow: bool = typer.Option(False, "--overflow", help="Overflow dump (acl.json: dump_debug on; msprobe: nan_check); stands alone."),
     single_op: bool = typer.Option(False, "--single-op", help="Dump single-operator calls (dump_op_switch on)."),
+    exception: Exception_ = typer.Option(
+        None, "--exception", help="AI Core exception dump (dump_scene aic_err_<brief|norm|detail>_dump); stands alone."
+    ),
     acl_json: Path = typer.Option(Path("acl.json"), "--acl-json", help="The acl.json to write or merge into (other sections are kept)."),
     fmt: Fmt = typer.Option(Fmt.acl, "--format", help="acl: acl.json dump section; msprobe: msprobe's config.json for PyTorch."),
     out: Path = typer.Option(None, "--out", "-o", help="With --format msprobe: where to write config.json [default: ./config.json]."),
@@ -89,7 +98,9 @@ def author(
             where = "msprobe's config.json goes to --out" if fmt is Fmt.msprobe else "the dump section goes to --acl-json"
             raise sys.modules[typer.BadParameter.__module__].UsageError(f"{flag} does not go with --format {fmt.value} ({where})", ctx=ctx)
     layer_list = [x.strip() for x in layers.split(",") if x.strip()] if layers else None
-    if not (layer_list or model or overflow or single_op):
+    if exception is not None and fmt is Fmt.msprobe:
+        raise typer.BadParameter("--exception writes acl.json's dump_scene; msprobe has no such task for PyTorch", param_hint="--exception")
+    if not (layer_list or model or overflow or single_op or exception):
         sys.stdout.write(ctx.get_help() + "\n")
         raise typer.Exit(0)
     try:
@@ -100,8 +111,9 @@ def author(
             say.info(f'wrote {target}; use it with msprobe\'s PrecisionDebugger(config_path="{target}")')
             return
         section = dc.dump_section(
-            path, layer_list, model, mode.value, steps, data.value, level.value if level else None, overflow, single_op
-        )
+            path, layer_list, model, mode.value, steps, data.value, level.value if level else None, overflow, single_op,
+            exception.value if exception else None,
+        )  # fmt: skip
         dc.write_dump_section(acl_json, section)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
@@ -127,7 +139,10 @@ def check(
     from npudiag.dump import config as dc
 
     kind, problems = dc.check_dump_config(acl_json)
-    Say(quiet).errors(problems)
+    say = Say(quiet)
+    say.errors(problems)
+    if kind == "dump section":
+        say.warnings(dc.environment_notes())
     if problems:
         raise typer.Exit(2)
     if not quiet:

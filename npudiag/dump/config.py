@@ -26,6 +26,11 @@ VALUES = {
     "dump_scene": {"lite_exception", "aic_err_brief_dump", "aic_err_norm_dump", "aic_err_detail_dump", "watcher"},
     "dump_kernel_data": {"all", "printf", "tensor", "assert", "timestamp"},
 }
+# exception (AI Core error) dump: --exception LEVEL -> dump_scene; lite_exception is brief's old name
+EXCEPTION_SCENES = {"brief": "aic_err_brief_dump", "norm": "aic_err_norm_dump", "detail": "aic_err_detail_dump"}
+_EXCEPTION_VALUES = {*EXCEPTION_SCENES.values(), "lite_exception"}
+# set in the environment, these decide over the acl.json (CANN's order: the first wins)
+SCENE_ENV = ("ASCEND_DUMP_SCENE", "NPU_COLLECT_PATH")
 STATS_ITEMS = {"Max", "Min", "Avg", "Nan", "Negative Inf", "Positive Inf", "L2norm"}
 LIST_KEYS = {"model_name", "layer", "watcher_nodes", "optype_blacklist", "opname_blacklist", "opname_range"}
 MAX_PATH = 512
@@ -58,12 +63,20 @@ def dump_section(
     level: str | None = None,
     overflow: bool = False,
     single_op: bool = False,
+    exception: str | None = None,
 ) -> dict[str, Any]:
-    if overflow:
+    if exception is not None:
+        # the AI Core exception dump stands alone: CANN runs it apart from model, single-op and overflow dumps
+        if layers or model or single_op or overflow:
+            raise ValueError("--exception (dump_scene) cannot be combined with --layers/--model/--single-op/--overflow")
+        if exception not in EXCEPTION_SCENES:
+            raise ValueError(f"--exception {exception!r}: one of {', '.join(EXCEPTION_SCENES)}")
+        section: dict[str, Any] = {"dump_path": path, "dump_scene": EXCEPTION_SCENES[exception]}
+    elif overflow:
         # overflow dump stands alone: CANN rejects it together with model or single-op dump
         if layers or model or single_op:
             raise ValueError("--overflow (dump_debug) cannot be combined with --layers/--model/--single-op")
-        section: dict[str, Any] = {"dump_path": path, "dump_debug": "on"}
+        section = {"dump_path": path, "dump_debug": "on"}
     else:
         if layers and single_op:
             raise ValueError(
@@ -84,12 +97,18 @@ def dump_section(
             section["dump_data"] = data
         if level is not None:
             section["dump_level"] = level
-    if steps is not None:
+    if steps is not None and exception is None:
         section["dump_step"] = parse_steps(steps)
+    elif steps is not None:
+        raise ValueError("--steps does not go with --exception (the dump is taken when an AI Core error happens)")
     problems = check_section(section, check_path=False)
     if problems:
         raise ValueError(problems[0])
     return section
+
+
+def _list(v: Any) -> list:
+    return v if isinstance(v, list) else []
 
 
 def check_section(d: Any, check_path: bool = True) -> list[str]:
@@ -134,6 +153,15 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
         problems.append("dump.dump_scene: cannot be combined with dump_debug or dump_op_switch on")
     if d.get("dump_scene") == "watcher" and d.get("dump_mode", "output") != "output":
         problems.append('dump.dump_scene: watcher mode needs dump_mode "output"')
+    if d.get("dump_scene") == "watcher":
+        if "dump_path" not in d:
+            problems.append("dump.dump_path: watcher mode needs dump_path")
+        if any(isinstance(e, dict) and "model_name" in e for e in _list(d.get("dump_list"))):
+            problems.append("dump.dump_list: watcher mode takes no model_name (layer and watcher_nodes only)")
+    if d.get("dump_scene") in _EXCEPTION_VALUES and any(isinstance(e, dict) and e for e in _list(d.get("dump_list"))):
+        problems.append(f"dump.dump_scene: the exception dump ({d['dump_scene']}) cannot be combined with a model dump (dump_list)")
+    if d.get("dump_debug") == "on" and "dump_path" not in d:
+        problems.append("dump.dump_path: the overflow dump (dump_debug on) needs dump_path")
     dl = d.get("dump_list")
     if dl is not None:
         if not isinstance(dl, list):
@@ -279,7 +307,36 @@ def msprobe_config(
     return cfg
 
 
+def environment_notes(environ: dict[str, str] | None = None) -> list[str]:
+    """What in this environment decides over the file's exception dump settings (CANN's order:
+    ASCEND_DUMP_SCENE, then NPU_COLLECT_PATH, then the acl.json)."""
+    env = os.environ if environ is None else environ
+    notes = []
+    if env.get("ASCEND_DUMP_SCENE"):
+        notes.append(f"ASCEND_DUMP_SCENE={env['ASCEND_DUMP_SCENE']!r} is set here: it turns the exception dump on and decides over "
+                     "dump_scene in the file (CANN: ASCEND_DUMP_SCENE > NPU_COLLECT_PATH > acl.json)")  # fmt: skip
+    if env.get("NPU_COLLECT_PATH"):
+        notes.append(f"NPU_COLLECT_PATH={env['NPU_COLLECT_PATH']!r} is set here: exception dumps land there, whatever dump_path says")
+    return notes
+
+
+def _exception_usage(acl_json: Path, section: dict[str, Any]) -> str:
+    scene = section["dump_scene"]
+    detail = scene == "aic_err_detail_dump"
+    when = " before aclrtSetDevice" if detail else ""
+    return (
+        f'use it: aclInit("{acl_json}") at start-up, or aclmdlInitDump(); aclmdlSetDump("{acl_json}"){when}. When an AI Core error\n'
+        "happens, CANN writes the failing op's inputs, outputs and workspace"
+        + (", the AI Core's memory, registers and call stack (*.core; Atlas A2/A3 with driver 25.0.RC1 or later)" if detail else "")
+        + f"\nunder NPU_COLLECT_PATH, else ASCEND_WORK_PATH, else {section.get('dump_path', './')}, then stops the process"
+        " (errors while it stops are not part of the fault).\n"
+        + ("then: read the *.core files with msDebug (other files with msaicerr)" if detail else "then: read the files with msaicerr")
+    )
+
+
 def usage_text(acl_json: Path, section: dict[str, Any]) -> str:
+    if section.get("dump_scene") in _EXCEPTION_VALUES:
+        return _exception_usage(acl_json, section)
     base = section.get("dump_path", "./")
     model = next((e.get("model_name") for e in section.get("dump_list", []) if isinstance(e, dict) and e.get("model_name")), None)
     where = (
