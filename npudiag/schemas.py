@@ -386,8 +386,9 @@ STATS_COMPARE = pa.schema(
         ("min_relative_error_pct", pa.float64()),
         ("mean_relative_error_pct", pa.float64()),
         ("l2norm_relative_error_pct", pa.float64()),
-        ("passed", pa.bool_()),  # null where neither side has statistics (bool tensors)
-        ("fail_reason", pa.string()),
+        ("result", pa.string()),  # msprobe's verdict: pass, warning or error (npudiag.dump.stats_compare)
+        ("passed", pa.bool_()),  # result is not error
+        ("fail_reason", pa.string()),  # why error or warning
     ]
 )
 

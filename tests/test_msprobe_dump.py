@@ -3,6 +3,7 @@ tensor. Every number is recomputed from the raw JSON with the json module alone.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 import npudiag
 from npudiag.dump.ingest import parse_dump_tree
+from npudiag.testing.msprobe_dumps import PLANTED, write_pair
 
 from .conftest import CORPUS_ROOT
 from .helpers import run_cli
@@ -170,9 +172,9 @@ def test_two_msprobe_dumps_compare_by_statistics(tmp_path: Path) -> None:
     mine = _write_msprobe(tmp_path / "mine" / "step0" / "rank0", calls)
     r = npudiag.compare_dumps(tmp_path / "mine", tmp_path / "golden", tmp_path / "out")
     t = r.tables["compare"]
-    assert t.num_rows == 8 and r.errors == [] and r.failed
+    assert t.num_rows == 8 + 2 and r.errors == [] and r.failed  # the tensors and the two scalar arguments
     want = _by_hand(mine, golden)
-    for row in t.to_pylist():
+    for row in (x for x in t.to_pylist() if x["tensor_name"] in want):
         for s in ("max", "min", "mean", "l2norm"):
             d, rel = want[row["tensor_name"]][s]
             got = row[f"{s}_diff"]
@@ -188,22 +190,62 @@ def test_two_msprobe_dumps_compare_by_statistics(tmp_path: Path) -> None:
     assert header[:6] == ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape"]
     assert header[6:14] == ["Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr",
                             "NormRelativeErr"]  # fmt: skip
-    assert pq.read_table(tmp_path / "out" / "stats_compare.parquet").num_rows == 8
+    assert pq.read_table(tmp_path / "out" / "stats_compare.parquet").num_rows == 10
     cli = run_cli("dump", "compare", tmp_path / "mine", tmp_path / "golden", "--out", tmp_path / "out2")
     said = " ".join(cli.stdout.split())
     assert cli.returncode == 1 and "compared by statistics" in said and "Torch.softmax.0.forward.output.0" in said
     assert run_cli("dump", "compare", tmp_path / "mine", tmp_path / "golden", "--out", tmp_path / "out3", "--no-fail").returncode == 0
 
 
-def test_a_moved_statistic_fails_as_msprobe_warns(tmp_path: Path) -> None:
-    _write_msprobe(tmp_path / "golden", _calls())
-    calls = _calls()
-    calls["Torch.matmul.0.forward"]["output"] = [_t(7.0, -3.0, 0.2, 6.0)]  # max 3 -> 7: |4| > 0.5 x 7
-    _write_msprobe(tmp_path / "mine", calls)
-    r = npudiag.compare_dumps(tmp_path / "mine" / "dump.json", tmp_path / "golden" / "dump.json")
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "msprobe_compare"
+
+
+def _number(text: str) -> float | None:
+    """A cell of msprobe's CSV as a number: None for N/A and empty, floats for 0, 1.5, inf, nan."""
+    t = text.strip()
+    if t in ("N/A", ""):
+        return None
+    return float(t.rstrip("%"))
+
+
+def test_fixture_pair_is_what_the_generator_writes(tmp_path: Path) -> None:
+    write_pair(tmp_path)
+    for side in ("mine", "golden"):
+        for name in ("dump.json", "construct.json", "stack.json"):
+            rel = Path(side) / "step0" / "rank0" / name
+            assert (tmp_path / rel).read_bytes() == (FIXTURE / rel).read_bytes(), rel
+
+
+def test_verdicts_and_numbers_match_msprobe_compare_on_the_same_pair() -> None:
+    """msprobe 26.2.0's own compare_result CSV of the fixture pair, row by row against npudiag's."""
+    with open(FIXTURE / "msprobe_compare_result.csv", newline="") as fh:
+        theirs = list(csv.DictReader(fh))
+    r = npudiag.compare_dumps(FIXTURE / "mine", FIXTURE / "golden")
+    ours = {row["tensor_name"]: row for row in r.tables["compare"].to_pylist()}
+    assert set(ours) == {t["NPU Name"] for t in theirs}
+    for t in theirs:
+        row = ours[t["NPU Name"]]
+        assert row["result"] == t["Result"], (t["NPU Name"], row["fail_reason"], t["Err_message"])
+        for s, col, rel in (("max", "Max diff", "MaxRelativeErr"), ("min", "Min diff", "MinRelativeErr"),
+                            ("mean", "Mean diff", "MeanRelativeErr"), ("l2norm", "L2norm diff", "NormRelativeErr")):  # fmt: skip
+            want = _number(t[col])
+            got = row[f"{s}_diff"]
+            if want is None or math.isnan(want):
+                assert got is None or math.isnan(got) or math.isinf(got), (t["NPU Name"], col)
+            else:
+                assert got == pytest.approx(want), (t["NPU Name"], col)
+            want_rel = _number(t[rel])
+            if want_rel is not None and math.isfinite(want_rel) and t[rel].endswith("%"):
+                assert row[f"{s}_relative_error_pct"] == pytest.approx(want_rel), (t["NPU Name"], rel)
+    planted = {c.split(" ")[0] for c in PLANTED}
+    assert {row["op_name"] for row in ours.values()} == planted
     first = r.summary["first_failing_output"]
-    assert first["tensor_name"] == "Torch.matmul.0.forward.output.0" and first["fail_reason"] == "max moves by more than half its magnitude"
-    assert first["max_relative_error_pct"] == pytest.approx(400.0 / 3)
+    assert first["op_name"] == "Torch.matmul.0.forward" and "L2 norm" in first["fail_reason"]
+    assert r.summary["tensors_failed"] == sum(t["Result"] == "error" for t in theirs)
+    assert r.summary["tensors_warned"] == sum(t["Result"] == "warning" for t in theirs)
+
+
+def test_an_msprobe_dump_needs_an_msprobe_golden(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(npudiag.InputError, match="msprobe dump"):  # GOLDEN holds no msprobe dump: nothing to compare with
-        npudiag.compare_dumps(tmp_path / "mine", tmp_path / "empty")
+        npudiag.compare_dumps(FIXTURE / "mine", tmp_path / "empty")

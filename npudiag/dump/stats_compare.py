@@ -1,13 +1,19 @@
-"""``dump compare`` of two msprobe dumps: tensor statistics side by side, as msprobe's summary compare.
+"""``dump compare`` of two msprobe dumps: tensor statistics side by side, as msprobe's statistics compare.
 
 msprobe dumps (``dump.json``, :mod:`npudiag.dump.formats.msprobe_json`) hold each tensor's Max, Min,
-Mean and L2 norm, not its data, so the comparison is of statistics. Tensors match by msprobe's name
-(``Functional.conv2d.0.forward.input.1``), the n-th occurrence of a name with the n-th. For each
-statistic: the difference (mine - golden) and the relative error |diff / golden| x 100 % (none where
-golden is 0), as msprobe's ``Max diff`` and ``MaxRelativeErr``. A tensor fails when a statistic
-moves by more than half its magnitude, |diff| > 0.5 x (max(|mine|, |golden|) + 1e-10) (msprobe's
-"Need double check api accuracy" warning), or when a statistic is NaN or Inf on one side and finite
-on the other (NaN/Inf appearing where the golden run had none is where accuracy went wrong).
+Mean and L2 norm, not its data, so the comparison is of statistics. Tensors and scalar arguments
+match by msprobe's name (``Functional.conv2d.0.forward.input.1``), the n-th occurrence of a name with
+the n-th. For each statistic: the difference (mine - golden) and the relative error
+|diff / golden| x 100 % (none where golden is 0), as msprobe's ``Max diff`` and ``MaxRelativeErr``.
+
+The verdicts are msprobe's (26.x), per call (an API or module call, its inputs and outputs):
+``error`` where mine's max or min is NaN/Inf and golden's are finite, where dtype, shape or
+requires_grad differ, where a scalar argument differs, or where the inputs agree (every input's
+L2-norm relative error below 0.1) and an output's L2-norm relative error is above 0.5 (the error
+starts in this call); ``warning`` on the first output where its L2-norm relative error is more than
+10 times the largest input's (above 0.1 where the inputs agree exactly). Calls msprobe ignores
+(``to``, ``empty``, ``__setitem__`` ...) are not judged; for collectives whose inputs differ by rank
+(``_all_gather_base`` ...) only their outputs are. A tensor fails on ``error``.
 
 With several dump.json files (``step{N}/rank{R}/``), each of mine is compared with the golden one at
 the same relative path; with one on each side, those two.
@@ -26,8 +32,13 @@ from npudiag.errors import InputError
 from npudiag.schemas import STATS_COMPARE
 
 STATS = ("max", "min", "mean", "l2norm")
-MAGNITUDE = 0.5  # a statistic that moves by more than half its size fails the tensor (msprobe's rule)
-EPSILON = 1e-10
+# msprobe's statistics-compare thresholds, on the L2 norm's relative error (a fraction)
+INPUTS_AGREE = 0.1  # every input below this: the inputs agree
+OUTPUT_DIVERGES = 0.5  # an output above this while the inputs agree: error
+WARN_RATIO = 10.0  # an output's error this many times the inputs': warning
+# calls msprobe does not judge, by the API name (the second part of the call's name)
+IGNORED = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided", "new_empty", "empty_strided"}
+INPUTS_IGNORED = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
 
 
 def msprobe_files(root: Path) -> list[Path]:
@@ -54,27 +65,73 @@ def _pairs(mine: Path, golden: Path, errors: list[str]) -> list[tuple[Path, Path
     return pairs
 
 
-def _compare(a: float | None, b: float | None) -> tuple[float | None, float | None, str | None]:
-    """(diff, relative error %, why it fails or None) of one statistic."""
+def _diff(a: float | None, b: float | None) -> tuple[float | None, float | None]:
+    """(mine - golden, relative error %) of one statistic; the relative error is None where golden is 0."""
     if a is None or b is None:
-        return None, None, None
-    if math.isfinite(a) != math.isfinite(b):
-        return a - b if not (math.isnan(a) or math.isnan(b)) else math.nan, None, "NaN/Inf on one side only"
-    if not math.isfinite(a):
-        return (0.0 if a == b else math.nan), None, None
+        return None, None
+    if math.isnan(a) or math.isnan(b):
+        return math.nan, None
+    if math.isinf(a) or math.isinf(b):
+        return (0.0, 0.0) if a == b else (a - b if not (math.isinf(a) and math.isinf(b)) else math.copysign(math.inf, a), None)
     diff = a - b
-    rel = abs(diff / b) * 100.0 if b != 0 else None
-    why = "moves by more than half its magnitude" if abs(diff) > MAGNITUDE * (max(abs(a), abs(b)) + EPSILON) else None
-    return diff, rel, why
+    return diff, (abs(diff / b) * 100.0 if b != 0 else None)
+
+
+def _norm_error(r: dict[str, Any]) -> float | None:
+    """The L2 norm's relative error as a fraction, where there is one (msprobe skips 0, N/A, inf, nan)."""
+    pct = r["l2norm_relative_error_pct"]
+    return None if pct is None or not math.isfinite(pct) or pct == 0 else pct / 100.0
+
+
+def _non_finite(v: float | None) -> bool:
+    return v is not None and not math.isfinite(v)
+
+
+def judge(rows: list[dict[str, Any]]) -> None:
+    """msprobe's statistics-compare verdicts for the rows of one call (in place: ``result``, ``passed``, ``fail_reason``)."""
+    parts = rows[0]["op_name"].split(".")
+    api = parts[1] if len(parts) > 1 else ""
+    inputs = [r for r in rows if r["io"] != "output"]
+    outputs = [r for r in rows if r["io"] == "output"]
+    notes: dict[int, list[tuple[str, str]]] = {id(r): [] for r in rows}
+    judged = [] if api in IGNORED else outputs if api in INPUTS_IGNORED else inputs + outputs
+    for r in judged:
+        if not (_non_finite(r["golden_max"]) or _non_finite(r["golden_min"])) and (_non_finite(r["my_max"]) or _non_finite(r["my_min"])):
+            notes[id(r)].append(("error", "NaN/Inf in mine's max or min, not in golden's"))
+        for what, a, b in (("requires_grad", r["_my_requires_grad"], r["_golden_requires_grad"]), ("dtype", r["dtype"], r["golden_dtype"]),
+                           ("shape", r["shape"], r["golden_shape"])):  # fmt: skip
+            if a is not None and b is not None and a != b:
+                notes[id(r)].append(("error", f"{what} differs ({a} vs {b})"))
+    if api not in IGNORED and api not in INPUTS_IGNORED:
+        for r in inputs:
+            if r["_scalar"] and r["my_max"] != r["golden_max"]:
+                notes[id(r)].append(("error", "scalar argument differs"))
+        errs_in = [e for e in map(_norm_error, inputs) if e is not None]
+        in_max = max(errs_in, default=0.0)
+        if in_max < INPUTS_AGREE:
+            for r in outputs:
+                e = _norm_error(r)
+                if e is not None and e > OUTPUT_DIVERGES:
+                    notes[id(r)].append(("error", f"inputs agree, output's L2 norm off by {100 * e:.1f}% (> {100 * OUTPUT_DIVERGES:.0f}%)"))
+        out_max = max((e for e in map(_norm_error, outputs) if e is not None), default=0.0)
+        if outputs and (out_max > WARN_RATIO * in_max if in_max else out_max > INPUTS_AGREE):
+            notes[id(outputs[0])].append(("warning", "output's L2-norm error is over 10 times the inputs'"))
+    for r in rows:
+        levels = [lv for lv, _ in notes[id(r)]]
+        r["result"] = "error" if "error" in levels else ("warning" if levels else "pass")
+        r["passed"] = r["result"] != "error"
+        r["fail_reason"] = "; ".join(m for _, m in notes[id(r)]) or None
 
 
 def compare_rows(mine: list[dict[str, Any]], golden: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The comparison rows of two dumps' tensors (rows of the tensors table), and the names of mine with no golden match."""
+    """The comparison rows of two dumps' tensors and scalar arguments (read with ``scalars``), with
+    msprobe's verdicts, and the names of mine with no golden match."""
     pool: dict[str, list[dict[str, Any]]] = {}
     for g in golden:
         pool.setdefault(g["tensor_name"], []).append(g)
     order: dict[str, int] = {}
-    rows, unmatched = [], []
+    calls: dict[str, list[dict[str, Any]]] = {}
+    unmatched = []
     for r in mine:
         order.setdefault(r["op_name"], len(order))
         candidates = pool.get(r["tensor_name"])
@@ -84,25 +141,16 @@ def compare_rows(mine: list[dict[str, Any]], golden: list[dict[str, Any]]) -> tu
         g = candidates.pop(0)
         row = {"order": order[r["op_name"]], "op_type": r["op_type"], "op_name": r["op_name"], "io": r["io"], "index": r["index"],
                "tensor_name": r["tensor_name"], "golden_name": g["tensor_name"], "dtype": r["dtype"], "golden_dtype": g["dtype"],
-               "shape": r["shape"], "golden_shape": g["shape"]}  # fmt: skip
-        reasons = []
-        compared = False
+               "shape": r["shape"], "golden_shape": g["shape"], "_scalar": bool(r.get("scalar")),
+               "_my_requires_grad": r.get("requires_grad"), "_golden_requires_grad": g.get("requires_grad")}  # fmt: skip
         for s in STATS:
-            a, b = r[s], g[s]
-            row[f"my_{s}"], row[f"golden_{s}"] = a, b
-            diff, rel, why = _compare(a, b)
-            row[f"{s}_diff"], row[f"{s}_relative_error_pct"] = diff, rel
-            compared |= diff is not None
-            if why:
-                reasons.append(f"{s} {why}")
-        notes = []
-        if r["shape"] != g["shape"]:
-            notes.append("shapes differ")
-        if r["dtype"] != g["dtype"]:
-            notes.append("dtypes differ")
-        row["passed"] = (not reasons) if compared else None
-        row["fail_reason"] = "; ".join(reasons + notes) or (None if compared else "no statistics on either side")
-        rows.append(row)
+            row[f"my_{s}"], row[f"golden_{s}"] = r[s], g[s]
+            row[f"{s}_diff"], row[f"{s}_relative_error_pct"] = _diff(r[s], g[s])
+        calls.setdefault(r["op_name"], []).append(row)
+    rows = []
+    for group in calls.values():
+        judge(group)
+        rows += group
     return rows, unmatched
 
 
@@ -114,7 +162,7 @@ def compare_msprobe(mine: Path, golden: Path) -> tuple[pa.Table, list[str], list
     offset = 0
     for m, g in _pairs(mine, golden, errors):
         try:
-            mine_rows, golden_rows = msprobe_json.read_msprobe_dump(m), msprobe_json.read_msprobe_dump(g)
+            mine_rows, golden_rows = msprobe_json.read_msprobe_dump(m, scalars=True), msprobe_json.read_msprobe_dump(g, scalars=True)
         except InputError as exc:
             errors.append(exc.one_line())
             continue
@@ -133,18 +181,23 @@ def stats_summary(table: pa.Table, unmatched: list[str], errors: list[str], wors
     execution order (where the error starts), the tensors whose statistics moved most."""
     rows = table.to_pylist()
     failing = [r for r in rows if r["io"] == "output" and r["passed"] is False]
-    first = min(failing, key=lambda r: r["order"]) if failing else None
+    # where the error starts: the first failing output, else the first call with a failing input (a scalar that differs)
+    failing_any = failing or [r for r in rows if r["passed"] is False]
+    first = min(failing_any, key=lambda r: r["order"]) if failing_any else None
+
+    warned = [r for r in rows if r["result"] == "warning"]
 
     def moved(r: dict[str, Any]) -> float:
         errs = [r[f"{s}_relative_error_pct"] for s in STATS if r[f"{s}_relative_error_pct"] is not None]
         return max(errs) if errs else (math.inf if r["passed"] is False else -1.0)
 
-    ranked = sorted(rows, key=lambda r: (r["passed"] is not False, -moved(r), r["order"], r["io"], r["index"]))
+    ranked = sorted(rows, key=lambda r: (r["passed"] is not False, -moved(r), r["order"], r["io"], r["tensor_name"]))
     return {
         "mode": "statistics",
         "tensors_compared": len(rows),
         "tensors_failed": sum(1 for r in rows if r["passed"] is False),
         "outputs_failed": len(failing),
+        "tensors_warned": len(warned),
         "first_failing_output": first,
         "worst": ranked[:worst],
         "unmatched": unmatched,
@@ -173,7 +226,7 @@ def summary_csv_rows(table: pa.Table) -> list[list[str]]:
     out = []
     for r in table.to_pylist():
         rel = [("N/A" if r[f"{s}_relative_error_pct"] is None else f"{r[f'{s}_relative_error_pct']}%") for s in STATS]
-        result = "" if r["passed"] is not False else "Warning"
+        result = r["result"]
         names = [r["tensor_name"], r["golden_name"], _cell(r["dtype"]), _cell(r["golden_dtype"]), str(r["shape"]), str(r["golden_shape"])]
         out.append([*names, *(_cell(r[f"{s}_diff"]) for s in STATS), *rel, *(_cell(r[f"my_{s}"]) for s in STATS),
                     *(_cell(r[f"golden_{s}"]) for s in STATS), result, r["fail_reason"] or ""])  # fmt: skip

@@ -73,7 +73,9 @@ def _pct(v: float | None) -> str:
 
 def _render_stats_compare(s: dict[str, Any], console: Console) -> None:
     """Two msprobe dumps: statistics side by side (max, min, mean, L2 norm)."""
-    numbers = f"{count(s['tensors_compared'], 'tensor')} compared by statistics, {count(s['outputs_failed'], 'output')} fail"
+    compared = count(s["tensors_compared"], "tensor")
+    failed, warned = count(s["outputs_failed"], "output"), s.get("tensors_warned", 0)
+    numbers = f"{compared} and arguments compared by statistics, {failed} fail, {warned} warned"
     console.print(Text(f"npudiag dump compare  {numbers}", style="bold"))
     first = s["first_failing_output"]
     if first:
@@ -91,7 +93,7 @@ def _render_stats_compare(s: dict[str, Any], console: Console) -> None:
             Col("mean Δ%", priority=2), Col("norm Δ%", priority=0), Col("pass", "fixed", 0)]  # fmt: skip
     body = []
     for r in s["worst"]:
-        ok = Text("-", style="dim") if r["passed"] is None else Text("yes", style="green") if r["passed"] else Text("NO", style="red")
+        ok = {"error": Text("NO", style="red"), "warning": Text("warn", style="yellow")}.get(r.get("result"), Text("yes", style="green"))
         body.append([str(r["order"]), r["tensor_name"], _pct(r["max_relative_error_pct"]), _pct(r["min_relative_error_pct"]),
                      _pct(r["mean_relative_error_pct"]), _pct(r["l2norm_relative_error_pct"]), ok])  # fmt: skip
     console.print(table(console, "Tensors whose statistics moved most (relative error of mine to golden)", cols, body))

@@ -64,20 +64,26 @@ def _is_tensor(v: dict) -> bool:
     return isinstance(t, str) and t.endswith("Tensor") and ("shape" in v or "dtype" in v)
 
 
-def _leaves(data: Any, name: str, depth: int, out: list[tuple[str, dict]], index_lists: bool = True) -> None:
-    """(msprobe name, tensor object) of every tensor under ``data``, in msprobe's order."""
+def _is_scalar(v: dict) -> bool:
+    """An argument's value msprobe records as is (``{"type": "int", "value": -1}``)."""
+    return "value" in v and (v["value"] is None or isinstance(v["value"], (bool, int, float, str)))
+
+
+def _leaves(data: Any, name: str, depth: int, out: list[tuple[str, dict]], index_lists: bool = True, scalars: bool = False) -> None:
+    """(msprobe name, tensor object) of every tensor under ``data`` (and every scalar argument with
+    ``scalars``), in msprobe's order."""
     if depth > MAX_DEPTH:
         raise ValueError(f"{name}: nested deeper than {MAX_DEPTH} levels; no real dump is")
     if isinstance(data, list):
         for i, v in enumerate(data):
-            _leaves(v, f"{name}.{i}" if index_lists else name, depth + 1, out, index_lists)
+            _leaves(v, f"{name}.{i}" if index_lists else name, depth + 1, out, index_lists, scalars)
     elif isinstance(data, dict):
         if isinstance(data.get("type"), str):  # a leaf: a tensor or an argument's value
-            if _is_tensor(data):
+            if _is_tensor(data) or (scalars and _is_scalar(data)):
                 out.append((name, data))
             return
         for k, v in data.items():
-            _leaves(v, f"{name}.{k}", depth + 1, out, index_lists)
+            _leaves(v, f"{name}.{k}", depth + 1, out, index_lists, scalars)
 
 
 def _shape(v: Any) -> list[int] | None:
@@ -97,9 +103,10 @@ def _elements(shape: list[int] | None) -> int | None:
     return n
 
 
-def read_msprobe_dump(path: Path) -> list[dict[str, Any]]:
-    """One row (in the tensors schema) per tensor of ``path``, in execution order; InputError for a
-    file that is not msprobe's dump.json."""
+def read_msprobe_dump(path: Path, scalars: bool = False) -> list[dict[str, Any]]:
+    """One row (in the tensors schema, plus ``requires_grad``) per tensor of ``path``, in execution
+    order; with ``scalars`` also one per scalar argument (``scalar`` True, its ``value``, the number in
+    max / min / mean / l2norm as msprobe puts it there). InputError for a file that is not msprobe's dump.json."""
     text = read_text_limited(path, MAX_BYTES)
     try:
         doc = json.loads(text)  # NaN and Infinity, as Python's writer puts them, are read
@@ -120,34 +127,37 @@ def read_msprobe_dump(path: Path) -> list[dict[str, Any]]:
         try:
             if parts[-1] == _PARAMS_GRAD or (len(parts) >= 2 and parts[-2] == _PARAMS_GRAD):
                 leaves: list[tuple[str, dict]] = []
-                _leaves(entry, call, 0, leaves, index_lists=False)
+                _leaves(entry, call, 0, leaves, index_lists=False, scalars=scalars)
                 found += [(n, _PARAMS_GRAD, t) for n, t in leaves]
             else:
                 for key, io in _IO.items():
                     if key in entry:
                         leaves = []
-                        _leaves(entry[key], f"{call}.{io}", 0, leaves)
+                        _leaves(entry[key], f"{call}.{io}", 0, leaves, scalars=scalars)
                         found += [(n, io, t) for n, t in leaves]
         except ValueError as exc:
             raise InputError(path, str(exc)) from None
         index: dict[str, int] = {}
         for tensor_name, io, t in found:
+            base = {"file": text_of(path), "source": "msprobe", "op_type": call_type(call), "op_name": call, "iteration": step, "io": io,
+                    "tensor_name": tensor_name}  # fmt: skip
+            if not _is_tensor(t):  # a scalar argument (only with scalars)
+                v = _number(t["value"])
+                rows.append({**base, "index": None, "scalar": True, "value": t["value"], "dtype": t["type"], "shape": [],
+                             "max": v, "min": v, "mean": v, "l2norm": v, "requires_grad": None})  # fmt: skip
+                continue
             index[io] = index.get(io, -1) + 1
             shape = _shape(t.get("shape"))
             stats = {k: _number(t.get(src)) for k, src in (("max", "Max"), ("min", "Min"), ("mean", "Mean"), ("l2norm", "Norm"))}
+            grad = t.get("requires_grad")
             rows.append(
                 {
-                    "file": text_of(path),
-                    "source": "msprobe",
-                    "op_type": call_type(call),
-                    "op_name": call,
-                    "iteration": step,
-                    "io": io,
+                    **base,
                     "index": index[io],
-                    "tensor_name": tensor_name,
                     "dtype": t["dtype"] if isinstance(t.get("dtype"), str) else None,
                     "shape": shape,
                     "element_count": _elements(shape),
+                    "requires_grad": grad if isinstance(grad, bool) else None,
                     **stats,
                 }
             )
