@@ -5,6 +5,7 @@
   each column);
 - docs/rules.md from each rule module's docstring, ``OPTIONS`` and ``MSPROF_ANALYZE``;
 - docs/glossary.md from ``npudiag/profiling/analysis/quantities.py``'s ``GLOSSARY``;
+- docs/msprof-switches.md from ``npudiag/profiling/msprof_switches.py``;
 - docs/architecture.md from the package tree (each module's first docstring line) and the
   import-linter contracts in ``pyproject.toml``.
 
@@ -196,8 +197,30 @@ def render_architecture() -> str:
     return "".join(parts)
 
 
+def render_switches() -> str:
+    sys.path.insert(0, str(ROOT))
+    from npudiag.profiling import msprof_switches as ms
+
+    parts = ["# msprof switches\n\n", HEAD, (ms.__doc__ or "").strip() + "\n\n",
+             "| switch | values | what |\n| --- | --- | --- |\n"]  # fmt: skip
+    for sw in ms.SWITCHES.values():
+        if sw.values:
+            values = " \\| ".join(sw.values)
+        elif sw.low is not None:
+            values = f"{sw.low} to {sw.high}" + (" MB (e.g. 500MB)" if sw.mb else "")
+        elif sw.items:
+            values = "comma list of " + ", ".join(sw.items)
+        else:
+            values = "text"
+        what = ms.SET_BY_NPUDIAG.get(sw.name)
+        what = f"set by npudiag: {what}" if what else sw.what
+        parts.append(f"| `--{sw.name}` | {values} | {what} |\n")
+    return "".join(parts)
+
+
 PAGES = {DOCS / "cli.md": render_cli, DOCS / "tables.md": render_tables, DOCS / "rules.md": render_rules,
-         DOCS / "glossary.md": render_glossary, DOCS / "architecture.md": render_architecture}  # fmt: skip
+         DOCS / "glossary.md": render_glossary, DOCS / "architecture.md": render_architecture,
+         DOCS / "msprof-switches.md": render_switches}  # fmt: skip
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))

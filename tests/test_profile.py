@@ -260,3 +260,44 @@ def test_plan_and_configuration_as_a_library(tmp_path: Path) -> None:
     acl = tmp_path / "acl.json"
     text = collection.configuration(opts, "acl-json", acl_json=acl)
     assert json.loads(text) == json.loads(acl.read_text()) and json.loads(text)["profiler"]["switch"] == "on"
+
+
+def test_msprof_switch_table_is_the_one_msprof_checks() -> None:
+    """npudiag's switch table (what --msprof-arg is checked against) names exactly the switches the
+    msprof stand-in accepts, which are written out from CANN Runtime's input_parser on their own."""
+    import importlib.util
+
+    from npudiag.profiling.msprof_switches import SWITCHES
+
+    spec = importlib.util.spec_from_file_location("standin_msprof", Path(__file__).resolve().parent / "standins" / "msprof.py")
+    standin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standin)
+    assert set(SWITCHES) == set(standin.OPTIONS)
+
+
+@pytest.mark.parametrize(
+    "arg, why",
+    [
+        ("--task-memroy=on", "did you mean --task-memory?"),
+        ("--task-memory=yes", "expected one of on, off"),
+        ("--ge-api=l2", "expected one of off, l0, l1"),
+        ("--aic-freq=0", "from 1 to 100"),
+        ("--sys-cpu-freq=51", "from 1 to 50"),
+        ("--host-sys=cpu,gpu", "'gpu' is not one of"),
+        ("--storage-limit=100MB", "from 200 to 4294967295"),
+        ("--output=/tmp/x", "use --collect-dir"),
+        ("--msproftx", "needs a value"),
+    ],
+)
+def test_msprof_arg_is_checked_before_anything_runs(tmp_path: Path, arg: str, why: str) -> None:
+    r = run_cli("profile", "--dry-run", f"--msprof-arg={arg}", "./app", cwd=tmp_path)
+    assert r.returncode == 2 and why in " ".join(r.stderr.split()), r.stderr
+
+
+def test_todays_switches_pass_through_and_the_standin_takes_them(env: dict[str, str], tmp_path: Path) -> None:
+    args = ["--task-memory=on", "--ge-api=l1", "--msproftx=on", "--mstx-domain-include=train", "--aic-metrics=PipeStallCycle",
+            "--host-sys=cpu,mem", "--storage-limit=500MB", "--task-trace=l2"]  # fmt: skip
+    r = run_cli("profile", *[f"--msprof-arg={a}" for a in args], "--collect-dir", tmp_path / "p", "--no-analyze",
+                "--", sys.executable, tmp_path / "app.py", cwd=tmp_path, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert _msprof_calls(env)[0][1 : 1 + len(args)] == args

@@ -86,7 +86,7 @@ def profile(
     duration: int = typer.Option(None, "--duration", help="Collect for this many seconds (msprof --duration, newer releases)."),
     storage_limit: int = typer.Option(None, "--storage-limit", help="Disk limit in MB, 200 to 4294967295."),
     msprof_arg: list[str] = typer.Option(
-        [], "--msprof-arg", help="Pass this msprof switch through unchanged (e.g. --msprof-arg=--sys-cpu-profiling=on); repeatable."
+        [], "--msprof-arg", help="Pass this msprof switch through (e.g. --msprof-arg=--task-memory=on), checked first; repeatable."
     ),
     start_step: int = typer.Option(
         None, "--start-step", help="First step to keep (applied at analysis; see docs/profile.md for the torch_npu schedule)."

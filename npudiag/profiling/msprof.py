@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from npudiag.collect import acl_json
+from npudiag.profiling.msprof_switches import check_switch
 
 ON_OFF = ("on", "off")
 TASK_TIME = ("l0", "l1", "l2", "l3", "on", "off")
@@ -70,6 +71,10 @@ class ProfileOptions:
             v = getattr(self, name)
             if v is not None and v <= 0:
                 raise ValueError(f"--{name.replace('_s', '').replace('_', '-')} must be positive")
+        for arg in self.extra:  # checked against msprof's own switch table before anything runs
+            why = check_switch(arg)
+            if why is not None:
+                raise ValueError(f"--msprof-arg {why}")
 
 
 # option attribute -> msprof switch

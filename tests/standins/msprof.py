@@ -19,19 +19,43 @@ from pathlib import Path
 
 ON_OFF = {"on", "off"}
 INT = re.compile(r"^\d+$")
-METRICS = {"PipeUtilization", "ArithmeticUtilization", "Memory", "MemoryL0", "MemoryUB", "ResourceConflictRatio", "L2Cache", "MemoryAccess"}
+ANY = None
+# msprof's switches and values as CANN Runtime's msprof checks them (hicann/runtime input_parser.h /
+# input_parser.cpp, 2026): written out here on their own, so a test compares npudiag's table with them
+METRICS = {
+    "ArithmeticUtilization",
+    "PipeUtilization",
+    "Memory",
+    "MemoryL0",
+    "MemoryUB",
+    "ResourceConflictRatio",
+    "L2Cache",
+    "MemoryAccess",
+    "PipelineExecuteUtilization",
+    "PipeUtilizationExct",
+    "PipeStallCycle",
+    "ScalarRatio",
+}
+LEVELS = {"on", "off", "l0", "l1", "l2", "l3"}
+MODES = {"task-based", "sample-based"}
 OPTIONS = {
-    "output": None, "ascendcl": ON_OFF, "runtime-api": ON_OFF, "task-time": {"l0", "l1", "l2", "l3", "on", "off"},
-    "model-execution": ON_OFF, "hccl": ON_OFF, "aicpu": ON_OFF, "ai-core": ON_OFF, "aic-mode": {"task-based", "sample-based"},
-    "aic-freq": INT, "aic-metrics": METRICS, "l2": ON_OFF, "llc-profiling": {"read", "write"}, "sys-hardware-mem": ON_OFF,
-    "sys-hardware-mem-freq": INT, "sys-cpu-profiling": ON_OFF, "sys-cpu-freq": INT, "sys-profiling": ON_OFF,
-    "sys-sampling-freq": INT, "sys-pid-profiling": ON_OFF, "sys-pid-sampling-freq": INT, "sys-io-profiling": ON_OFF,
-    "sys-io-sampling-freq": INT, "sys-interconnection-profiling": ON_OFF, "sys-interconnection-freq": INT,
-    "dvpp-profiling": ON_OFF, "dvpp-freq": INT, "sys-period": INT, "sys-devices": re.compile(r"^(all|\d+(,\d+)*)$"),
-    "host-sys": None, "storage-limit": re.compile(r"^\d+MB$"), "delay": INT, "duration": INT, "application": None,
-    "export": {"on"}, "type": {"text", "db"}, "reports": None, "model-id": INT, "iteration-id": INT,
-    "summary-format": {"csv", "json"}, "python-path": None, "clear": ON_OFF, "query": {"on"}, "parse": {"on"},
-    "analyze": {"on"}, "rule": None,
+    "output": ANY, "storage-limit": re.compile(r"^\d+MB$"), "application": ANY, "environment": ANY, "dynamic": ON_OFF, "pid": INT,
+    "delay": INT, "duration": INT, "aic-mode": MODES, "aic-metrics": METRICS, "aiv-mode": MODES, "aiv-metrics": METRICS,
+    "npu-events": ANY, "sys-devices": re.compile(r"^(all|\d+(,\d+)*)$"), "llc-profiling": {"read", "write", "capacity", "bandwidth"},
+    "python-path": ANY, "summary-format": {"csv", "json"}, "type": {"text", "db"}, "reports": ANY, "sys-mem-serviceflow": ANY,
+    "optype": ANY, "rule": re.compile(r"^(communication|communication_matrix)(,(communication|communication_matrix))*$"),
+    "ascendcl": ON_OFF, "ai-core": ON_OFF, "ai-vector-core": ON_OFF, "model-execution": ON_OFF, "runtime-api": ON_OFF,
+    "task-tsfw": ON_OFF, "task-time": LEVELS, "aicore-shape": ON_OFF, "ge-api": {"off", "l0", "l1"}, "task-trace": LEVELS,
+    "task-memory": ON_OFF, "aicpu": ON_OFF, "msproftx": ON_OFF, "mstx-domain-include": ANY, "mstx-domain-exclude": ANY,
+    "sys-cpu-profiling": ON_OFF, "sys-profiling": ON_OFF, "sys-pid-profiling": ON_OFF, "sys-hardware-mem": ON_OFF,
+    "sys-io-profiling": ON_OFF, "sys-interconnection-profiling": ON_OFF, "dvpp-profiling": ON_OFF, "task-block": ANY,
+    "sys-lp": ON_OFF, "hccl": ON_OFF, "instr-profiling": ON_OFF, "l2": ON_OFF, "parse": ON_OFF, "query": ON_OFF,
+    "export": ON_OFF, "clear": ON_OFF, "analyze": ON_OFF, "aic-freq": INT, "aiv-freq": INT, "instr-profiling-freq": INT,
+    "sys-period": INT, "sys-sampling-freq": INT, "sys-pid-sampling-freq": INT, "sys-hardware-mem-freq": INT,
+    "sys-io-sampling-freq": INT, "dvpp-freq": INT, "sys-cpu-freq": INT, "sys-interconnection-freq": INT,
+    "host-sys-usage-freq": INT, "sys-lp-freq": INT, "iteration-id": INT, "model-id": INT,
+    "host-sys": re.compile(r"^(cpu|mem|disk|network|osrt|numa|threads-sync|cache)(,(cpu|mem|disk|network|osrt|numa|threads-sync|cache))*$"),
+    "host-sys-pid": INT, "host-sys-usage": re.compile(r"^(cpu|mem)(,(cpu|mem))*$"),
 }  # fmt: skip
 
 
@@ -75,7 +99,7 @@ def main():
         with open(os.environ["MSPROF_ARGS_LOG"], "a", encoding="utf-8") as fh:
             fh.write("\x1f".join(argv) + "\n")
     opts, app = parse(argv)
-    if "export" in opts:
+    if opts.get("export") == "on":
         if "output" not in opts or not Path(opts["output"]).is_dir():
             die("--export=on needs --output=<an existing PROF directory>")
         prof = Path(opts["output"])

@@ -1,0 +1,160 @@
+"""Every switch of msprof's command line, with the values msprof accepts, in one table.
+
+Source: CANN Runtime (hicann/runtime), ``src/dfx/msprof/collector/dvvp/msprofbin/include/input_parser.h``
+(``LONG_OPTIONS``, the switch names) and ``src/input_parser.cpp`` (what each one checks: on/off,
+the l0 - l3 levels, ranges), snapshot 1c32332 (2026). Some switches exist only on some chips (msprof
+says "unrecognized option" elsewhere: AI Vector Core, low power, instruction profiling ...); that is
+msprof's own check at run time, not npudiag's. What profile passes with --msprof-arg is checked against this
+table before anything runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+ON_OFF = ("on", "off")
+LEVELS = ("on", "off", "l0", "l1", "l2", "l3")  # task-time / task-trace (l3 where the chip supports it)
+AIC_METRICS = (
+    "ArithmeticUtilization", "PipeUtilization", "Memory", "MemoryL0", "MemoryUB", "ResourceConflictRatio", "L2Cache",
+    "MemoryAccess", "PipelineExecuteUtilization", "PipeUtilizationExct", "PipeStallCycle", "ScalarRatio",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Switch:
+    """``values``: the allowed words; ``low``/``high``: an integer range; ``items``: a comma list of
+    these words; neither: any non-empty text (a path, a name, a list msprof checks itself)."""
+
+    name: str
+    values: tuple[str, ...] = ()
+    low: int | None = None
+    high: int | None = None
+    items: tuple[str, ...] = ()
+    what: str = ""
+    mb: bool = False  # the number is written with MB after it
+
+    def check(self, value: str) -> str | None:
+        """Why ``value`` is not accepted, or None."""
+        if value == "":
+            return f"--{self.name} needs a value"
+        if self.values and value not in self.values:
+            return f"--{self.name}={value}: expected one of {', '.join(self.values)}"
+        number = value.removesuffix("MB") if self.mb else value
+        if self.low is not None and (not re.fullmatch(r"[0-9]{1,10}", number) or not self.low <= int(number) <= (self.high or self.low)):
+            unit = " MB, e.g. 500MB" if self.mb else ""
+            return f"--{self.name}={value}: expected a whole number from {self.low} to {self.high}{unit}"
+        if self.items:
+            bad = [v for v in value.split(",") if v not in self.items]
+            if bad:
+                return f"--{self.name}={value}: {bad[0]!r} is not one of {', '.join(self.items)}"
+        return None
+
+
+def _on_off(*names: str, what: str = "") -> list[Switch]:
+    return [Switch(n, ON_OFF, what=what) for n in names]
+
+
+def _freq(name: str, low: int, high: int) -> Switch:
+    return Switch(name, low=low, high=high, what="sampling frequency or period")
+
+
+SWITCHES: dict[str, Switch] = {
+    s.name: s
+    for s in [
+        # the collection itself
+        Switch("output", what="where PROF_* folders go"),
+        Switch("storage-limit", low=200, high=4294967295, mb=True, what="disk limit"),
+        Switch("application", what="the program (npudiag puts it after the switches)"),
+        Switch("environment", what="environment variables for the program"),
+        Switch("dynamic", ON_OFF, what="start and stop collection from another shell"),
+        Switch("pid", low=1, high=2147483647, what="with --dynamic=on: attach to this running process"),
+        Switch("delay", low=1, high=4294967295, what="seconds before collecting"),
+        Switch("duration", low=1, high=4294967295, what="seconds of collection"),
+        # what the device records
+        Switch("aic-mode", ("task-based", "sample-based")),
+        Switch("aic-metrics", AIC_METRICS),
+        Switch("aiv-mode", ("task-based", "sample-based")),
+        Switch("aiv-metrics", AIC_METRICS),
+        Switch("npu-events", what="raw PMU events"),
+        Switch("sys-devices", what="all, or device ids 0,1,..."),
+        Switch("llc-profiling", ("read", "write", "capacity", "bandwidth"), what="read/write; capacity/bandwidth on some chips"),
+        Switch("sys-mem-serviceflow"),
+        Switch("optype", what="op types to scale, opType1,opType2"),
+        *_on_off(
+            "ascendcl",
+            "ai-core",
+            "ai-vector-core",
+            "model-execution",
+            "runtime-api",
+            "task-tsfw",
+            "task-memory",
+            "aicpu",
+            "msproftx",
+            "sys-cpu-profiling",
+            "sys-profiling",
+            "sys-pid-profiling",
+            "sys-hardware-mem",
+            "sys-io-profiling",
+            "sys-interconnection-profiling",
+            "dvpp-profiling",
+            "sys-lp",
+            "hccl",
+            "instr-profiling",
+            "l2",
+        ),  # fmt: skip
+        Switch("aicore-shape", ON_OFF),
+        Switch("task-time", LEVELS, what="device task timeline (l0 - l2; l3 on some chips)"),
+        Switch("task-trace", LEVELS),
+        Switch("ge-api", ("off", "l0", "l1"), what="GE host API timeline"),
+        Switch("task-block"),
+        Switch("mstx-domain-include", what="mstx domains to keep, with --msproftx=on"),
+        Switch("mstx-domain-exclude", what="mstx domains to leave out, with --msproftx=on"),
+        # frequencies and periods
+        _freq("aic-freq", 1, 100),
+        _freq("aiv-freq", 1, 100),
+        _freq("instr-profiling-freq", 300, 30000),
+        _freq("sys-period", 1, 2592000),
+        _freq("sys-sampling-freq", 1, 10),
+        _freq("sys-pid-sampling-freq", 1, 10),
+        _freq("sys-hardware-mem-freq", 1, 10000),
+        _freq("sys-io-sampling-freq", 1, 100),
+        _freq("dvpp-freq", 1, 100),
+        _freq("sys-cpu-freq", 1, 50),
+        _freq("sys-interconnection-freq", 1, 50),
+        _freq("host-sys-usage-freq", 1, 50),
+        _freq("sys-lp-freq", 1, 10000),
+        # the host
+        Switch("host-sys", items=("cpu", "mem", "disk", "network", "osrt", "numa", "threads-sync", "cache")),
+        Switch("host-sys-pid", low=0, high=2147483647),
+        Switch("host-sys-usage", items=("cpu", "mem")),
+        # parsing and exporting what was collected
+        Switch("python-path"),
+        Switch("summary-format", ("csv", "json")),
+        Switch("type", ("text", "db")),
+        Switch("reports"),
+        Switch("rule", items=("communication", "communication_matrix")),
+        *_on_off("parse", "query", "export", "clear", "analyze"),
+        Switch("iteration-id", low=0, high=4294967295),
+        Switch("model-id", low=0, high=4294967295),
+    ]
+}
+# switches npudiag sets itself: given through --msprof-arg they would fight its own
+SET_BY_NPUDIAG = {"output": "--collect-dir", "application": "the program after npudiag's options (npudiag profile [OPTIONS] ./app)"}
+
+
+def check_switch(arg: str) -> str | None:
+    """Why ``--name=value`` is not a switch msprof accepts, or None (the closest switch on a typo)."""
+    if not arg.startswith("--"):
+        return f"{arg!r}: expected an msprof switch as --name=value"
+    name, eq, value = arg[2:].partition("=")
+    if name in SET_BY_NPUDIAG:
+        return f"--{name} is set by npudiag; use {SET_BY_NPUDIAG[name]}"
+    sw = SWITCHES.get(name)
+    if sw is None:
+        close = difflib.get_close_matches(name, SWITCHES, n=1, cutoff=0.6)
+        return f"--{name} is not an msprof switch" + (f" (did you mean --{close[0]}?)" if close else "")
+    if not eq:
+        return f"--{name} needs a value: --{name}=<value>"
+    return sw.check(value)
