@@ -344,6 +344,10 @@ def test_export_with_msnpureport(tmp_path: Path) -> None:
     assert forced.returncode == 0 and args_log.read_text().splitlines()[-1] == "-f" and (tmp_path / "e2" / "hisi_logs").is_dir()
     clash = run_cli("logs", "export", "--history", "--type", "bbox", cwd=tmp_path, env=env)
     assert clash.returncode == 2 and "cannot be combined" in clash.stderr
+    events = run_cli("logs", "export", "--events", "--out", tmp_path / "e3", cwd=tmp_path, env=env)
+    assert events.returncode == 0 and args_log.read_text().splitlines()[-1] == "-a" and (tmp_path / "e3" / "hisi_logs").is_dir()
+    both = run_cli("logs", "export", "--events", "--history", cwd=tmp_path, env=env)
+    assert both.returncode == 2 and "give one" in both.stderr
     default = run_cli("logs", "export", "--device", "1", "--json", cwd=tmp_path, env=env)
     assert default.returncode == 0 and len(list((tmp_path / "npudiag-logs").iterdir())) == 2  # <timestamp> and its -npudiag tables
     assert all(f["device_ids"] in ([1], []) for f in json.loads(default.stdout)["findings"])

@@ -107,6 +107,7 @@ def export(
     out: Path = typer.Option(None, "--out", "-o", help="Where the export goes [default: ./npudiag-logs/<timestamp>]; never overwritten."),
     kind: ExportType = typer.Option(ExportType.all, "--type", "-t", help="What to export (msnpureport -t)."),
     history: bool = typer.Option(False, "--history", help="Everything plus historical maintenance info (msnpureport -f)."),
+    events: bool = typer.Option(False, "--events", help="Everything plus the device's bbox event information (msnpureport -a)."),
     device: int = typer.Option(None, "--device", "-d", help="Parse only this device's records (msnpureport always exports all)."),
     also_host: bool = typer.Option(False, "--also-host", help="Also copy the host logs ($ASCEND_PROCESS_LOG_PATH or ~/ascend/log)."),
     archive: bool = typer.Option(False, "--archive", help="Also write <out>.tar.gz for sending to support."),
@@ -120,7 +121,7 @@ def export(
 
     say = Say(quiet, verbose)
     try:
-        result = mr.export_logs(out, kind.value, history, mr.echo_stderr if not quiet else lambda _line: None, timeout)
+        result = mr.export_logs(out, kind.value, history, mr.echo_stderr if not quiet else lambda _line: None, timeout, events=events)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     except mr.ToolError as exc:

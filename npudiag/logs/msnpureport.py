@@ -97,14 +97,23 @@ def require_msnpureport() -> Path:
     return tool
 
 
-def export_args(kind: str = "all", force: bool = False) -> list[str]:
-    """The switches for one export call. ``-f`` and ``-t`` cannot be combined (one switch per call)."""
+def export_args(kind: str = "all", force: bool = False, events: bool = False) -> list[str]:
+    """The switches for one export call: ``-t TYPE``, ``-f`` (everything plus historical maintenance
+    information) or ``-a`` (everything plus the device's bbox event information); msnpureport takes one of
+    them per call."""
     if kind not in EXPORT_TYPES:
         raise ValueError(f"--type must be one of {', '.join(EXPORT_TYPES)}")
-    if force:
+    if force and events:
+        raise ValueError("--history (msnpureport -f) and --events (msnpureport -a) are one export each; give one")
+    if force or events:
         if kind != "all":
-            raise ValueError("--history exports everything plus history (msnpureport -f) and cannot be combined with --type")
-        return ["-f"]
+            flag = (
+                "--history exports everything plus history (msnpureport -f)"
+                if force
+                else "--events exports everything plus device events (msnpureport -a)"
+            )
+            raise ValueError(f"{flag} and cannot be combined with --type")
+        return ["-f"] if force else ["-a"]
     return [] if kind == "all" else ["-t", EXPORT_TYPES[kind]]
 
 
@@ -208,10 +217,12 @@ def _created_folder(workdir: Path, output: list[str]) -> Path:
     raise ToolError(f"msnpureport finished but no YYYY-MM-DD-hh-mm-ss export folder appeared in {workdir}")
 
 
-def export_logs(out: Path | None, kind: str, force: bool, echo: Callable[[str], None], timeout_s: float = DEFAULT_TIMEOUT_S) -> Export:
+def export_logs(
+    out: Path | None, kind: str, force: bool, echo: Callable[[str], None], timeout_s: float = DEFAULT_TIMEOUT_S, events: bool = False
+) -> Export:
     """Run the export in a private working folder beside ``out`` and move the result to ``out``
     (default ``./npudiag-logs/<timestamp>``). An existing ``out`` is never overwritten."""
-    args = export_args(kind, force)
+    args = export_args(kind, force, events)
     tool = require_msnpureport()
     if out is not None and out.exists():
         raise InputError(out, "already exists; npudiag never overwrites an export folder (choose another --out)")
