@@ -249,3 +249,15 @@ def test_an_msprobe_dump_needs_an_msprobe_golden(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(npudiag.InputError, match="msprobe dump"):  # GOLDEN holds no msprobe dump: nothing to compare with
         npudiag.compare_dumps(FIXTURE / "mine", tmp_path / "empty")
+
+
+def test_tensor_mode_rows_name_the_file_msprobe_saved(tmp_path: Path) -> None:
+    calls = _calls()
+    for i, t in enumerate(calls["Torch.matmul.0.forward"]["input_args"]):
+        t["data_name"] = f"Torch.matmul.0.forward.input.{i}.pt"
+    calls["Torch.matmul.0.forward"]["input_args"][1]["data_name"] = "../../escape.pt"  # a name is never a path
+    path = _write_msprobe(tmp_path / "d" / "step0" / "rank0", calls)
+    rows = {r["tensor_name"]: r for r in parse_dump_tree(tmp_path / "d").table.to_pylist()}
+    assert rows["Torch.matmul.0.forward.input.0"]["file"] == str(path.parent / "dump_tensor_data" / "Torch.matmul.0.forward.input.0.pt")
+    assert rows["Torch.matmul.0.forward.input.1"]["file"] == str(path)
+    assert rows["Torch.softmax.0.forward.output.0"]["file"] == str(path)

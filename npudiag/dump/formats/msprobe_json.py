@@ -15,7 +15,9 @@ A tensor's name is msprobe's: the call, then ``.input`` (args and kwargs alike),
 ``.parameters``, then each list index or object key down to the tensor
 (``Functional.conv2d.0.forward.input.1``, ``Module.fc.Linear.parameters_grad.0.weight``), so two
 dumps match tensor by tensor as msprobe's own compare matches them. Python's JSON writer puts
-``NaN`` / ``Infinity`` into the file for a tensor that holds them; they are read as such.
+``NaN`` / ``Infinity`` into the file for a tensor that holds them; they are read as such. In tensor
+mode each tensor also names the file msprobe saved it to (``data_name``, a ``.pt`` for PyTorch or
+``.npy`` for MindSpore in ``dump_tensor_data/``): that file is the row's ``file``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from npudiag.errors import InputError
 from npudiag.safeio import MAX_DEPTH, read_text_limited, text_of
 
 FILE_NAME = "dump.json"
+TENSOR_FOLDER = "dump_tensor_data"  # beside dump.json in tensor mode
 MAX_BYTES = 4 << 30  # a statistics dump of one step: megabytes for a large model; a bound, not a guess
 _IO = {"input_args": "input", "input_kwargs": "input", "input": "input", "output": "output", "parameters": "parameters"}
 _PARAMS_GRAD = "parameters_grad"
@@ -150,6 +153,9 @@ def read_msprobe_dump(path: Path, scalars: bool = False) -> list[dict[str, Any]]
             shape = _shape(t.get("shape"))
             stats = {k: _number(t.get(src)) for k, src in (("max", "Max"), ("min", "Min"), ("mean", "Mean"), ("l2norm", "Norm"))}
             grad = t.get("requires_grad")
+            saved = t.get("data_name")  # tensor mode: the .pt / .npy file msprobe saved it to, in dump_tensor_data/
+            if isinstance(saved, str) and saved and "/" not in saved and "\\" not in saved and saved not in (".", ".."):
+                base["file"] = text_of(path.parent / TENSOR_FOLDER / saved)
             rows.append(
                 {
                     **base,
