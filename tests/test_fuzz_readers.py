@@ -63,3 +63,31 @@ def test_trace_mutations(tmp_path_factory, cut: int, flips: list[tuple[int, int]
         read_trace(path)
     except InputError as exc:
         assert str(path) in exc.one_line()
+
+
+@SETTINGS
+@given(*MUTATION, st.booleans())
+def test_msprobe_dump_mutations(tmp_path_factory, cut: int, flips: list[tuple[int, int]], compare: bool) -> None:
+    """msprobe's dump.json, cut and bit-flipped: rows, or one InputError naming the file; the same
+    for a statistics compare of the mutated dump against the intact one."""
+    import npudiag
+    from npudiag.dump.formats.msprobe_json import read_msprobe_dump
+    from npudiag.testing.msprobe_dumps import calls, write_dump
+
+    root = tmp_path_factory.mktemp("m")
+    path = write_dump(root / "mine", calls(True))
+    write_dump(root / "golden", calls(False))
+    path.write_bytes(_mutate(path.read_bytes(), cut, flips))
+    try:
+        rows = read_msprobe_dump(path, scalars=True)
+    except InputError as exc:
+        assert str(path) in exc.one_line() and "\n" not in exc.one_line()
+    else:
+        assert all(r["tensor_name"].startswith(r["op_name"]) for r in rows)
+    if compare:
+        try:
+            r = npudiag.compare_dumps(root / "mine", root / "golden")
+        except InputError as exc:
+            assert "\n" not in exc.one_line()
+        else:
+            assert all("\n" not in e for e in r.errors)
