@@ -155,7 +155,7 @@ PLACEHOLDERS = {
     "BASELINE": "fixtures/sample_torch", "CURRENT": "fixtures/sample_torch", "A": "fixtures/sample_torch",
     "B": "fixtures/sample_torch", "MINE": "dump", "GOLDEN": "golden", "DUMP_PATH": "dump", "APP": "python", "ARGS": "train.py",
 }  # fmt: skip
-PLACEHOLDER_IN = {("logs", "parse"): {"PATH...": "ascend/log"}}
+PLACEHOLDER_IN = {("logs", "parse"): {"PATH...": "ascend/log"}, ("sql", "OUT"): {"QUERY": "SELECT count(*) FROM kernels"}}
 # what cannot run here: a Dask scheduler's address
 PARSE_ONLY = re.compile(r"tcp://HOST:PORT|--scheduler \.\.\.")
 EXIT = {"doctor": {0, 1}, "dump compare": {1}}  # no CANN here; the workspace's dump drifts from op 3 on
@@ -206,7 +206,7 @@ def _argv(command: str) -> tuple[list[str], set[int]]:
 
 
 COMMAND_WORDS = {"analyze", "report", "compare", "gate", "cluster", "profile", "doctor", "logs", "parse", "export", "level", "dump",
-                 "check"}  # fmt: skip
+                 "check", "sql"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The ``npudiag`` command: a thin Typer layer over the library (no analysis logic here).
 
-One module per command (``analyze``, ``report``, ``compare``, ``gate``, ``cluster``, ``profile``,
-``doctor``; ``logs`` and ``dump`` with their sub-commands): parse the options, make one library
+One module per command (``analyze``, ``report``, ``compare``, ``gate``, ``cluster``, ``sql``,
+``profile``, ``doctor``; ``logs`` and ``dump`` with their sub-commands): parse the options, make one library
 call, render, return the exit code. At the top each imports only Typer, the standard library and
 npudiag's light modules (``cli._out``, ``errors``, ``version``); pandas, pyarrow and numpy load when
 a command runs, so ``--help``, ``--version`` and TAB completion stay fast.
@@ -26,6 +26,7 @@ from npudiag.cli import gate as _gate
 from npudiag.cli import logs as _logs
 from npudiag.cli import profile as _profile
 from npudiag.cli import report as _report
+from npudiag.cli import sql as _sql
 from npudiag.errors import NpudiagError
 from npudiag.report.escape import clean
 from npudiag.version import __version__
@@ -82,6 +83,7 @@ app.add_typer(_dump.app, name="dump")
 app.command("profile", context_settings=_profile.PROFILE_CONTEXT, epilog=_profile.PROFILE_EXAMPLE)(_profile.profile)
 app.command("doctor", epilog=_doctor.DOCTOR_EXAMPLE)(_doctor.doctor)
 app.command("cluster", epilog=_cluster.CLUSTER_EXAMPLE)(_cluster.cluster)
+app.command("sql", epilog=_sql.SQL_EXAMPLE)(_sql.sql)
 
 
 # Click's exception classes, wherever this Typer keeps its Click (newer releases vendor it)

@@ -1,0 +1,47 @@
+"""``npudiag sql OUT QUERY``: a read-only SQL query over an out folder's tables (heavy imports when run)."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from npudiag.cli._out import Say
+
+SQL_EXAMPLE = """\\b
+Examples:
+  npudiag sql npudiag-out/torch "SELECT op_type, sum(duration_us) AS us FROM kernels GROUP BY 1 ORDER BY 2 DESC LIMIT 5"
+  npudiag sql npudiag-out/torch "SELECT * FROM step_breakdown" --format csv"""
+
+
+class Format(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def sql(
+    out: Path = typer.Argument(..., metavar="OUT", help="An out folder (analyze, cluster, logs parse, dump parse): its tables are views."),
+    query: str = typer.Argument(..., metavar="QUERY", help="SELECT statements (DuckDB's SQL); nothing is written."),
+    fmt: Format = typer.Option(Format.table, "--format", "-f", help="table (the first 200 rows), csv or json (every row)."),
+) -> None:
+    """Query the tables of an out folder with SQL, read-only (kernels, steps, step_breakdown ...)."""
+    from rich.console import Console
+
+    from npudiag import sql as library
+    from npudiag.errors import OptionError
+    from npudiag.report.sql_report import render_csv, render_json, render_table
+
+    try:
+        result = library.query(out, query).tables["result"]
+    except OptionError as exc:
+        Say().errors([f"query: {exc}"])
+        raise typer.Exit(2) from None
+    if fmt is Format.csv:
+        sys.stdout.write(render_csv(result))
+    elif fmt is Format.json:
+        sys.stdout.write(render_json(result))
+    else:
+        render_table(result, Console())

@@ -1,0 +1,47 @@
+"""A query's rows as a terminal table, CSV or JSON (``npudiag sql``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Any
+
+import pyarrow as pa
+from rich.console import Console
+
+from npudiag.output import csv_cell, dumps
+from npudiag.report.text import Col, plain, table
+
+MAX_SHOWN = 200  # rows drawn as a table; CSV and JSON carry them all
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):  # the digits a sum's rounding leaves (0.30000000000000004) are not shown
+        return repr(round(v, 6)) if math.isfinite(v) else str(v)
+    return str(v)
+
+
+def render_table(result: pa.Table, console: Console) -> None:
+    cols = [Col(name, "num" if pa.types.is_integer(t) or pa.types.is_floating(t) else "text", priority=0 if i < 2 else i)
+            for i, (name, t) in enumerate(zip(result.column_names, result.schema.types))]  # fmt: skip
+    rows = [[_cell(v) for v in row.values()] for row in result.slice(0, MAX_SHOWN).to_pylist()]
+    console.print(table(console, None, cols, rows))
+    more = result.num_rows - len(rows)
+    console.print(plain(f"{result.num_rows:,} row(s)" + (f"; the first {len(rows)} shown (--format csv or json gives all)" if more else ""),
+                        style="dim"))  # fmt: skip
+
+
+def render_csv(result: pa.Table) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([csv_cell(c) for c in result.column_names])
+    for row in result.to_pylist():
+        w.writerow([csv_cell(v) for v in row.values()])
+    return buf.getvalue()
+
+
+def render_json(result: pa.Table) -> str:
+    return dumps(result.to_pylist(), indent=None) + "\n"

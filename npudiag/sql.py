@@ -1,0 +1,103 @@
+"""SQL over an npudiag out folder: every table a view, queried through DuckDB, read-only.
+
+``query(out, sql)`` makes one view per table of ``out``: ``<name>.parquet`` (one rank) and
+``<name>/rank=N/*.parquet`` (many ranks, with ``rank`` from the folder name), also those of a
+``tables/`` folder inside it (``cluster``'s). Only SELECT (and EXPLAIN) statements run: nothing is
+written, anywhere. A table's name must be a plain identifier to become a view; file names are never
+put into the SQL text (the files are handed to DuckDB as values).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from npudiag.errors import InputError, OptionError
+from npudiag.output import json_safe
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_RANK_DIR = re.compile(r"^rank=(-?[0-9]{1,9}|__HIVE_DEFAULT_PARTITION__)$")
+MAX_QUERY_CHARS = 100_000
+
+
+def tables_of(out: Path) -> dict[str, list[Path]]:
+    """View name -> its Parquet files, for ``out`` and its ``tables/`` folder (the first one found wins)."""
+    found: dict[str, list[Path]] = {}
+    for folder in (out, out / "tables"):
+        if not folder.is_dir() or folder.is_symlink() and folder != out:
+            continue
+        for p in sorted(folder.iterdir()):
+            stem = p.name.removesuffix(".parquet")
+            if not _NAME.match(stem) or stem in found or p.is_symlink():
+                continue
+            if p.is_file() and p.name.endswith(".parquet"):
+                found[stem] = [p]
+            elif p.is_dir():
+                parts = sorted(f for d in p.iterdir() if d.is_dir() and _RANK_DIR.match(d.name) for f in d.glob("*.parquet") if f.is_file())
+                if parts:
+                    found[stem] = parts
+    return found
+
+
+@dataclass
+class QueryResult:
+    """``tables["result"]``: the rows the query returned; ``summary``: the query, its rows and columns,
+    the views it could use."""
+
+    summary: dict[str, Any]
+    tables: dict[str, pa.Table]
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_safe(self.summary)
+
+
+def query(out: str | Path, sql: str) -> QueryResult:
+    """Run ``sql`` (SELECT statements only) over the tables of the out folder ``out``. InputError when
+    ``out`` holds no tables; OptionError, one line, for a query DuckDB refuses or one that would write."""
+    import duckdb  # only this command needs it; --help and the other commands never load it
+
+    out = Path(out)
+    if not out.is_dir():
+        raise InputError(out, "no such folder (expected an npudiag out folder: analyze, cluster, logs parse, dump parse)")
+    views = tables_of(out)
+    if not views:
+        raise InputError(out, "no tables here (<name>.parquet or <name>/rank=N/*.parquet)")
+    if len(sql) > MAX_QUERY_CHARS:
+        raise OptionError(f"the query is {len(sql):,} characters; at most {MAX_QUERY_CHARS:,}", "query")
+    con = duckdb.connect(":memory:")
+    try:
+        try:
+            statements = duckdb.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise OptionError(_one_line(exc), "query") from None
+        if not statements:
+            raise OptionError("no statement in the query", "query")
+        allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+        for s in statements:
+            if s.type not in allowed:
+                raise OptionError(f"only SELECT queries run here (read-only); this one is {s.type.name}", "query")
+        for name, files in views.items():
+            partitioned = files[0].parent != out and files[0].parent.name.startswith("rank=")
+            con.read_parquet([str(f) for f in files], hive_partitioning=partitioned).create_view(name)
+        con.execute("SET lock_configuration = true")
+        try:
+            rel = con.sql(sql)
+            # to_arrow_table in DuckDB 2, fetch_arrow_table before
+            result = pa.table({}) if rel is None else (getattr(rel, "to_arrow_table", None) or rel.fetch_arrow_table)()
+        except duckdb.Error as exc:
+            raise OptionError(_one_line(exc), "query") from None
+    finally:
+        con.close()
+    summary = {"out": str(out), "query": sql, "rows": result.num_rows, "columns": result.column_names, "views": sorted(views)}
+    return QueryResult(summary, {"result": result})
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return text[:500]
