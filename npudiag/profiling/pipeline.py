@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -249,7 +249,7 @@ class Timeline:
     tables: dict[str, pa.Table]
     marks: pa.Table
     findings: list[dict[str, Any]]
-    originals: Iterator[dict[str, Any]] | None
+    originals: Callable[[], Iterator[dict[str, Any]]] | None  # a fresh pass over the profiler's own events per call
     warnings: list[str]
 
 
@@ -264,7 +264,7 @@ def timeline_of(result: Analysis) -> Timeline:
             f"{len(gone)} original trace(s) are no longer there ({gone[0]}); the Chrome trace holds npudiag's marks only for them"
         )
     tables = result.tables
-    originals = (e for p in here for e in iter_events(p)) if here else None
+    originals = (lambda: (e for p in here for e in iter_events(p))) if here else None
     return Timeline(tables, markers(tables), result.summary["findings"], originals, warnings)
 
 

@@ -1,29 +1,76 @@
 """A Chrome trace (Perfetto, chrome://tracing, MindStudio Insight) of the tables plus npudiag's marks.
 
-When the profile came with trace JSON files, their events are copied through unchanged; otherwise
-(CSV or .db input) the timeline is rebuilt from the tables: device tasks per rank and stream, host
-API calls per thread. Either way a ``npudiag`` process is added whose tracks mark exposed copies,
-device idle gaps and each finding's worst ranges. ``ts`` are written as strings with 3 decimals,
-as msprof does, so absolute microsecond times keep their precision."""
+When the profile came with trace JSON files, their events are copied through; otherwise (CSV or .db
+input) the timeline is rebuilt from the tables: device tasks per rank and stream, host API calls per
+thread. Either way a ``npudiag`` process is added whose tracks mark exposed copies, device idle gaps
+and each finding's worst ranges.
+
+Written so that Perfetto reads it right: every ``ts`` is a number, microseconds from the earliest
+event (the profilers write absolute times as text, which Perfetto mis-nests, and as doubles they
+lose the nanoseconds); the absolute start is in an ``npudiag_time_origin`` metadata event (Unix ns).
+Flow and async ids (torch_npu's go above 2^53, where a double cannot tell two apart) are renumbered
+from 1, the two ends of a flow keeping one number."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from npudiag.output import escape_invisible, strict, write_file
 
 _NPUDIAG_PID = 1
 
 
-def _ts(start_ns: int | None, start_us: float) -> str:
-    if start_ns is not None:
-        return f"{start_ns // 1000}.{start_ns % 1000:03d}"
-    return f"{start_us:.3f}"
+_MAX_US = 9 * 10**15  # microseconds whose nanoseconds an int64 holds (Unix time now is about 1.8e15 us)
+_IDS = {"s": "flow", "t": "flow", "f": "flow", "b": "async", "e": "async", "n": "async"}
+
+
+def ns_of(value: Any) -> int | None:
+    """A trace time (microseconds, as text or a number) in exact nanoseconds; None where it is none."""
+    if isinstance(value, str):
+        try:
+            d = Decimal(value.strip())
+        except InvalidOperation:
+            return None
+        return int((d * 1000).to_integral_value()) if d.is_finite() and abs(d) < _MAX_US else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return round(value * 1000) if math.isfinite(value) and abs(value) < _MAX_US else None
+
+
+class _Clock:
+    """Times relative to the earliest one, and flow / async ids renumbered."""
+
+    def __init__(self, origin_ns: int) -> None:
+        self.origin_ns = origin_ns
+        self.ids: dict[tuple[str, Any, str], int] = {}
+
+    def us(self, ns: int) -> float:
+        return (ns - self.origin_ns) / 1000.0
+
+    def event(self, e: dict[str, Any]) -> dict[str, Any] | None:
+        """``e`` with a numeric relative ``ts`` (None: a timed event whose time is no number) and its id renumbered."""
+        out = dict(e)
+        if "ts" in out:
+            ns = ns_of(out["ts"])
+            if ns is None:
+                return None
+            out["ts"] = self.us(ns)
+        if isinstance(out.get("dur"), str):
+            d = ns_of(out["dur"])
+            out["dur"] = d / 1000.0 if d is not None else 0.0
+        group = _IDS.get(out.get("ph"))
+        if group is not None and "id" in out:
+            key = (group, out.get("cat"), str(out["id"]))
+            out["id"] = self.ids.setdefault(key, len(self.ids) + 1)
+        return out
 
 
 def _write_events(fh: BinaryIO, events, notes: list[str]) -> None:
@@ -52,7 +99,27 @@ def _write_events(fh: BinaryIO, events, notes: list[str]) -> None:
     fh.write(b"]\n")
 
 
-def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]], originals: Iterator[dict[str, Any]] | None):
+def _origin_ns(tables: dict[str, pa.Table], marks: pa.Table, originals: Callable[[], Iterator[dict[str, Any]]] | None) -> int:
+    """The earliest time of everything the trace will hold, in Unix ns (one pass over the originals)."""
+    found = []
+    if originals is not None:
+        first = min((t for t in (ns_of(e["ts"]) for e in originals() if "ts" in e) if t is not None), default=None)
+        found += [first] if first is not None else []
+    else:
+        for name in ("kernels", "copies", "api_calls"):
+            t = tables.get(name)
+            if t is not None and t.num_rows:
+                v = pc.min(t["start_ns"]).as_py()
+                found += [v] if v is not None else []
+                u = pc.min(t["start_us"]).as_py()
+                found += [round(u * 1000)] if v is None and u is not None else []
+    if marks.num_rows:
+        found.append(round(pc.min(marks["start_us"]).as_py() * 1000))
+    return min(found) if found else 0
+
+
+def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]],
+            originals: Callable[[], Iterator[dict[str, Any]]] | None, clock: _Clock, dropped: list[int]):  # fmt: skip
     named: set[tuple[int, int]] = set()
 
     def meta(pid: int, tid: int | None, name: str, kind: str):
@@ -65,10 +132,17 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
         return [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}]
 
     yield from meta(_NPUDIAG_PID, None, "npudiag", "p")
+    origin = {"origin_ns": clock.origin_ns, "meaning": "every ts is microseconds from origin_ns, Unix time in ns"}
+    yield {"ph": "M", "name": "npudiag_time_origin", "pid": _NPUDIAG_PID, "tid": 0, "args": origin}
     if originals is not None:
-        # the profiler's own events, unchanged, then npudiag's tracks on top
-        yield from originals
-        yield from _marks(meta, marks, findings)
+        # the profiler's own events, on the relative clock, then npudiag's tracks on top
+        for e in originals():
+            out = clock.event(e)
+            if out is None:
+                dropped[0] += 1
+            else:
+                yield out
+        yield from _marks(meta, marks, findings, clock)
         return
 
     def device_event(row: dict, name: str, args: dict):
@@ -76,7 +150,7 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
         tid = row["stream_id"] if row["stream_id"] is not None else 0
         yield from meta(pid, None, f"NPU rank {row['rank']}", "p")
         yield from meta(pid, tid, f"Stream {tid}", "t")
-        ts = _ts(row["start_ns"], row["start_us"])
+        ts = clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000))
         yield {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": row["duration_us"] or 0.0, "args": args}
 
     kernel_cols = ["rank", "stream_id", "op_name", "task_type", "start_us", "start_ns", "duration_us"]
@@ -99,13 +173,13 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
             "name": f"{row['level']}@{row['name']}",
             "pid": pid,
             "tid": tid,
-            "ts": _ts(row["start_ns"], row["start_us"]),
+            "ts": clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000)),
             "dur": row["duration_us"] or 0.0,
         }
-    yield from _marks(meta, marks, findings)
+    yield from _marks(meta, marks, findings, clock)
 
 
-def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]]):
+def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]], clock: _Clock):
     tracks = {"exposed copy": 1, "device idle": 2, "findings": 3}
     for name, tid in tracks.items():
         yield from meta(_NPUDIAG_PID, tid, name, "t")
@@ -115,7 +189,7 @@ def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]]):
             "name": row["kind"],
             "pid": _NPUDIAG_PID,
             "tid": tracks[row["kind"]],
-            "ts": f"{row['start_us']:.3f}",
+            "ts": clock.us(round(row["start_us"] * 1000)),
             "dur": row["duration_us"],
             "args": {"rank": row["rank"]},
         }
@@ -127,24 +201,26 @@ def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]]):
                 "name": f"{f['rule_id']}: {f['title']}",
                 "pid": _NPUDIAG_PID,
                 "tid": tracks["findings"],
-                "ts": f"{r['start_us']:.3f}",
+                "ts": clock.us(round(r["start_us"] * 1000)),
                 "dur": dur,
                 "args": {"severity": f["severity"], "advice": f["advice"]},
             }
 
 
 def write_chrome_trace(path: Path, view: Any, inputs: list[Path] = ()) -> list[str]:  # type: ignore[assignment]
-    """The timeline ``view`` (``npudiag.profiling.pipeline.Timeline``: tables, marks, findings and
-    the profiler's own events, copied through unchanged when it has them, else the timeline rebuilt
+    """The timeline ``view`` (``npudiag.profiling.pipeline.Timeline``: tables, marks, findings and a
+    factory of the profiler's own events, copied through when it has them, else the timeline rebuilt
     from the tables) as a Chrome trace. Written through ``npudiag.output`` (a FIFO or ``/dev/stdout``
-    streams); returns the places of numbers JSON cannot hold, written as null (also listed in a
-    ``npudiag_notes`` metadata event)."""
+    streams); returns the places of numbers JSON cannot hold, written as null (listed, with the events
+    left out because their time is no number, in an ``npudiag_notes`` metadata event)."""
     notes: list[str] = []
+    dropped = [0]
+    clock = _Clock(_origin_ns(view.tables, view.marks, view.originals))
 
     def events():
-        yield from _events(view.tables, view.marks, view.findings, view.originals)
-        if notes:
-            args = {"non_finite_as_null": notes[:1000], "count": len(notes)}
+        yield from _events(view.tables, view.marks, view.findings, view.originals, clock, dropped)
+        if notes or dropped[0]:
+            args = {"non_finite_as_null": notes[:1000], "count": len(notes), "events_without_a_time": dropped[0]}
             yield {"ph": "M", "name": "npudiag_notes", "pid": _NPUDIAG_PID, "tid": 0, "args": args}
 
     write_file(path, lambda fh: _write_events(fh, events(), notes), inputs=inputs)
