@@ -429,6 +429,22 @@ SLOW_RANKS = pa.schema(
     ]
 )
 
+# cluster_comm_waits.parquet: one row per rank of each collective seen on two ranks or more
+CLUSTER_COMM_WAITS = pa.schema(
+    [
+        ("step", pa.string()),  # as communication.json names it, e.g. step13
+        ("op_name", pa.string()),
+        ("occurrence", pa.int32()),  # the n-th time this op name appears in the step on a rank (from 0)
+        ("rank", pa.int32()),
+        ("start_us", pa.float64()),  # when the rank entered the collective (its own clock)
+        ("wait_us", pa.float64()),  # latest entry - this rank's entry: how long it waited for the last rank
+        ("late_rank", pa.int32()),  # the rank that entered last
+        ("late_by_us", pa.float64()),  # latest entry - earliest entry: the longest any rank waited for it
+        ("late_busy_us", pa.float64()),  # on the late rank, its device busy time (kernels) in that stretch
+        ("late_idle_us", pa.float64()),  # and its device idle time there (host-side work: what held it up)
+    ]
+)
+
 # cluster_stages.parquet: one row per (step, pipeline stage), each phase the mean over the stage's ranks
 CLUSTER_STAGES = pa.schema(
     [

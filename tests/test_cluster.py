@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+import npudiag
 from npudiag.schemas import CLUSTER_STAGES, CLUSTER_STEPS, SLOW_RANKS
 from npudiag.testing.generate import Variation, write_torch_profile
 
@@ -358,3 +359,48 @@ def test_planted_stage_imbalance_is_found_and_a_balanced_pipeline_is_not(tmp_pat
     assert imb["gap_us"] == pytest.approx(expected, rel=0.05)
     assert imb["time_lost_us"] == pytest.approx(sum(g / 2 for g in gaps), rel=1e-9)
     assert imb["time_lost_us"] == pytest.approx(expected / 2 * len(per_step), rel=0.05)
+
+
+def test_comm_waits_name_the_late_rank_and_what_it_did() -> None:
+    """Three ranks enter one all-reduce at 100, 150 and 400 us; rank 2, the last, ran kernels
+    120-200 and 250-300 meanwhile: 130 us busy, 170 us idle of the 300 us the others waited."""
+    import pyarrow as pa
+
+    from npudiag import schemas
+    from npudiag.profiling.analysis.cluster import comm_waits, late_ranks
+
+    ops = pa.table({"rank": pa.array([0, 1, 2], pa.int32()), "step": ["step1"] * 3, "kind": ["collective"] * 3,
+                    "op_name": ["hcom_allReduce__1"] * 3, "start_us": [100.0, 150.0, 400.0]})  # fmt: skip
+    ops = schemas.conform(ops, schemas.TABLES["comm_ops"])
+    kernels = pa.table({"rank": pa.array([2, 2, 1], pa.int32()), "start_us": [120.0, 250.0, 100.0], "duration_us": [80.0, 50.0, 400.0]})
+    w = comm_waits(ops, lambda ranks: kernels.filter(pa.compute.is_in(kernels["rank"], pa.array(ranks, pa.int32()))))
+    rows = {r["rank"]: r for r in w.to_pylist()}
+    assert [rows[r]["wait_us"] for r in (0, 1, 2)] == [300.0, 250.0, 0.0]
+    assert {r["late_rank"] for r in rows.values()} == {2} and rows[0]["late_by_us"] == 300.0
+    assert rows[0]["late_busy_us"] == 130.0 and rows[0]["late_idle_us"] == 170.0
+    (top,) = late_ranks(w)
+    assert top["late_rank"] == 2 and top["ranks_waiting"] == 2 and top["late_by_us"] == 300.0
+
+
+def test_late_ranks_match_the_raw_communication_json(corpus: Path, tmp_path: Path) -> None:
+    """On the corpus 4-rank run: per collective seen on two ranks or more, the rank that entered last
+    and by how much, recomputed from each rank's communication.json with the json module."""
+    import re
+
+    run = corpus / "msinsight-st-cann83rc1-level2-4rank"
+    starts: dict = {}
+    for f in run.rglob("communication.json"):
+        rank = int(re.search(r"rank_(\d+)_", str(f)).group(1))
+        for step, kinds in json.loads(f.read_text()).items():
+            for ops in kinds.values():
+                for op, info in ops.items():
+                    t = info.get("Communication Time Info", {}).get("Start Timestamp(us)")
+                    if op != "Total Op Info" and t is not None:
+                        starts.setdefault((step, op), {})[rank] = float(t)
+    want = {k: (max(v, key=lambda r: (v[r], r)), max(v.values()) - min(v.values())) for k, v in starts.items() if len(v) >= 2}
+    c = npudiag.cluster(run, tmp_path / "c")
+    got = {(r["step"], r["op_name"]): (r["late_rank"], r["late_by_us"]) for r in c.tables["cluster_comm_waits"].to_pylist()}
+    assert set(got) == set(want) and len(want) > 10
+    for k, (rank, by) in want.items():
+        assert got[k][0] == rank and got[k][1] == pytest.approx(by), k
+    assert c.summary["late_ranks"][0]["late_by_us"] == pytest.approx(max(by for _, by in want.values()))

@@ -271,7 +271,8 @@ def timeline_of(result: Analysis) -> Timeline:
 @dataclass
 class Cluster:
     """The cross-rank view: ``summary`` (rank × phase matrix, per-step medians, slow ranks, links,
-    wait skew), ``tables`` (cluster_steps, cluster_slow_ranks, cluster_stages, cluster_links, cluster_comm_ops)."""
+    wait skew, late ranks), ``tables`` (cluster_steps, cluster_slow_ranks, cluster_stages, cluster_links,
+    cluster_comm_ops, cluster_comm_waits)."""
 
     summary: dict[str, Any]
     tables: dict[str, pa.Table]
@@ -336,8 +337,9 @@ def cluster(
         steps = cl.with_parallel(rows, cl.parallel_indices(args, pc.unique(rows["rank"]).drop_null().to_pylist()))
         slow = cl.slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
         stage_rows = cl.stages(steps)
+        waits = cl.comm_waits(tables["comm_ops"], lambda ranks: load_rank_rows(dataset, "kernels", ranks))
         outputs = {"cluster_links": tables["comm_links"], "cluster_comm_ops": tables["comm_ops"], "cluster_steps": steps,
-                   "cluster_slow_ranks": slow, "cluster_stages": stage_rows}  # fmt: skip
+                   "cluster_slow_ranks": slow, "cluster_stages": stage_rows, "cluster_comm_waits": waits}  # fmt: skip
         for name, table in outputs.items():
             write_table(table, folder.work / f"{name}.parquet")
         buf = io.StringIO()
@@ -365,6 +367,7 @@ def cluster(
         "links": cl.link_summary(tables["comm_links"]),
         "slow_links": cl.slow_links(tables["comm_links"]),
         "wait_skew": cl.wait_skew(tables["comm_ops"]),
+        "late_ranks": cl.late_ranks(waits),
         "out": str(out),
         "tables": str(tables_at),
         "warnings": warnings,

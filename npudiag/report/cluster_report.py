@@ -112,6 +112,13 @@ def render_comm_terminal(s: dict[str, Any], console: Console) -> None:
     for r in s["slow_links"][:10]:
         link = f"slow link {r['src_rank']}->{r['dst_rank']} ({r['transport']}, {r['op_name']}): {_gbps(r['bandwidth_gbps'])} GB/s"
         console.print(plain(f"{link}, {r['ratio'] * 100:.0f}% of the median {_gbps(r['median_bandwidth_gbps'])} GB/s", style="red"))
+    for r in s.get("late_ranks", [])[:5]:
+        doing = ""
+        if r["late_idle_us"] is not None:
+            kernels = f"{fmt_us(r['late_busy_us'])} of kernels" if r["late_busy_us"] else "no kernel"
+            doing = f"; meanwhile its device ran {kernels} and was idle {fmt_us(r['late_idle_us'])} (host work, or waiting itself)"
+        console.print(plain(f"rank {r['late_rank']} made {r['ranks_waiting']} rank(s) wait {fmt_us(r['late_by_us'])} in {r['step']} "
+                            f"({r['op_name']}){doing}", style="yellow"))  # fmt: skip
     if s["wait_skew"]:
         cols = [Col("step", "fixed", 2), Col("op", "name", 0, min_width=12), Col("ranks", priority=3), Col("max wait", priority=0),
                 Col("min wait", priority=1), Col("late rank", priority=0)]  # fmt: skip

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.analysis.compare import diff_ops
-from npudiag.schemas import CLUSTER_STAGES, CLUSTER_STEPS, SLOW_RANKS
+from npudiag.schemas import CLUSTER_COMM_WAITS, CLUSTER_STAGES, CLUSTER_STEPS, SLOW_RANKS
 
 PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_us"]
 PHASE_NAMES = {"computing_us": "computing", "communication_not_overlapped_us": "communication", "free_us": "free", "bubble_us": "bubble"}
@@ -282,6 +282,75 @@ def wait_skew(ops: pa.Table, top: int = 10) -> list[dict[str, Any]]:
                     "skew_us": max(waits) - min(waits), "late_rank": late["rank"]})  # fmt: skip
     out.sort(key=lambda r: -r["skew_us"])
     return out[:top]
+
+
+def _busy_in(kernels: pa.Table, lo: float, hi: float) -> float:
+    """Device busy time (the union of kernel intervals) of ``kernels`` clipped to [lo, hi], in us."""
+    if kernels.num_rows == 0 or hi <= lo:
+        return 0.0
+    start = kernels["start_us"].to_numpy(zero_copy_only=False)
+    end = start + np.nan_to_num(kernels["duration_us"].to_numpy(zero_copy_only=False))
+    keep = (end > lo) & (start < hi)
+    s, e = np.clip(start[keep], lo, hi), np.clip(end[keep], lo, hi)
+    if not len(s):
+        return 0.0
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], np.maximum.accumulate(e[order])
+    gaps = np.maximum(s[1:] - e[:-1], 0.0)
+    return float(e[-1] - s[0] - gaps.sum())
+
+
+def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None) -> pa.Table:
+    """Per collective seen on two ranks or more (step, op name, its n-th occurrence on each rank):
+    when each rank entered it, the rank that entered last, how long each rank waited for it, and what
+    the late rank's device did meanwhile (busy with kernels, or idle while its host worked).
+    ``kernels_of(ranks)`` gives those ranks' kernels (only the late ones are read). Entry times are
+    each rank's own clock: ranks on different hosts are as comparable as their clocks are."""
+    if ops.num_rows == 0:
+        return CLUSTER_COMM_WAITS.empty_table()
+    rows = [
+        r for r in ops.select(["step", "op_name", "rank", "start_us"]).to_pylist() if r["rank"] is not None and r["start_us"] is not None
+    ]
+    rows.sort(key=lambda r: (str(r["step"]), str(r["op_name"]), r["rank"], r["start_us"]))
+    seen: dict[tuple, int] = {}
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        key = (r["step"], r["op_name"], r["rank"])
+        n = seen.get(key, 0)
+        seen[key] = n + 1
+        groups.setdefault((r["step"], r["op_name"], n), []).append(r)
+    groups = {k: g for k, g in groups.items() if len(g) >= 2}
+    late_ranks = sorted({max(g, key=lambda r: r["start_us"])["rank"] for g in groups.values()})
+    kernels = kernels_of(late_ranks) if kernels_of is not None and late_ranks else None
+    out = []
+    for (step, op, n), g in groups.items():
+        late = max(g, key=lambda r: (r["start_us"], r["rank"]))
+        first = min(r["start_us"] for r in g)
+        busy = idle = None
+        if kernels is not None:
+            mine = kernels.filter(pc.fill_null(pc.equal(kernels["rank"], late["rank"]), False))
+            busy = _busy_in(mine, first, late["start_us"])
+            idle = late["start_us"] - first - busy
+        for r in g:
+            out.append({"step": step, "op_name": op, "occurrence": n, "rank": r["rank"], "start_us": r["start_us"],
+                        "wait_us": late["start_us"] - r["start_us"], "late_rank": late["rank"], "late_by_us": late["start_us"] - first,
+                        "late_busy_us": busy, "late_idle_us": idle})  # fmt: skip
+    return pa.Table.from_pylist(out, schema=CLUSTER_COMM_WAITS) if out else CLUSTER_COMM_WAITS.empty_table()
+
+
+def late_ranks(waits: pa.Table, top: int = 5) -> list[dict[str, Any]]:
+    """The collectives a late rank held up longest, largest first: the rank, by how much, how many
+    ranks waited for it, and what its device did meanwhile."""
+    waiting: dict[tuple, int] = {}
+    late = []
+    for r in waits.to_pylist():
+        key = (r["step"], r["op_name"], r["occurrence"])
+        waiting[key] = waiting.get(key, 0) + (r["wait_us"] > 0)
+        if r["rank"] == r["late_rank"]:
+            late.append(r)
+    late.sort(key=lambda r: -r["late_by_us"])
+    keys = ("step", "op_name", "late_rank", "late_by_us", "late_busy_us", "late_idle_us")
+    return [{**{k: r[k] for k in keys}, "ranks_waiting": waiting[(r["step"], r["op_name"], r["occurrence"])]} for r in late[:top]]
 
 
 MATRIX_PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_us", "stage_us"]
