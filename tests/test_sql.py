@@ -86,3 +86,16 @@ def test_bad_queries_and_folders_are_one_line(tmp_path: Path) -> None:
     odd = tmp_path / "out" / "x'); DROP TABLE kernels; --.parquet"
     odd.write_bytes((tmp_path / "out" / "steps.parquet").read_bytes())
     assert "kernels" in query(tmp_path / "out", "SELECT 1").summary["views"]  # a file name is never SQL
+
+
+@pytest.mark.parametrize("columns", ["60", "80", "200"])
+def test_no_column_vanishes_and_no_value_is_cut_at_any_width(tmp_path: Path, columns: str) -> None:
+    npudiag.analyze([SAMPLE], tmp_path / "out")
+    q = "SELECT op_name, op_type, task_type, step, start_us, duration_us FROM kernels ORDER BY duration_us DESC LIMIT 3"
+    r = run_cli("sql", tmp_path / "out", q, env={"COLUMNS": columns})
+    assert r.returncode == 0, r.stderr
+    rows = query(tmp_path / "out", q).tables["result"].to_pylist()
+    text = " ".join(r.stdout.split())
+    for row in rows:
+        for name, value in row.items():
+            assert name in r.stdout and str(round(value, 6) if isinstance(value, float) else value) in text, (columns, name)

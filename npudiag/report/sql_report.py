@@ -25,10 +25,21 @@ def _cell(v: Any) -> str:
 
 
 def render_table(result: pa.Table, console: Console) -> None:
-    cols = [Col(name, "num" if pa.types.is_integer(t) or pa.types.is_floating(t) else "text", priority=0 if i < 2 else i)
-            for i, (name, t) in enumerate(zip(result.column_names, result.schema.types))]  # fmt: skip
+    """A table when every column fits the terminal at its natural width; otherwise one block per row,
+    a column per line (as psql's expanded display), so no column is dropped and no value is cut."""
     rows = [[_cell(v) for v in row.values()] for row in result.slice(0, MAX_SHOWN).to_pylist()]
-    console.print(table(console, None, cols, rows))
+    names = result.column_names
+    natural = sum(max([len(n)] + [len(r[j]) for r in rows]) + 2 for j, n in enumerate(names))
+    if natural <= console.width:
+        cols = [Col(name, "num" if pa.types.is_integer(t) or pa.types.is_floating(t) else "text", priority=0)
+                for name, t in zip(names, result.schema.types)]  # fmt: skip
+        console.print(table(console, None, cols, rows))
+    else:
+        label = max(len(n) for n in names)
+        for i, row in enumerate(rows, 1):
+            console.print(plain(f"-- row {i} --", style="dim"))
+            for name, value in zip(names, row):
+                console.print(plain(f"{name.ljust(label)}  {value}"), soft_wrap=False)
     more = result.num_rows - len(rows)
     console.print(plain(f"{result.num_rows:,} row(s)" + (f"; the first {len(rows)} shown (--format csv or json gives all)" if more else ""),
                         style="dim"))  # fmt: skip
