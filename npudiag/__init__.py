@@ -8,6 +8,7 @@ the CLI renders), ``.tables`` (name -> pyarrow.Table) and ``to_dict()`` (JSON-sa
     r.summary["profile"], r.tables["kernels"].num_rows
     npudiag.load_output("npudiag-out/torch")             # the same, read back from the folder
     npudiag.gate("base_prof", "cur_prof").failed          # also compare, cluster
+    npudiag.check(["PROF_000001_..."]).problems            # collection health, before analysing
     npudiag.parse_dump("dump"), npudiag.compare_dumps("dump", "golden")
     npudiag.parse_logs(["ascend/log"]).summary["first_error"]
 
@@ -31,6 +32,7 @@ from npudiag.version import __version__
 
 __all__ = [
     "analyze",
+    "check",
     "load_output",
     "compare",
     "gate",
@@ -50,6 +52,7 @@ __all__ = [
 
 _LAZY = {
     "analyze": "npudiag.profiling.pipeline",
+    "check": "npudiag.profiling.health",
     "load_output": "npudiag.profiling.pipeline",
     "compare": "npudiag.profiling.pipeline",
     "gate": "npudiag.profiling.pipeline",
@@ -63,6 +66,7 @@ _LAZY = {
 if TYPE_CHECKING:
     from npudiag.dump.pipeline import compare_dumps, parse_dump
     from npudiag.logs.pipeline import parse_logs
+    from npudiag.profiling.health import check
     from npudiag.profiling.pipeline import analyze, cluster, compare, gate, gate_config, load_output
 
 

@@ -445,6 +445,19 @@ CLUSTER_COMM_WAITS = pa.schema(
     ]
 )
 
+# check's health table: one row per (profile, kind of data)
+HEALTH = pa.schema(
+    [
+        ("rank", pa.int32()),  # as the profile declares it; null when it declares none
+        ("profile", pa.string()),  # the profile's folder (or file)
+        ("data", pa.string()),  # kernels, host_api, framework_ops, flows, steps, memory, communication, aicore_metrics, frequency
+        ("status", pa.string()),  # present, missing (asked for, absent), not collected, partial, unreadable
+        ("rows", pa.int64()),  # the largest count of one source (trace events, .db rows); null for files only looked into
+        ("found_in", pa.string()),  # the files (and a .db's tables) that hold it
+        ("note", pa.string()),  # for missing / not collected: the switch that records it
+    ]
+)
+
 # cluster_stages.parquet: one row per (step, pipeline stage), each phase the mean over the stage's ranks
 CLUSTER_STAGES = pa.schema(
     [

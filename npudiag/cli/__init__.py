@@ -1,6 +1,6 @@
 """The ``npudiag`` command: a thin Typer layer over the library (no analysis logic here).
 
-One module per command (``analyze``, ``report``, ``compare``, ``gate``, ``cluster``, ``sql``,
+One module per command (``analyze``, ``check``, ``report``, ``compare``, ``gate``, ``cluster``, ``sql``,
 ``profile``, ``doctor``; ``logs`` and ``dump`` with their sub-commands): parse the options, make one library
 call, render, return the exit code. At the top each imports only Typer, the standard library and
 npudiag's light modules (``cli._out``, ``errors``, ``version``); pandas, pyarrow and numpy load when
@@ -18,6 +18,7 @@ import warnings
 import typer
 
 from npudiag.cli import analyze as _analyze
+from npudiag.cli import check as _check
 from npudiag.cli import cluster as _cluster
 from npudiag.cli import compare as _compare
 from npudiag.cli import doctor as _doctor
@@ -33,7 +34,7 @@ from npudiag.version import __version__
 
 EXIT_CODES = (
     (0, "ok; also when stdout is a closed pipe ('npudiag ... | head')"),
-    (1, "a problem you asked to fail on: gate regression, dump compare"),
+    (1, "a problem you asked to fail on: gate regression, dump compare, check"),
     (None, "failing tensors (--no-fail: 0), doctor finding a tool missing"),
     (2, "bad usage, unusable input, or an output that cannot be written"),
     (3, "a bug in npudiag (NPUDIAG_DEBUG=1 shows the traceback)"),
@@ -84,6 +85,7 @@ app.command("profile", context_settings=_profile.PROFILE_CONTEXT, epilog=_profil
 app.command("doctor", epilog=_doctor.DOCTOR_EXAMPLE)(_doctor.doctor)
 app.command("cluster", epilog=_cluster.CLUSTER_EXAMPLE)(_cluster.cluster)
 app.command("sql", epilog=_sql.SQL_EXAMPLE)(_sql.sql)
+app.command("check", epilog=_check.CHECK_EXAMPLE)(_check.check)
 
 
 # Click's exception classes, wherever this Typer keeps its Click (newer releases vendor it)

@@ -10,7 +10,7 @@ import typer
 
 from npudiag.cli._out import Say
 
-SQL_EXAMPLE = """\\b
+SQL_EXAMPLE = """\b
 Examples:
   npudiag sql npudiag-out/torch "SELECT op_type, sum(duration_us) AS us FROM kernels GROUP BY 1 ORDER BY 2 DESC LIMIT 5"
   npudiag sql npudiag-out/torch "SELECT * FROM step_breakdown" --format csv"""

@@ -1,0 +1,202 @@
+"""``npudiag check``: what each profile holds and lacks, recomputed here from the raw files with the
+json, csv and sqlite3 modules; planted problems found, clean twins pass, exit codes 0 / 1 / 2."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from npudiag.profiling import health, msprof_switches
+from npudiag.testing.generate import write_torch_profile
+
+from .helpers import run_cli
+
+FOUR = "msinsight-st-cann83rc1-level2-4rank"
+LEVEL0 = "msinsight-pytorch-text-2025/level0"
+DB2 = "msinsight-pytorch-db-rank1/level2"
+
+
+def _json(r) -> dict:
+    return json.loads(r.stdout)
+
+
+def _status(doc: dict, rank: int) -> dict[str, dict]:
+    (p,) = [p for p in doc["profiles"] if p["rank"] == rank]
+    return {d["data"]: d for d in p["data"]}
+
+
+def _config(folder: Path) -> tuple[dict, dict]:
+    (info,) = folder.glob("profiler_info*.json")
+    cfg = json.loads(info.read_text())["config"]
+    return cfg["common_config"], cfg["experimental_config"]
+
+
+def test_four_rank_corpus_run_names_what_each_rank_lacks(corpus: Path) -> None:
+    r = run_cli("check", corpus / FOUR, "--json")
+    assert r.returncode == 1, r.stderr
+    doc = _json(r)
+    for rank in range(4):
+        folder = corpus / FOUR / f"rank_{rank}_ascend_pt"
+        out = folder / "ASCEND_PROFILER_OUTPUT"
+        common, exp = _config(folder)
+        files = {f.name for f in out.iterdir()}
+        st = _status(doc, rank)
+        # kernels: kernel_details.csv holds them; op_statistic.csv alone is totals per type
+        want = "present" if "kernel_details.csv" in files else "partial" if "op_statistic.csv" in files else "missing"
+        assert st["kernels"]["status"] == want, (rank, st["kernels"])
+        assert "ProfilerActivity.NPU" in common["activities"]
+        want_mem = "present" if files & {"memory_record.csv", "operator_memory.csv", "npu_module_mem.csv"} else "missing"
+        assert common["profile_memory"] is True and st["memory"]["status"] == want_mem
+        assert st["communication"]["status"] == "present" and "communication.json" in files
+        # AI Core metrics: the PMU columns --aic-metrics adds to kernel_details.csv
+        if "kernel_details.csv" in files:
+            with open(out / "kernel_details.csv", newline="", encoding="utf-8-sig") as fh:
+                header = next(csv.reader(fh))
+            assert exp["_aic_metrics"] == "ACL_AICORE_PIPE_UTILIZATION" and any(c.startswith("aic_") for c in header)
+            assert st["aicore_metrics"]["status"] == "present"
+        else:
+            assert st["aicore_metrics"]["status"] == "missing"
+        # no trace_view.json in this set: framework ops asked for (CPU activity) and absent
+        assert "trace_view.json" not in files and st["framework_ops"]["status"] == "missing"
+        p = next(p for p in doc["profiles"] if p["rank"] == rank)
+        assert p["versions"] == {"torch_npu": "2.7.1", "cann": "8.3.RC1"} and p["world_size"] == 4
+    assert not doc["collection_problems"]  # all four ranks of world size 4, one version
+
+
+def test_a_rank_missing_from_the_world_size_is_named(corpus: Path, tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    for rank in (0, 1, 3):
+        src = corpus / FOUR / f"rank_{rank}_ascend_pt"
+        shutil.copytree(src, job / src.name, ignore=shutil.ignore_patterns("*.csv"))
+    world = json.loads((corpus / FOUR / "rank_0_ascend_pt" / "profiler_metadata.json").read_text())["distributed_args"]["world_size"]
+    r = run_cli("check", job, "--json")
+    assert r.returncode == 1
+    (line,) = _json(r)["collection_problems"]
+    assert f"world size {world}, 3 ranks found: rank(s) 2 missing" in line
+
+
+def test_level0_trace_counts_equal_a_recount_with_json(corpus: Path) -> None:
+    folder = corpus / LEVEL0 / "rank0_ascend_pt"
+    r = run_cli("check", folder, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = _status(_json(r), 0)
+    events = json.loads((folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    hardware = sum(1 for e in events if e.get("ph") == "X" and names.get(e.get("pid")) == "Ascend Hardware")
+    cpu_ops = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+    assert st["kernels"]["rows"] == hardware and "kernel_details.csv" in st["kernels"]["found_in"]
+    assert st["framework_ops"]["rows"] == cpu_ops > 0
+    flows: dict[tuple, set] = {}
+    for e in events:
+        if e.get("ph") in ("s", "f") and e.get("cat") in ("async_npu", "HostToDevice"):
+            flows.setdefault((e["cat"], json.dumps(e.get("id"))), set()).add(e["ph"])
+    starts = sum(1 for e in events if e.get("ph") == "s" and e.get("cat") in ("async_npu", "HostToDevice"))
+    resolved = sum(1 for v in flows.values() if v == {"s", "f"})
+    assert st["flows"]["rows"] == starts and f"{resolved:,} of {len(flows):,} flow ids have both ends" in st["flows"]["note"]
+    steps = sum(1 for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    assert st["steps"]["rows"] == steps and st["steps"]["status"] == "present"
+    # Level0 records no CANN API (from Level1 on): not asked for, so not a problem
+    common, exp = _config(folder)
+    assert exp["_profiler_level"] == "Level0" and st["host_api"]["status"] == "not collected"
+    assert st["host_api"]["note"] == health.DATA_BY_NAME["host_api"].torch_switch
+
+
+def test_db_counts_equal_sqlite_counts(corpus: Path) -> None:
+    folder = corpus / DB2 / "rank1_ascend_pt"
+    r = run_cli("check", folder, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = _status(_json(r), 1)
+    db = folder / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_1.db"
+    con = sqlite3.connect(db)
+    tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    n = {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+    con.close()
+    # sources of one kind overlap (COMPUTE_TASK_INFO details TASK rows): the largest one count, never a sum
+    assert st["kernels"]["rows"] == max(n["TASK"], n["COMPUTE_TASK_INFO"])
+    assert st["memory"]["rows"] == max(n[t] for t in ("MEMORY_RECORD", "OP_MEMORY", "NPU_MEM", "NPU_OP_MEM", "NPU_MODULE_MEM"))
+    assert st["host_api"]["rows"] == n["CANN_API"] and st["framework_ops"]["rows"] == n["PYTORCH_API"]
+    assert st["flows"]["rows"] == n["CONNECTION_IDS"] and st["aicore_metrics"]["rows"] == n["TASK_PMU_INFO"]
+    assert st["frequency"]["rows"] == n["AICORE_FREQ"]
+
+
+def test_planted_lacks_are_problems_and_the_clean_twin_is_healthy(tmp_path: Path) -> None:
+    clean, planted = tmp_path / "clean", tmp_path / "planted"
+    for root in (clean, planted):
+        write_torch_profile(root, kernels=300, steps=2, copies=4)
+    r = run_cli("check", clean)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "healthy" in r.stdout
+    (pt,) = planted.glob("*_ascend_pt")
+    info = next(pt.glob("profiler_info_*.json"))
+    doc = json.loads(info.read_text())
+    doc["config"]["common_config"]["profile_memory"] = True  # asked for memory, and none was written
+    info.write_text(json.dumps(doc))
+    (pt / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").unlink()  # op_statistic.csv stays: totals only
+    r = run_cli("check", planted, "--json")
+    assert r.returncode == 1
+    st = _status(_json(r), 0)
+    assert st["memory"]["status"] == "missing" and "profile_memory=True" in st["memory"]["note"]
+    assert st["kernels"]["status"] in ("present", "partial")  # the trace still holds the device tasks
+    problems = _json(r)["problems"]
+    assert any("no memory records, though profile_memory=True" in p for p in problems)
+
+
+def test_flows_that_never_resolve_are_a_problem(corpus: Path, tmp_path: Path) -> None:
+    src = corpus / LEVEL0 / "rank0_ascend_pt"
+    folder = tmp_path / src.name
+    shutil.copytree(src, folder)
+    trace = folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    trace.chmod(0o644)
+    events = json.loads(trace.read_text())
+    ends = [e for e in events if e.get("ph") == "f" and e.get("cat") in ("async_npu", "HostToDevice")]
+    assert ends  # the real trace has them, all matched (test above)
+    trace.write_text(json.dumps([e for e in events if not (e.get("ph") == "f" and e.get("cat") in ("async_npu", "HostToDevice"))]))
+    r = run_cli("check", folder, "--json")
+    assert r.returncode == 1
+    st = _status(_json(r), 0)
+    starts = {(e["cat"], e["id"]) for e in events if e.get("ph") == "s" and e.get("cat") in ("async_npu", "HostToDevice")}
+    assert st["flows"]["status"] == "partial" and f"0 of {len(starts):,} flow ids have both ends" in st["flows"]["note"]
+    assert any("host-to-device flows resolves" in p for p in _json(r)["problems"])
+
+
+def test_unreadable_inputs(tmp_path: Path) -> None:
+    r = run_cli("check", tmp_path / "nothing-here")
+    assert r.returncode == 2 and "no such file or folder" in r.stderr and "Traceback" not in r.stderr
+    (tmp_path / "empty").mkdir()
+    r = run_cli("check", tmp_path / "empty")
+    assert r.returncode == 2 and "no profile found" in r.stderr
+    # a broken trace in a profile: a problem naming the file, the other files still checked
+    write_torch_profile(tmp_path / "p", kernels=100, steps=1, copies=0)
+    (trace,) = (tmp_path / "p").glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    trace.write_bytes(trace.read_bytes()[: trace.stat().st_size // 2])
+    r = run_cli("check", tmp_path / "p", "--json")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    doc = _json(r)
+    assert any("trace_view.json" in p and "not a readable trace JSON array" in p for p in doc["problems"])
+    assert _status(doc, 0)["steps"]["status"] == "present"  # step_trace_time.csv still read
+
+
+@pytest.mark.parametrize("columns", ["60", "80", "200"])
+def test_report_fits_the_terminal(corpus: Path, columns: str) -> None:
+    r = run_cli("check", corpus / FOUR / "rank_0_ascend_pt", corpus / DB2, env={"COLUMNS": columns})
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    assert max(len(ln) for ln in lines) <= int(columns)
+    body = "\n".join(lines)
+    for word in ("kernels", "framework_ops", "aicore_metrics", "missing", "present", "5,180"):
+        assert word in body, word
+    assert "problem" in body
+
+
+def test_every_msprof_switch_named_is_in_the_switch_table() -> None:
+    import re
+
+    known = set(msprof_switches.SWITCHES)
+    for d in health.DATA:
+        for name in re.findall(r"--([a-z][a-z0-9-]+)", d.msprof_switch):
+            assert name in known, (d.name, name)
