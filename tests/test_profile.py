@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -301,3 +302,37 @@ def test_todays_switches_pass_through_and_the_standin_takes_them(env: dict[str, 
                 "--", sys.executable, tmp_path / "app.py", cwd=tmp_path, env=env)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert _msprof_calls(env)[0][1 : 1 + len(args)] == args
+
+
+def test_named_options_for_todays_switches() -> None:
+    o = mp.ProfileOptions(Path("/o"), task_memory="on", msproftx="on", mstx_domain_include="train,eval", ge_api="l1")
+    assert mp.cli_args(o) == ["--output=/o", "--task-memory=on", "--msproftx=on", "--mstx-domain-include=train,eval", "--ge-api=l1"]
+    # --memory: what the memory rows need (operator memory and the HBM / DDR timeline), unless set otherwise
+    assert mp.cli_args(mp.ProfileOptions(Path("/o"), memory=True)) == ["--output=/o", "--sys-hardware-mem=on", "--task-memory=on"]
+    bad = [
+        (dict(mstx_domain_exclude="io"), "needs --msproftx on"),
+        (dict(msproftx="on", mstx_domain_include="a;rm -rf"), "domain names separated by commas"),
+        (dict(ge_api="l2"), "--ge-api must be one of off, l0, l1"),
+        (dict(task_memory="yes"), "--task-memory must be one of on, off"),
+        (dict(memory=True, task_memory="off"), "--memory turns on --task-memory"),
+        (dict(task_memory="on", extra=["--task-memory=off"]), "given twice"),
+    ]
+    for kwargs, says in bad:
+        with pytest.raises(ValueError, match=re.escape(says)):
+            mp.cli_args(mp.ProfileOptions(Path("/o"), **kwargs))
+    with pytest.raises(ValueError, match=re.escape("is not available with --mode env (use --mode cli)")):
+        mp.profiling_options(mp.ProfileOptions(Path("/o"), memory=True))
+    snippet = mp.torch_profiler_snippet(mp.ProfileOptions(Path("/o"), memory=True, msproftx="on", mstx_domain_include="train"), 0, 3)
+    assert "profile_memory=True" in snippet and "mstx=True" in snippet and "mstx_domain_include=['train']" in snippet
+
+
+def test_named_options_reach_msprof_and_the_standin_takes_them(env: dict[str, str], tmp_path: Path) -> None:
+    named = ["--memory", "--msproftx", "on", "--mstx-domain-exclude", "io,log", "--ge-api", "l0"]
+    r = run_cli("profile", *named, "--collect-dir", tmp_path / "p", "--no-analyze", "--", sys.executable, tmp_path / "app.py",
+                cwd=tmp_path, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    call = _msprof_calls(env)[0]
+    assert call[1:6] == ["--sys-hardware-mem=on", "--task-memory=on", "--msproftx=on", "--mstx-domain-exclude=io,log", "--ge-api=l0"]
+    assert call[6:] == [sys.executable, str(tmp_path / "app.py")]
+    r = run_cli("profile", "--dry-run", "--mstx-domain-include", "x", "./app", cwd=tmp_path, env=env)
+    assert r.returncode == 2 and "needs --msproftx on" in r.stderr and len(r.stderr.strip().splitlines()) == 1

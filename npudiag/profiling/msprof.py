@@ -9,6 +9,7 @@ one the method lacks is an error that names the methods that have it.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,8 @@ AIC_METRICS = (
     "MemoryAccess",
 )
 AIC_MODES = ("task-based", "sample-based")
+GE_API = ("off", "l0", "l1")
+MSTX_DOMAINS = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")
 STORAGE_LIMIT_MB = (200, 4294967295)
 
 
@@ -50,18 +53,41 @@ class ProfileOptions:
     sys_hardware_mem_freq: int | None = None
     l2: str | None = None
     hccl: str | None = None
+    task_memory: str | None = None  # operator memory (operator_memory / memory_record)
+    msproftx: str | None = None  # the application's mstx marks and ranges
+    mstx_domain_include: str | None = None  # with msproftx: only these mstx domains (comma-separated)
+    mstx_domain_exclude: str | None = None  # with msproftx: all mstx domains but these
+    ge_api: str | None = None  # GE host API timeline: off, l0, l1
+    memory: bool = False  # what npudiag's memory rows need: --task-memory and --sys-hardware-mem on, unless set
     delay_s: int | None = None
     duration_s: int | None = None
     storage_limit_mb: int | None = None
     extra: list[str] = field(default_factory=list)  # --msprof-arg, passed through unchanged
 
+    def __post_init__(self) -> None:
+        if self.memory:  # operator memory, and the device memory (HBM / DDR) timeline
+            self.task_memory = self.task_memory or "on"
+            self.sys_hardware_mem = self.sys_hardware_mem or "on"
+
     def validate(self) -> None:
+        if self.memory and "off" in (self.task_memory, self.sys_hardware_mem):
+            raise ValueError("--memory turns on --task-memory and --sys-hardware-mem; leave out the one set to off, or --memory")
+
         def one_of(name: str, value: str | None, allowed: tuple[str, ...]) -> None:
             if value is not None and value not in allowed:
                 raise ValueError(f"--{name} must be one of {', '.join(allowed)}, not {value!r}")
 
-        for name in ("ascendcl", "runtime_api", "aicpu", "ai_core", "sys_hardware_mem", "l2", "hccl"):
+        for name in ("ascendcl", "runtime_api", "aicpu", "ai_core", "sys_hardware_mem", "l2", "hccl", "task_memory", "msproftx"):
             one_of(name.replace("_", "-"), getattr(self, name), ON_OFF)
+        one_of("ge-api", self.ge_api, GE_API)
+        for name in ("mstx_domain_include", "mstx_domain_exclude"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if self.msproftx != "on":
+                raise ValueError(f"--{name.replace('_', '-')} selects mstx domains and needs --msproftx on")
+            if not MSTX_DOMAINS.fullmatch(value):
+                raise ValueError(f"--{name.replace('_', '-')} takes domain names separated by commas, not {value!r}")
         one_of("task-time", self.task_time, TASK_TIME)
         one_of("aic-metrics", self.aic_metrics, AIC_METRICS)
         one_of("aic-mode", self.aic_mode, AIC_MODES)
@@ -71,10 +97,14 @@ class ProfileOptions:
             v = getattr(self, name)
             if v is not None and v <= 0:
                 raise ValueError(f"--{name.replace('_s', '').replace('_', '-')} must be positive")
+        named = {switch: name for name, switch in _CLI.items() if getattr(self, name) is not None}
         for arg in self.extra:  # checked against msprof's own switch table before anything runs
             why = check_switch(arg)
             if why is not None:
                 raise ValueError(f"--msprof-arg {why}")
+            switch = arg.split("=", 1)[0]
+            if switch in named:
+                raise ValueError(f"{switch} is given twice: as an npudiag option and through --msprof-arg={arg}; keep one")
 
 
 # option attribute -> msprof switch
@@ -91,6 +121,11 @@ _CLI = {
     "sys_hardware_mem_freq": "--sys-hardware-mem-freq",
     "l2": "--l2",
     "hccl": "--hccl",
+    "task_memory": "--task-memory",
+    "msproftx": "--msproftx",
+    "mstx_domain_include": "--mstx-domain-include",
+    "mstx_domain_exclude": "--mstx-domain-exclude",
+    "ge_api": "--ge-api",
     "delay_s": "--delay",
     "duration_s": "--duration",
 }
@@ -195,12 +230,18 @@ def torch_profiler_snippet(opts: ProfileOptions, start: int | None, stop: int | 
         exp.append(f"aic_metrics=torch_npu.profiler.{_TORCH_METRICS[opts.aic_metrics]}")
     if opts.l2 == "on":
         exp.append("l2_cache=True")
+    if opts.msproftx == "on":
+        exp.append("mstx=True")
+        for key in ("mstx_domain_include", "mstx_domain_exclude"):
+            if getattr(opts, key):
+                exp.append(f"{key}={getattr(opts, key).split(',')!r}")
     lines = [
         "import torch_npu",
         "",
         "experimental_config = torch_npu.profiler._ExperimentalConfig(" + ", ".join(exp) + ")",
         "with torch_npu.profiler.profile(",
         "    activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],",
+        *(["    profile_memory=True,"] if opts.task_memory == "on" else []),
         f"    schedule={torch_schedule(start, stop)},",
         f"    on_trace_ready=torch_npu.profiler.tensorboard_trace_handler({str(opts.output)!r}),",
         "    experimental_config=experimental_config,",
