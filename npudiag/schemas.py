@@ -445,6 +445,19 @@ CLUSTER_COMM_WAITS = pa.schema(
     ]
 )
 
+# idle_causes.parquet: per rank, step and cause, the device idle time (gaps between device tasks inside
+# the step, whose sum is step_breakdown's free_us) and what the host was doing across each gap's middle
+IDLE_CAUSES = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("step", pa.int64()),  # null when the profile has no steps
+        ("cause", pa.string()),  # the innermost host call across the gap's middle, level@name; null: none recorded
+        ("kind", pa.string()),  # sync (host waiting on the device), host_api (another CANN call), none
+        ("idle_us", pa.float64()),
+        ("count", pa.int64()),  # gaps
+    ]
+)
+
 # check's health table: one row per (profile, kind of data)
 HEALTH = pa.schema(
     [
@@ -610,6 +623,7 @@ TABLES: dict[str, pa.Schema] = {
     "findings": FINDINGS,
     "step_breakdown": STEP_BREAKDOWN,
     "finding_intervals": FINDING_INTERVALS,
+    "idle_causes": IDLE_CAUSES,
     "comm_links": COMM_LINKS,
     "comm_ops": COMM_OPS,
     "comm_tasks": COMM_TASKS,

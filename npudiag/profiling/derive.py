@@ -1,5 +1,5 @@
-"""The tables analysis derives from the read ones: hot ops, the per-step breakdown, findings and the
-time ranges the findings own.
+"""The tables analysis derives from the read ones: hot ops, the per-step breakdown, the idle causes,
+findings and the time ranges the findings own.
 
 One function so that ``analyze`` (one rank in memory, or each rank in its own task), ``compare``
 and ``gate`` derive them the same way from a raw profile; an ``--out`` folder already holds them.
@@ -13,12 +13,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from npudiag.profiling.analysis.idle_causes import idle_causes
 from npudiag.profiling.analysis.step_breakdown import step_breakdown, step_time_warnings
 from npudiag.profiling.analysis.window import Window
 from npudiag.profiling.rules import findings_table, run_rules
 from npudiag.profiling.rules.base import RuleContext, intervals_table
 
-DERIVED = ("hot_ops", "step_breakdown", "findings", "finding_intervals")
+DERIVED = ("hot_ops", "step_breakdown", "findings", "finding_intervals", "idle_causes")
 
 
 def derive(
@@ -30,6 +31,7 @@ def derive(
     ctx = RuleContext(out)  # holds what the rules share with the tables here (hot ops, timelines)
     out["hot_ops"] = ctx.hot_ops()
     out["step_breakdown"] = step_breakdown(out)
+    out["idle_causes"] = idle_causes(out)
     findings, skipped = run_rules(ctx, rule_options or {}, exclude=exclude)
     out["findings"] = findings_table(findings)
     out["finding_intervals"] = intervals_table(findings)

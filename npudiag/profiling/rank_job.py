@@ -33,7 +33,7 @@ from npudiag.profiling.rules.base import Skipped
 from npudiag.store import TableSet, analysis_manifest, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
 
 # the tables written per rank; hot_ops is one file for the whole profile
-RANK_TABLES = (*READ_TABLES, "findings", "finding_intervals", "step_breakdown")
+RANK_TABLES = (*READ_TABLES, "findings", "finding_intervals", "step_breakdown", "idle_causes")
 
 
 @dataclass

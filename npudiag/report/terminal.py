@@ -123,6 +123,7 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
 
     _memory(summary, console)
     _step_bars(summary, console)
+    _idle_causes(summary, console)
     _findings(summary, console)
 
     errors = summary.get("errors", [])
@@ -239,6 +240,33 @@ def _step_bars(summary: dict[str, Any], console: Console) -> None:
             b.insert(3, bar)
         cols = cols + [Col("breakdown", "fixed", 5)]
     console.print(table(console, legend, cols + phase_cols, body))
+
+
+_KIND_WORDS = {"sync": "sync", "host_api": "host call"}
+
+
+def idle_cause_items(idle: dict[str, Any]) -> list[str]:
+    """``12.0 ms acl@aclrtSynchronizeStream (sync)`` ... for the largest causes of device idle time."""
+    out = []
+    for c in idle.get("causes", []):
+        if c["cause"] is None:
+            out.append(f"{fmt_us(c['idle_us'])} no host call recorded")
+        else:
+            out.append(f"{fmt_us(c['idle_us'])} {c['cause']} ({_KIND_WORDS.get(c['kind'], c['kind'])})")
+    return out
+
+
+def _idle_causes(summary: dict[str, Any], console: Console) -> None:
+    idle = summary.get("idle_causes") or {}
+    if not idle.get("idle_us"):
+        return
+    lines = figure_lines(idle_cause_items(idle), console.width - 2, sep="  ·  ")
+    head = Text(f"Device idle inside steps {fmt_us(idle['idle_us'])}, by what the host was doing:", style="bold")
+    console.print(head)
+    for line in lines:
+        console.print(plain("  " + line))
+    if idle.get("advice"):
+        console.print(Text("  most of it: " + idle["advice"], style="dim"))
 
 
 _STALL_RULES = {

@@ -17,6 +17,9 @@ time is the rank's span.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -136,19 +139,26 @@ def _ranks(*tables: pa.Table) -> list:
 
 
 def step_breakdown(tables: dict[str, pa.Table]) -> pa.Table:
+    rows = [_row(*part) for part in step_parts(tables)]
+    return pa.Table.from_pylist(rows, schema=SCHEMA) if rows else SCHEMA.empty_table()
+
+
+def step_parts(tables: dict[str, pa.Table]) -> Iterator[tuple[Any, int | None, pa.Table, pa.Table, int, dict | None]]:
+    """Per rank and step: (rank, step, its kernels, its device copies, the rank's base ns, what the
+    profile records of the step). The partition every per-step quantity is computed over (the
+    breakdown, the idle causes), so they add up to the same steps."""
     # only the columns the phases read: taking rows of the whole kernels table copied every string
     kernels = tables["kernels"].select(["rank", "step", "start_us", "start_ns", "duration_us", "task_class"])
     steps = tables["steps"]
     copies = tables["copies"].select(["rank", "side", "start_us", "start_ns", "duration_us"])
     if copies.num_rows:
         copies = copies.filter(pc.fill_null(pc.equal(copies["side"], "device"), False))
-    rows = []
     for rank in _ranks(kernels, copies):
         k, c, st = rank_rows(kernels, rank), rank_rows(copies, rank), rank_rows(steps, rank)
         base = base_ns(k, c)
         ids, kpos, cpos = assign_steps(k, c, st)
         if not ids:
-            rows.append(_row(rank, None, k, c, base, None))
+            yield rank, None, k, c, base, None
             continue
         profiler = _profiler_times(st)
         korder = np.argsort(kpos, kind="stable")
@@ -158,8 +168,7 @@ def step_breakdown(tables: dict[str, pa.Table]) -> pa.Table:
         for j, step in enumerate(ids):
             ks = k.take(pa.array(korder[kcut[j] : kcut[j + 1]]))
             cs = c.take(pa.array(corder[ccut[j] : ccut[j + 1]])) if c.num_rows else c
-            rows.append(_row(rank, step, ks, cs, base, profiler.get(step)))
-    return pa.Table.from_pylist(rows, schema=SCHEMA) if rows else SCHEMA.empty_table()
+            yield rank, step, ks, cs, base, profiler.get(step)
 
 
 def step_time_warnings(breakdown: pa.Table, limit: int = 3) -> list[str]:

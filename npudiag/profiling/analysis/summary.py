@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from npudiag import schemas
 from npudiag.profiling.analysis.context import rank_rows, sort_findings
 from npudiag.profiling.analysis.hot_ops import hot_ops_table, merge_hot_ops
+from npudiag.profiling.analysis.idle_causes import top_causes
 from npudiag.profiling.analysis.memory import memory_by_rank
 from npudiag.profiling.analysis.quantities import clipped_union_us, copy_totals, phases, timeline
 
@@ -178,6 +179,7 @@ class SummaryParts:
     step_breakdown: pa.Table
     findings: pa.Table
     memory: list[dict[str, Any]]
+    idle_causes: pa.Table
 
     @classmethod
     def of(cls, tables: dict[str, pa.Table]) -> SummaryParts:
@@ -198,6 +200,7 @@ class SummaryParts:
             step_breakdown=tables.get("step_breakdown", schemas.empty("step_breakdown")),
             findings=tables.get("findings", schemas.empty("findings")),
             memory=memory_by_rank(tables),
+            idle_causes=tables.get("idle_causes", schemas.empty("idle_causes")),
         )
 
     @classmethod
@@ -223,6 +226,7 @@ class SummaryParts:
             step_breakdown=_by_rank(schemas.concat([p.step_breakdown for p in parts])),
             findings=sort_findings(schemas.concat([p.findings for p in parts])),
             memory=sorted((m for p in parts for m in p.memory), key=lambda m: (m["rank"] is None, m["rank"])),
+            idle_causes=schemas.concat([p.idle_causes for p in parts]),
         )
 
 
@@ -275,6 +279,7 @@ def summary_from_parts(
         "step_breakdown": parts.step_breakdown.slice(0, 50).to_pylist(),
         "findings": _findings(parts.findings),
         "memory": _memory(parts.memory),
+        "idle_causes": top_causes(parts.idle_causes),
         "rules_skipped": rules_skipped or {},
     }
 

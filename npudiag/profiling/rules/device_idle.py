@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
+from npudiag.profiling.analysis.idle_causes import SYNC_CALLS
 from npudiag.profiling.analysis.quantities import idle_gaps
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, absolute
 
@@ -19,7 +20,7 @@ OPTIONS = {"min_gap_us": 1000.0, "warning_share": 0.05, "critical_share": 0.20, 
 MSPROF_ANALYZE = "overall summary's free time; npudiag splits each gap by the host API across it"
 
 
-_SYNC = ("Synchronize", "StreamSync", "DeviceSync", "EventSync", "QueryEvent", "MemCopySync", "aclrtMemcpy")
+_SYNC = SYNC_CALLS  # one list of the calls that make the host wait (the idle causes use it too)
 
 
 def _host_calls_at(api, s: np.ndarray, e: np.ndarray, times: np.ndarray) -> list[str | None]:

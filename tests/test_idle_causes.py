@@ -1,0 +1,132 @@
+"""Idle causes: every device gap inside a step given to what the host was doing. Planted
+synchronisations found with the idle time recomputed from the raw trace (json module), a clean twin
+without them, per step the causes add up to free_us, and the innermost-call search against brute force."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from npudiag.profiling.analysis import idle_causes as ic
+from npudiag.testing.generate import write_torch_profile
+
+from .conftest import CORPUS
+from .helpers import run_cli
+
+
+def _ns(ts: str) -> int:
+    """The trace's text timestamp (µs with 3 decimals) as exact ns."""
+    whole, _, frac = ts.partition(".")
+    return int(whole) * 1000 + int((frac + "000")[:3])
+
+
+def _device_gaps(trace: Path) -> list[tuple[int, int]]:
+    """Gaps between the merged device tasks (the Ascend Hardware process's complete events), in exact ns."""
+    events = json.loads(trace.read_text())
+    hw = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name" and e["args"]["name"] == "Ascend Hardware"}
+    x = [e for e in events if e.get("ph") == "X" and e.get("pid") in hw]
+    spans = sorted((_ns(e["ts"]), _ns(e["ts"]) + round(float(e["dur"]) * 1000)) for e in x)
+    merged: list[list[int]] = []
+    for s, e in spans:
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    return [(a[1], b[0]) for a, b in zip(merged, merged[1:]) if b[0] > a[1]]
+
+
+def test_planted_syncs_are_the_cause_of_the_idle_they_leave(tmp_path: Path) -> None:
+    write_torch_profile(tmp_path / "p", kernels=600, steps=3, copies=0, syncs_per_step=2, sync_idle_us=900.0)
+    r = run_cli("analyze", tmp_path / "p", "--out", tmp_path / "o", "-q")
+    assert r.returncode == 0, r.stderr
+    (trace,) = (tmp_path / "p").glob("*/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    events = json.loads(trace.read_text())
+    gaps = _device_gaps(trace)
+    # each planted aclrtSynchronizeStream returns inside a device gap: that gap is its idle
+    sync_ends = [_ns(e["ts"]) + round(float(e["dur"]) * 1000) for e in events if e.get("name") == "AscendCL@aclrtSynchronizeStream"]
+    assert len(sync_ends) == 6
+    want = sum(e - s for s, e in gaps if any(s <= t <= e for t in sync_ends)) / 1000.0
+    got = pq.read_table(tmp_path / "o" / "idle_causes.parquet").to_pylist()
+    sync = [row for row in got if row["cause"] == "acl@aclrtSynchronizeStream"]
+    assert {row["kind"] for row in sync} == {"sync"} and sum(row["count"] for row in sync) == 6
+    assert sum(row["idle_us"] for row in sync) == pytest.approx(want, abs=0.01)
+    assert want >= 6 * 900.0 * 0.99  # each planted gap is the 900 µs the generator put after the sync
+    # the summary names it first, and the report fits a narrow terminal
+    r = run_cli("report", tmp_path / "o", env={"COLUMNS": "60"})
+    block = r.stdout[r.stdout.index("Device idle inside steps") :].splitlines()[:4]
+    assert "acl@aclrtSynchronizeStream (sync)" in block[1] and all(len(line) <= 60 for line in block)
+    assert "remove synchronisations" in " ".join(r.stdout.split())
+
+
+def test_clean_twin_has_no_sync_idle(tmp_path: Path) -> None:
+    write_torch_profile(tmp_path / "p", kernels=600, steps=3, copies=0)
+    r = run_cli("analyze", tmp_path / "p", "--out", tmp_path / "o", "-q")
+    assert r.returncode == 0, r.stderr
+    rows = pq.read_table(tmp_path / "o" / "idle_causes.parquet").to_pylist()
+    assert rows and not [row for row in rows if row["kind"] == "sync"]
+
+
+def _free_by_step(out: Path) -> dict:
+    path = out / "step_breakdown.parquet" if (out / "step_breakdown.parquet").exists() else out / "step_breakdown"
+    br = pq.read_table(path)
+    return {(r["rank"], r["step"]): r["free_us"] for r in br.to_pylist()}
+
+
+def _idle_by_step(out: Path) -> dict:
+    path = out / "idle_causes.parquet" if (out / "idle_causes.parquet").exists() else out / "idle_causes"
+    got: dict = {}
+    for r in pq.read_table(path).to_pylist():
+        got[(r["rank"], r["step"])] = got.get((r["rank"], r["step"]), 0.0) + r["idle_us"]
+    return got
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_causes_add_up_to_each_steps_free_time(tmp_path: Path, seed: int) -> None:
+    write_torch_profile(tmp_path / "p", kernels=500, steps=4, seed=seed, copies=3 * seed, syncs_per_step=seed, sync_idle_us=300.0)
+    r = run_cli("analyze", tmp_path / "p", "--out", tmp_path / "o", "-q")
+    assert r.returncode == 0, r.stderr
+    free, idle = _free_by_step(tmp_path / "o"), _idle_by_step(tmp_path / "o")
+    for key, f in free.items():
+        assert idle.get(key, 0.0) == pytest.approx(f, abs=1e-6 * max(1.0, f)), key
+
+
+def test_corpus_causes_add_up_to_free_time(corpus: Path, tmp_path: Path) -> None:
+    for name in ("msinsight-pytorch-text-2025/level0", "msinsight-pytorch-db-rank1/level2", "mstt-advisor-trace-view"):
+        out = tmp_path / name.replace("/", "_")
+        r = run_cli("analyze", CORPUS / name, "--out", out, "-q")
+        assert r.returncode == 0, r.stderr
+        free, idle = _free_by_step(out), _idle_by_step(out)
+        assert free
+        for key, f in free.items():
+            assert idle.get(key, 0.0) == pytest.approx(f, abs=1e-6 * max(1.0, f)), (name, key)
+
+
+def _brute(times, s, e):
+    out = []
+    for t in times:
+        cover = [(e[j] - s[j], j) for j in range(len(s)) if s[j] <= t <= e[j]]
+        out.append(min(cover)[1] if cover else -1)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("budget", [3, 8_000_000])
+def test_innermost_equals_brute_force(monkeypatch: pytest.MonkeyPatch, budget: int) -> None:
+    monkeypatch.setattr(ic, "_PAIRS", budget)
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        n = int(rng.integers(0, 40))
+        s = rng.integers(0, 1000, n).astype(np.int64)
+        e = s + rng.integers(0, 300, n).astype(np.int64)
+        times = rng.integers(-10, 1300, int(rng.integers(0, 60))).astype(np.int64)
+        assert ic.innermost(times, s, e).tolist() == _brute(times, s, e).tolist()
+
+
+def test_returned_inside_picks_the_last_return() -> None:
+    ends = np.array([5, 15, 18, 40], np.int64)
+    eligible = np.array([True, True, True, False])
+    got = ic.returned_inside(np.array([10, 30, 0]), np.array([20, 50, 4]), ends, eligible)
+    assert got.tolist() == [2, -1, -1]
