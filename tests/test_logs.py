@@ -434,3 +434,39 @@ def test_fuzz_plog_chunks_agree_with_the_line_parser(picks) -> None:
         lines.append(line[:cut] + junk if cut < len(line) else line)
     text = "\n".join(lines)
     assert parse_text(text, LogContext("p.log")).to_pylist() == parse_text(text, LogContext("p.log"), vectorised=False).to_pylist()
+
+
+def test_export_since_last_keeps_only_new_or_changed_files(tmp_path: Path) -> None:
+    import hashlib
+
+    env = with_standins({"MSNPUREPORT_STATE": str(tmp_path / "device-store")})
+    first = run_cli("logs", "export", "--since", "last", "--out", tmp_path / "logs" / "e1", "--json", cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr
+    e1 = sorted(p.relative_to(tmp_path / "logs" / "e1").as_posix() for p in (tmp_path / "logs" / "e1").rglob("*") if p.is_file())
+    record = json.loads((tmp_path / "logs" / "npudiag-exported.json").read_text())
+    # the record holds every exported file with its size and sha256, recomputed here
+    assert sorted(record["files"]) == e1 and len(e1) > 5
+    for rel, entry in record["files"].items():
+        data = (tmp_path / "logs" / "e1" / rel).read_bytes()
+        assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    # the device exports everything again, device 1's log having grown: only that file is kept
+    second = run_cli("logs", "export", "--since", "last", "--out", tmp_path / "logs" / "e2", cwd=tmp_path, env=env)
+    assert second.returncode == 0, second.stderr
+    e2 = [p.relative_to(tmp_path / "logs" / "e2").as_posix() for p in (tmp_path / "logs" / "e2").rglob("*") if p.is_file()]
+    (grown,) = e2
+    assert grown.startswith("slog/dev-os-1/debug/device-1/device-1_")
+    assert "1 file(s) new or changed since the last export" in second.stderr and f"{len(e1) - 1} already exported" in second.stderr
+    record = json.loads((tmp_path / "logs" / "npudiag-exported.json").read_text())
+    assert record["files"][grown]["sha256"] == hashlib.sha256((tmp_path / "logs" / "e2" / grown).read_bytes()).hexdigest()
+    # without --since everything is exported, and the record is left alone
+    full = run_cli("logs", "export", "--out", tmp_path / "logs" / "e3", cwd=tmp_path, env=env)
+    assert full.returncode == 0 and len([p for p in (tmp_path / "logs" / "e3").rglob("*") if p.is_file()]) == len(e1)
+    assert json.loads((tmp_path / "logs" / "npudiag-exported.json").read_text()) == record
+    # a file of that name that is not npudiag's record is refused, not replaced
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "npudiag-exported.json").write_text('{"mine": 1}')
+    r = run_cli("logs", "export", "--since", "last", "--out", tmp_path / "other" / "e", cwd=tmp_path, env=env)
+    assert r.returncode == 2 and "not npudiag's export record" in r.stderr and not (tmp_path / "other" / "e").exists()
+    assert (tmp_path / "other" / "npudiag-exported.json").read_text() == '{"mine": 1}'
+    bad = run_cli("logs", "export", "--since", "yesterday", cwd=tmp_path, env=env)
+    assert bad.returncode == 2 and "--since takes 'last'" in bad.stderr

@@ -108,6 +108,13 @@ def export(
     kind: ExportType = typer.Option(ExportType.all, "--type", "-t", help="What to export (msnpureport -t)."),
     history: bool = typer.Option(False, "--history", help="Everything plus historical maintenance info (msnpureport -f)."),
     events: bool = typer.Option(False, "--events", help="Everything plus the device's bbox event information (msnpureport -a)."),
+    since: str = typer.Option(
+        None,
+        "--since",
+        metavar="last",
+        help="last: keep only the files earlier exports into the same folder did not hold (same path, size and sha256; "
+        "recorded in npudiag-exported.json there). msnpureport itself always exports everything.",
+    ),
     device: int = typer.Option(None, "--device", "-d", help="Parse only this device's records (msnpureport always exports all)."),
     also_host: bool = typer.Option(False, "--also-host", help="Also copy the host logs ($ASCEND_PROCESS_LOG_PATH or ~/ascend/log)."),
     archive: bool = typer.Option(False, "--archive", help="Also write <out>.tar.gz for sending to support."),
@@ -120,14 +127,19 @@ def export(
     from npudiag.logs import msnpureport as mr
 
     say = Say(quiet, verbose)
+    if since is not None and since != "last":
+        raise typer.BadParameter(f"--since takes 'last' (the files earlier exports did not hold), not {since!r}")
     try:
-        result = mr.export_logs(out, kind.value, history, mr.echo_stderr if not quiet else lambda _line: None, timeout, events=events)
+        result = mr.export_logs(out, kind.value, history, mr.echo_stderr if not quiet else lambda _line: None, timeout, events=events,
+                                since_last=since == "last")  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     except mr.ToolError as exc:
         say.errors([str(exc)])
         raise typer.Exit(2) from None
     say.info(f"export in {result.folder}")
+    if result.kept is not None:
+        say.info(f"{result.kept} file(s) new or changed since the last export, {result.skipped} already exported (record: {result.record})")
     if also_host:
         notes: list[str] = []
         copied = mr.copy_host_logs(result.folder, notes)
@@ -135,6 +147,9 @@ def export(
         say.warnings(notes)
     if archive:
         say.info(f"archive {mr.write_archive(result.folder)}")
+    if result.kept == 0 and not also_host:
+        say.info("nothing new since the last export: nothing to parse")
+        return
     code = _analyse([str(result.folder)], result.folder.with_name(result.folder.name + "-npudiag"), json_out, device, say)
     if code:
         raise typer.Exit(code)

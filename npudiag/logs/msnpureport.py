@@ -23,7 +23,7 @@ from pathlib import Path
 from npudiag.collect.child import describe_exit, kill_group, popen
 from npudiag.collect.toolkit import find_msnpureport
 from npudiag.errors import InputError, ToolError
-from npudiag.output import move_new, write_new_file
+from npudiag.output import move_new, write_json, write_new_file
 from npudiag.safeio import is_regular
 
 EXPORT_TYPES = {"all": "0", "slog": "1", "bbox": "2", "stackcore": "3", "vmcore": "4", "module": "5"}
@@ -202,6 +202,61 @@ def run_tool(tool: Path, args: list[str], cwd: Path, echo: Callable[[str], None]
 class Export:
     folder: Path
     tool_output: list[str]
+    kept: int | None = None  # with since_last: files new or changed since the record
+    skipped: int | None = None  # and files the record already holds (removed from this export)
+    record: Path | None = None
+
+
+RECORD = "npudiag-exported.json"  # beside the exports: what earlier exports into this folder held
+_RECORD_KIND = "npudiag log export record"
+
+
+def _file_digest(path: Path) -> tuple[int, str]:
+    import hashlib
+
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+            size += len(block)
+    return size, h.hexdigest()
+
+
+def load_record(path: Path) -> dict[str, dict[str, object]]:
+    """The files earlier exports held (path inside the export -> size, sha256); empty when there is
+    no record. A file of that name that is not npudiag's record is refused, never replaced."""
+    if not path.exists():
+        return {}
+    from npudiag.safeio import load_json
+
+    doc = load_json(path)
+    if not isinstance(doc, dict) or doc.get("kind") != _RECORD_KIND or not isinstance(doc.get("files"), dict):
+        raise InputError(path, f'is not npudiag\'s export record (no "kind": "{_RECORD_KIND}"); not used, not replaced')
+    return {k: v for k, v in doc["files"].items() if isinstance(k, str) and isinstance(v, dict)}
+
+
+def drop_exported(folder: Path, record: dict[str, dict[str, object]]) -> tuple[dict[str, dict[str, object]], int]:
+    """Remove from ``folder`` (a fresh export) the files the record holds with the same path, size
+    and content; return the entries of the files kept and how many were removed. Folders left empty
+    are removed; links and special files are never followed (msnpureport writes regular files)."""
+    kept: dict[str, dict[str, object]] = {}
+    skipped = 0
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        rel = path.relative_to(folder).as_posix()
+        size, digest = _file_digest(path)
+        seen = record.get(rel)
+        if seen is not None and seen.get("size") == size and seen.get("sha256") == digest:
+            path.unlink()
+            skipped += 1
+        else:
+            kept[rel] = {"size": size, "sha256": digest}
+    for d in sorted((p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink()), key=lambda p: -len(p.parts)):
+        if not any(d.iterdir()):
+            d.rmdir()
+    return kept, skipped
 
 
 def _created_folder(workdir: Path, output: list[str]) -> Path:
@@ -218,16 +273,28 @@ def _created_folder(workdir: Path, output: list[str]) -> Path:
 
 
 def export_logs(
-    out: Path | None, kind: str, force: bool, echo: Callable[[str], None], timeout_s: float = DEFAULT_TIMEOUT_S, events: bool = False
+    out: Path | None,
+    kind: str,
+    force: bool,
+    echo: Callable[[str], None],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    events: bool = False,
+    since_last: bool = False,
 ) -> Export:
     """Run the export in a private working folder beside ``out`` and move the result to ``out``
-    (default ``./npudiag-logs/<timestamp>``). An existing ``out`` is never overwritten."""
+    (default ``./npudiag-logs/<timestamp>``). An existing ``out`` is never overwritten.
+
+    ``since_last``: msnpureport always exports everything the device holds; keep only the files
+    that earlier exports into the same folder did not hold (same path inside the export, size and
+    sha256, from the record ``npudiag-exported.json`` there), and add this export's files to it."""
     args = export_args(kind, force, events)
     tool = require_msnpureport()
     if out is not None and out.exists():
         raise InputError(out, "already exists; npudiag never overwrites an export folder (choose another --out)")
     parent = (out.parent if out is not None else Path("npudiag-logs")).absolute()
     parent.mkdir(parents=True, exist_ok=True)
+    record_path = parent / RECORD
+    record = load_record(record_path) if since_last else {}
     work = Path(tempfile.mkdtemp(prefix=".msnpureport-", dir=parent))
     # the tool names the folder it made in our private working folder, which is gone once the export
     # is moved: echo the path the export will have instead
@@ -241,8 +308,14 @@ def export_logs(
         output = run_tool(tool, args, work, lambda line: echo(private.sub(final, line)), timeout_s)
         made = _created_folder(work, output)
         dest = out.absolute() if out is not None else parent / made.name
+        if not since_last:
+            move_new(made, dest, "an export folder")
+            return Export(dest, output)
+        kept, skipped = drop_exported(made, record)
         move_new(made, dest, "an export folder")
-        return Export(dest, output)
+        # the record is replaced only after the export is in place: a crash before leaves the old record
+        write_json({"kind": _RECORD_KIND, "files": {**record, **kept}}, record_path)
+        return Export(dest, output, kept=len(kept), skipped=skipped, record=record_path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
