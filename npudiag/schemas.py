@@ -545,6 +545,20 @@ TORCH_OPS = pa.schema(
     ]
 )
 
+# host_ops.parquet: framework (torch) ops as time ranges on the host: torch_npu's trace_view.json cpu_op
+# events, the .db's PYTORCH_API rows of type op (what torch_ops sums by name)
+HOST_OPS = pa.schema(
+    [
+        ("source", pa.string()),  # trace, db
+        ("rank", pa.int32()),
+        ("name", pa.string()),  # aten::item, npu::npu_rms_norm ...
+        ("start_us", pa.float64()),
+        ("start_ns", pa.int64()),  # exact
+        ("duration_us", pa.float64()),
+        ("thread_id", pa.int64()),
+    ]
+)
+
 # device_info.parquet: what each device is made of (msprof's PROF_*/device_N/info.json.N DeviceInfo)
 DEVICE_INFO = pa.schema(
     [
@@ -633,6 +647,7 @@ TABLES: dict[str, pa.Schema] = {
     "aicore_freq": AICORE_FREQ,
     "device_info": DEVICE_INFO,
     "torch_ops": TORCH_OPS,
+    "host_ops": HOST_OPS,
 }
 
 

@@ -130,3 +130,41 @@ def test_returned_inside_picks_the_last_return() -> None:
     eligible = np.array([True, True, True, False])
     got = ic.returned_inside(np.array([10, 30, 0]), np.array([20, 50, 4]), ends, eligible)
     assert got.tolist() == [2, -1, -1]
+
+
+def _fmt(ns: int) -> str:
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def test_framework_ops_name_the_cause(tmp_path: Path) -> None:
+    """cpu_op events planted in a generated trace, as torch_npu writes them: an aten::item around each
+    planted stream sync, and an aten::index_put_ across the middle of another gap."""
+    write_torch_profile(tmp_path / "p", kernels=600, steps=3, copies=0, syncs_per_step=1, sync_idle_us=700.0)
+    (trace,) = (tmp_path / "p").glob("*/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    events = json.loads(trace.read_text())
+    gaps = _device_gaps(trace)
+    syncs = [e for e in events if e.get("name") == "AscendCL@aclrtSynchronizeStream"]
+    host = next(e for e in events if e.get("cat") == "cpu_op")  # ProfilerStep#1: the framework thread
+    planted = []
+    for e in syncs:
+        s, end = _ns(e["ts"]) - 5000, _ns(e["ts"]) + round(float(e["dur"]) * 1000) + 2000
+        planted.append({"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": host["pid"], "tid": host["tid"], "ts": _fmt(s),
+                        "dur": (end - s) / 1000.0, "args": {"Sequence number": -1}})  # fmt: skip
+    sync_ends = [_ns(e["ts"]) + round(float(e["dur"]) * 1000) for e in syncs]
+    sync_gaps = [g for g in gaps if any(g[0] <= t <= g[1] for t in sync_ends)]
+    others = sorted((g for g in gaps if g not in sync_gaps), key=lambda g: g[1] - g[0])
+    big = others[len(others) // 2]  # a gap inside a step (the few between steps are among the largest)
+    mid = big[0] + (big[1] - big[0]) // 2
+    planted.append({"ph": "X", "cat": "cpu_op", "name": "aten::index_put_", "pid": host["pid"], "tid": host["tid"],
+                    "ts": _fmt(mid - 3000), "dur": 6.0, "args": {}})  # fmt: skip
+    trace.write_text(json.dumps(events + planted))
+    r = run_cli("analyze", tmp_path / "p", "--out", tmp_path / "o", "-q")
+    assert r.returncode == 0, r.stderr
+    rows = pq.read_table(tmp_path / "o" / "idle_causes.parquet").to_pylist()
+    item = [x for x in rows if x["cause"] == "aten::item"]
+    assert {x["kind"] for x in item} == {"sync"} and sum(x["count"] for x in item) == 3
+    assert sum(x["idle_us"] for x in item) == pytest.approx(sum(g[1] - g[0] for g in sync_gaps) / 1000.0, abs=0.01)
+    (put,) = [x for x in rows if x["cause"] == "aten::index_put_"]
+    assert put["kind"] == "framework_op" and put["count"] == 1 and put["idle_us"] == pytest.approx((big[1] - big[0]) / 1000.0, abs=0.01)
+    ops = pq.read_table(tmp_path / "o" / "host_ops.parquet").to_pylist()
+    assert sorted(x["name"] for x in ops if not x["name"].startswith("ProfilerStep#")) == ["aten::index_put_"] + ["aten::item"] * 3

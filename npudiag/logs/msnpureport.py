@@ -24,7 +24,7 @@ from npudiag.collect.child import describe_exit, kill_group, popen
 from npudiag.collect.toolkit import find_msnpureport
 from npudiag.errors import InputError, ToolError
 from npudiag.output import move_new, write_json, write_new_file
-from npudiag.safeio import is_regular
+from npudiag.safeio import is_regular, load_json
 
 EXPORT_TYPES = {"all": "0", "slog": "1", "bbox": "2", "stackcore": "3", "vmcore": "4", "module": "5"}
 DEVICE_LEVELS = ("error", "info", "warning", "debug", "null")
@@ -228,8 +228,6 @@ def load_record(path: Path) -> dict[str, dict[str, object]]:
     no record. A file of that name that is not npudiag's record is refused, never replaced."""
     if not path.exists():
         return {}
-    from npudiag.safeio import load_json
-
     doc = load_json(path)
     if not isinstance(doc, dict) or doc.get("kind") != _RECORD_KIND or not isinstance(doc.get("files"), dict):
         raise InputError(path, f'is not npudiag\'s export record (no "kind": "{_RECORD_KIND}"); not used, not replaced')

@@ -150,7 +150,7 @@ class UnitResult:
 
 
 READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops", "comm_tasks",
-               "comm_bandwidth", "memory_timeline", "op_memory", "aicore_freq", "device_info", "torch_ops")  # fmt: skip
+               "comm_bandwidth", "memory_timeline", "op_memory", "aicore_freq", "device_info", "torch_ops", "host_ops")  # fmt: skip
 
 
 def _by_time(tables: list[pa.Table]) -> pa.Table | None:
@@ -311,6 +311,7 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
     if freq:  # several msprof_*.json slices of one run each carry their part; a sample in two is kept once
         parts["aicore_freq"].append(freq[0] if len(freq) == 1 else _first_of_each(pa.concat_tables(freq)))
     parts["torch_ops"].extend(r.first_level("torch_ops", "torch_ops"))
+    parts["host_ops"].extend(r.first_level("host_ops", "host_ops"))
     for fmt in appended():  # statistics and device facts: every file's rows, side by side
         for p, t in r.reads((fmt.kind,)):
             for name in fmt.yields:

@@ -1,28 +1,30 @@
 """Why the device was idle: for every gap between device tasks inside a step (the gaps whose sum is the
 step's ``free_us``), what the host was doing.
 
-The host calls are the recorded CANN API calls at every level the profile holds (AscendCL, runtime,
-node, HCCL ...). A gap's cause is, in this order:
+Two kinds of host calls are looked at: framework ops (``host_ops``: torch_npu's cpu_op events, the
+.db's PYTORCH_API ops) and CANN API calls (``api_calls``, every level the profile holds: AscendCL,
+runtime, node, HCCL ...). For each gap:
 
-1. the innermost host call running across the gap's middle (of those covering it, the shortest; the
-   first of equals in table order);
-2. else a synchronising call that returned inside the gap (the last to return): the host waited for
-   the device to drain, so when it came back nothing was queued and the device stayed idle until the
-   host issued new work;
-3. else nothing (null).
+1. the innermost framework op and the innermost CANN call running across the gap's middle (of those
+   covering it, the shortest; the first of equals in table order);
+2. where nothing runs there: a wait on the device that returned inside the gap (the last to return):
+   a synchronising CANN call, or a framework op that reads a device value (``aten::item`` ...),
+   together with the framework op across the CANN call's return (the op that issued it). The host
+   waited for the device to drain, so nothing was queued when it came back;
+3. else nothing.
 
-Its kind says what to do about it:
+The cause is the framework op where there is one (what the user wrote), else the CANN call
+(``level@name``), else null. The kind says what to do about it:
 
-- ``sync``: a stream / device / event synchronisation or a synchronous copy, running across the gap
-  or returning inside it. Remove the synchronisation from the loop (``.item()``, ``.cpu()``,
-  blocking copies) or move it out of the step.
-- ``host_api``: the host was inside another CANN call (a launch, an allocation): the host could not
-  issue work fast enough (launch-bound). Fuse small operators, capture the step as a graph.
-- ``none``: no host call was running: host-side work the profile does not record as CANN calls
-  (Python, data loading, the framework), or a level that was not collected.
+- ``sync``: a synchronisation, a synchronous copy or a framework op that reads a device value.
+  Remove it from the loop (``.item()``, ``.cpu()``, blocking copies) or move it out of the step.
+- ``framework_op``: the host was inside a framework op that queued no device work in time.
+- ``host_api``: the host was inside another CANN call (a launch, an allocation): launch-bound.
+  Fuse small operators, capture the step as a graph.
+- ``none``: no host call was running: Python, data loading, or a level that was not collected.
 
-Each gap is given whole to the call across its middle, so per step the idle time of the causes adds
-up to the step's ``free_us`` exactly.
+Each gap is given whole to one cause, so per step the idle time of the causes adds up to the step's
+``free_us`` exactly.
 """
 
 from __future__ import annotations
@@ -39,9 +41,12 @@ from npudiag.profiling.analysis.step_breakdown import step_parts
 SCHEMA = schemas.IDLE_CAUSES
 # CANN calls that make the host wait for the device
 SYNC_CALLS = ("Synchronize", "StreamSync", "DeviceSync", "EventSync", "QueryEvent", "MemCopySync", "aclrtMemcpy")
-KINDS = ("sync", "host_api", "none")
+# framework ops that read a device value on the host, so they wait for the device to get there
+SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero", "aten::equal", "aten::masked_select")
+KINDS = ("sync", "framework_op", "host_api", "none")
 ADVICE = {
     "sync": "the host waited on the device: remove synchronisations from the step (.item(), .cpu(), blocking copies, stream syncs)",
+    "framework_op": "the host was inside framework ops that queued no device work in time: fuse ops, capture the step as a graph",
     "host_api": "the host was busy in other CANN calls (launch-bound): fuse small operators or capture the step as a graph",
     "none": "no host call was recorded: Python, data loading or framework work (a higher profiler level records CANN calls)",
 }
@@ -115,42 +120,94 @@ def _ns(t: pa.Table) -> np.ndarray:
     return np.where(pc.is_valid(exact).to_numpy(zero_copy_only=False), pc.fill_null(exact, 0).to_numpy(zero_copy_only=False), approx)
 
 
+class _Calls:
+    """One rank's host calls of one source as ns ranges, with their labels and which of them wait on the device."""
+
+    def __init__(self, table: pa.Table, labels: pa.Array | pa.ChunkedArray, sync: np.ndarray) -> None:
+        self.start = _ns(table)
+        dur = pc.fill_null(table["duration_us"], 0.0).to_numpy(zero_copy_only=False)
+        self.end = self.start + np.rint(np.where(np.isfinite(dur) & (dur > 0), dur, 0.0) * 1000.0).astype(np.int64)
+        self.labels = labels
+        self.sync = sync
+
+    def label(self, which: np.ndarray) -> pa.Array:
+        taken = pc.take(self.labels, pa.array(np.where(which >= 0, which, 0)))
+        return pc.if_else(pa.array(which >= 0), taken, pa.nulls(len(which), pa.string()))
+
+
+def _cann_calls(api: pa.Table) -> _Calls | None:
+    if api.num_rows == 0:
+        return None
+    labels = pc.binary_join_element_wise(pc.fill_null(api["level"], ""), api["name"], "@")
+    distinct = pc.unique(labels).to_pylist()
+    sync = dict(zip(distinct, (kind_of(n) == "sync" for n in distinct)))
+    return _Calls(api, labels, np.array([sync[n] for n in labels.to_pylist()], bool))
+
+
+def _framework_ops(ops: pa.Table) -> _Calls | None:
+    """The framework ops, less torch's ProfilerStep#N ranges (step markers that cover every gap)."""
+    if ops.num_rows:
+        ops = ops.filter(pc.invert(pc.fill_null(pc.starts_with(ops["name"], "ProfilerStep#"), False)))
+    if ops.num_rows == 0:
+        return None
+    names = pc.fill_null(ops["name"], "")
+    return _Calls(ops, names, pc.is_in(names, pa.array(SYNC_OPS)).to_numpy(zero_copy_only=False))
+
+
+def _attribute(
+    mid: np.ndarray, gap_s: np.ndarray, gap_e: np.ndarray, cann: _Calls | None, ops: _Calls | None
+) -> tuple[pa.Array, list[str]]:
+    """Each gap's cause and kind (see the module's docstring)."""
+    n = len(mid)
+    none = np.full(n, -1, np.int64)
+    api_at = innermost(mid, cann.start, cann.end) if cann else none
+    op_at = innermost(mid, ops.start, ops.end) if ops else none
+    running = (api_at >= 0) | (op_at >= 0)
+    # nothing running across the middle: a wait on the device that returned inside the gap
+    api_ret = returned_inside(gap_s, gap_e, cann.end, cann.sync) if cann and not running.all() else none
+    op_ret = returned_inside(gap_s, gap_e, ops.end, ops.sync) if ops and not running.all() else none
+    api_ret, op_ret = np.where(running, -1, api_ret), np.where(running, -1, op_ret)
+    # the framework op that issued a CANN wait returning in the gap: the one across the wait's return
+    op_of_ret = np.full(n, -1, np.int64)
+    if cann and ops and (api_ret >= 0).any():
+        op_of_ret[api_ret >= 0] = innermost(cann.end[api_ret[api_ret >= 0]], ops.start, ops.end)
+    op_pick = np.where(op_at >= 0, op_at, np.where(op_ret >= 0, op_ret, op_of_ret))
+    api_pick = np.where(api_at >= 0, api_at, api_ret)
+    sync = np.zeros(n, bool)
+    if cann:
+        sync |= (api_pick >= 0) & cann.sync[np.maximum(api_pick, 0)]
+    if ops:
+        sync |= (op_pick >= 0) & ops.sync[np.maximum(op_pick, 0)]
+    op_label = ops.label(op_pick) if ops else pa.nulls(n, pa.string())
+    api_label = cann.label(api_pick) if cann else pa.nulls(n, pa.string())
+    cause = pc.coalesce(op_label, api_label)  # the framework op says what the user wrote
+    kind = np.where(sync, "sync", np.where(op_pick >= 0, "framework_op", np.where(api_pick >= 0, "host_api", "none")))
+    return cause, kind.tolist()
+
+
 def idle_causes(tables: dict[str, pa.Table]) -> pa.Table:
-    """The ``idle_causes`` table: per rank, step, cause (the innermost host call, ``level@name``; null
-    when none ran) and kind, the idle time and the number of gaps."""
-    gaps: dict = {}  # rank -> (steps, gap µs, gap middle ns)
+    """The ``idle_causes`` table: per rank, step, cause and kind (see the module's docstring), the
+    idle time and the number of gaps."""
+    gaps: dict = {}  # rank -> (steps, gap µs, gap start ns, gap end ns)
     for rank, step, ks, cs, base, _rec in step_parts(tables):
         s, e = idle_gaps(timeline(ks, cs, base))
         if not len(s):
             continue
-        g = gaps.setdefault(rank, ([], [], []))
+        g = gaps.setdefault(rank, ([], [], [], []))
         g[0].append(np.full(len(s), -1 if step is None else step, np.int64))
         g[1].append(e - s)
-        g[2].append(base + np.rint((s + e) / 2.0 * 1000.0).astype(np.int64))
+        g[2].append(base + np.rint(s * 1000.0).astype(np.int64))
+        g[3].append(base + np.rint(e * 1000.0).astype(np.int64))
     api = tables.get("api_calls", schemas.empty("api_calls"))
+    host_ops = tables.get("host_ops", schemas.empty("host_ops"))
     parts = []
-    for rank, (steps, lengths, mids) in gaps.items():
-        step, length, mid = np.concatenate(steps), np.concatenate(lengths), np.concatenate(mids)
-        calls = rank_rows(api, rank) if api.num_rows else api
-        if calls.num_rows:
-            start = _ns(calls)
-            dur = pc.fill_null(calls["duration_us"], 0.0).to_numpy(zero_copy_only=False)
-            end = start + np.rint(np.where(np.isfinite(dur) & (dur > 0), dur, 0.0) * 1000.0).astype(np.int64)
-            which = innermost(mid, start, end)
-            names_py = None
-            if (which < 0).any():  # gaps with no call across them: a sync that returned inside the gap
-                names_py = pc.binary_join_element_wise(pc.fill_null(calls["level"], ""), calls["name"], "@").to_pylist()
-                sync = np.array([kind_of(n) == "sync" for n in names_py], bool)
-                after = returned_inside(mid - np.rint(length * 500.0).astype(np.int64), mid + np.rint(length * 500.0).astype(np.int64),
-                                        end, sync)  # fmt: skip
-                which = np.where(which >= 0, which, after)
-            names = pc.binary_join_element_wise(pc.fill_null(calls["level"], ""), calls["name"], "@")
-            cause = pc.take(names, pa.array(np.where(which >= 0, which, 0)))
-            cause = pc.if_else(pa.array(which >= 0), cause, pa.nulls(len(which), pa.string()))
-        else:
-            cause = pa.nulls(len(mid), pa.string())
-        kinds = _kinds(cause)
-        t = pa.table({"step": pa.array(step, pa.int64()), "cause": cause, "kind": kinds, "idle_us": length})
+    for rank, (steps, lengths, starts, ends) in gaps.items():
+        step, length, gap_s, gap_e = (np.concatenate(x) for x in (steps, lengths, starts, ends))
+        mid = gap_s + (gap_e - gap_s) // 2
+        cann = _cann_calls(rank_rows(api, rank)) if api.num_rows else None
+        ops = _framework_ops(rank_rows(host_ops, rank)) if host_ops.num_rows else None
+        cause, kinds = _attribute(mid, gap_s, gap_e, cann, ops)
+        t = pa.table({"step": pa.array(step, pa.int64()), "cause": cause, "kind": pa.array(kinds, pa.string()), "idle_us": length})
         t = t.group_by(["step", "cause", "kind"], use_threads=False).aggregate([("idle_us", "sum"), ("idle_us", "count")])
         parts.append(
             pa.table(
@@ -169,13 +226,6 @@ def idle_causes(tables: dict[str, pa.Table]) -> pa.Table:
         return SCHEMA.empty_table()
     out = pa.concat_tables(parts)
     return out.sort_by([("rank", "ascending"), ("step", "ascending"), ("idle_us", "descending"), ("cause", "ascending")])
-
-
-def _kinds(cause: pa.Array | pa.ChunkedArray) -> pa.Array:
-    distinct = pc.unique(cause).to_pylist()
-    kinds = [kind_of(c) for c in distinct]
-    index = pc.index_in(cause, value_set=pa.array(distinct, pa.string()), skip_nulls=False)
-    return pc.take(pa.array(kinds, pa.string()), index)
 
 
 def top_causes(table: pa.Table, limit: int = 5) -> dict:

@@ -59,6 +59,7 @@ class DbTables:
     op_memory: pa.Table = field(default_factory=lambda: schemas.empty("op_memory"))
     aicore_freq: pa.Table = field(default_factory=lambda: schemas.empty("aicore_freq"))
     torch_ops: pa.Table = field(default_factory=lambda: schemas.empty("torch_ops"))
+    host_ops: pa.Table = field(default_factory=lambda: schemas.empty("host_ops"))
 
 
 def _columns(con: sqlite3.Connection, table: str) -> list[str]:
@@ -274,14 +275,16 @@ def _read(db: _Db, rank: int | None) -> DbTables:
     out.op_memory = _op_memory(db, rank)
     out.aicore_freq = _aicore_freq(db, rank)
     # the device work framework ops launch: compute kernels and copies (not HCCL's sub-tasks)
-    out.torch_ops = _torch_ops(db, rank, schemas.concat([task.filter(is_cti), rest.filter(pc.equal(classes, tasks.COPY))]))
+    op_calls = _op_calls(db)
+    out.torch_ops = _torch_ops(db, rank, schemas.concat([task.filter(is_cti), rest.filter(pc.equal(classes, tasks.COPY))]), op_calls)
+    out.host_ops = _host_ops(db, rank, op_calls)
     return out
 
 
-def _torch_ops(db: _Db, rank: int | None, task: pa.Table) -> pa.Table:
-    """PYTORCH_API rows of type op (ENUM_API_TYPE), linked to their tasks through CONNECTION_IDS."""
+def _op_calls(db: _Db) -> pa.Table | None:
+    """PYTORCH_API rows of type op (ENUM_API_TYPE) with a start and an end not before it; None without the table."""
     if "PYTORCH_API" not in db.present:
-        return schemas.empty("torch_ops")
+        return None
     api = db.read("PYTORCH_API", {"startNs": "startNs", "endNs": "endNs", "globalTid": "globalTid", "connectionId": "connectionId",
                                    "name": "name", "type": "type"})  # fmt: skip
     op_type = 50001  # ENUM_API_TYPE 'op' in every export seen; the table says so where it is present
@@ -289,16 +292,33 @@ def _torch_ops(db: _Db, rank: int | None, task: pa.Table) -> pa.Table:
         found = [r[0] for r in db.con.execute("SELECT id FROM ENUM_API_TYPE WHERE name = 'op'").fetchall()]
         op_type = found[0] if found else op_type
     api = api.filter(pc.fill_null(pc.and_(pc.equal(api["type"], op_type), pc.is_valid(api["startNs"])), False))
-    api = api.filter(pc.fill_null(pc.greater_equal(api["endNs"], api["startNs"]), False))
-    conn = db.read("CONNECTION_IDS", {"id": "id", "connectionId": "connectionId"}) if "CONNECTION_IDS" in db.present else None
-    if api.num_rows == 0:
+    return api.filter(pc.fill_null(pc.greater_equal(api["endNs"], api["startNs"]), False))
+
+
+def _torch_ops(db: _Db, rank: int | None, task: pa.Table, api: pa.Table | None) -> pa.Table:
+    """The op calls (``_op_calls``), linked to their tasks through CONNECTION_IDS."""
+    if api is None or api.num_rows == 0:
         return schemas.empty("torch_ops")
+    conn = db.read("CONNECTION_IDS", {"id": "id", "connectionId": "connectionId"}) if "CONNECTION_IDS" in db.present else None
     keys, values = db.strings()
     names = dict(zip(keys.to_pylist(), values.to_pylist()))
     links = conn if conn is not None else pa.table({"id": pa.array([], _INT), "connectionId": pa.array([], _INT)})
     t = task.select(["connection_id", "start_ns", "end_ns"]).rename_columns(["connectionId", "startNs", "endNs"])
     t = t.filter(pc.is_valid(t["connectionId"]))
     return from_db(api, links.filter(pc.is_valid(links["connectionId"])), t, names, rank)
+
+
+def _host_ops(db: _Db, rank: int | None, api: pa.Table | None) -> pa.Table:
+    """The op calls as time ranges (HOST_OPS); globalTid's low 32 bits are the thread id."""
+    if api is None or api.num_rows == 0:
+        return schemas.empty("host_ops")
+    n = api.num_rows
+    start = pc.cast(api["startNs"], pa.int64())
+    cols = {"source": _repeat("db", n, pa.string()), "rank": _repeat(rank, n, pa.int32()), "name": db.text(api["name"]),
+            "start_us": _us(start), "start_ns": start,
+            "duration_us": pc.divide(pc.cast(pc.subtract(pc.cast(api["endNs"], pa.int64()), start), pa.float64()), 1000.0),
+            "thread_id": pc.bit_wise_and(pc.cast(api["globalTid"], pa.int64()), 0xFFFFFFFF)}  # fmt: skip
+    return schemas.conform(pa.table(cols), schemas.HOST_OPS).sort_by([("start_ns", "ascending")])
 
 
 def _aicore_freq(db: _Db, rank: int | None) -> pa.Table:
@@ -547,7 +567,18 @@ def _op_memory(db: _Db, rank: int | None) -> pa.Table:
     return schemas.conform(pa.table(cols), schemas.OP_MEMORY)
 
 
-_DB_PARTS = ("kernels", "copies", "comm_tasks", "api_calls", "steps", "memory_timeline", "op_memory", "aicore_freq", "torch_ops")
+_DB_PARTS = (
+    "kernels",
+    "copies",
+    "comm_tasks",
+    "api_calls",
+    "steps",
+    "memory_timeline",
+    "op_memory",
+    "aicore_freq",
+    "torch_ops",
+    "host_ops",
+)
 
 # msprof's msprof_*.db and torch_npu's ascend_pytorch_profiler*.db: the whole profile in SQLite
 register(
@@ -556,6 +587,15 @@ register(
         re.compile(r"^(msprof_[^/]*|ascend_pytorch_profiler[^/]*)\.db$"),
         lambda path, rank: of_object(read_db(path, rank), _DB_PARTS),
         _DB_PARTS,
-        sources={"device_tasks": 2, "steps": 2, "api_calls": 1, "memory_timeline": 1, "op_memory": 1, "aicore_freq": 0, "torch_ops": 1},
+        sources={
+            "device_tasks": 2,
+            "steps": 2,
+            "api_calls": 1,
+            "memory_timeline": 1,
+            "op_memory": 1,
+            "aicore_freq": 0,
+            "torch_ops": 1,
+            "host_ops": 1,
+        },
     )
 )

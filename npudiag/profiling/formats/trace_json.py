@@ -71,6 +71,7 @@ class TraceTables:
     warnings: list[str] = field(default_factory=list)
     aicore_freq: pa.Table = field(default_factory=lambda: schemas.empty("aicore_freq"))
     torch_ops: pa.Table = field(default_factory=lambda: schemas.empty("torch_ops"))
+    host_ops: pa.Table = field(default_factory=lambda: schemas.empty("host_ops"))
 
 
 class _Columns:
@@ -364,6 +365,7 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
         warnings,
         _freq_table(freq, rank, device_id),
         torch.table(cols, hw, rank),
+        torch.intervals(rank),
     )
 
 
@@ -418,6 +420,26 @@ class _TorchOps:
             self.ends[fid] = (cols.pid_code(ev.get("pid")), code(ev.get("tid")), ns)
         else:
             self.starts[fid] = (self._thread(ev, cols), ns)
+
+    def intervals(self, rank) -> pa.Table:
+        """Each cpu_op call as a time range (HOST_OPS)."""
+        if not self.names:
+            return schemas.empty("host_ops")
+        tids = np.array([tid for (_pid, tid) in self.threads], np.int64)  # thread code -> tid (codes are insertion order)
+        start = np.frombuffer(self.start, np.int64)
+        end = np.frombuffer(self.end, np.int64)
+        thread = tids[np.frombuffer(self.thread, np.int64)]
+        n = len(start)
+        table = pa.table({
+            "source": pa.array(["trace"] * n, pa.string()),
+            "rank": pa.array([rank] * n, pa.int32()),
+            "name": pa.array(self.names, pa.string()),
+            "start_us": pa.array(start / 1000.0, pa.float64()),
+            "start_ns": pa.array(start, pa.int64()),
+            "duration_us": pa.array((end - start) / 1000.0, pa.float64()),
+            "thread_id": pa.array(thread, pa.int64(), mask=thread == MISSING),
+        }, schema=schemas.HOST_OPS)  # fmt: skip
+        return table.sort_by([("start_ns", "ascending")])
 
     def table(self, cols: _Final, hw: np.ndarray, rank) -> pa.Table:
         if not self.names:
@@ -666,7 +688,7 @@ def _api_table(cols: _Final, rows: np.ndarray, rank) -> pa.Table:
     return schemas.conform(table, schemas.API_CALLS)
 
 
-_TRACE_PARTS = ("tasks", "comm_ops", "comm_tasks", "api_calls", "steps", "aicore_freq", "torch_ops")
+_TRACE_PARTS = ("tasks", "comm_ops", "comm_tasks", "api_calls", "steps", "aicore_freq", "torch_ops", "host_ops")
 
 
 def _read_as(path: Path, rank: int | None) -> Read:
@@ -691,6 +713,7 @@ register(
             "api_calls": 0,
             "aicore_freq": 1,
             "torch_ops": 0,
+            "host_ops": 0,
         },
     )
 )
