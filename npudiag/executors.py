@@ -181,9 +181,18 @@ class DaskCluster:
                 cluster.close()
 
 
-def choose_backend(tasks: int, scheduler: str | None = None, dask: bool = False) -> Backend:
-    """``--scheduler ADDRESS`` or ``--dask``: Dask; else a local pool, or this process for one task."""
+# below this much input a local pool costs more than it saves: starting the workers and importing
+# npudiag in them takes about 1.5 s on two cores, reading 32 MB of profile about as long
+SMALL_INPUT_BYTES = 32 << 20
+
+
+def choose_backend(tasks: int, scheduler: str | None = None, dask: bool = False, input_bytes: int | None = None) -> Backend:
+    """``--scheduler ADDRESS`` or ``--dask``: Dask; else a local pool, or this process for one task or
+    for a small input (``input_bytes`` under SMALL_INPUT_BYTES) unless NPUDIAG_WORKERS asks for a pool."""
     if scheduler or dask:
         return DaskCluster(scheduler)
     workers = default_workers(tasks)
+    asked = bool(os.environ.get("NPUDIAG_WORKERS", "").strip())
+    if input_bytes is not None and input_bytes < SMALL_INPUT_BYTES and not asked:
+        return InProcess()
     return LocalPool(workers) if workers > 1 else InProcess()

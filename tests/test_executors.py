@@ -36,3 +36,14 @@ def test_a_dead_worker_fails_only_its_own_task() -> None:
 def test_choose_backend() -> None:
     assert isinstance(choose_backend(1), InProcess)
     assert choose_backend(5, scheduler="tcp://127.0.0.1:1").name == "dask"
+
+
+def test_small_inputs_stay_in_this_process(monkeypatch) -> None:
+    from npudiag.executors import SMALL_INPUT_BYTES
+
+    monkeypatch.delenv("NPUDIAG_WORKERS", raising=False)
+    assert isinstance(choose_backend(4, input_bytes=SMALL_INPUT_BYTES - 1), InProcess)
+    monkeypatch.setenv("NPUDIAG_WORKERS", "2")  # asked for: a pool even for a small input
+    assert isinstance(choose_backend(4, input_bytes=1000), LocalPool)
+    monkeypatch.setenv("NPUDIAG_WORKERS", "2")
+    assert isinstance(choose_backend(4, input_bytes=SMALL_INPUT_BYTES), LocalPool)

@@ -193,7 +193,8 @@ def _analyze_one(found: Found, target: Path | None, paths: list[Path], options: 
 
 def _analyze_ranks(found: Found, target: Path, paths: list[Path], options: AnalyzeOptions, progress: Progress | None) -> Analysis:
     """Many ranks: one task per rank (local pool or Dask), each writing its own partitions."""
-    backend = choose_backend(len(found.units), options.scheduler, options.dask)
+    size = sum(f.size_bytes for f in found.record.values())
+    backend = choose_backend(len(found.units), options.scheduler, options.dask, input_bytes=size)
     writer = OutputWriter(target, force=options.force, inputs=paths)
     try:
         on_rank = None
