@@ -200,3 +200,31 @@ def test_every_msprof_switch_named_is_in_the_switch_table() -> None:
     for d in health.DATA:
         for name in re.findall(r"--([a-z][a-z0-9-]+)", d.msprof_switch):
             assert name in known, (d.name, name)
+
+
+def test_the_object_form_counts_as_the_array_form(corpus: Path, tmp_path: Path) -> None:
+    src = corpus / LEVEL0 / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "o").mkdir()
+    (tmp_path / "a" / "trace_view.json").write_bytes(src.read_bytes())
+    (tmp_path / "o" / "trace_view.json").write_text(json.dumps({"traceEvents": json.loads(src.read_text()), "displayTimeUnit": "ms"}))
+    a, o = (_json(run_cli("check", tmp_path / d, "--json")) for d in ("a", "o"))
+    assert [(d["data"], d["status"], d["rows"], d["note"]) for d in a["profiles"][0]["data"]] == [
+        (d["data"], d["status"], d["rows"], d["note"]) for d in o["profiles"][0]["data"]
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'[{"ph": "X", "name": "k\xff\xfe", "pid": 1, "tid": 1, "ts": "1.000", "dur": 1}]',  # not UTF-8
+        b'[{"ph": "X", "name": "k", "pid": 1, ',  # cut off
+    ],
+)
+def test_a_hostile_trace_is_one_problem_naming_the_file(tmp_path: Path, body: bytes) -> None:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "trace_view.json").write_bytes(body)
+    r = run_cli("check", tmp_path / "p", "--json")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    (problem,) = _json(r)["problems"]
+    assert "trace_view.json" in problem and "not a readable trace JSON array" in problem and len(problem) < 400

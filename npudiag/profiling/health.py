@@ -111,12 +111,19 @@ WITH ev AS (
          CASE WHEN ph = 'X' THEN json_extract_string(args, '$.connection_id') END AS conn,
          ph = 'X' AND cat = 'cpu_op' AS cpu_op,
          ph = 'X' AND starts_with(name, 'ProfilerStep#') AS step
-  FROM read_json($path, format = 'array', maximum_object_size = 4194304,
-                 columns = {ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'JSON', id: 'JSON', args: 'JSON'})
+  FROM $events
 )
 SELECT ph, CASE WHEN fid IS NOT NULL THEN cat END AS cat, pid, fid, pname, conn, cpu_op, step, count(*) AS n
 FROM ev GROUP BY ALL
 """
+# the events of a bare JSON array (torch_npu, msprof), each at most 4 MiB as the trace readers allow
+_ARRAY = """read_json($path, format = 'array', maximum_object_size = 4194304,
+                 columns = {ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'JSON', id: 'JSON', args: 'JSON'})"""
+# the events of the {"traceEvents": [...]} form (the whole object is one JSON value: read whole, up to OBJECT_FORM_BYTES)
+_OBJECT = """(SELECT e->>'ph' AS ph, e->>'cat' AS cat, e->>'name' AS name, e->'pid' AS pid, e->'id' AS id, e->'args' AS args
+                 FROM (SELECT unnest(traceEvents) AS e FROM read_json($path, format = 'auto', maximum_object_size = $size,
+                                                                     columns = {traceEvents: 'JSON[]'})))"""
+OBJECT_FORM_BYTES = 1 << 30
 # events by kind and process (g holds a row per flow id and per connection id besides)
 _TRACE_EVENTS = "SELECT ph, pid, pname, cpu_op, step, sum(n)::BIGINT FROM g WHERE fid IS NULL GROUP BY ALL"
 # flow ids: how many, how many with both a start and an end, and the starts
@@ -131,6 +138,10 @@ SELECT count(*), count(*) FILTER (WHERE host AND device) FROM (
   SELECT conn, bool_or(names.pname = 'CANN') AS host, bool_or(names.pname = 'Ascend Hardware') AS device
   FROM g LEFT JOIN names USING (pid) WHERE g.conn IS NOT NULL GROUP BY conn)
 """
+
+
+class NotChecked(Exception):
+    """A file this check leaves alone (a note, not a problem)."""
 
 
 @dataclass
@@ -274,6 +285,8 @@ def _profile(u: disc.Unit) -> ProfileHealth:
                     _from_csv_or_json("kernels", f, stats)
                 if kind in ("kernel_details", "op_summary") and _has_pmu(f):
                     found["aicore_metrics"].append((f.name, None))
+            except NotChecked as exc:
+                p.notes.append(str(exc))
             except InputError as exc:
                 p.problems.append(f"{f.name}: {exc}")
                 data = FILE_KINDS.get(kind, "kernels" if kind == "op_statistic" else kind)
@@ -433,12 +446,17 @@ def _from_trace(path: Path, found: dict[str, list[tuple[str, int | None]]]) -> d
     try:
         with open(path, "rb") as fh:
             first = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-        if first.startswith(b"{"):
-            raise InputError(path, "a {\"traceEvents\": [...]} trace: not checked here ('npudiag analyze' reads it)")
+        events = _ARRAY
+        if first.startswith(b"{"):  # {"traceEvents": [...]}
+            size = path.stat().st_size
+            if size > OBJECT_FORM_BYTES:
+                raise NotChecked(f"{path.name}: a {{\"traceEvents\": [...]}} trace over {OBJECT_FORM_BYTES >> 20} MiB is not checked "
+                                 "('npudiag analyze' reads it)")  # fmt: skip
+            events = _OBJECT.replace("$size", str(size + 1024))
         con = duckdb.connect()
         try:
             cats = "(" + ", ".join(f"'{c}'" for c in FLOW_CATS) + ")"
-            con.execute(_TRACE_SCAN.replace("$flow_cats", cats), {"path": str(path)})
+            con.execute(_TRACE_SCAN.replace("$events", events).replace("$flow_cats", cats), {"path": str(path)})
             rows = con.execute(_TRACE_EVENTS).fetchall()
             ids, resolved, starts = con.execute(_TRACE_FLOWS).fetchone()
             conns, linked = con.execute(_TRACE_LINKS).fetchone()
