@@ -442,6 +442,8 @@ CLUSTER_COMM_WAITS = pa.schema(
         ("late_by_us", pa.float64()),  # latest entry - earliest entry: the longest any rank waited for it
         ("late_busy_us", pa.float64()),  # on the late rank, its device busy time (kernels) in that stretch
         ("late_idle_us", pa.float64()),  # and its device idle time there (host-side work: what held it up)
+        ("late_host_cause", pa.string()),  # the host call most of that idle time went to (idle_causes' attribution)
+        ("late_host_kind", pa.string()),  # its kind: sync, framework_op, host_api
     ]
 )
 

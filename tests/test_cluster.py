@@ -380,6 +380,16 @@ def test_comm_waits_name_the_late_rank_and_what_it_did() -> None:
     assert rows[0]["late_busy_us"] == 130.0 and rows[0]["late_idle_us"] == 170.0
     (top,) = late_ranks(w)
     assert top["late_rank"] == 2 and top["ranks_waiting"] == 2 and top["late_by_us"] == 300.0
+    # its host meanwhile: idle 100-120 (nothing), 200-250 in aten::nonzero (a sync), 300-400 in aten::add
+    host_ops = schemas.conform(pa.table({"rank": pa.array([2, 2], pa.int32()), "name": ["aten::nonzero", "aten::add"],
+                                         "start_us": [195.0, 290.0], "duration_us": [60.0, 115.0]}), schemas.HOST_OPS)  # fmt: skip
+    api = schemas.empty("api_calls")
+    w = comm_waits(ops, lambda ranks: kernels.filter(pa.compute.is_in(kernels["rank"], pa.array(ranks, pa.int32()))),
+                   lambda ranks: (api, host_ops))  # fmt: skip
+    late = next(r for r in w.to_pylist() if r["rank"] == 0)
+    assert (late["late_host_cause"], late["late_host_kind"]) == ("aten::add", "framework_op")  # 100 us against 50
+    (top,) = late_ranks(w)
+    assert top["late_host_cause"] == "aten::add"
 
 
 def test_late_ranks_match_the_raw_communication_json(corpus: Path, tmp_path: Path) -> None:

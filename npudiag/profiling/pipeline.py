@@ -338,7 +338,11 @@ def cluster(
         steps = cl.with_parallel(rows, cl.parallel_indices(args, pc.unique(rows["rank"]).drop_null().to_pylist()))
         slow = cl.slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
         stage_rows = cl.stages(steps)
-        waits = cl.comm_waits(tables["comm_ops"], lambda ranks: load_rank_rows(dataset, "kernels", ranks))
+        waits = cl.comm_waits(
+            tables["comm_ops"],
+            lambda ranks: load_rank_rows(dataset, "kernels", ranks),
+            lambda ranks: (load_rank_rows(dataset, "api_calls", ranks), load_rank_rows(dataset, "host_ops", ranks)),
+        )
         outputs = {"cluster_links": tables["comm_links"], "cluster_comm_ops": tables["comm_ops"], "cluster_steps": steps,
                    "cluster_slow_ranks": slow, "cluster_stages": stage_rows, "cluster_comm_waits": waits}  # fmt: skip
         for name, table in outputs.items():

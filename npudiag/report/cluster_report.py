@@ -116,7 +116,10 @@ def render_comm_terminal(s: dict[str, Any], console: Console) -> None:
         doing = ""
         if r["late_idle_us"] is not None:
             kernels = f"{fmt_us(r['late_busy_us'])} of kernels" if r["late_busy_us"] else "no kernel"
-            doing = f"; meanwhile its device ran {kernels} and was idle {fmt_us(r['late_idle_us'])} (host work, or waiting itself)"
+            host = " (host work, or waiting itself)"
+            if r.get("late_host_cause"):
+                host = f", mostly in {r['late_host_cause']} ({r['late_host_kind']})"
+            doing = f"; meanwhile its device ran {kernels} and was idle {fmt_us(r['late_idle_us'])}{host}"
         console.print(plain(f"rank {r['late_rank']} made {r['ranks_waiting']} rank(s) wait {fmt_us(r['late_by_us'])} in {r['step']} "
                             f"({r['op_name']}){doing}", style="yellow"))  # fmt: skip
     if s["wait_skew"]:

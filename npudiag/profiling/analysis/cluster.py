@@ -24,6 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.analysis.compare import diff_ops
+from npudiag.profiling.analysis.context import rank_rows
+from npudiag.profiling.analysis.idle_causes import main_cause
 from npudiag.schemas import CLUSTER_COMM_WAITS, CLUSTER_STAGES, CLUSTER_STEPS, SLOW_RANKS
 
 PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_us"]
@@ -105,6 +107,7 @@ def rank_steps(tables: dict[str, pa.Table]) -> pa.Table:
 
 
 KernelsOf = Callable[[list[int]], pa.Table]
+HostsOf = Callable[[list[int]], tuple[pa.Table, pa.Table]]  # ranks -> (their api_calls, their host_ops)
 
 
 def _slower_ops(kernels_of: KernelsOf, slow_rank: int, median_rank: int, step: int | None, top: int = 5) -> list[dict[str, Any]]:
@@ -300,11 +303,13 @@ def _busy_in(kernels: pa.Table, lo: float, hi: float) -> float:
     return float(e[-1] - s[0] - gaps.sum())
 
 
-def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None) -> pa.Table:
+def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None, hosts_of: HostsOf | None = None) -> pa.Table:
     """Per collective seen on two ranks or more (step, op name, its n-th occurrence on each rank):
     when each rank entered it, the rank that entered last, how long each rank waited for it, and what
-    the late rank's device did meanwhile (busy with kernels, or idle while its host worked).
-    ``kernels_of(ranks)`` gives those ranks' kernels (only the late ones are read). Entry times are
+    the late rank's device did meanwhile (busy with kernels, or idle while its host worked) and the
+    host call that idle time mostly went to (the idle causes' attribution). ``kernels_of(ranks)`` and
+    ``hosts_of(ranks)`` (their CANN calls and framework ops) give those ranks' rows (only the late
+    ones are read). Entry times are
     each rank's own clock: ranks on different hosts are as comparable as their clocks are."""
     if ops.num_rows == 0:
         return CLUSTER_COMM_WAITS.empty_table()
@@ -322,19 +327,22 @@ def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None) -> pa.Table:
     groups = {k: g for k, g in groups.items() if len(g) >= 2}
     late_ranks = sorted({max(g, key=lambda r: r["start_us"])["rank"] for g in groups.values()})
     kernels = kernels_of(late_ranks) if kernels_of is not None and late_ranks else None
+    api, host_ops = hosts_of(late_ranks) if hosts_of is not None and late_ranks else (None, None)
     out = []
     for (step, op, n), g in groups.items():
         late = max(g, key=lambda r: (r["start_us"], r["rank"]))
         first = min(r["start_us"] for r in g)
-        busy = idle = None
+        busy = idle = cause = kind = None
         if kernels is not None:
             mine = kernels.filter(pc.fill_null(pc.equal(kernels["rank"], late["rank"]), False))
             busy = _busy_in(mine, first, late["start_us"])
             idle = late["start_us"] - first - busy
+            if api is not None and idle > 0:
+                cause, kind = main_cause(mine, rank_rows(api, late["rank"]), rank_rows(host_ops, late["rank"]), first, late["start_us"])
         for r in g:
             out.append({"step": step, "op_name": op, "occurrence": n, "rank": r["rank"], "start_us": r["start_us"],
                         "wait_us": late["start_us"] - r["start_us"], "late_rank": late["rank"], "late_by_us": late["start_us"] - first,
-                        "late_busy_us": busy, "late_idle_us": idle})  # fmt: skip
+                        "late_busy_us": busy, "late_idle_us": idle, "late_host_cause": cause, "late_host_kind": kind})  # fmt: skip
     return pa.Table.from_pylist(out, schema=CLUSTER_COMM_WAITS) if out else CLUSTER_COMM_WAITS.empty_table()
 
 
@@ -349,7 +357,7 @@ def late_ranks(waits: pa.Table, top: int = 5) -> list[dict[str, Any]]:
         if r["rank"] == r["late_rank"]:
             late.append(r)
     late.sort(key=lambda r: -r["late_by_us"])
-    keys = ("step", "op_name", "late_rank", "late_by_us", "late_busy_us", "late_idle_us")
+    keys = ("step", "op_name", "late_rank", "late_by_us", "late_busy_us", "late_idle_us", "late_host_cause", "late_host_kind")
     return [{**{k: r[k] for k in keys}, "ranks_waiting": waiting[(r["step"], r["op_name"], r["occurrence"])]} for r in late[:top]]
 
 

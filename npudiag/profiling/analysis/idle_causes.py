@@ -114,9 +114,12 @@ def returned_inside(gap_start_ns: np.ndarray, gap_end_ns: np.ndarray, end_ns: np
 
 
 def _ns(t: pa.Table) -> np.ndarray:
-    exact = t["start_ns"]
+    """Each row's start in exact ns where known, else from start_us."""
     approx = np.rint(pc.fill_null(t["start_us"], np.nan).to_numpy(zero_copy_only=False) * 1000.0)
     approx = np.where(np.isfinite(approx), approx, 0).astype(np.int64)
+    if "start_ns" not in t.column_names:
+        return approx
+    exact = t["start_ns"]
     return np.where(pc.is_valid(exact).to_numpy(zero_copy_only=False), pc.fill_null(exact, 0).to_numpy(zero_copy_only=False), approx)
 
 
@@ -226,6 +229,41 @@ def idle_causes(tables: dict[str, pa.Table]) -> pa.Table:
         return SCHEMA.empty_table()
     out = pa.concat_tables(parts)
     return out.sort_by([("rank", "ascending"), ("step", "ascending"), ("idle_us", "descending"), ("cause", "ascending")])
+
+
+def main_cause(kernels: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: float, hi_us: float) -> tuple[str | None, str | None]:
+    """Of one rank's device idle time inside [lo_us, hi_us] (the stretch's gaps between its
+    ``kernels``, ends included), the cause and kind holding the most, by the attribution above;
+    (None, None) without idle time or host calls."""
+    if hi_us <= lo_us or (api.num_rows == 0 and host_ops.num_rows == 0):
+        return None, None
+    lo, hi = round(lo_us * 1000), round(hi_us * 1000)
+    if kernels.num_rows:
+        start = _ns(kernels)
+        dur = pc.fill_null(kernels["duration_us"], 0.0).to_numpy(zero_copy_only=False)
+        end = start + np.rint(np.where(np.isfinite(dur) & (dur > 0), dur, 0.0) * 1000.0).astype(np.int64)
+        keep = (end > lo) & (start < hi)
+        start, end = np.clip(start[keep], lo, hi), np.clip(end[keep], lo, hi)
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], np.maximum.accumulate(end[order]) if len(order) else end
+    else:
+        start = end = np.zeros(0, np.int64)
+    gap_s = np.concatenate([[lo], end])
+    gap_e = np.concatenate([start, [hi]])
+    ok = gap_e > gap_s
+    gap_s, gap_e = gap_s[ok], gap_e[ok]
+    if not len(gap_s):
+        return None, None
+    cann = _cann_calls(api) if api.num_rows else None
+    ops = _framework_ops(host_ops) if host_ops.num_rows else None
+    cause, kinds = _attribute(gap_s + (gap_e - gap_s) // 2, gap_s, gap_e, cann, ops)
+    t = pa.table({"cause": cause, "kind": pa.array(kinds, pa.string()), "idle": gap_e - gap_s})
+    t = t.filter(pc.is_valid(t["cause"]))
+    if t.num_rows == 0:
+        return None, None
+    by = t.group_by(["cause", "kind"], use_threads=False).aggregate([("idle", "sum")])
+    by = by.sort_by([("idle_sum", "descending"), ("cause", "ascending")])
+    return by["cause"][0].as_py(), by["kind"][0].as_py()
 
 
 def top_causes(table: pa.Table, limit: int = 5) -> dict:
