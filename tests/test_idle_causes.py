@@ -168,3 +168,19 @@ def test_framework_ops_name_the_cause(tmp_path: Path) -> None:
     assert put["kind"] == "framework_op" and put["count"] == 1 and put["idle_us"] == pytest.approx((big[1] - big[0]) / 1000.0, abs=0.01)
     ops = pq.read_table(tmp_path / "o" / "host_ops.parquet").to_pylist()
     assert sorted(x["name"] for x in ops if not x["name"].startswith("ProfilerStep#")) == ["aten::index_put_"] + ["aten::item"] * 3
+
+
+def test_the_chrome_trace_names_each_idle_gaps_cause(tmp_path: Path) -> None:
+    write_torch_profile(tmp_path / "p", kernels=400, steps=3, copies=0, syncs_per_step=1, sync_idle_us=1500.0)
+    r = run_cli("analyze", tmp_path / "p", "--out", tmp_path / "o", "-q", "--chrome-trace", tmp_path / "t.json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "t.json").read_text())
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    idle = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("device idle")]
+    (trace,) = (tmp_path / "p").glob("*/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    raw = json.loads(trace.read_text())
+    ends = [_ns(e["ts"]) + round(float(e["dur"]) * 1000) for e in raw if e.get("name") == "AscendCL@aclrtSynchronizeStream"]
+    sync_gaps = sorted(g[1] - g[0] for g in _device_gaps(trace) if any(g[0] <= t <= g[1] for t in ends))
+    synced = [e for e in idle if e["args"]["cause"] == "acl@aclrtSynchronizeStream"]
+    assert len(synced) == 3 and all(e["name"] == "device idle: acl@aclrtSynchronizeStream (sync)" for e in synced)
+    assert sorted(e["dur"] for e in synced) == pytest.approx([g / 1000.0 for g in sync_gaps], abs=0.01)

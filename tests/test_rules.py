@@ -161,7 +161,7 @@ def test_chrome_trace_marks(tmp_path: Path) -> None:
     events = json.loads(trace.read_text())
     marks = [e for e in events if e["ph"] == "X" and e["pid"] == 1]
     assert sum(e["name"] == "exposed copy" for e in marks) == 10
-    assert sum(e["name"] == "device idle" for e in marks) == 3
+    assert sum(e["name"].startswith("device idle: ") for e in marks) == 3  # named by what the host was doing
     assert sum(e["name"].startswith("sync_copy:") for e in marks) == 5  # the worst five
     # the profile's own trace events are copied through on a numeric clock relative to the earliest
     # event (the absolute start in npudiag_time_origin), npudiag's tracks added

@@ -184,14 +184,18 @@ def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]], clock: _Clock)
     for name, tid in tracks.items():
         yield from meta(_NPUDIAG_PID, tid, name, "t")
     for row in marks.to_pylist():
+        name, args = row["kind"], {"rank": row["rank"]}
+        if row.get("cause_kind") is not None:  # a device idle gap: what the host was doing
+            name = f"device idle: {row['cause'] or 'no host call recorded'}" + (f" ({row['cause_kind']})" if row["cause"] else "")
+            args.update(cause=row["cause"], cause_kind=row["cause_kind"])
         yield {
             "ph": "X",
-            "name": row["kind"],
+            "name": name,
             "pid": _NPUDIAG_PID,
             "tid": tracks[row["kind"]],
             "ts": clock.us(round(row["start_us"] * 1000)),
             "dur": row["duration_us"],
-            "args": {"rank": row["rank"]},
+            "args": args,
         }
     for f in findings:
         for r in f["evidence"].get("worst_ranges", []) + f["evidence"].get("worst_gaps", []) + f["evidence"].get("worst", []):

@@ -231,6 +231,15 @@ def idle_causes(tables: dict[str, pa.Table]) -> pa.Table:
     return out.sort_by([("rank", "ascending"), ("step", "ascending"), ("idle_us", "descending"), ("cause", "ascending")])
 
 
+def gap_causes(api: pa.Table, host_ops: pa.Table, gap_s_ns: np.ndarray, gap_e_ns: np.ndarray) -> tuple[list, list[str]]:
+    """Cause and kind of each gap [start, end] (ns) on one rank, whose CANN calls and framework ops
+    these are (the attribution above)."""
+    cann = _cann_calls(api) if api.num_rows else None
+    ops = _framework_ops(host_ops) if host_ops.num_rows else None
+    cause, kinds = _attribute(gap_s_ns + (gap_e_ns - gap_s_ns) // 2, gap_s_ns, gap_e_ns, cann, ops)
+    return cause.to_pylist(), kinds
+
+
 def main_cause(kernels: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: float, hi_us: float) -> tuple[str | None, str | None]:
     """Of one rank's device idle time inside [lo_us, hi_us] (the stretch's gaps between its
     ``kernels``, ends included), the cause and kind holding the most, by the attribution above;
