@@ -454,7 +454,7 @@ IDLE_CAUSES = pa.schema(
         ("rank", pa.int32()),
         ("step", pa.int64()),  # null when the profile has no steps
         ("cause", pa.string()),  # the innermost host call across the gap's middle, level@name; null: none recorded
-        ("kind", pa.string()),  # sync (host waiting on the device), host_api (another CANN call), none
+        ("kind", pa.string()),  # sync (host waiting on the device), dataloader, framework_op, host_api (another CANN call), none
         ("idle_us", pa.float64()),
         ("count", pa.int64()),  # gaps
     ]

@@ -184,3 +184,28 @@ def test_the_chrome_trace_names_each_idle_gaps_cause(tmp_path: Path) -> None:
     synced = [e for e in idle if e["args"]["cause"] == "acl@aclrtSynchronizeStream"]
     assert len(synced) == 3 and all(e["name"] == "device idle: acl@aclrtSynchronizeStream (sync)" for e in synced)
     assert sorted(e["dur"] for e in synced) == pytest.approx([g / 1000.0 for g in sync_gaps], abs=0.01)
+
+
+def test_a_dataloader_fetch_is_its_own_kind(tmp_path: Path) -> None:
+    """A DataLoader fetch range (as torch records it) across a gap, with an op inside it: the gap
+    goes to the DataLoader, kind dataloader; a sync inside it stays a sync."""
+    write_torch_profile(tmp_path / "p", kernels=600, steps=3, copies=0)
+    (trace,) = (tmp_path / "p").glob("*/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    events = json.loads(trace.read_text())
+    gaps = sorted(_device_gaps(trace), key=lambda g: g[1] - g[0])
+    g = gaps[len(gaps) // 2]
+    mid = g[0] + (g[1] - g[0]) // 2
+    host = next(e for e in events if e.get("cat") == "cpu_op")
+    name = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+    where = {"ph": "X", "cat": "cpu_op", "pid": host["pid"], "tid": host["tid"]}
+    planted = [
+        {**where, "name": name, "ts": _fmt(mid - 4000), "dur": 8.0},
+        {**where, "name": "aten::stack", "ts": _fmt(mid - 1000), "dur": 2.0},
+    ]
+    trace.write_text(json.dumps(events + planted))
+    r = run_cli("analyze", tmp_path / "p", "--out", tmp_path / "o", "-q")
+    assert r.returncode == 0, r.stderr
+    rows = pq.read_table(tmp_path / "o" / "idle_causes.parquet").to_pylist()
+    (hit,) = [x for x in rows if x["kind"] == "dataloader"]
+    assert hit["cause"] == name and hit["count"] == 1 and hit["idle_us"] == pytest.approx((g[1] - g[0]) / 1000.0, abs=0.01)
+    assert not [x for x in rows if x["cause"] == "aten::stack"]

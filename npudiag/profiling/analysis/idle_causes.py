@@ -18,6 +18,8 @@ The cause is the framework op where there is one (what the user wrote), else the
 
 - ``sync``: a synchronisation, a synchronous copy or a framework op that reads a device value.
   Remove it from the loop (``.item()``, ``.cpu()``, blocking copies) or move it out of the step.
+- ``dataloader``: the host was inside a DataLoader fetch (torch's ``enumerate(DataLoader)#...``
+  range; the cause is that range, whatever ran within it). More workers, pinned memory, prefetching.
 - ``framework_op``: the host was inside a framework op that queued no device work in time.
 - ``host_api``: the host was inside another CANN call (a launch, an allocation): launch-bound.
   Fuse small operators, capture the step as a graph.
@@ -43,9 +45,12 @@ SCHEMA = schemas.IDLE_CAUSES
 SYNC_CALLS = ("Synchronize", "StreamSync", "DeviceSync", "EventSync", "QueryEvent", "MemCopySync", "aclrtMemcpy")
 # framework ops that read a device value on the host, so they wait for the device to get there
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero", "aten::equal", "aten::masked_select")
-KINDS = ("sync", "framework_op", "host_api", "none")
+# torch's DataLoader wraps each __next__ in a range of this name ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")
+DATALOADER = "enumerate(DataLoader)"
+KINDS = ("sync", "dataloader", "framework_op", "host_api", "none")
 ADVICE = {
     "sync": "the host waited on the device: remove synchronisations from the step (.item(), .cpu(), blocking copies, stream syncs)",
+    "dataloader": "the host was waiting for the next batch: more DataLoader workers, pin_memory=True, prefetch_factor, lighter transforms",
     "framework_op": "the host was inside framework ops that queued no device work in time: fuse ops, capture the step as a graph",
     "host_api": "the host was busy in other CANN calls (launch-bound): fuse small operators or capture the step as a graph",
     "none": "no host call was recorded: Python, data loading or framework work (a higher profiler level records CANN calls)",
@@ -126,12 +131,13 @@ def _ns(t: pa.Table) -> np.ndarray:
 class _Calls:
     """One rank's host calls of one source as ns ranges, with their labels and which of them wait on the device."""
 
-    def __init__(self, table: pa.Table, labels: pa.Array | pa.ChunkedArray, sync: np.ndarray) -> None:
+    def __init__(self, table: pa.Table, labels: pa.Array | pa.ChunkedArray, sync: np.ndarray, loader: np.ndarray | None = None) -> None:
         self.start = _ns(table)
         dur = pc.fill_null(table["duration_us"], 0.0).to_numpy(zero_copy_only=False)
         self.end = self.start + np.rint(np.where(np.isfinite(dur) & (dur > 0), dur, 0.0) * 1000.0).astype(np.int64)
         self.labels = labels
         self.sync = sync
+        self.loader = np.zeros(len(sync), bool) if loader is None else loader
 
     def label(self, which: np.ndarray) -> pa.Array:
         taken = pc.take(self.labels, pa.array(np.where(which >= 0, which, 0)))
@@ -154,7 +160,8 @@ def _framework_ops(ops: pa.Table) -> _Calls | None:
     if ops.num_rows == 0:
         return None
     names = pc.fill_null(ops["name"], "")
-    return _Calls(ops, names, pc.is_in(names, pa.array(SYNC_OPS)).to_numpy(zero_copy_only=False))
+    loader = pc.starts_with(names, DATALOADER).to_numpy(zero_copy_only=False)
+    return _Calls(ops, names, pc.is_in(names, pa.array(SYNC_OPS)).to_numpy(zero_copy_only=False), loader)
 
 
 def _attribute(
@@ -181,10 +188,18 @@ def _attribute(
         sync |= (api_pick >= 0) & cann.sync[np.maximum(api_pick, 0)]
     if ops:
         sync |= (op_pick >= 0) & ops.sync[np.maximum(op_pick, 0)]
+    # inside a DataLoader fetch (torch wraps __next__ in an "enumerate(DataLoader)#..." op): that op, whatever ran within it
+    loading = np.full(n, -1, np.int64)
+    if ops is not None and ops.loader.any():
+        idx = np.nonzero(ops.loader)[0]
+        found = innermost(mid, ops.start[idx], ops.end[idx])
+        loading = np.where(found >= 0, idx[np.maximum(found, 0)], -1)
+    loading = np.where(sync, -1, loading)
+    op_pick = np.where(loading >= 0, loading, op_pick)
     op_label = ops.label(op_pick) if ops else pa.nulls(n, pa.string())
     api_label = cann.label(api_pick) if cann else pa.nulls(n, pa.string())
     cause = pc.coalesce(op_label, api_label)  # the framework op says what the user wrote
-    kind = np.where(sync, "sync", np.where(op_pick >= 0, "framework_op", np.where(api_pick >= 0, "host_api", "none")))
+    kind = np.select([sync, loading >= 0, op_pick >= 0, api_pick >= 0], ["sync", "dataloader", "framework_op", "host_api"], "none")
     return cause, kind.tolist()
 
 
