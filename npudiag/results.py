@@ -23,3 +23,8 @@ class Result(Protocol):
     def tables(self) -> dict[str, pa.Table]: ...
 
     def to_dict(self) -> dict[str, Any]: ...
+
+
+# on a profiler event of a many-rank timeline (``profiling.pipeline.Timeline``): the rank whose trace it
+# is, so a renderer keeps the ranks' processes and flows apart
+RANK_KEY = "npudiag_rank"

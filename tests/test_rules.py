@@ -661,3 +661,40 @@ def test_chrome_trace_reads_right_in_perfetto(corpus: Path, tmp_path: Path) -> N
         if e.get("ph") in ("s", "f") and "id" in e:
             mine.setdefault((e.get("cat"), e["id"]), set()).add(e["ph"])
     assert paired_raw > 0 and sum(1 for v in mine.values() if v == {"s", "f"}) == paired_raw
+
+
+def test_a_many_rank_chrome_trace_keeps_the_ranks_apart(corpus: Path, tmp_path: Path) -> None:
+    """The corpus Level0 rank copied as rank 1 (same pids, same flow ids, as two processes of one
+    host would not have but two hosts can): each rank's processes get their own pids, named with the
+    rank, and no flow joins the two ranks."""
+    import json
+    import shutil
+
+    from .helpers import run_cli
+
+    src = corpus / "msinsight-pytorch-text-2025" / "level0" / "rank0_ascend_pt"
+    job = tmp_path / "job"
+    shutil.copytree(src, job / "rank0_ascend_pt")
+    one = job / "rank1_ascend_pt"
+    shutil.copytree(src, one)
+    (one / "profiler_info_0.json").chmod(0o644)
+    info = json.loads((one / "profiler_info_0.json").read_text())
+    info["rank_id"] = 1
+    (one / "profiler_info_0.json").unlink()
+    (one / "profiler_info_1.json").write_text(json.dumps(info))
+    raw = json.loads((src / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    trace = tmp_path / "t.json"
+    r = run_cli("analyze", job, "--out", tmp_path / "o", "--chrome-trace", trace, "--quiet")
+    assert r.returncode == 0, r.stderr
+    events = json.loads(trace.read_text())
+    names = [e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name" and e.get("pid") != 1]
+    raw_names = [e["args"]["name"] for e in raw if e.get("ph") == "M" and e.get("name") == "process_name"]
+    assert sorted(names) == sorted([f"rank 0: {n}" for n in raw_names] + [f"rank 1: {n}" for n in raw_names])
+    # rank 0's trace is streamed first, so every pid given to rank 1 is above all of rank 0's
+    first_of_rank1 = min(e["pid"] for e in events if e.get("ph") == "M" and str(e.get("args", {}).get("name", "")).startswith("rank 1: "))
+    ends: dict = {}
+    for e in events:
+        if e.get("ph") in ("s", "f") and "id" in e:
+            ends.setdefault((e.get("cat"), e["id"]), set()).add(e["pid"] >= first_of_rank1)
+    raw_ids = {(e.get("cat"), str(e["id"])) for e in raw if e.get("ph") in ("s", "f") and "id" in e}
+    assert len(ends) == 2 * len(raw_ids) and all(len(ranks) == 1 for ranks in ends.values())

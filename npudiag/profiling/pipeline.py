@@ -38,6 +38,7 @@ from npudiag.profiling.options import AnalyzeOptions, window_option
 from npudiag.profiling.rank_job import analyze_ranks, summary_parts_of_dataset
 from npudiag.profiling.runs import describe, is_out_folder, load_side, store_runs
 from npudiag.progress import Progress
+from npudiag.results import RANK_KEY
 from npudiag.store import OutputWriter, TableSet, analysis_manifest, load_outputs, load_rank_rows, write_table
 from npudiag.version import __version__
 
@@ -245,7 +246,8 @@ def load_output(out: str | Path, *, top: int = 20, by: str = "type") -> Analysis
 class Timeline:
     """What a timeline renderer draws: the tables, npudiag's marks (exposed copies, device idle),
     the findings, and the profiler's own events when its trace files are at hand (None: rebuild the
-    timeline from the tables). ``warnings``: traces the analysis read that are gone since."""
+    timeline from the tables); with several ranks each event carries its rank under ``RANK_KEY``.
+    ``warnings``: traces the analysis read that are gone since."""
 
     tables: dict[str, pa.Table]
     marks: pa.Table
@@ -265,7 +267,13 @@ def timeline_of(result: Analysis) -> Timeline:
             f"{len(gone)} original trace(s) are no longer there ({gone[0]}); the Chrome trace holds npudiag's marks only for them"
         )
     tables = result.tables
-    originals = (lambda: (e for p in here for e in iter_events(p))) if here else None
+    rank_of = {Path(f.path): f.rank for f in result.inputs}
+    ranks = {rank_of.get(p) for p in here}
+    originals = None
+    if here and len(ranks) > 1:  # several ranks: each event says whose it is, so processes and flows stay apart
+        originals = lambda: ({**e, RANK_KEY: rank_of.get(p)} for p in here for e in iter_events(p))  # noqa: E731
+    elif here:
+        originals = lambda: (e for p in here for e in iter_events(p))  # noqa: E731
     return Timeline(tables, markers(tables), result.summary["findings"], originals, warnings)
 
 

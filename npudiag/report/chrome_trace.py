@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.output import escape_invisible, strict, write_file
+from npudiag.results import RANK_KEY
 
 _NPUDIAG_PID = 1
 
@@ -45,12 +46,16 @@ def ns_of(value: Any) -> int | None:
     return round(value * 1000) if math.isfinite(value) and abs(value) < _MAX_US else None
 
 
+_RANK_PIDS = 10_000  # the first pid given to a rank's process in a many-rank timeline
+
+
 class _Clock:
     """Times relative to the earliest one, and flow / async ids renumbered."""
 
     def __init__(self, origin_ns: int) -> None:
         self.origin_ns = origin_ns
-        self.ids: dict[tuple[str, Any, str], int] = {}
+        self.ids: dict[tuple[Any, str, Any, str], int] = {}
+        self.pids: dict[tuple[Any, str], int] = {}
 
     def us(self, ns: int) -> float:
         return (ns - self.origin_ns) / 1000.0
@@ -58,6 +63,11 @@ class _Clock:
     def event(self, e: dict[str, Any]) -> dict[str, Any] | None:
         """``e`` with a numeric relative ``ts`` (None: a timed event whose time is no number) and its id renumbered."""
         out = dict(e)
+        rank = out.pop(RANK_KEY, None)
+        if RANK_KEY in e:  # one of several ranks: its processes get pids of their own, named with the rank
+            out["pid"] = self.pids.setdefault((rank, str(out.get("pid"))), _RANK_PIDS + len(self.pids))
+            if out.get("ph") == "M" and out.get("name") == "process_name" and isinstance(out.get("args"), dict):
+                out["args"] = {**out["args"], "name": f"rank {rank}: {out['args'].get('name', '')}"}
         if "ts" in out:
             ns = ns_of(out["ts"])
             if ns is None:
@@ -68,7 +78,7 @@ class _Clock:
             out["dur"] = d / 1000.0 if d is not None else 0.0
         group = _IDS.get(out.get("ph"))
         if group is not None and "id" in out:
-            key = (group, out.get("cat"), str(out["id"]))
+            key = (rank, group, out.get("cat"), str(out["id"]))  # a flow never joins two ranks
             out["id"] = self.ids.setdefault(key, len(self.ids) + 1)
         return out
 
