@@ -164,11 +164,11 @@ def _framework_ops(ops: pa.Table) -> _Calls | None:
     return _Calls(ops, names, pc.is_in(names, pa.array(SYNC_OPS)).to_numpy(zero_copy_only=False), loader)
 
 
-def _attribute(
-    mid: np.ndarray, gap_s: np.ndarray, gap_e: np.ndarray, cann: _Calls | None, ops: _Calls | None
-) -> tuple[pa.Array, list[str]]:
+def _attribute(mid: np.ndarray, gap_s: np.ndarray, gap_e: np.ndarray, cann: _Calls | None, ops: _Calls | None) -> tuple[pa.Array, pa.Array]:
     """Each gap's cause and kind (see the module's docstring)."""
     n = len(mid)
+    if cann is None and ops is None:  # no host call recorded: every gap's cause is none
+        return pa.nulls(n, pa.string()), _none_kinds(n)
     none = np.full(n, -1, np.int64)
     api_at = innermost(mid, cann.start, cann.end) if cann else none
     op_at = innermost(mid, ops.start, ops.end) if ops else none
@@ -199,16 +199,24 @@ def _attribute(
     op_label = ops.label(op_pick) if ops else pa.nulls(n, pa.string())
     api_label = cann.label(api_pick) if cann else pa.nulls(n, pa.string())
     cause = pc.coalesce(op_label, api_label)  # the framework op says what the user wrote
-    kind = np.select([sync, loading >= 0, op_pick >= 0, api_pick >= 0], ["sync", "dataloader", "framework_op", "host_api"], "none")
-    return cause, kind.tolist()
+    code = np.select([sync, loading >= 0, op_pick >= 0, api_pick >= 0], [0, 1, 2, 3], 4).astype(np.int8)  # index into KINDS
+    return cause, pa.DictionaryArray.from_arrays(pa.array(code), pa.array(KINDS)).cast(pa.string())
 
 
-def idle_causes(tables: dict[str, pa.Table]) -> pa.Table:
+def _none_kinds(n: int) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(pa.array(np.full(n, KINDS.index("none"), np.int8)), pa.array(KINDS)).cast(pa.string())
+
+
+def idle_causes(tables: dict[str, pa.Table], timelines: list | None = None) -> pa.Table:
     """The ``idle_causes`` table: per rank, step, cause and kind (see the module's docstring), the
-    idle time and the number of gaps."""
+    idle time and the number of gaps. ``timelines``: each (rank, step, Timeline) the step breakdown
+    was computed from (made here when not given)."""
+    if timelines is None:
+        timelines = [(rank, step, timeline(ks, cs, base)) for rank, step, ks, cs, base, _rec in step_parts(tables)]
     gaps: dict = {}  # rank -> (steps, gap µs, gap start ns, gap end ns)
-    for rank, step, ks, cs, base, _rec in step_parts(tables):
-        s, e = idle_gaps(timeline(ks, cs, base))
+    for rank, step, tl in timelines:
+        s, e = idle_gaps(tl)
+        base = tl.base
         if not len(s):
             continue
         g = gaps.setdefault(rank, ([], [], [], []))
@@ -225,7 +233,7 @@ def idle_causes(tables: dict[str, pa.Table]) -> pa.Table:
         cann = _cann_calls(rank_rows(api, rank)) if api.num_rows else None
         ops = _framework_ops(rank_rows(host_ops, rank)) if host_ops.num_rows else None
         cause, kinds = _attribute(mid, gap_s, gap_e, cann, ops)
-        t = pa.table({"step": pa.array(step, pa.int64()), "cause": cause, "kind": pa.array(kinds, pa.string()), "idle_us": length})
+        t = pa.table({"step": pa.array(step, pa.int64()), "cause": cause, "kind": kinds, "idle_us": length})
         t = t.group_by(["step", "cause", "kind"], use_threads=False).aggregate([("idle_us", "sum"), ("idle_us", "count")])
         parts.append(
             pa.table(
@@ -246,13 +254,13 @@ def idle_causes(tables: dict[str, pa.Table]) -> pa.Table:
     return out.sort_by([("rank", "ascending"), ("step", "ascending"), ("idle_us", "descending"), ("cause", "ascending")])
 
 
-def gap_causes(api: pa.Table, host_ops: pa.Table, gap_s_ns: np.ndarray, gap_e_ns: np.ndarray) -> tuple[list, list[str]]:
+def gap_causes(api: pa.Table, host_ops: pa.Table, gap_s_ns: np.ndarray, gap_e_ns: np.ndarray) -> tuple[list, list]:
     """Cause and kind of each gap [start, end] (ns) on one rank, whose CANN calls and framework ops
     these are (the attribution above)."""
     cann = _cann_calls(api) if api.num_rows else None
     ops = _framework_ops(host_ops) if host_ops.num_rows else None
     cause, kinds = _attribute(gap_s_ns + (gap_e_ns - gap_s_ns) // 2, gap_s_ns, gap_e_ns, cann, ops)
-    return cause.to_pylist(), kinds
+    return cause.to_pylist(), kinds.to_pylist()
 
 
 def main_cause(kernels: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: float, hi_us: float) -> tuple[str | None, str | None]:
@@ -281,7 +289,7 @@ def main_cause(kernels: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: floa
     cann = _cann_calls(api) if api.num_rows else None
     ops = _framework_ops(host_ops) if host_ops.num_rows else None
     cause, kinds = _attribute(gap_s + (gap_e - gap_s) // 2, gap_s, gap_e, cann, ops)
-    t = pa.table({"cause": cause, "kind": pa.array(kinds, pa.string()), "idle": gap_e - gap_s})
+    t = pa.table({"cause": cause, "kind": kinds, "idle": gap_e - gap_s})
     t = t.filter(pc.is_valid(t["cause"]))
     if t.num_rows == 0:
         return None, None

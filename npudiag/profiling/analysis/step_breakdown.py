@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.profiling.analysis.context import rank_rows
-from npudiag.profiling.analysis.quantities import phases, timeline
+from npudiag.profiling.analysis.quantities import Timeline, phases, timeline
 from npudiag.profiling.analysis.timeline import base_ns
 
 SCHEMA = schemas.STEP_BREAKDOWN
@@ -98,8 +98,8 @@ def _ok(v) -> float | None:
     return float(v) if v is not None and v == v and v >= 0 and abs(v) < 9e15 else None
 
 
-def _row(rank, step, k: pa.Table, c: pa.Table, base: int, rec: dict | None) -> dict:
-    tl = timeline(k, c, base)
+def _row(rank, step, k: pa.Table, c: pa.Table, base: int, rec: dict | None, tl: Timeline | None = None) -> dict:
+    tl = tl if tl is not None else timeline(k, c, base)
     span = tl.span_us
     before = 0.0
     rec = rec or {}
@@ -139,8 +139,18 @@ def _ranks(*tables: pa.Table) -> list:
 
 
 def step_breakdown(tables: dict[str, pa.Table]) -> pa.Table:
-    rows = [_row(*part) for part in step_parts(tables)]
-    return pa.Table.from_pylist(rows, schema=SCHEMA) if rows else SCHEMA.empty_table()
+    return breakdown_and_timelines(tables)[0]
+
+
+def breakdown_and_timelines(tables: dict[str, pa.Table]) -> tuple[pa.Table, list[tuple[Any, int | None, Timeline]]]:
+    """The breakdown, and each (rank, step)'s device timeline it was computed from (the idle causes
+    split the same timelines' gaps, so they add up to the same free time)."""
+    rows, timelines = [], []
+    for rank, step, k, c, base, rec in step_parts(tables):
+        tl = timeline(k, c, base)
+        rows.append(_row(rank, step, k, c, base, rec, tl))
+        timelines.append((rank, step, tl))
+    return (pa.Table.from_pylist(rows, schema=SCHEMA) if rows else SCHEMA.empty_table()), timelines
 
 
 def step_parts(tables: dict[str, pa.Table]) -> Iterator[tuple[Any, int | None, pa.Table, pa.Table, int, dict | None]]:
