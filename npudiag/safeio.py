@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -179,3 +180,12 @@ def text_of(value: str | Path) -> str:
     by Python as lone surrogates) become U+FFFD."""
     s = str(value)
     return _SURROGATE.sub("\ufffd", s) if _SURROGATE.search(s) else s
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file's bytes, read 4 MiB at a time."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()

@@ -24,7 +24,7 @@ from npudiag.collect.child import describe_exit, kill_group, popen
 from npudiag.collect.toolkit import find_msnpureport
 from npudiag.errors import InputError, ToolError
 from npudiag.output import move_new, write_json, write_new_file
-from npudiag.safeio import is_regular, load_json
+from npudiag.safeio import is_regular, load_json, sha256_of
 
 EXPORT_TYPES = {"all": "0", "slog": "1", "bbox": "2", "stackcore": "3", "vmcore": "4", "module": "5"}
 DEVICE_LEVELS = ("error", "info", "warning", "debug", "null")
@@ -211,18 +211,6 @@ RECORD = "npudiag-exported.json"  # beside the exports: what earlier exports int
 _RECORD_KIND = "npudiag log export record"
 
 
-def _file_digest(path: Path) -> tuple[int, str]:
-    import hashlib
-
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-            size += len(block)
-    return size, h.hexdigest()
-
-
 def load_record(path: Path) -> dict[str, dict[str, object]]:
     """The files earlier exports held (path inside the export -> size, sha256); empty when there is
     no record. A file of that name that is not npudiag's record is refused, never replaced."""
@@ -244,7 +232,7 @@ def drop_exported(folder: Path, record: dict[str, dict[str, object]]) -> tuple[d
         if path.is_symlink() or not path.is_file():
             continue
         rel = path.relative_to(folder).as_posix()
-        size, digest = _file_digest(path)
+        size, digest = path.stat().st_size, sha256_of(path)
         seen = record.get(rel)
         if seen is not None and seen.get("size") == size and seen.get("sha256") == digest:
             path.unlink()

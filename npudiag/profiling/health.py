@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import pyarrow as pa
 from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.profiling import discover as disc
+from npudiag.profiling.formats.profiler_metadata import read_distributed_args
 from npudiag.safeio import is_regular, load_json, small_int
 
 # statuses of one kind of data in one profile
@@ -192,8 +193,7 @@ class HealthResult:
 
     @property
     def tables(self) -> dict[str, pa.Table]:
-        rows = [{"rank": p.rank, "profile": str(p.path), "data": d.data, "status": d.status, "rows": d.rows, "found_in": d.found_in,
-                 "note": d.note} for p in self.profiles for d in p.data]  # fmt: skip
+        rows = [{"rank": p.rank, "profile": str(p.path), **asdict(d)} for p in self.profiles for d in p.data]
         return {"health": pa.Table.from_pylist(rows, schema=schemas.HEALTH)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -206,7 +206,7 @@ class HealthResult:
             "profiles": [
                 {"path": str(p.path), "kind": p.kind, "rank": p.rank, "world_size": p.world_size, "versions": p.versions,
                  "config": p.config, "problems": p.problems, "notes": p.notes,
-                 "data": [{"data": d.data, "status": d.status, "rows": d.rows, "found_in": d.found_in, "note": d.note} for d in p.data]}
+                 "data": [asdict(d) for d in p.data]}
                 for p in self.profiles
             ],
         }  # fmt: skip
@@ -356,13 +356,10 @@ def _read_metadata(u: disc.Unit, p: ProfileHealth) -> None:
                 p.config[key.lstrip("_")] = exp[key]
     meta = folder / "profiler_metadata.json"
     if is_regular(meta):
-        try:
-            doc = load_json(meta)
-        except InputError as exc:
-            p.problems.append(f"{meta.name}: {exc}")
-            return
-        args = doc.get("distributed_args") if isinstance(doc, dict) else None
-        if isinstance(args, dict):
+        args, warning = read_distributed_args(meta)  # the reader ingest uses
+        if warning:
+            p.problems.append(warning)
+        if args is not None:
             p.world_size = small_int(args.get("world_size"), 1, 1 << 20)
 
 

@@ -7,7 +7,6 @@ and why. A file that fails is recorded with its one-line reason and the rest sti
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,6 +29,7 @@ from npudiag.profiling.formats.profiler_metadata import read_distributed_args
 from npudiag.profiling.formats.registry import Read, appended, formats, levels, sources
 from npudiag.profiling.op_names import fill_op_types
 from npudiag.profiling.tasks import merge_counts
+from npudiag.safeio import sha256_of
 
 Progress = Callable[[int], None]
 # what a reader may raise on input no real tool writes; turned into one line for that file so the
@@ -66,14 +66,6 @@ class Profile:
 
     def table(self, name: str) -> pa.Table:
         return self.tables.get(name, schemas.empty(name))
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 class _UnitReader:

@@ -27,9 +27,10 @@ from npudiag.profiling.analysis.summary import DATA_TABLES, SummaryParts
 from npudiag.profiling.analysis.window import CutError, Window, WindowError
 from npudiag.profiling.derive import analyse
 from npudiag.profiling.discover import Unit
-from npudiag.profiling.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit, sha256_of
+from npudiag.profiling.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit
 from npudiag.profiling.rules import PROFILE_WIDE, PROFILE_WIDE_RULES, findings_table, options_for, sort_findings
 from npudiag.profiling.rules.base import Skipped
+from npudiag.safeio import sha256_of
 from npudiag.store import TableSet, analysis_manifest, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
 
 # the tables written per rank; hot_ops is one file for the whole profile

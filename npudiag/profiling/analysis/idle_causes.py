@@ -31,14 +31,16 @@ Each gap is given whole to one cause, so per step the idle time of the causes ad
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.profiling.analysis.context import rank_rows
-from npudiag.profiling.analysis.quantities import idle_gaps, timeline
-from npudiag.profiling.analysis.step_breakdown import step_parts
+from npudiag.profiling.analysis.quantities import Timeline, idle_gaps
+from npudiag.profiling.analysis.timeline import merge
 
 SCHEMA = schemas.IDLE_CAUSES
 # CANN calls that make the host wait for the device
@@ -67,7 +69,8 @@ def kind_of(name: str | None) -> str:
 
 def innermost(times_ns: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
     """For each time, the index of the shortest call with start <= time <= end (the first of
-    equals), -1 where none covers it. Time and memory linear in the (time, covering call) pairs."""
+    equals), -1 where none covers it (a NaN bound covers nothing). Any one unit for all three (ns
+    integers, us floats). Time and memory linear in the (time, covering call) pairs."""
     best = np.full(len(times_ns), -1, np.int64)
     if not len(times_ns) or not len(start_ns):
         return best
@@ -77,7 +80,7 @@ def innermost(times_ns: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) ->
     hi = np.searchsorted(ts, end_ns, "right")
     counts = np.maximum(hi - lo, 0)
     calls = np.nonzero(counts)[0]
-    best_len = np.full(len(ts), np.iinfo(np.int64).max, np.int64)
+    best_len = np.full(len(ts), np.inf)  # ns or us: the lengths compare the same
     best_call = np.full(len(ts), -1, np.int64)
     cum = np.cumsum(counts[calls])
     begin = 0
@@ -128,13 +131,18 @@ def _ns(t: pa.Table) -> np.ndarray:
     return np.where(pc.is_valid(exact).to_numpy(zero_copy_only=False), pc.fill_null(exact, 0).to_numpy(zero_copy_only=False), approx)
 
 
+def _ranges_ns(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's [start, end] in ns (a missing or negative duration: an instant)."""
+    start = _ns(t)
+    dur = pc.fill_null(t["duration_us"], 0.0).to_numpy(zero_copy_only=False)
+    return start, start + np.rint(np.where(np.isfinite(dur) & (dur > 0), dur, 0.0) * 1000.0).astype(np.int64)
+
+
 class _Calls:
     """One rank's host calls of one source as ns ranges, with their labels and which of them wait on the device."""
 
     def __init__(self, table: pa.Table, labels: pa.Array | pa.ChunkedArray, sync: np.ndarray, loader: np.ndarray | None = None) -> None:
-        self.start = _ns(table)
-        dur = pc.fill_null(table["duration_us"], 0.0).to_numpy(zero_copy_only=False)
-        self.end = self.start + np.rint(np.where(np.isfinite(dur) & (dur > 0), dur, 0.0) * 1000.0).astype(np.int64)
+        self.start, self.end = _ranges_ns(table)
         self.labels = labels
         self.sync = sync
         self.loader = np.zeros(len(sync), bool) if loader is None else loader
@@ -148,9 +156,9 @@ def _cann_calls(api: pa.Table) -> _Calls | None:
     if api.num_rows == 0:
         return None
     labels = pc.binary_join_element_wise(pc.fill_null(api["level"], ""), api["name"], "@")
-    distinct = pc.unique(labels).to_pylist()
-    sync = dict(zip(distinct, (kind_of(n) == "sync" for n in distinct)))
-    return _Calls(api, labels, np.array([sync[n] for n in labels.to_pylist()], bool))
+    waiting = [n for n in pc.unique(labels).to_pylist() if kind_of(n) == "sync"]  # per distinct label, not per call
+    sync = pc.fill_null(pc.is_in(labels, pa.array(waiting, pa.string())), False).to_numpy(zero_copy_only=False)
+    return _Calls(api, labels, sync)
 
 
 def _framework_ops(ops: pa.Table) -> _Calls | None:
@@ -165,10 +173,10 @@ def _framework_ops(ops: pa.Table) -> _Calls | None:
 
 
 def _attribute(mid: np.ndarray, gap_s: np.ndarray, gap_e: np.ndarray, cann: _Calls | None, ops: _Calls | None) -> tuple[pa.Array, pa.Array]:
-    """Each gap's cause and kind (see the module's docstring)."""
+    """Each gap's cause and kind (see the module's docstring), ``mid`` its middle."""
     n = len(mid)
     if cann is None and ops is None:  # no host call recorded: every gap's cause is none
-        return pa.nulls(n, pa.string()), _none_kinds(n)
+        return pa.nulls(n, pa.string()), _kinds(np.full(n, KINDS.index("none")))
     none = np.full(n, -1, np.int64)
     api_at = innermost(mid, cann.start, cann.end) if cann else none
     op_at = innermost(mid, ops.start, ops.end) if ops else none
@@ -199,20 +207,23 @@ def _attribute(mid: np.ndarray, gap_s: np.ndarray, gap_e: np.ndarray, cann: _Cal
     op_label = ops.label(op_pick) if ops else pa.nulls(n, pa.string())
     api_label = cann.label(api_pick) if cann else pa.nulls(n, pa.string())
     cause = pc.coalesce(op_label, api_label)  # the framework op says what the user wrote
-    code = np.select([sync, loading >= 0, op_pick >= 0, api_pick >= 0], [0, 1, 2, 3], 4).astype(np.int8)  # index into KINDS
-    return cause, pa.DictionaryArray.from_arrays(pa.array(code), pa.array(KINDS)).cast(pa.string())
+    return cause, _kinds(np.select([sync, loading >= 0, op_pick >= 0, api_pick >= 0], [0, 1, 2, 3], 4))
 
 
-def _none_kinds(n: int) -> pa.Array:
-    return pa.DictionaryArray.from_arrays(pa.array(np.full(n, KINDS.index("none"), np.int8)), pa.array(KINDS)).cast(pa.string())
+def _kinds(code: np.ndarray) -> pa.Array:
+    """The kind names of ``code`` (indices into KINDS)."""
+    return pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int8)), pa.array(KINDS)).cast(pa.string())
 
 
-def idle_causes(tables: dict[str, pa.Table], timelines: list | None = None) -> pa.Table:
+def _causes(api: pa.Table, host_ops: pa.Table, gap_s: np.ndarray, gap_e: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """Cause and kind of each gap [start, end] (ns) on one rank, whose CANN calls and framework ops these are."""
+    return _attribute(gap_s + (gap_e - gap_s) // 2, gap_s, gap_e, _cann_calls(api), _framework_ops(host_ops))
+
+
+def idle_causes(tables: dict[str, pa.Table], timelines: list[tuple[Any, int | None, Timeline]]) -> pa.Table:
     """The ``idle_causes`` table: per rank, step, cause and kind (see the module's docstring), the
     idle time and the number of gaps. ``timelines``: each (rank, step, Timeline) the step breakdown
-    was computed from (made here when not given)."""
-    if timelines is None:
-        timelines = [(rank, step, timeline(ks, cs, base)) for rank, step, ks, cs, base, _rec in step_parts(tables)]
+    was computed from (``step_breakdown.breakdown_and_timelines``), so the causes add up to its free time."""
     gaps: dict = {}  # rank -> (steps, gap µs, gap start ns, gap end ns)
     for rank, step, tl in timelines:
         s, e = idle_gaps(tl)
@@ -229,10 +240,7 @@ def idle_causes(tables: dict[str, pa.Table], timelines: list | None = None) -> p
     parts = []
     for rank, (steps, lengths, starts, ends) in gaps.items():
         step, length, gap_s, gap_e = (np.concatenate(x) for x in (steps, lengths, starts, ends))
-        mid = gap_s + (gap_e - gap_s) // 2
-        cann = _cann_calls(rank_rows(api, rank)) if api.num_rows else None
-        ops = _framework_ops(rank_rows(host_ops, rank)) if host_ops.num_rows else None
-        cause, kinds = _attribute(mid, gap_s, gap_e, cann, ops)
+        cause, kinds = _causes(rank_rows(api, rank), rank_rows(host_ops, rank), gap_s, gap_e)
         t = pa.table({"step": pa.array(step, pa.int64()), "cause": cause, "kind": kinds, "idle_us": length})
         t = t.group_by(["step", "cause", "kind"], use_threads=False).aggregate([("idle_us", "sum"), ("idle_us", "count")])
         parts.append(
@@ -256,10 +264,8 @@ def idle_causes(tables: dict[str, pa.Table], timelines: list | None = None) -> p
 
 def gap_causes(api: pa.Table, host_ops: pa.Table, gap_s_ns: np.ndarray, gap_e_ns: np.ndarray) -> tuple[list, list]:
     """Cause and kind of each gap [start, end] (ns) on one rank, whose CANN calls and framework ops
-    these are (the attribution above)."""
-    cann = _cann_calls(api) if api.num_rows else None
-    ops = _framework_ops(host_ops) if host_ops.num_rows else None
-    cause, kinds = _attribute(gap_s_ns + (gap_e_ns - gap_s_ns) // 2, gap_s_ns, gap_e_ns, cann, ops)
+    these are (the attribution above), as lists."""
+    cause, kinds = _causes(api, host_ops, gap_s_ns, gap_e_ns)
     return cause.to_pylist(), kinds.to_pylist()
 
 
@@ -270,25 +276,17 @@ def main_cause(kernels: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: floa
     if hi_us <= lo_us or (api.num_rows == 0 and host_ops.num_rows == 0):
         return None, None
     lo, hi = round(lo_us * 1000), round(hi_us * 1000)
-    if kernels.num_rows:
-        start = _ns(kernels)
-        dur = pc.fill_null(kernels["duration_us"], 0.0).to_numpy(zero_copy_only=False)
-        end = start + np.rint(np.where(np.isfinite(dur) & (dur > 0), dur, 0.0) * 1000.0).astype(np.int64)
-        keep = (end > lo) & (start < hi)
-        start, end = np.clip(start[keep], lo, hi), np.clip(end[keep], lo, hi)
-        order = np.argsort(start, kind="stable")
-        start, end = start[order], np.maximum.accumulate(end[order]) if len(order) else end
-    else:
-        start = end = np.zeros(0, np.int64)
-    gap_s = np.concatenate([[lo], end])
-    gap_e = np.concatenate([start, [hi]])
+    start, end = _ranges_ns(kernels)
+    keep = (end > lo) & (start < hi)
+    busy_s, busy_e = merge(np.clip(start[keep], lo, hi), np.clip(end[keep], lo, hi))
+    # the stretch's gaps: the complement of the busy segments inside [lo, hi]
+    gap_s = np.concatenate([[lo], busy_e]).astype(np.int64)
+    gap_e = np.concatenate([busy_s, [hi]]).astype(np.int64)
     ok = gap_e > gap_s
     gap_s, gap_e = gap_s[ok], gap_e[ok]
     if not len(gap_s):
         return None, None
-    cann = _cann_calls(api) if api.num_rows else None
-    ops = _framework_ops(host_ops) if host_ops.num_rows else None
-    cause, kinds = _attribute(gap_s + (gap_e - gap_s) // 2, gap_s, gap_e, cann, ops)
+    cause, kinds = _causes(api, host_ops, gap_s, gap_e)
     t = pa.table({"cause": cause, "kind": kinds, "idle": gap_e - gap_s})
     t = t.filter(pc.is_valid(t["cause"]))
     if t.num_rows == 0:

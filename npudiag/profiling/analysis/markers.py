@@ -41,8 +41,7 @@ def markers(tables: dict[str, pa.Table], min_gap_us: float = 1000.0) -> pa.Table
             if kind == "device idle" and len(s):
                 ns_s = tl.base + np.rint(s * 1000.0).astype(np.int64)
                 ns_e = tl.base + np.rint(e * 1000.0).astype(np.int64)
-                cause, ckind = gap_causes(rank_rows(api, rank) if api.num_rows else api,
-                                          rank_rows(host_ops, rank) if host_ops.num_rows else host_ops, ns_s, ns_e)  # fmt: skip
+                cause, ckind = gap_causes(rank_rows(api, rank), rank_rows(host_ops, rank), ns_s, ns_e)
                 rows["cause"] += cause
                 rows["cause_kind"] += ckind
             else:

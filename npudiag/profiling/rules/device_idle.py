@@ -9,9 +9,10 @@ which says whether the host (launch-bound) or something else kept the device wai
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.profiling.analysis.idle_causes import SYNC_CALLS
+from npudiag.profiling.analysis.idle_causes import SYNC_CALLS, innermost
 from npudiag.profiling.analysis.quantities import idle_gaps
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, absolute
 
@@ -20,32 +21,19 @@ OPTIONS = {"min_gap_us": 1000.0, "warning_share": 0.05, "critical_share": 0.20, 
 MSPROF_ANALYZE = "overall summary's free time; npudiag splits each gap by the host API across it"
 
 
-_SYNC = SYNC_CALLS  # one list of the calls that make the host wait (the idle causes use it too)
-
-
 def _host_calls_at(api, s: np.ndarray, e: np.ndarray, times: np.ndarray) -> list[str | None]:
     """For each time, the innermost (shortest; the first of equals) host API call running across it."""
-    # only calls spanning at least one of the times can answer (a few, against a million calls a
-    # long run has): one sorted search picks them, then each time looks among those alone
-    ts = np.sort(times)
-    rows = np.nonzero(np.searchsorted(ts, e, "right") > np.searchsorted(ts, s, "left"))[0]
-    s, e = s[rows], e[rows]
-    out: list[str | None] = []
-    for t in times:
-        inside = np.nonzero((s <= t) & (e >= t))[0]
-        if not len(inside):
-            out.append(None)
-            continue
-        j = int(rows[inside[np.argmin((e - s)[inside])]])
-        out.append(f"{api['level'][j].as_py()}@{api['name'][j].as_py()}")
-    return out
+    which = innermost(times, s, e)
+    picked = api.select(["level", "name"]).take(pa.array(which[which >= 0])).to_pylist()  # only the calls named
+    labels = iter(f"{r['level']}@{r['name']}" for r in picked)
+    return [None if j < 0 else next(labels) for j in which.tolist()]
 
 
 def cause_of(call: str | None) -> str:
     """HTA-style split of idle time: the host waiting on the device, the host busy elsewhere, or untraced."""
     if call is None:
         return "other (no host API running: host-side work such as Python, data loading, or untraced)"
-    if any(k in call for k in _SYNC):
+    if any(k in call for k in SYNC_CALLS):  # the list the idle causes use
         return "host wait (a synchronising call was running)"
     return "host busy (an API call was running: launch/host-bound)"
 
