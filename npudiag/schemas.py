@@ -285,6 +285,7 @@ TRIAGE = pa.schema(
         ("causes", pa.string()),  # JSON list
         ("checks", pa.string()),  # JSON list
         ("fix", pa.string()),
+        ("follows_from", pa.string()),  # kb_id of an earlier-listed finding whose rule chain leads to this one (not a root cause)
     ]
 )
 

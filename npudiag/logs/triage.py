@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.logs.formats.log_common import CODE_MODULES, QUIET_LEVELS
+from npudiag.logs.formats.log_common import CODE_MODULES, QUIET_LEVELS, error_codes
 from npudiag.schemas import TRIAGE
 from npudiag.tomlfile import read_toml
 
@@ -45,13 +45,16 @@ class KbEntry:
     example: str
     levels: tuple[str, ...] = ()  # information levels (EVENT...) this entry also matches; others never do
     source: str = ""
+    leads_to: tuple[str, ...] = ()  # ids of the entries whose findings follow from this one (rule chains)
 
 
 _REQUIRED = ("id", "title", "meaning", "fix", "example")
 
 
 def load_kb(path: Path | None = None) -> list[KbEntry]:
-    """The entries of ``path`` (default: the shipped file). ValueError names a malformed entry."""
+    """The entries of ``path`` (default: the shipped file), then one entry per catalogued CANN error
+    code (error_catalogue.toml) that no hand-written entry covers, when ``path`` defines the catalogue's
+    categories. ValueError names a malformed entry."""
     if path is None:
         with resources.as_file(resources.files("npudiag.logs") / "log_kb.toml") as p:
             data = read_toml(p)
@@ -59,6 +62,7 @@ def load_kb(path: Path | None = None) -> list[KbEntry]:
         data = read_toml(path)
     entries = []
     seen: set[str] = set()
+    links: dict[str, list[str]] = {}
     for i, e in enumerate(data.get("entry", []), 1):
         missing = [k for k in _REQUIRED if not e.get(k)]
         if missing or not (e.get("codes") or e.get("patterns")):
@@ -70,6 +74,7 @@ def load_kb(path: Path | None = None) -> list[KbEntry]:
         seen.add(e["id"])
         for p in e.get("patterns", []):
             re.compile(p)
+        links[e["id"]] = list(e.get("leads_to", []))
         entries.append(
             KbEntry(
                 e["id"],
@@ -87,7 +92,78 @@ def load_kb(path: Path | None = None) -> list[KbEntry]:
                 e.get("source", ""),
             )
         )
-    return entries
+    categories = {c["id"]: c for c in data.get("category", [])}
+    members: dict[str, list[str]] = {}
+    if categories:
+        entries += _catalogue_entries(categories, entries, links, members)
+    return _with_chains(entries, links, members)
+
+
+# the printf conversions of a catalogued message format ("%s", "%zu", "%d"...), filled in an example
+_PRINTF = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?[sdiuxXfgcp]")
+
+
+def _catalogue_entries(categories: dict[str, dict[str, Any]], hand: list[KbEntry], links: dict[str, list[str]],
+                       members: dict[str, list[str]]) -> list[KbEntry]:  # fmt: skip
+    """One entry per catalogued code that no hand-written entry names (in its codes or its example);
+    the texts are its category's, the title names the component and the code."""
+    with resources.as_file(resources.files("npudiag.logs") / "error_catalogue.toml") as p:
+        rows = read_toml(p).get("code", [])
+    covered = {c for e in hand for c in (*e.codes, *error_codes(e.example))}
+    out = []
+    for r in rows:
+        code, cat = r["code"], categories.get(r["category"])
+        if cat is None:
+            raise ValueError(f"error_catalogue.toml: code {code}: unknown category {r['category']!r}")
+        if code in covered:
+            continue
+        if code.isdigit():
+            title = f"{r['name']} ({code}): {cat['title']}"
+            api = "aclmdlExecute(modelId, input, output)" if code[1:3] == "45" else "aclrtSynchronizeStream(stream)"
+            example = f"RuntimeError: NPU function error: {api}, error code is {code}"
+        else:
+            title = f"{r['component']} {code}: {cat['title']}"
+            example = f"{code}: " + _PRINTF.sub("x", r.get("message") or cat["title"])
+        kb_id = "code-" + code.lower()
+        members.setdefault(cat["id"], []).append(kb_id)
+        links[kb_id] = [x for x in cat.get("leads_to", []) if x != cat["id"]]
+        out.append(
+            KbEntry(
+                kb_id,
+                title,
+                cat["role"],
+                (code,),
+                (),
+                (),
+                cat["meaning"],
+                tuple(cat.get("causes", [])),
+                tuple(cat.get("checks", [])),
+                cat["fix"],
+                example,
+                source=r["source"],
+            )  # fmt: skip
+        )
+    return out
+
+
+def _with_chains(entries: list[KbEntry], links: dict[str, list[str]], members: dict[str, list[str]]) -> list[KbEntry]:
+    """Each entry with its ``leads_to`` resolved to entry ids: a name is an entry id, a category (all its
+    entries) or an error code (the entries that name it)."""
+    ids = {e.id for e in entries}
+    by_code: dict[str, list[str]] = {}
+    for e in entries:
+        for c in e.codes:
+            by_code.setdefault(c, []).append(e.id)
+    out = []
+    for e in entries:
+        resolved: dict[str, None] = {}
+        for name in links.get(e.id, []):
+            found = [name] if name in ids else members.get(name) or by_code.get(name)
+            if not found:
+                raise ValueError(f"knowledge base entry {e.id}: leads_to names nothing known: {name}")
+            resolved.update(dict.fromkeys(x for x in found if x != e.id))
+        out.append(replace(e, leads_to=tuple(resolved)) if resolved else e)
+    return out
 
 
 def _code_mask(events: pa.Table, codes: tuple[str, ...]) -> np.ndarray:
@@ -105,7 +181,7 @@ def _code_mask(events: pa.Table, codes: tuple[str, ...]) -> np.ndarray:
 
 
 def match_entries(events: pa.Table, kb: list[KbEntry]) -> dict[str, np.ndarray]:
-    """Entry id -> boolean mask over ``events`` of the records it matches."""
+    """Entry id -> boolean mask over ``events`` of the records it matches (in ``kb`` order)."""
     out: dict[str, np.ndarray] = {}
     if events.num_rows == 0:
         return out
@@ -114,7 +190,13 @@ def match_entries(events: pa.Table, kb: list[KbEntry]) -> dict[str, np.ndarray]:
     levels = pc.fill_null(events["level"], "")
     # an information record (GE's error-code catalogue at INFO, a DEBUG trace) is never a finding
     loud = ~pc.is_in(levels, pa.array(list(QUIET_LEVELS))).to_numpy(zero_copy_only=False)
+    by_code = _code_only_masks(events, kb, loud)
     for e in kb:
+        if e.id in by_code:
+            out[e.id] = by_code[e.id]
+            continue
+        if _code_only(e):
+            continue
         mask = _code_mask(events, e.codes)
         for p in e.patterns:
             mask |= pc.match_substring_regex(message, p, ignore_case=True).to_numpy(zero_copy_only=False)
@@ -124,6 +206,37 @@ def match_entries(events: pa.Table, kb: list[KbEntry]) -> dict[str, np.ndarray]:
             mask &= pc.is_in(pc.utf8_upper(modules), pa.array(list(e.modules))).to_numpy(zero_copy_only=False)
         if mask.any():
             out[e.id] = mask
+    return out
+
+
+def _code_only(e: KbEntry) -> bool:
+    return bool(e.codes) and not (e.patterns or e.modules or e.levels)
+
+
+def _code_only_masks(events: pa.Table, kb: list[KbEntry], loud: np.ndarray) -> dict[str, np.ndarray]:
+    """The masks of every entry matched by its codes alone, from one pass over the records' codes
+    (the catalogue's hundreds of entries cost one lookup per distinct code seen, not a pass each)."""
+    lists = events["error_codes"].combine_chunks()
+    flat = pc.list_flatten(lists)
+    if len(flat) == 0:
+        return {}
+    parents = pc.list_parent_indices(lists).to_numpy()
+    owners: dict[str, list[str]] = {}
+    for e in kb:
+        if _code_only(e):
+            for c in e.codes:
+                owners.setdefault(c, []).append(e.id)
+    out: dict[str, np.ndarray] = {}
+    for code in pc.unique(flat).to_pylist():
+        if code not in owners:
+            continue
+        rows = parents[pc.equal(flat, code).to_numpy(zero_copy_only=False)]
+        hit = np.zeros(events.num_rows, bool)
+        hit[rows] = True
+        hit &= loud
+        if hit.any():
+            for kb_id in owners[code]:
+                out[kb_id] = out[kb_id] | hit if kb_id in out else hit.copy()
     return out
 
 
@@ -165,12 +278,23 @@ def triage_table(events: pa.Table, kb: list[KbEntry]) -> pa.Table:
                 "causes": json.dumps(list(e.causes), ensure_ascii=False),
                 "checks": json.dumps(list(e.checks), ensure_ascii=False),
                 "fix": e.fix,
+                "follows_from": None,
             }
         )
     t = pa.Table.from_pylist(rows, schema=TRIAGE)
     if t.num_rows:
         t = t.sort_by([("first_timestamp", "ascending"), ("first_file", "ascending"), ("first_line", "ascending")])
-    return t
+    i = TRIAGE.get_field_index("follows_from")
+    return t.set_column(i, TRIAGE.field(i), pa.array(follows_from(t["kb_id"].to_pylist(), by_id), pa.string()))
+
+
+def follows_from(kb_ids: list[str], by_id: dict[str, KbEntry]) -> list[str | None]:
+    """For each finding (in time order), the earliest other finding whose entry's rule chain leads to it,
+    or None: a consequence of a failure seen in the same logs is not its root cause."""
+    out: list[str | None] = []
+    for kb_id in kb_ids:
+        out.append(next((g for g in kb_ids if g != kb_id and kb_id in by_id[g].leads_to), None))
+    return out
 
 
 def _first_index(t: pa.Table) -> int:
@@ -276,9 +400,11 @@ def fault_kernels(errors: pa.Table, limit: int = 10) -> list[dict[str, Any]]:
 
 
 def root_cause(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The earliest finding (``findings`` are in time order) of the first role in ROLES that has one."""
+    """The earliest finding (``findings`` are in time order) of the first role in ROLES that has one,
+    among the findings no other finding's rule chain leads to (all of them, if every one is led to)."""
+    heads = [f for f in findings if not f.get("follows_from")] or findings
     for role in ROLES:
-        for f in findings:
+        for f in heads:
             if f["role"] == role:
                 return f
     return None

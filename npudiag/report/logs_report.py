@@ -85,6 +85,11 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
         body.append("\nlog: ", style="dim")
         body.append_text(plain(root["example"]))
         body.append("\n")
+        followers = [f["title"] for f in s["findings"] if f.get("follows_from") == root["kb_id"]]
+        if followers:  # the rule chain: what the logs show following from it
+            body.append("followed by: ", style="bold")
+            body.append_text(plain("; ".join(followers[:6]) + (f"; +{len(followers) - 6} more" if len(followers) > 6 else "")))
+            body.append("\n")
         if root["checks"]:
             body.append("check next:\n", style="bold")
             for c in root["checks"]:
