@@ -562,6 +562,26 @@ HOST_OPS = pa.schema(
     ]
 )
 
+# ranges.parquet: named host time ranges and the device work launched inside them: torch modules
+# (torch_npu's python_function "nn.Module: X" events / the .db's PYTORCH_API rows of type trace) and mstx
+# ranges (PYTORCH_API rows of type mstx); the ranges of a thread nest
+RANGES = pa.schema(
+    [
+        ("source", pa.string()),  # trace, db
+        ("rank", pa.int32()),
+        ("kind", pa.string()),  # module, mstx
+        ("name", pa.string()),  # Conv2d_0 (the "nn.Module: " prefix dropped), the mstx message
+        ("path", pa.string()),  # the enclosing ranges of its kind and thread, outermost first: Net_0/Sequential_0/Conv2d_0
+        ("depth", pa.int32()),  # 0 outermost
+        ("start_us", pa.float64()),
+        ("start_ns", pa.int64()),
+        ("duration_us", pa.float64()),  # host time
+        ("thread_id", pa.int64()),
+        ("kernels", pa.int64()),  # device tasks (compute kernels, copies) launched inside, nested ranges included
+        ("device_us", pa.float64()),  # their device time
+    ]
+)
+
 # device_info.parquet: what each device is made of (msprof's PROF_*/device_N/info.json.N DeviceInfo)
 DEVICE_INFO = pa.schema(
     [
@@ -651,6 +671,7 @@ TABLES: dict[str, pa.Schema] = {
     "device_info": DEVICE_INFO,
     "torch_ops": TORCH_OPS,
     "host_ops": HOST_OPS,
+    "ranges": RANGES,
 }
 
 

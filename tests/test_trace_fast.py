@@ -22,7 +22,7 @@ from .conftest import CORPUS, corpus_files
 from .test_fuzz_all import MUT, _write
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-PARTS = ("tasks", "comm_ops", "comm_tasks", "api_calls", "steps", "aicore_freq", "torch_ops")
+PARTS = ("tasks", "comm_ops", "comm_tasks", "api_calls", "steps", "aicore_freq", "torch_ops", "host_ops", "ranges")
 
 
 def _per_event(path: Path) -> tj.TraceTables:
@@ -140,6 +140,8 @@ def _event(draw, tame: bool = False) -> dict:
                     "thread_name",
                     "process_labels",
                     "ProfilerStep#3",
+                    "nn.Module: Linear_0",
+                    "nn.Module: ",
                     "AI Core Freq",
                     "AscendCL@aclnnAdd",
                     "Node@launch",

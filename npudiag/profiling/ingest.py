@@ -141,7 +141,7 @@ class UnitResult:
     record: dict[Path, InputFile]
 
 
-READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops", "comm_tasks",
+READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops", "comm_tasks", "ranges",
                "comm_bandwidth", "memory_timeline", "op_memory", "aicore_freq", "device_info", "torch_ops", "host_ops")  # fmt: skip
 
 
@@ -304,6 +304,7 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
         parts["aicore_freq"].append(freq[0] if len(freq) == 1 else _first_of_each(pa.concat_tables(freq)))
     parts["torch_ops"].extend(r.first_level("torch_ops", "torch_ops"))
     parts["host_ops"].extend(r.first_level("host_ops", "host_ops"))
+    parts["ranges"].extend(r.first_level("ranges", "ranges"))
     for fmt in appended():  # statistics and device facts: every file's rows, side by side
         for p, t in r.reads((fmt.kind,)):
             for name in fmt.yields:

@@ -124,6 +124,7 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
     _memory(summary, console)
     _step_bars(summary, console)
     _idle_causes(summary, console)
+    _ranges(summary, console)
     _findings(summary, console)
 
     errors = summary.get("errors", [])
@@ -267,6 +268,24 @@ def _idle_causes(summary: dict[str, Any], console: Console) -> None:
         console.print(plain("  " + line))
     if idle.get("advice"):
         console.print(Text("  most of it: " + idle["advice"], style="dim"))
+
+
+_RANGE_TITLES = {"module": "Modules", "mstx": "mstx ranges"}
+
+
+def _ranges(summary: dict[str, Any], console: Console) -> None:
+    """The module tree (and mstx ranges) with the most device time: host time, device time of the kernels
+    launched inside (nested ranges included), kernels."""
+    for kind, block in (summary.get("ranges") or {}).items():
+        rows = block["tree"]
+        if not rows:
+            continue
+        cols = [Col(kind, "name", 0, min_width=16), Col("calls", priority=2), Col("host", priority=1), Col("device", priority=0),
+                Col("kernels", priority=3)]  # fmt: skip
+        body = [["  " * int(r["depth"]) + r["name"], f"{r['calls']:,}", fmt_us(r["host_us"]), fmt_us(r["device_us"]), f"{r['kernels']:,}"]
+                for r in rows]  # fmt: skip
+        title = f"{_RANGE_TITLES.get(kind, kind)} by device time of the kernels launched inside ({block['ranges']:,} recorded)"
+        console.print(table(console, title, cols, body))
 
 
 _STALL_RULES = {

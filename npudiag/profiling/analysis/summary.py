@@ -19,6 +19,7 @@ from npudiag.profiling.analysis.hot_ops import hot_ops_table, merge_hot_ops
 from npudiag.profiling.analysis.idle_causes import top_causes
 from npudiag.profiling.analysis.memory import memory_by_rank
 from npudiag.profiling.analysis.quantities import clipped_union_us, copy_totals, phases, timeline
+from npudiag.profiling.analysis.ranges import range_summary
 
 # the tables that say a rank holds data, and what kind (a rank of only step / comm files counts)
 DATA_TABLES = ("kernels", "copies", "api_calls", "steps", "op_statistic", "api_statistic", "comm_ops", "comm_links", "comm_tasks",
@@ -180,6 +181,7 @@ class SummaryParts:
     findings: pa.Table
     memory: list[dict[str, Any]]
     idle_causes: pa.Table
+    ranges: pa.Table
 
     @classmethod
     def of(cls, tables: dict[str, pa.Table]) -> SummaryParts:
@@ -201,6 +203,7 @@ class SummaryParts:
             findings=tables.get("findings", schemas.empty("findings")),
             memory=memory_by_rank(tables),
             idle_causes=tables.get("idle_causes", schemas.empty("idle_causes")),
+            ranges=tables.get("ranges", schemas.empty("ranges")),
         )
 
     @classmethod
@@ -227,6 +230,7 @@ class SummaryParts:
             findings=sort_findings(schemas.concat([p.findings for p in parts])),
             memory=sorted((m for p in parts for m in p.memory), key=lambda m: (m["rank"] is None, m["rank"])),
             idle_causes=schemas.concat([p.idle_causes for p in parts]),
+            ranges=schemas.concat([p.ranges for p in parts]),
         )
 
 
@@ -280,6 +284,7 @@ def summary_from_parts(
         "findings": _findings(parts.findings),
         "memory": _memory(parts.memory),
         "idle_causes": top_causes(parts.idle_causes),
+        "ranges": range_summary(parts.ranges),
         "rules_skipped": rules_skipped or {},
     }
 

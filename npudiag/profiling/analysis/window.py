@@ -165,7 +165,7 @@ def apply_window(
     if kernels.num_rows and out["kernels"].num_rows == 0:
         raise WindowError(_empty_window(kernels, tables.get("steps"), steps, time))
     ranges = _rank_ranges(out["kernels"])
-    for name in ("api_calls", "copies", "host_ops"):
+    for name in ("api_calls", "copies", "host_ops", "ranges"):
         if name in tables:
             out[name] = _cut_by_time(tables[name], ranges)
     if "memory_timeline" in tables:

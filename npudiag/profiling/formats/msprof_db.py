@@ -37,7 +37,7 @@ from npudiag.profiling import tasks
 from npudiag.profiling.assemble import drop_bad_timing
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.registry import Format, of_object, register
-from npudiag.profiling.formats.torch_ops import from_db
+from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, db_launches, from_db, ns_of, range_table
 
 MAX_TEXT = 1 << 16  # characters kept of one STRING_IDS value (real names are far shorter)
 NO_RANK = 4294967295
@@ -60,6 +60,7 @@ class DbTables:
     aicore_freq: pa.Table = field(default_factory=lambda: schemas.empty("aicore_freq"))
     torch_ops: pa.Table = field(default_factory=lambda: schemas.empty("torch_ops"))
     host_ops: pa.Table = field(default_factory=lambda: schemas.empty("host_ops"))
+    ranges: pa.Table = field(default_factory=lambda: schemas.empty("ranges"))
 
 
 def _columns(con: sqlite3.Connection, table: str) -> list[str]:
@@ -276,36 +277,75 @@ def _read(db: _Db, rank: int | None) -> DbTables:
     out.aicore_freq = _aicore_freq(db, rank)
     # the device work framework ops launch: compute kernels and copies (not HCCL's sub-tasks)
     op_calls = _op_calls(db)
-    out.torch_ops = _torch_ops(db, rank, schemas.concat([task.filter(is_cti), rest.filter(pc.equal(classes, tasks.COPY))]), op_calls)
+    launched = schemas.concat([task.filter(is_cti), rest.filter(pc.equal(classes, tasks.COPY))])
+    out.torch_ops = _torch_ops(db, rank, launched, op_calls)
     out.host_ops = _host_ops(db, rank, op_calls)
+    out.ranges = _ranges(db, rank, launched, op_calls)
     return out
 
 
-def _op_calls(db: _Db) -> pa.Table | None:
-    """PYTORCH_API rows of type op (ENUM_API_TYPE) with a start and an end not before it; None without the table."""
+# ENUM_API_TYPE ids in every export seen (op, trace = python functions, mstx); the table says so where present
+_API_TYPES = {"op": 50001, "trace": 50003, "mstx": 50004}
+
+
+def _op_calls(db: _Db, kind: str = "op") -> pa.Table | None:
+    """PYTORCH_API rows of ``kind`` (ENUM_API_TYPE) with a start and an end not before it; None without the table."""
     if "PYTORCH_API" not in db.present:
         return None
     api = db.read("PYTORCH_API", {"startNs": "startNs", "endNs": "endNs", "globalTid": "globalTid", "connectionId": "connectionId",
                                    "name": "name", "type": "type"})  # fmt: skip
-    op_type = 50001  # ENUM_API_TYPE 'op' in every export seen; the table says so where it is present
+    api_type = _API_TYPES[kind]
     if "ENUM_API_TYPE" in db.present:
-        found = [r[0] for r in db.con.execute("SELECT id FROM ENUM_API_TYPE WHERE name = 'op'").fetchall()]
-        op_type = found[0] if found else op_type
-    api = api.filter(pc.fill_null(pc.and_(pc.equal(api["type"], op_type), pc.is_valid(api["startNs"])), False))
+        found = [r[0] for r in db.con.execute("SELECT id FROM ENUM_API_TYPE WHERE name = ?", (kind,)).fetchall()]
+        api_type = found[0] if found else api_type
+    api = api.filter(pc.fill_null(pc.and_(pc.equal(api["type"], api_type), pc.is_valid(api["startNs"])), False))
     return api.filter(pc.fill_null(pc.greater_equal(api["endNs"], api["startNs"]), False))
+
+
+def _links(db: _Db, task: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """CONNECTION_IDS (an op's id -> its connection ids) and the tasks with a connection id, as from_db reads them."""
+    conn = db.read("CONNECTION_IDS", {"id": "id", "connectionId": "connectionId"}) if "CONNECTION_IDS" in db.present else None
+    links = conn if conn is not None else pa.table({"id": pa.array([], _INT), "connectionId": pa.array([], _INT)})
+    t = task.select(["connection_id", "start_ns", "end_ns"]).rename_columns(["connectionId", "startNs", "endNs"])
+    return links.filter(pc.is_valid(links["connectionId"])), t.filter(pc.is_valid(t["connectionId"]))
 
 
 def _torch_ops(db: _Db, rank: int | None, task: pa.Table, api: pa.Table | None) -> pa.Table:
     """The op calls (``_op_calls``), linked to their tasks through CONNECTION_IDS."""
     if api is None or api.num_rows == 0:
         return schemas.empty("torch_ops")
-    conn = db.read("CONNECTION_IDS", {"id": "id", "connectionId": "connectionId"}) if "CONNECTION_IDS" in db.present else None
     keys, values = db.strings()
     names = dict(zip(keys.to_pylist(), values.to_pylist()))
-    links = conn if conn is not None else pa.table({"id": pa.array([], _INT), "connectionId": pa.array([], _INT)})
-    t = task.select(["connection_id", "start_ns", "end_ns"]).rename_columns(["connectionId", "startNs", "endNs"])
-    t = t.filter(pc.is_valid(t["connectionId"]))
-    return from_db(api, links.filter(pc.is_valid(links["connectionId"])), t, names, rank)
+    return from_db(api, *_links(db, task), names, rank)
+
+
+def _ranges(db: _Db, rank: int | None, task: pa.Table, ops: pa.Table | None) -> pa.Table:
+    """RANGES: torch modules (PYTORCH_API rows of type trace named "nn.Module: ...") and torch_npu mstx
+    ranges (rows of type mstx), with the tasks launched by the ops inside them (an op's start on its
+    thread is its launch point)."""
+    found = [(kind, rows) for kind, api_kind in (("module", "trace"), ("mstx", "mstx"))
+             if (rows := _op_calls(db, api_kind)) is not None and rows.num_rows]  # fmt: skip
+    if not found:
+        return schemas.empty("ranges")
+    lt = lns = np.zeros(0, np.int64)
+    k_us = np.zeros(0)
+    if ops is not None and ops.num_rows:
+        owners, k_us = db_launches(ops, *_links(db, task))
+        lt, lns = ns_of(ops["globalTid"])[owners], ns_of(ops["startNs"])[owners]
+    parts = []
+    for kind, rows in found:
+        names = db.text(rows["name"])
+        if kind == "module":
+            is_module = pc.fill_null(pc.starts_with(names, MODULE_PREFIX), False)
+            rows, names = rows.filter(is_module), pc.utf8_slice_codeunits(names.filter(is_module), len(MODULE_PREFIX))
+        if rows.num_rows == 0:
+            continue
+        thread = ns_of(rows["globalTid"])
+        parts.append(range_table("db", kind, pc.fill_null(names, "").to_pylist(), thread, thread & 0xFFFFFFFF, ns_of(rows["startNs"]),
+                                 ns_of(rows["endNs"]), lt, lns, k_us, rank))  # fmt: skip
+    if not parts:
+        return schemas.empty("ranges")
+    return schemas.concat(parts).sort_by([("start_ns", "ascending"), ("depth", "ascending")])
 
 
 def _host_ops(db: _Db, rank: int | None, api: pa.Table | None) -> pa.Table:
@@ -578,6 +618,7 @@ _DB_PARTS = (
     "aicore_freq",
     "torch_ops",
     "host_ops",
+    "ranges",
 )
 
 # msprof's msprof_*.db and torch_npu's ascend_pytorch_profiler*.db: the whole profile in SQLite
@@ -596,6 +637,7 @@ register(
             "aicore_freq": 0,
             "torch_ops": 1,
             "host_ops": 1,
+            "ranges": 1,
         },
     )
 )

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.schemas import TORCH_OPS
+from npudiag.schemas import RANGES, TORCH_OPS
 
 
 def _composite(keys: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -198,16 +198,100 @@ def from_db(api: pa.Table, conn: pa.Table, task: pa.Table, names: dict[int, str]
     name id), CONNECTION_IDS (an op's id -> its connectionIds) and TASK (startNs, endNs, connectionId)."""
     if api.num_rows == 0:
         return TORCH_OPS.empty_table()
-
-    def ns(col) -> np.ndarray:
-        return pc.cast(col, pa.int64()).to_numpy(zero_copy_only=False)
-
-    start, end, thread = ns(api["startNs"]), ns(api["endNs"]), ns(api["globalTid"])
+    start, end, thread = ns_of(api["startNs"]), ns_of(api["endNs"]), ns_of(api["globalTid"])
     label = [names.get(i, str(i)) for i in api["name"].to_pylist()]
+    owners, k_us = db_launches(api, conn, task)
+    return torch_op_table(label, thread, start, end, np.zeros(0), np.zeros(0), k_us, rank, owners=owners)
+
+
+def ns_of(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return pc.cast(col, pa.int64()).to_numpy(zero_copy_only=False)
+
+
+def db_launches(api: pa.Table, conn: pa.Table, task: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """For each task an op of ``api`` launched (PYTORCH_API -> CONNECTION_IDS -> TASK connectionId): the
+    op's row index and the task's device time, us."""
     op_index = pa.table({"id": pc.cast(api["connectionId"], pa.int64()), "op": pa.array(np.arange(api.num_rows))})
     links = pa.table({"id": pc.cast(conn["id"], pa.int64()), "connectionId": pc.cast(conn["connectionId"], pa.int64())})
     links = links.join(op_index, "id", join_type="inner")
-    t = pa.table({"connectionId": pc.cast(task["connectionId"], pa.int64()), "startNs": ns(task["startNs"]), "endNs": ns(task["endNs"])})
+    t = pa.table({"connectionId": pc.cast(task["connectionId"], pa.int64()), "startNs": ns_of(task["startNs"]),
+                  "endNs": ns_of(task["endNs"])})  # fmt: skip
     tasks = t.join(links.select(["connectionId", "op"]), "connectionId", join_type="inner")
-    k_us = (tasks["endNs"].to_numpy() - tasks["startNs"].to_numpy()) / 1000.0
-    return torch_op_table(label, thread, start, end, np.zeros(0), np.zeros(0), k_us, rank, owners=tasks["op"].to_numpy())
+    return tasks["op"].to_numpy(), (tasks["endNs"].to_numpy() - tasks["startNs"].to_numpy()) / 1000.0
+
+
+MODULE_PREFIX = "nn.Module: "  # torch_npu's python_function name of a module's forward (with_modules / with_stack)
+PATH_DEPTH = 32  # a path names at most this many enclosing ranges; deeper ones show "…" for the rest
+
+
+def range_table(
+    source: str, kind: str, names: list[str], thread: np.ndarray, thread_ids: np.ndarray, start: np.ndarray, end: np.ndarray,
+    launch_thread: np.ndarray, launch_ns: np.ndarray, kernel_us: np.ndarray, rank: int | None, queue: Queue | None = None,
+) -> pa.Table:  # fmt: skip
+    """RANGES from host time ranges of one kind (``thread`` codes, ``thread_ids`` their ids, exact ns)
+    and kernel launches (thread code and ns of each kernel's launch, its device time). A range holds
+    the kernels launched on its thread while it ran (through a ``queue``'s Dequeue, the Enqueue that
+    handed the work over counts), so nested ranges are counted in; the ranges of a thread nest, and
+    each row carries its depth and path (the enclosing ranges' names, outermost first)."""
+    n = len(start)
+    if n == 0:
+        return RANGES.empty_table()
+    start, end, thread = np.asarray(start, np.int64), np.asarray(end, np.int64), np.asarray(thread, np.int64)
+    launch_thread, launch_ns = np.asarray(launch_thread, np.int64), np.asarray(launch_ns, np.int64)
+    q = queue
+    parts = [start, end, launch_ns] + ([q.deq_start, q.deq_end, q.enq_start] if q is not None else [])
+    times = np.unique(np.concatenate(parts))  # ranks of the times: composite keys stay small (see torch_op_table)
+    rs, re_, rl = (np.searchsorted(times, x) for x in (start, end, launch_ns))
+    if q is not None:
+        q = Queue(q.deq_thread, np.searchsorted(times, q.deq_start), np.searchsorted(times, q.deq_end), q.deq_corr,
+                  q.enq_thread, np.searchsorted(times, q.enq_start), q.enq_corr)  # fmt: skip
+    depth, parent = _nesting(thread, rs, re_)
+    device = np.zeros(n)
+    kernels = np.zeros(n, np.int64)
+    if len(kernel_us):
+        lt, lns = q.relay(launch_thread, rl) if q is not None else (launch_thread, rl)
+        keys = _composite(np.r_[thread, thread, lt], np.r_[rs, re_, lns])
+        k_start, k_end, k_launch = keys[:n], keys[n : 2 * n], keys[2 * n :]
+        order = np.argsort(k_launch, kind="stable")
+        cum = np.r_[0.0, np.cumsum(np.asarray(kernel_us, float)[order])]
+        lo = np.searchsorted(k_launch[order], k_start, side="left")
+        hi = np.searchsorted(k_launch[order], k_end, side="right")
+        kernels, device = hi - lo, cum[hi] - cum[lo]
+    return pa.table({
+        "source": pa.array([source] * n, pa.string()),
+        "rank": pa.array([rank] * n, pa.int32()),
+        "kind": pa.array([kind] * n, pa.string()),
+        "name": pa.array(names, pa.string()),
+        "path": _paths(pa.array(names, pa.string()), depth, parent, thread, rs),
+        "depth": pa.array(depth, pa.int32()),
+        "start_us": pa.array(start / 1000.0, pa.float64()),
+        "start_ns": pa.array(start, pa.int64()),
+        "duration_us": pa.array((end - start) / 1000.0, pa.float64()),
+        "thread_id": pa.array(thread_ids, pa.int64()),
+        "kernels": pa.array(kernels, pa.int64()),
+        "device_us": pa.array(device, pa.float64()),
+    }, schema=RANGES).sort_by([("start_ns", "ascending"), ("depth", "ascending")])  # fmt: skip
+
+
+def _paths(label: pa.Array, depth: np.ndarray, parent: np.ndarray, thread: np.ndarray, start: np.ndarray) -> pa.Array:
+    """Each range's enclosing names and its own, "/"-joined, level by level down to PATH_DEPTH; a deeper
+    range hangs "…" and its name under its enclosing range at the last level (bounded work and text
+    whatever the nesting)."""
+    n = len(label)
+    path = label
+    for d in range(1, min(int(depth.max()), PATH_DEPTH - 1) + 1):  # a level's paths from its parents' (one level up)
+        at = np.flatnonzero((depth == d) & (parent >= 0))
+        if len(at):
+            joined = pc.binary_join_element_wise(path.take(pa.array(parent[at])), label.take(pa.array(at)), "/")
+            path = pc.replace_with_mask(path, pa.array(np.isin(np.arange(n), at)), joined)
+    deep = np.flatnonzero(depth >= PATH_DEPTH)
+    last = np.flatnonzero(depth == PATH_DEPTH - 1)
+    if len(deep) and len(last):  # the enclosing range at the last level: the last one of the thread started before
+        keys = _composite(np.r_[thread[last], thread[deep]], np.r_[start[last], start[deep]])
+        k_last, k_deep = keys[: len(last)], keys[len(last) :]
+        order = np.argsort(k_last, kind="stable")
+        pos = np.maximum(np.searchsorted(k_last[order], k_deep, side="right") - 1, 0)
+        above = path.take(pa.array(last[order][pos]))
+        joined = pc.binary_join_element_wise(above, pa.array(["…"] * len(deep)), label.take(pa.array(deep)), "/")
+        path = pc.replace_with_mask(path, pa.array(np.isin(np.arange(n), deep)), joined)
+    return path

@@ -35,6 +35,7 @@ from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.profiling.formats import jsonstream
 from npudiag.profiling.formats import trace_events as te
+from npudiag.profiling.formats.torch_ops import MODULE_PREFIX
 
 PIECE_BYTES = 8 << 20
 _WINDOW = 1 << 16  # where the last cut of a piece is looked for first
@@ -77,7 +78,8 @@ _ARGS_GET = attrgetter(*(_ATTR[k] for keys in (*te.INT_ARGS.values(), *te.STR_AR
 _COL = {k: i for i, k in enumerate(k for keys in (*te.INT_ARGS.values(), *te.STR_ARGS.values()) for k in keys)}
 _EMPTY = _Args()
 _PH = {"X": 1, "s": 2, "f": 2, "C": 2, "M": 3}
-_CAT = {**dict.fromkeys(te.SKIP_CATS, 2), "cpu_op": 1, "enqueue": 1, "dequeue": 1}  # 1: torch ops, per event; 2: skipped
+# 1: torch ops, per event; 2: skipped; 3: python functions, per event when a module's forward, else skipped
+_CAT = {**dict.fromkeys(te.SKIP_CATS, 2), "cpu_op": 1, "enqueue": 1, "dequeue": 1, "python_function": 3}
 NoneType = type(None)
 
 
@@ -245,8 +247,13 @@ def _fill(state: Any, events: list) -> None:
         raise Unsure from None
     if (pids == MISSING).any():
         raise Unsure
-    # events read one at a time, in file order: metadata, flows, counters, torch ops and queues
-    one = np.nonzero((phk >= 2) | ((phk == 1) & (catk == 1)))[0]
+    # events read one at a time, in file order: metadata, flows, counters, torch ops, queues, modules
+    per_event = (phk >= 2) | ((phk == 1) & (catk == 1))
+    py = np.nonzero((phk == 1) & (catk == 3))[0]
+    if len(py):
+        per_event[py[np.array([_name(v).startswith(MODULE_PREFIX) for v in _take(name, py)], bool)]] = True
+        catk[py] = 2  # the others are skipped like any python function
+    one = np.nonzero(per_event)[0]
     skip_before = set(state.skip_pids)
     skipped_at: dict[int, int] = {}  # pid -> position in this piece where its process was found not needed
     for i in one.tolist():
@@ -458,7 +465,9 @@ class _ArrowPieces:
         if (pids == MISSING).any():
             return None
         ph = pc.fill_null(pc.index_in(t["ph"], _PH_CODES), -1).to_numpy()
-        torch = pc.fill_null(pc.is_in(t["cat"], _TORCH_CATS), False).to_numpy(zero_copy_only=False)
+        torch = pc.fill_null(pc.is_in(t["cat"], _TORCH_CATS), False)
+        module = pc.and_(pc.equal(t["cat"], "python_function"), pc.starts_with(t["name"], MODULE_PREFIX))
+        torch = pc.or_(torch, pc.fill_null(module, False)).to_numpy(zero_copy_only=False)
         x = (ph == 0) & ~torch
         one = np.nonzero((ph > 0) | ((ph == 0) & torch))[0]
         name = t["name"]

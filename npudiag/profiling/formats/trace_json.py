@@ -38,7 +38,7 @@ from npudiag.profiling.formats import trace_fast
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.jsonstream import iter_events
 from npudiag.profiling.formats.registry import Format, Read, of_object, register
-from npudiag.profiling.formats.torch_ops import Queue, torch_op_table
+from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, Queue, range_table, torch_op_table
 from npudiag.profiling.formats.trace_events import INT_ARGS, MISSING, SKIP_CATS, STORE, STR_ARGS, code, exact_ns, num, store_chunk
 from npudiag.schemas import map_distinct
 
@@ -72,6 +72,7 @@ class TraceTables:
     aicore_freq: pa.Table = field(default_factory=lambda: schemas.empty("aicore_freq"))
     torch_ops: pa.Table = field(default_factory=lambda: schemas.empty("torch_ops"))
     host_ops: pa.Table = field(default_factory=lambda: schemas.empty("host_ops"))
+    ranges: pa.Table = field(default_factory=lambda: schemas.empty("ranges"))
 
 
 class _Columns:
@@ -246,6 +247,11 @@ class _Reading:
             if cat == "enqueue" or cat == "dequeue":
                 torch.add_queue(ev, cols, cat)
                 return
+            if cat == "python_function":
+                name = ev.get("name")
+                if name.__class__ is str and name.startswith(MODULE_PREFIX):
+                    torch.add_module(ev, cols)
+                    return
             if cat.__class__ is str and cat in SKIP_CATS and not str(ev.get("name", "")).startswith("ProfilerStep#"):
                 return
             pid = ev.get("pid")
@@ -364,8 +370,7 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
         device_ids,
         warnings,
         _freq_table(freq, rank, device_id),
-        torch.table(cols, hw, rank),
-        torch.intervals(rank),
+        *torch.tables(cols, hw, rank),
     )
 
 
@@ -381,6 +386,8 @@ class _TorchOps:
         self.ends: dict[int, tuple[int, int, int]] = {}  # flow id -> (pid, tid, ns): the kernel's start on its stream
         self.threads: dict[tuple[int, int], int] = {}  # (pid, tid) -> thread code
         self.queue: dict[str, list[tuple[int, int, int, int]]] = {"enqueue": [], "dequeue": []}  # (thread, start, end, corr)
+        self.modules: tuple[array, array, array] = (array("q"), array("q"), array("q"))  # nn.Module ranges: thread, start, end
+        self.module_names: list[str] = []
 
     def _thread(self, ev: dict, cols: _Columns) -> int:
         return self.threads.setdefault((cols.pid_code(ev.get("pid")), code(ev.get("tid"))), len(self.threads))
@@ -397,6 +404,20 @@ class _TorchOps:
         self.end.append(s + round(d * 1000))
         nm = ev.get("name", "")
         self.names.append(nm if nm.__class__ is str else str(nm))
+
+    def add_module(self, ev: dict, cols: _Columns) -> None:
+        """A torch module's forward (python_function "nn.Module: Conv2d_0") as a range of its thread."""
+        t, d = num(ev.get("ts")), num(ev.get("dur"))
+        if t != t or d != d or d < 0 or d > 1e12:
+            return
+        s = exact_ns(ev.get("ts"), t)
+        if s == MISSING:
+            return
+        thread, start, end = self.modules
+        thread.append(self._thread(ev, cols))
+        start.append(s)
+        end.append(s + round(d * 1000))
+        self.module_names.append(ev["name"][len(MODULE_PREFIX) :])
 
     def add_queue(self, ev: dict, cols: _Columns, cat: str) -> None:
         t, d = num(ev.get("ts")), num(ev.get("dur"))
@@ -441,9 +462,10 @@ class _TorchOps:
         }, schema=schemas.HOST_OPS)  # fmt: skip
         return table.sort_by([("start_ns", "ascending")])
 
-    def table(self, cols: _Final, hw: np.ndarray, rank) -> pa.Table:
-        if not self.names:
-            return schemas.empty("torch_ops")
+    def tables(self, cols: _Final, hw: np.ndarray, rank) -> tuple[pa.Table, pa.Table, pa.Table]:
+        """TORCH_OPS, HOST_OPS and RANGES: the framework ops and modules with the kernels launched inside."""
+        if not self.names and not self.module_names:
+            return schemas.empty("torch_ops"), schemas.empty("host_ops"), schemas.empty("ranges")
         deq = np.array(self.queue["dequeue"], np.int64).reshape(-1, 4)
         enq = np.array(self.queue["enqueue"], np.int64).reshape(-1, 4)
         queue = Queue(deq[:, 0], deq[:, 1], deq[:, 2], deq[:, 3], enq[:, 0], enq[:, 1], enq[:, 3])
@@ -458,9 +480,18 @@ class _TorchOps:
                              "lns": [self.starts[f][1] for f in both]},
                             schema=pa.schema([(c, pa.int64()) for c in ("pid", "tid", "ns", "lt", "lns")]))  # fmt: skip
         j = launches.join(kernels, ["pid", "tid", "ns"], join_type="inner")
-        return torch_op_table(self.names, np.frombuffer(self.thread, np.int64), np.frombuffer(self.start, np.int64),
-                              np.frombuffer(self.end, np.int64), j["lt"].to_numpy(), j["lns"].to_numpy(),
-                              np.nan_to_num(j["us"].to_numpy(zero_copy_only=False)), rank, queue=queue)  # fmt: skip
+        lt, lns, k_us = j["lt"].to_numpy(), j["lns"].to_numpy(), np.nan_to_num(j["us"].to_numpy(zero_copy_only=False))
+        ops = schemas.empty("torch_ops")
+        if self.names:
+            ops = torch_op_table(self.names, np.frombuffer(self.thread, np.int64), np.frombuffer(self.start, np.int64),
+                                 np.frombuffer(self.end, np.int64), lt, lns, k_us, rank, queue=queue)  # fmt: skip
+        ranges = schemas.empty("ranges")
+        if self.module_names:
+            tids = np.array([tid for (_pid, tid) in self.threads], np.int64)  # thread code -> tid (codes are insertion order)
+            m_thread = np.frombuffer(self.modules[0], np.int64)
+            ranges = range_table("trace", "module", self.module_names, m_thread, tids[m_thread], np.frombuffer(self.modules[1], np.int64),
+                                 np.frombuffer(self.modules[2], np.int64), lt, lns, k_us, rank, queue=queue)  # fmt: skip
+        return ops, self.intervals(rank), ranges
 
 
 def _freq_table(samples: list[tuple[int, float, float]], rank, device_id) -> pa.Table:
@@ -688,7 +719,7 @@ def _api_table(cols: _Final, rows: np.ndarray, rank) -> pa.Table:
     return schemas.conform(table, schemas.API_CALLS)
 
 
-_TRACE_PARTS = ("tasks", "comm_ops", "comm_tasks", "api_calls", "steps", "aicore_freq", "torch_ops", "host_ops")
+_TRACE_PARTS = ("tasks", "comm_ops", "comm_tasks", "api_calls", "steps", "aicore_freq", "torch_ops", "host_ops", "ranges")
 
 
 def _read_as(path: Path, rank: int | None) -> Read:
@@ -714,6 +745,7 @@ register(
             "aicore_freq": 1,
             "torch_ops": 0,
             "host_ops": 0,
+            "ranges": 0,
         },
     )
 )
