@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from npudiag import schemas
 from npudiag.errors import InputError, OptionError
 from npudiag.output import json_safe
 
@@ -85,6 +86,10 @@ def query(out: str | Path, sql: str) -> QueryResult:
         for name, files in views.items():
             partitioned = files[0].parent != out and files[0].parent.name.startswith("rank=")
             con.read_parquet([str(f) for f in files], hive_partitioning=partitioned).create_view(name)
+        if "kernels" in views:  # a profile's folder: a table it has no rows of (no modules, no memory) is an empty view
+            for name, schema in schemas.TABLES.items():
+                if name not in views:
+                    con.from_arrow(schema.empty_table()).create_view(name)
         con.execute("SET lock_configuration = true")
         try:
             rel = con.sql(sql)

@@ -55,6 +55,10 @@ def test_many_ranks_are_one_view_with_their_rank(tmp_path: Path) -> None:
     folders = sorted(p for p in root.iterdir() if p.is_dir())
     assert len(folders) == 2
     assert [r["n"] for r in rows] == [sum(n for n, _ in _raw(f).values()) for f in folders] and [r["rank"] for r in rows] == [0, 1]
+    # a table no rank has rows of (these generated ranks record no modules) is there, empty, with its columns
+    empty = query(tmp_path / "out", "SELECT path, sum(device_us) AS us FROM ranges GROUP BY 1").tables["result"]
+    assert empty.num_rows == 0 and empty.column_names == ["path", "us"]
+    assert not (tmp_path / "out" / "ranges").exists()
 
 
 @pytest.mark.parametrize(

@@ -103,6 +103,9 @@ def kind_by_content(path: Path) -> str | None:
     except OSError:
         return None
     head = head.removeprefix(b"\xef\xbb\xbf")
+    for kind, fmt in formats().items():
+        if fmt.content is not None and fmt.content.match(head):
+            return kind
     if not (_TRACE_START.match(head) and _TRACE_EVENT.search(head)):
         return None
     return next((kind for kind, fmt in formats().items() if fmt.trace_content), None)

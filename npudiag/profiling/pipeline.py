@@ -402,12 +402,12 @@ class Comparison:
         return json_safe(self.summary)
 
 
-def _sides(baseline, current, progress: Progress | None = None, window: Window = Window()):
+def _sides(baseline, current, progress: Progress | None = None, window: Window = Window(), need_kernels: bool = True):
     sides = []
     for p in (Path(baseline), Path(current)):
         if progress is not None:
             progress.start("phase", f"reading {p}", None)
-        sides.append(load_side(p, window=window))
+        sides.append(load_side(p, window=window, need_kernels=need_kernels))
     return sides
 
 
@@ -434,7 +434,7 @@ def compare(
         raise OptionError(f"level must be one of {', '.join(LEVELS)}, not {level!r}", "level")
 
     window = window_option(steps, time)
-    base, cur = _sides(baseline, current, progress, window)
+    base, cur = _sides(baseline, current, progress, window, need_kernels=level != "torch")
     bt, ct = [r.tables for r in base], [r.tables for r in cur]
     diff = diff_ops(bt, ct, by=by, shapes=shapes, level=level)
     share = matched(diff)

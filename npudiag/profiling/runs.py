@@ -48,9 +48,12 @@ def _analysed(tables: dict[str, pa.Table], window: Window, rule_options: dict[st
         raise OptionError(f"{path}: {exc}", window.option) from None
 
 
-def load_run(path: Path, rule_options: dict[str, dict[str, Any]] | None = None, window: Window = Window()) -> Run:
+def load_run(
+    path: Path, rule_options: dict[str, dict[str, Any]] | None = None, window: Window = Window(), need_kernels: bool = True
+) -> Run:
     """Read one profile (cut to ``window``, as ``analyze`` cuts it). Raw input that yields no kernels
-    at all is unusable: InputError; a window that holds nothing of it: OptionError."""
+    at all is unusable: InputError (without ``need_kernels``, framework ops alone do: a PyTorch GPU
+    trace as the baseline of a torch-level comparison); a window that holds nothing of it: OptionError."""
     if path.is_dir() and is_out_folder(path):
         tables, manifest = load_outputs(path)
         warnings = list(manifest.get("warnings", []))
@@ -68,7 +71,11 @@ def load_run(path: Path, rule_options: dict[str, dict[str, Any]] | None = None, 
                                      rules={"options": rule_options or {}, "skipped": done.skipped})  # fmt: skip
         warnings = profile.warnings + profile.errors
     if tables["kernels"].num_rows == 0:
-        raise InputError(path, "no kernels in this profile; nothing to compare")
+        if need_kernels:
+            hint = "; a PyTorch (Kineto) trace compares with --level torch" if tables.get("torch_ops", pa.table({})).num_rows else ""
+            raise InputError(path, f"no NPU kernels in this profile; nothing to compare{hint}")
+        if tables.get("torch_ops") is None or tables["torch_ops"].num_rows == 0:
+            raise InputError(path, "neither NPU kernels nor framework ops (cpu_op) in this profile; nothing to compare")
     return Run(path, tables, manifest, warnings)
 
 
@@ -102,10 +109,12 @@ def run_folders(path: Path) -> list[Path]:
     return [path]
 
 
-def load_side(path: Path, rule_options: dict[str, dict[str, Any]] | None = None, window: Window = Window()) -> list[Run]:
+def load_side(
+    path: Path, rule_options: dict[str, dict[str, Any]] | None = None, window: Window = Window(), need_kernels: bool = True
+) -> list[Run]:
     if not path.exists():
         raise InputError(path, "no such file or folder")
-    return [load_run(p, rule_options, window) for p in run_folders(path)]
+    return [load_run(p, rule_options, window, need_kernels) for p in run_folders(path)]
 
 
 def _write_run(run: Run, folder: Path) -> None:

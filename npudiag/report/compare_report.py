@@ -32,14 +32,22 @@ def _count(v: float) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
 
 
+def _change(r: dict[str, Any]) -> str:
+    """The ratio; "=" when nothing changed; "-" when one side does not have the total."""
+    if (r["baseline"] is None) != (r["current"] is None):
+        return "-"
+    return _ratio(r["ratio"]) if r["delta"] else "="
+
+
 def render_compare_terminal(result: dict[str, Any], console: Console, top: int = 20) -> None:
     head = Text("npudiag compare", style="bold")
     head.append("  ")
     head.append_text(plain(f"{result['baseline']['path']}  ->  {result['current']['path']}", style="dim"))
     console.print(head)
     cols = [Col("", "fixed", 0), Col("baseline", priority=0), Col("current", priority=0), Col("change", priority=0)]
-    rows = [[r["metric"], _value(r["metric"], r["baseline"]), _value(r["metric"], r["current"]), _ratio(r["ratio"]) if r["delta"] else "="]
-            for r in result["totals"]["rows"]]  # fmt: skip
+    rows = [
+        [r["metric"], _value(r["metric"], r["baseline"]), _value(r["metric"], r["current"]), _change(r)] for r in result["totals"]["rows"]
+    ]
     console.print(table(console, "Totals (per run)", cols, rows))
     ops = result["ops"]
     torch = ops["match_by"] == "torch"

@@ -116,7 +116,7 @@ def _side_totals(runs: Sequence[dict[str, pa.Table]]) -> dict[str, Any]:
         for sev in t["findings"]["severity"].to_pylist():
             severities[sev] = severities.get(sev, 0) + 1
     copies = [copy_totals(t["copies"]) for t in runs]  # each copy once: device tasks, host calls apart
-    return {
+    out = {
         "runs": n,
         "kernels": mean([t["kernels"].num_rows for t in runs]),
         "kernel_time_us": mean([float(pc.sum(pc.fill_null(t["kernels"]["duration_us"], 0.0)).as_py() or 0.0) for t in runs]),
@@ -132,6 +132,13 @@ def _side_totals(runs: Sequence[dict[str, pa.Table]]) -> dict[str, Any]:
         # the glossary's time lost: the findings' ranges counted once per rank (not their sum)
         "findings_time_lost_us": mean([sum(r["time_lost_us"] for r in per_rank(t)) for t in runs]),
     }
+    if n and all(t["kernels"].num_rows == 0 for t in runs):  # framework ops only (a PyTorch GPU trace): no NPU totals
+        out.update(dict.fromkeys(_DEVICE_TOTALS))
+    return out
+
+
+# the totals of NPU device work: unknown (not zero) for a side that records framework ops only
+_DEVICE_TOTALS = ("kernels", "kernel_time_us", "copies", "copy_time_us", "copy_exposed_us", "idle_us", "findings", "findings_time_lost_us")
 
 
 TOTAL_ROWS = [

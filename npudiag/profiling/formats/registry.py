@@ -31,6 +31,7 @@ MODULES = (
     "communication",
     "memory_csv",
     "device_info",
+    "kineto",
 )
 
 
@@ -66,6 +67,7 @@ class Format:
     yields: tuple[str, ...]
     headers: tuple[frozenset[str], ...] = ()
     trace_content: bool = False
+    content: re.Pattern[bytes] | None = None  # a JSON of unknown name whose first 64 KiB match this is this kind
     sources: dict[str, int] = field(default_factory=dict)
     append: bool = False
     description: str = ""

@@ -1,0 +1,93 @@
+"""A PyTorch (Kineto) trace of a GPU run as the baseline of a torch-level comparison: its framework
+ops with their kernels' device time, recounted from the raw JSON with the json module."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from npudiag.profiling.discover import kind_by_content
+from npudiag.profiling.formats.kineto import read_kineto
+
+from .conftest import CORPUS
+from .helpers import run_cli
+
+GPU = Path(__file__).resolve().parent / "data" / "kineto" / "benchmark_result_2869224_1695835535_trace.json"
+NPU = CORPUS / "msinsight-pytorch-text-2025" / "level0"
+
+
+def _recount(events: list[dict]) -> dict[str, tuple[int, int, float]]:
+    """Per framework op name: calls, device tasks, device us. A kernel / memcpy / memset belongs to the
+    innermost cpu_op of the launching thread around the runtime call with its correlation id, moved
+    up to the nearest one named with '::' (aten::...) where the innermost is not."""
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    calls = defaultdict(int)
+    for o in ops:
+        calls[o["name"]] += 1
+    launch = {e["args"]["correlation"]: e for e in events
+              if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}  # fmt: skip
+    kernels, device = defaultdict(int), defaultdict(float)
+    for k in events:
+        if k.get("ph") != "X" or k.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
+            continue
+        call = launch.get(k["args"].get("correlation"))
+        if call is None:
+            continue
+        around = [o for o in ops if (o["pid"], o["tid"]) == (call["pid"], call["tid"]) and o["ts"] <= call["ts"] <= o["ts"] + o["dur"]]
+        around.sort(key=lambda o: (o["ts"], -o["dur"]))  # outermost first
+        named = [o for o in around if "::" in o["name"]]
+        owner = (named or around)[-1] if around else None
+        if owner is not None:
+            kernels[owner["name"]] += 1
+            device[owner["name"]] += k["dur"]
+    return {n: (calls[n], kernels[n], device[n]) for n in calls}
+
+
+def test_gpu_framework_ops_equal_a_json_recount() -> None:
+    expected = _recount(json.loads(GPU.read_text())["traceEvents"])
+    r = read_kineto(GPU, 0)
+    t = r.tables["torch_ops"]
+    got = {n: (c, k, d) for n, c, k, d in zip(t["name"].to_pylist(), t["calls"].to_pylist(), t["kernels"].to_pylist(),
+                                               t["device_us"].to_pylist())}  # fmt: skip
+    assert set(got) == set(expected)
+    for name, (c, k, d) in expected.items():
+        assert got[name][:2] == (c, k), name
+        assert abs(got[name][2] - d) < 1e-6, name
+    assert expected["aten::cudnn_convolution"][:2] == (10, 31) and expected["aten::addmm"][:2] == (6, 14)  # 5 convs, 3 linears, 2 passes
+    assert sum(v[1] for v in expected.values()) > 50 and r.tables["host_ops"].num_rows == 359
+    assert r.tables["host_ops"]["source"].unique().to_pylist() == ["kineto"]
+
+
+def test_kineto_is_recognised_by_its_content() -> None:
+    assert kind_by_content(GPU) == "kineto"
+    trace = NPU / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    if trace.is_file():
+        assert kind_by_content(trace) == "trace"
+
+
+def test_compare_a_gpu_baseline_with_an_npu_run_at_the_torch_level(tmp_path: Path) -> None:
+    if not NPU.is_dir():
+        pytest.skip(f"corpus not present at {CORPUS} (set NPUDIAG_CORPUS)")
+    r = run_cli("compare", GPU, NPU, "--level", "torch", "--out", tmp_path / "c", "--json", env={"COLUMNS": "100"})
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    rows = {x["key"]: x for x in doc["ops"]["rows"]}
+    assert doc["ops"]["match_by"] == "torch" and {"aten::addmm", "aten::cudnn_convolution"} <= set(rows)
+    base = doc["totals"]["baseline"]
+    assert base["kernels"] is None and base["kernel_time_us"] is None  # a GPU side has no NPU totals
+    assert doc["totals"]["current"]["kernels"] == 191
+    expected = _recount(json.loads(GPU.read_text())["traceEvents"])  # the GPU side's device time is the recount's
+    for name in ("aten::addmm", "aten::cudnn_convolution"):
+        assert abs(rows[name]["base_total_us"] - expected[name][2]) < 1e-6 and rows[name]["base_count"] == expected[name][0]
+    assert rows["aten::cudnn_convolution"]["status"] == "removed"  # the NPU runs its convolutions as other ops
+
+
+def test_a_gpu_trace_needs_the_torch_level(tmp_path: Path) -> None:
+    if not NPU.is_dir():
+        pytest.skip(f"corpus not present at {CORPUS} (set NPUDIAG_CORPUS)")
+    r = run_cli("compare", GPU, NPU)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "no NPU kernels" in r.stderr and "--level torch" in r.stderr and len(r.stderr.strip().splitlines()) == 1
