@@ -187,3 +187,24 @@ def test_deep_nesting_costs_bounded_work_and_text() -> None:
     assert paths[3] == "M_0/M_1/M_2/M_3"
     assert paths[-1] == "/".join(f"M_{i}" for i in range(PATH_DEPTH)) + "/…/M_4999"
     assert max(p.count("/") for p in paths) == PATH_DEPTH + 1
+
+
+def test_compare_at_the_module_level_matches_paths(tmp_path: Path) -> None:
+    """The text export against the .db export of the same model (two runs): every module path on both
+    sides, each side's device time its own recount's, shares of the outermost modules' time."""
+    _need(TRACE)
+    _need(DB)
+    r = run_cli("compare", LEVEL0, DB.parent.parent.parent, "--level", "module", "--json", "--out", tmp_path / "c")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    rows = {x["key"]: x for x in doc["ops"]["rows"]}
+    assert doc["ops"]["match_by"] == "module" and len(rows) == 26 and {x["status"] for x in rows.values()} == {"both"}
+    base = {p: d for _, p, _, d in _trace_recount(json.loads(TRACE.read_text()))}
+    cur = {n.removeprefix("nn.Module: "): d for n, _, d in _db_recount(DB, "trace", "nn.Module: %")}
+    for path, row in rows.items():
+        assert abs(row["base_total_us"] - base[path]) < 1e-6
+        assert abs(row["cur_total_us"] - cur[path.rsplit("/", 1)[-1]]) < 1e-6
+    top = [x for p, x in rows.items() if "/" not in p]
+    assert abs(sum(x["base_share_pct"] for x in top) - 100.0) < 1e-9  # the outermost modules hold all of it
+    assert doc["ops"]["matched_share"] == {"baseline": 1.0, "current": 1.0}
+    assert pq.read_table(tmp_path / "c" / "diff.parquet").num_rows == 26

@@ -20,6 +20,7 @@ Examples:
 class Level(str, Enum):
     kernel = "kernel"
     torch = "torch"
+    module = "module"
 
 
 def compare(
@@ -29,7 +30,10 @@ def compare(
     current: Path = typer.Argument(..., metavar="CURRENT", help="Current: the same kinds of input as the baseline."),
     by: By = typer.Option(By.type, "--by", help="Match operators by op type or by op name."),
     level: Level = typer.Option(
-        Level.kernel, "--level", help="kernel: device kernels; torch: framework ops (aten::mm ...) with their kernels' device time."
+        Level.kernel,
+        "--level",
+        help="kernel: device kernels; torch: framework ops (aten::mm ...) with their kernels' device time; "
+        "module: torch modules by path with the device time of the kernels launched inside.",
     ),
     shapes: bool = typer.Option(False, "--shapes", help="Same op with other input shapes is a different kernel."),
     top: int = typer.Option(20, "--top", min=1, help="How many operators to show."),

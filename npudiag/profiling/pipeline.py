@@ -434,7 +434,7 @@ def compare(
         raise OptionError(f"level must be one of {', '.join(LEVELS)}, not {level!r}", "level")
 
     window = window_option(steps, time)
-    base, cur = _sides(baseline, current, progress, window, need_kernels=level != "torch")
+    base, cur = _sides(baseline, current, progress, window, need_kernels=level == "kernel")
     bt, ct = [r.tables for r in base], [r.tables for r in cur]
     diff = diff_ops(bt, ct, by=by, shapes=shapes, level=level)
     share = matched(diff)
@@ -442,9 +442,12 @@ def compare(
     if level == "torch" and not diff.num_rows:
         warnings.append("no framework ops on either side (torch_ops comes from torch_npu's trace_view.json cpu_op events or "
                         "the .db's PYTORCH_API; msprof-only profiles have none)")  # fmt: skip
+    elif level == "module" and not diff.num_rows:
+        warnings.append("no torch modules on either side (recorded with torch_npu's with_stack / with_modules, as "
+                        "python_function 'nn.Module: X' events or the .db's PYTORCH_API rows of type trace)")  # fmt: skip
     elif any(v is not None and v < 0.5 for v in share.values()):
         fmt = {k: "-" if v is None else f"{100 * v:.0f}%" for k, v in share.items()}
-        hint = "" if level == "torch" else "; --level torch matches framework ops, whatever the kernels are called"
+        hint = "" if level != "kernel" else "; --level torch matches framework ops, whatever the kernels are called"
         warnings.append(f"only {fmt['baseline']} of the baseline's and {fmt['current']} of the current's device time is in ops "
                         f"found on both sides: the sides differ in profiler level, naming or workload{hint}")  # fmt: skip
     summary = {
@@ -452,7 +455,7 @@ def compare(
         "current": describe(cur),
         "totals": compare_totals(bt, ct),
         "ops": {
-            "match_by": diff["match_by"][0].as_py() if diff.num_rows else ("torch" if level == "torch" else by),
+            "match_by": diff["match_by"][0].as_py() if diff.num_rows else (level if level != "kernel" else by),
             "total": diff.num_rows,
             "matched_share": share,
             "rows": diff.to_pylist(),

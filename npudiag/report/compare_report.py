@@ -50,15 +50,17 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
     ]
     console.print(table(console, "Totals (per run)", cols, rows))
     ops = result["ops"]
-    torch = ops["match_by"] == "torch"
-    what = "Framework ops" if torch else f"Operators by {ops['match_by']}"
+    torch = ops["match_by"] in ("torch", "module")  # rows with host time
+    module = ops["match_by"] == "module"
+    what = "Modules (by path)" if module else "Framework ops" if torch else f"Operators by {ops['match_by']}"
     title = f"{what}, largest change first ({min(top, len(ops['rows']))} of {ops['total']})"
     # framework op names are long (aten::convolution_backward): they keep room before the host-self columns do
-    cols = [Col("op", "name", 0, min_width=28 if torch else 16), Col("count", priority=3), Col("base", priority=1),
+    cols = [Col("module" if module else "op", "name", 0, min_width=28 if torch else 16), Col("count", priority=3), Col("base", priority=1),
             Col("current", priority=1), Col("delta", priority=0), Col("change", priority=0), Col("avg base", priority=2),
             Col("avg cur", priority=2)]  # fmt: skip
     if torch:
-        cols += [Col("host self base", priority=4), Col("host self cur", priority=4)]
+        host = "host" if module else "host self"
+        cols += [Col(f"{host} base", priority=4), Col(f"{host} cur", priority=4)]
     rows = []
     for r in ops["rows"][:top]:
         mark = {"added": " (new)", "removed": " (gone)"}.get(r["status"], "")
@@ -73,7 +75,10 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
             row += [fmt_us(r["base_host_self_us"]), fmt_us(r["cur_host_self_us"])]
         rows.append(row)
     caption = (
-        "base, current: device time of the kernels each op launched, per run; avg: per call; host self: the op's own host time"
+        "base, current: device time of the kernels launched inside the module (its nested modules' included), per run; avg: per "
+        "call; host: the module's host time"
+        if module
+        else "base, current: device time of the kernels each op launched, per run; avg: per call; host self: the op's own host time"
         if torch
         else "base, current: the op's total device time per run; avg: per call"
     )

@@ -19,14 +19,21 @@ from npudiag.profiling.analysis.metrics import samples
 from npudiag.profiling.analysis.quantities import copy_totals
 from npudiag.profiling.analysis.summary import per_rank
 
-LEVELS = ("kernel", "torch")
+LEVELS = ("kernel", "torch", "module")
+HOST_LEVELS = ("torch", "module")  # the levels whose rows carry host time
 
 
 def _aggregate(runs: Sequence[dict[str, pa.Table]], by: str, shapes: bool, level: str = "kernel") -> pa.Table:
-    """Per key and per run: count, device time (and host self time at the torch level)."""
+    """Per key and per run: count, device time (and host self time at the torch level, host time at
+    the module level), and whether the key is outermost (its total is not inside another key's)."""
     parts = []
     for t in runs:
-        if level == "torch":
+        if level == "module":  # torch modules by path: their kernels' device time includes the nested modules'
+            r = t.get("ranges", schemas.empty("ranges"))
+            r = r.filter(pc.equal(r["kind"], "module"))
+            parts.append(pa.table({"key": r["path"], "n": pa.repeat(pa.scalar(1.0), r.num_rows), "d": pc.fill_null(r["device_us"], 0.0),
+                                   "h": pc.fill_null(r["duration_us"], 0.0)}))  # fmt: skip
+        elif level == "torch":
             o = t.get("torch_ops", schemas.empty("torch_ops"))
             parts.append(pa.table({"key": o["name"], "n": o["calls"].cast(pa.float64()), "d": pc.fill_null(o["device_us"], 0.0),
                                    "h": pc.fill_null(o["host_self_us"], 0.0)}))  # fmt: skip
@@ -37,8 +44,16 @@ def _aggregate(runs: Sequence[dict[str, pa.Table]], by: str, shapes: bool, level
                                    "h": pa.nulls(k.num_rows, pa.float64())}))  # fmt: skip
     g = pa.concat_tables(parts).group_by("key").aggregate([("n", "sum"), ("d", "sum"), ("h", "sum")])
     n = float(len(runs))
-    host = pc.divide(g["h_sum"], n) if level == "torch" else pa.nulls(g.num_rows, pa.float64())
+    host = pc.divide(g["h_sum"], n) if level in HOST_LEVELS else pa.nulls(g.num_rows, pa.float64())
     return pa.table({"key": g["key"], "count": pc.divide(g["n_sum"], n), "total": pc.divide(g["d_sum"], n), "host": host})
+
+
+def outermost(diff: pa.Table) -> pa.Array:
+    """Which rows' totals add up without counting time twice: every row, but at the module level only
+    the outermost modules (a path without "/"), whose device time holds their children's."""
+    if diff.num_rows and diff["match_by"][0].as_py() == "module":
+        return pc.invert(pc.match_substring(diff["key"], "/"))
+    return pa.repeat(pa.scalar(True), diff.num_rows)
 
 
 def diff_ops(
@@ -58,8 +73,9 @@ def diff_ops(
     bc, cc = pc.fill_null(j["count_b"], 0.0), pc.fill_null(j["count_c"], 0.0)
     bt, ct = pc.fill_null(j["total_b"], 0.0), pc.fill_null(j["total_c"], 0.0)
     status = pc.if_else(pc.is_null(j["count_b"]), "added", pc.if_else(pc.is_null(j["count_c"]), "removed", "both"))
-    b_sum = pc.sum(bt).as_py() or 0.0
-    c_sum = pc.sum(ct).as_py() or 0.0
+    top = pc.invert(pc.match_substring(j["key"], "/")) if level == "module" else pa.repeat(pa.scalar(True), j.num_rows)
+    b_sum = pc.sum(pc.filter(bt, top)).as_py() or 0.0  # shares of the whole: at the module level, of the outermost modules
+    c_sum = pc.sum(pc.filter(ct, top)).as_py() or 0.0
     delta = pc.subtract(ct, bt)
 
     def avg(total: pa.Array, count: pa.Array) -> pa.Array:
@@ -71,7 +87,7 @@ def diff_ops(
     ba, ca = avg(bt, bc), avg(ct, cc)
     out = pa.table(
         {
-            "match_by": pa.array(["torch" if level == "torch" else by + ("+shapes" if shapes else "")] * j.num_rows, pa.string()),
+            "match_by": pa.array([level if level in HOST_LEVELS else by + ("+shapes" if shapes else "")] * j.num_rows, pa.string()),
             "key": j["key"],
             "status": status,
             "base_count": bc,
@@ -96,10 +112,11 @@ def diff_ops(
 
 def matched(diff: pa.Table) -> dict[str, float | None]:
     """The share of each side's device time in ops found on both sides (None for a side with none)."""
-    both = pc.equal(diff["status"], "both")
+    top = outermost(diff)
+    both = pc.and_(pc.equal(diff["status"], "both"), top)
     out: dict[str, float | None] = {}
     for side, col in (("baseline", "base_total_us"), ("current", "cur_total_us")):
-        total = pc.sum(diff[col]).as_py() or 0.0
+        total = pc.sum(pc.filter(diff[col], top)).as_py() or 0.0
         out[side] = (pc.sum(pc.filter(diff[col], both)).as_py() or 0.0) / total if total > 0 else None
     return out
 
