@@ -387,6 +387,13 @@ STATS_COMPARE = pa.schema(
         ("min_relative_error_pct", pa.float64()),
         ("mean_relative_error_pct", pa.float64()),
         ("l2norm_relative_error_pct", pa.float64()),
+        # tensor mode (both sides saved the tensor): msprobe's metrics of the data (npudiag.dump.tensor_metrics); null otherwise
+        ("cosine", pa.float64()),
+        ("euc_dist", pa.float64()),
+        ("max_abs_err", pa.float64()),
+        ("max_relative_err", pa.float64()),  # a fraction, as msprobe's tensor-mode MaxRelativeErr
+        ("one_thousandth_err_ratio", pa.float64()),  # share of elements with relative error < 0.001
+        ("five_thousandths_err_ratio", pa.float64()),
         ("result", pa.string()),  # msprobe's verdict: pass, warning or error (npudiag.dump.stats_compare)
         ("passed", pa.bool_()),  # result is not error
         ("fail_reason", pa.string()),  # why error or warning

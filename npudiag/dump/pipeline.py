@@ -21,7 +21,7 @@ import pyarrow as pa
 from npudiag.dump.accuracy import Thresholds
 from npudiag.dump.compare import CSV_COLUMNS, compare_summary, compare_trees, msaccucmp_csv_rows
 from npudiag.dump.ingest import NpyFolder, parse_dump_tree
-from npudiag.dump.stats_compare import SUMMARY_CSV_COLUMNS, compare_msprobe, msprobe_files, stats_summary, summary_csv_rows
+from npudiag.dump.stats_compare import compare_msprobe, csv_columns, msprobe_files, stats_summary, summary_csv_rows
 from npudiag.errors import InputError, OptionError
 from npudiag.output import FolderTarget, OutputFolder, atomic_write, csv_cell, dumps, json_safe
 from npudiag.store import write_table
@@ -173,7 +173,7 @@ def _compare_statistics(mine: Path, golden: Path, out: str | Path | None, inputs
             write_table(table, folder.work / "stats_compare.parquet")
             buf = io.StringIO()
             w = csv.writer(buf, lineterminator="\n")
-            w.writerow(SUMMARY_CSV_COLUMNS)
+            w.writerow(csv_columns(table))
             w.writerows([csv_cell(v) for v in row] for row in summary_csv_rows(table))
             atomic_write(folder.work / csv_name, lambda fh: fh.write(buf.getvalue().encode("utf-8")))
             folder.commit({"mine": str(mine), "golden": str(golden)})

@@ -1,7 +1,11 @@
-"""``dump compare`` of two msprobe dumps: tensor statistics side by side, as msprobe's statistics compare.
+"""``dump compare`` of two msprobe dumps: tensor statistics side by side, as msprobe's statistics compare,
+and in tensor mode the saved tensors themselves, as msprobe's tensor compare.
 
 msprobe dumps (``dump.json``, :mod:`npudiag.dump.formats.msprobe_json`) hold each tensor's Max, Min,
-Mean and L2 norm, not its data, so the comparison is of statistics. Tensors and scalar arguments
+Mean and L2 norm; in tensor mode (``task: tensor``) each tensor is also saved (``.pt`` / ``.npy`` in
+``dump_tensor_data/``), and where both sides saved a tensor its data are compared too
+(:mod:`npudiag.dump.tensor_metrics`: cosine, Euclidean distance, max absolute and relative error,
+the shares of elements within 0.1 % and 0.5 %). Tensors and scalar arguments
 match by msprobe's name (``Functional.conv2d.0.forward.input.1``), the n-th occurrence of a name with
 the n-th. For each statistic: the difference (mine - golden) and the relative error
 |diff / golden| x 100 % (none where golden is 0), as msprobe's ``Max diff`` and ``MaxRelativeErr``.
@@ -11,7 +15,11 @@ The verdicts are msprobe's (26.x), per call (an API or module call, its inputs a
 requires_grad differ, where a scalar argument differs, or where the inputs agree (every input's
 L2-norm relative error below 0.1) and an output's L2-norm relative error is above 0.5 (the error
 starts in this call); ``warning`` on the first output where its L2-norm relative error is more than
-10 times the largest input's (above 0.1 where the inputs agree exactly). Calls msprobe ignores
+10 times the largest input's (above 0.1 where the inputs agree exactly). Where the call's tensors
+were compared as data (tensor mode) the two data rules take the place of those two: ``error`` on
+the first output where every input (parameters included) has more than 90 % of its elements within
+0.1 % and an output under 10 %; ``warning`` on the first output where the inputs' lowest cosine is
+above 0.9 and more than 0.1 above the outputs' lowest. Calls msprobe ignores
 (``to``, ``empty``, ``__setitem__`` ...) are not judged; for collectives whose inputs differ by rank
 (``_all_gather_base`` ...) only their outputs are. A tensor fails on ``error``.
 
@@ -28,6 +36,8 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.dump.formats import msprobe_json
+from npudiag.dump.formats.saved_tensor import read_saved_tensor
+from npudiag.dump.tensor_metrics import METRICS, tensor_metrics
 from npudiag.errors import InputError
 from npudiag.schemas import STATS_COMPARE
 
@@ -39,6 +49,12 @@ WARN_RATIO = 10.0  # an output's error this many times the inputs': warning
 # calls msprobe does not judge, by the API name (the second part of the call's name)
 IGNORED = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided", "new_empty", "empty_strided"}
 INPUTS_IGNORED = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
+# msprobe's tensor-mode thresholds: the share of elements within 0.1 %, and the cosine
+INPUTS_CLOSE = 0.9  # every input's share above this ...
+OUTPUT_FAR = 0.1  # ... and an output's below this: error
+COSINE_INPUTS = 0.9  # the inputs' lowest cosine above this ...
+COSINE_DROP = 0.1  # ... and more than this above the outputs' lowest: warning
+SAVED = (".pt", ".npy")
 
 
 def msprobe_files(root: Path) -> list[Path]:
@@ -102,10 +118,14 @@ def judge(rows: list[dict[str, Any]]) -> None:
                            ("shape", r["shape"], r["golden_shape"])):  # fmt: skip
             if a is not None and b is not None and a != b:
                 notes[id(r)].append(("error", f"{what} differs ({a} vs {b})"))
+    tensor = any(r.get("_saved") for r in rows)  # tensor mode: both sides saved the call's tensors
     if api not in IGNORED and api not in INPUTS_IGNORED:
         for r in inputs:
             if r["_scalar"] and r["my_max"] != r["golden_max"]:
                 notes[id(r)].append(("error", "scalar argument differs"))
+        if tensor:
+            _judge_data(inputs, outputs, notes)
+            inputs = outputs = []  # the statistics rules are not msprobe's in tensor mode
         errs_in = [e for e in map(_norm_error, inputs) if e is not None]
         in_max = max(errs_in, default=0.0)
         if in_max < INPUTS_AGREE:
@@ -123,9 +143,43 @@ def judge(rows: list[dict[str, Any]]) -> None:
         r["fail_reason"] = "; ".join(m for _, m in notes[id(r)]) or None
 
 
-def compare_rows(mine: list[dict[str, Any]], golden: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def _lowest(rows: list[dict[str, Any]], metric: str) -> float:
+    """The lowest finite value of ``metric`` over ``rows``, 1.0 where none has one (msprobe's default)."""
+    return min((r[metric] for r in rows if r[metric] is not None and math.isfinite(r[metric])), default=1.0)
+
+
+def _judge_data(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], notes: dict[int, list[tuple[str, str]]]) -> None:
+    if not outputs:
+        return
+    share_in, share_out = _lowest(inputs, "one_thousandth_err_ratio"), _lowest(outputs, "one_thousandth_err_ratio")
+    if share_in > INPUTS_CLOSE and share_out < OUTPUT_FAR:
+        notes[id(outputs[0])].append(("error", f"the inputs agree (at least {100 * share_in:.1f}% of each one's elements within 0.1 %), "
+                                               f"an output does not ({100 * share_out:.1f}%)"))  # fmt: skip
+    cos_in, cos_out = _lowest(inputs, "cosine"), _lowest(outputs, "cosine")
+    if cos_in > COSINE_INPUTS and cos_in - cos_out > COSINE_DROP:
+        notes[id(outputs[0])].append(("warning", f"cosine drops from {cos_in:.4f} (inputs) to {cos_out:.4f} (outputs)"))
+
+
+def _data(r: dict[str, Any], g: dict[str, Any], errors: list[str]) -> dict[str, float | None]:
+    """The tensor metrics of a matched pair where both sides saved the tensor (tensor mode)."""
+    mf, gf = r.get("file") or "", g.get("file") or ""
+    if r.get("scalar") or not (mf.endswith(SAVED) and gf.endswith(SAVED)):
+        return dict.fromkeys(METRICS)
+    try:
+        values, _why = tensor_metrics(read_saved_tensor(Path(mf)), read_saved_tensor(Path(gf)))
+    except InputError as exc:
+        errors.append(exc.one_line())
+        return dict.fromkeys(METRICS)
+    return values
+
+
+def compare_rows(
+    mine: list[dict[str, Any]], golden: list[dict[str, Any]], errors: list[str] | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The comparison rows of two dumps' tensors and scalar arguments (read with ``scalars``), with
-    msprobe's verdicts, and the names of mine with no golden match."""
+    msprobe's verdicts, and the names of mine with no golden match; a saved tensor that cannot be read
+    is a line in ``errors`` and leaves its row without data metrics."""
+    errors = [] if errors is None else errors
     pool: dict[str, list[dict[str, Any]]] = {}
     for g in golden:
         pool.setdefault(g["tensor_name"], []).append(g)
@@ -146,6 +200,8 @@ def compare_rows(mine: list[dict[str, Any]], golden: list[dict[str, Any]]) -> tu
         for s in STATS:
             row[f"my_{s}"], row[f"golden_{s}"] = r[s], g[s]
             row[f"{s}_diff"], row[f"{s}_relative_error_pct"] = _diff(r[s], g[s])
+        row["_saved"] = str(r.get("file") or "").endswith(SAVED) and str(g.get("file") or "").endswith(SAVED)
+        row.update(_data(r, g, errors))
         calls.setdefault(r["op_name"], []).append(row)
     rows = []
     for group in calls.values():
@@ -166,7 +222,7 @@ def compare_msprobe(mine: Path, golden: Path) -> tuple[pa.Table, list[str], list
         except InputError as exc:
             errors.append(exc.one_line())
             continue
-        got, missing = compare_rows(mine_rows, golden_rows)
+        got, missing = compare_rows(mine_rows, golden_rows, errors)
         for r in got:  # calls numbered on through the files (ranks, steps) in path order
             r["order"] += offset
         offset += len({r["op_name"] for r in mine_rows})
@@ -186,14 +242,21 @@ def stats_summary(table: pa.Table, unmatched: list[str], errors: list[str], wors
     first = min(failing_any, key=lambda r: r["order"]) if failing_any else None
 
     warned = [r for r in rows if r["result"] == "warning"]
+    data = has_data(table)
 
     def moved(r: dict[str, Any]) -> float:
+        if data:  # the share of elements off by 0.1 % or more, then how far the cosine fell
+            share, cos = r["one_thousandth_err_ratio"], r["cosine"]
+            if share is None or share != share:
+                return math.inf if r["passed"] is False else -1.0
+            return (1.0 - share) + (0.0 if cos is None or cos != cos else (1.0 - cos))
         errs = [r[f"{s}_relative_error_pct"] for s in STATS if r[f"{s}_relative_error_pct"] is not None]
         return max(errs) if errs else (math.inf if r["passed"] is False else -1.0)
 
     ranked = sorted(rows, key=lambda r: (r["passed"] is not False, -moved(r), r["order"], r["io"], r["tensor_name"]))
     return {
         "mode": "statistics",
+        "data": data,  # tensor mode: the saved tensors were compared too
         "tensors_compared": len(rows),
         "tensors_failed": sum(1 for r in rows if r["passed"] is False),
         "outputs_failed": len(failing),
@@ -205,6 +268,13 @@ def stats_summary(table: pa.Table, unmatched: list[str], errors: list[str], wors
     }
 
 
+def has_data(table: pa.Table) -> bool:
+    """Whether any tensor was compared by its data (tensor mode)."""
+    return any(table[m].null_count < table.num_rows for m in METRICS) if table.num_rows else False
+
+
+# msprobe's tensor-compare columns before the statistics (tensor mode)
+TENSOR_CSV_COLUMNS = ["Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio"]
 # msprobe's summary-compare columns, less the Requires_grad ones (the tensors table does not keep them)
 SUMMARY_CSV_COLUMNS = [
     "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape", "Max diff", "Min diff",
@@ -221,13 +291,24 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def csv_columns(table: pa.Table) -> list[str]:
+    """The CSV's header: msprobe's summary-compare columns, or in tensor mode its tensor-compare ones."""
+    if has_data(table):
+        return [*SUMMARY_CSV_COLUMNS[:6], *TENSOR_CSV_COLUMNS, *SUMMARY_CSV_COLUMNS[14:]]
+    return SUMMARY_CSV_COLUMNS
+
+
 def summary_csv_rows(table: pa.Table) -> list[list[str]]:
-    """The comparison in msprobe's summary-compare CSV columns (relative errors as ``12.5%``)."""
+    """The comparison in ``csv_columns`` (relative errors as ``12.5%``; a data metric that could not be
+    computed as ``unsupported``)."""
     out = []
+    data = has_data(table)
     for r in table.to_pylist():
         rel = [("N/A" if r[f"{s}_relative_error_pct"] is None else f"{r[f'{s}_relative_error_pct']}%") for s in STATS]
         result = r["result"]
         names = [r["tensor_name"], r["golden_name"], _cell(r["dtype"]), _cell(r["golden_dtype"]), str(r["shape"]), str(r["golden_shape"])]
-        out.append([*names, *(_cell(r[f"{s}_diff"]) for s in STATS), *rel, *(_cell(r[f"my_{s}"]) for s in STATS),
-                    *(_cell(r[f"golden_{s}"]) for s in STATS), result, r["fail_reason"] or ""])  # fmt: skip
+        middle = ["unsupported" if r[m] is None else _cell(r[m]) for m in METRICS] if data else \
+            [*(_cell(r[f"{s}_diff"]) for s in STATS), *rel]  # fmt: skip
+        out.append([*names, *middle, *(_cell(r[f"my_{s}"]) for s in STATS), *(_cell(r[f"golden_{s}"]) for s in STATS), result,
+                    r["fail_reason"] or ""])  # fmt: skip
     return out

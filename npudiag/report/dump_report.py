@@ -71,15 +71,36 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}%"
 
 
+def _verdict(r: dict[str, Any]) -> Text:
+    return {"error": Text("NO", style="red"), "warning": Text("warn", style="yellow")}.get(r.get("result"), Text("yes", style="green"))
+
+
+def _render_data_rows(s: dict[str, Any], console: Console) -> None:
+    """Tensor mode: the tensors furthest from golden by their data (msprobe's tensor metrics)."""
+    cols = [Col("#", priority=3), Col("tensor", "name", 0, min_width=16), Col("cosine", priority=0), Col("max abs", priority=1),
+            Col("max rel", priority=2), Col("<0.1%", priority=0), Col("<0.5%", priority=4), Col("pass", "fixed", 0)]  # fmt: skip
+    body = [[str(r["order"]), r["tensor_name"], _num(r["cosine"], ".6f"), _num(r["max_abs_err"]), _num(r["max_relative_err"]),
+             _share(r["one_thousandth_err_ratio"]), _share(r["five_thousandths_err_ratio"]), _verdict(r)] for r in s["worst"]]  # fmt: skip
+    title = "Tensors furthest from golden by their data (<0.1%: elements within 0.1 % of golden)"
+    console.print(table(console, title, cols, body))
+
+
+def _share(v: float | None) -> str:
+    return "-" if v is None else "nan" if v != v else f"{100 * v:.1f}%"
+
+
 def _render_stats_compare(s: dict[str, Any], console: Console) -> None:
     """Two msprobe dumps: statistics side by side (max, min, mean, L2 norm)."""
     compared = count(s["tensors_compared"], "tensor")
     failed, warned = count(s["outputs_failed"], "output"), s.get("tensors_warned", 0)
-    numbers = f"{compared} and arguments compared by statistics, {failed} fail, {warned} warned"
+    how = "statistics and data" if s.get("data") else "statistics"
+    numbers = f"{compared} and arguments compared by {how}, {failed} fail, {warned} warned"
     console.print(Text(f"npudiag dump compare  {numbers}", style="bold"))
     first = s["first_failing_output"]
     if first:
         stats = ", ".join(f"{k} {_num(first['my_' + k])} vs {_num(first['golden_' + k])}" for k in ("max", "min", "mean", "l2norm"))
+        if s.get("data"):
+            stats = f"cosine {_num(first['cosine'], '.6f')}, max abs error {_num(first['max_abs_err'])}, " + stats
         console.print(
             plain(
                 f"First failing output in execution order (the likely origin of the accuracy loss): #{first['order']} "
@@ -89,14 +110,16 @@ def _render_stats_compare(s: dict[str, Any], console: Console) -> None:
         )
     else:
         console.print(Text("Every compared output passes.", style="green"))
-    cols = [Col("#", priority=3), Col("tensor", "name", 0, min_width=16), Col("max Δ%", priority=1), Col("min Δ%", priority=4),
-            Col("mean Δ%", priority=2), Col("norm Δ%", priority=0), Col("pass", "fixed", 0)]  # fmt: skip
-    body = []
-    for r in s["worst"]:
-        ok = {"error": Text("NO", style="red"), "warning": Text("warn", style="yellow")}.get(r.get("result"), Text("yes", style="green"))
-        body.append([str(r["order"]), r["tensor_name"], _pct(r["max_relative_error_pct"]), _pct(r["min_relative_error_pct"]),
-                     _pct(r["mean_relative_error_pct"]), _pct(r["l2norm_relative_error_pct"]), ok])  # fmt: skip
-    console.print(table(console, "Tensors whose statistics moved most (relative error of mine to golden)", cols, body))
+    if s.get("data"):
+        _render_data_rows(s, console)
+    else:
+        cols = [Col("#", priority=3), Col("tensor", "name", 0, min_width=16), Col("max Δ%", priority=1), Col("min Δ%", priority=4),
+                Col("mean Δ%", priority=2), Col("norm Δ%", priority=0), Col("pass", "fixed", 0)]  # fmt: skip
+        body = []
+        for r in s["worst"]:
+            body.append([str(r["order"]), r["tensor_name"], _pct(r["max_relative_error_pct"]), _pct(r["min_relative_error_pct"]),
+                         _pct(r["mean_relative_error_pct"]), _pct(r["l2norm_relative_error_pct"]), _verdict(r)])  # fmt: skip
+        console.print(table(console, "Tensors whose statistics moved most (relative error of mine to golden)", cols, body))
     if s["unmatched"]:
         console.print(plain(f"{len(s['unmatched'])} tensors without a golden match, e.g. {', '.join(s['unmatched'][:5])}", style="yellow"))
 
