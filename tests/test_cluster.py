@@ -414,3 +414,35 @@ def test_late_ranks_match_the_raw_communication_json(corpus: Path, tmp_path: Pat
     for k, (rank, by) in want.items():
         assert got[k][0] == rank and got[k][1] == pytest.approx(by), k
     assert c.summary["late_ranks"][0]["late_by_us"] == pytest.approx(max(by for _, by in want.values()))
+
+
+def test_late_ranks_are_a_track_of_the_chrome_trace(corpus: Path, tmp_path: Path) -> None:
+    """analyze --chrome-trace of the corpus 4-rank run: one "late rank" mark per collective some rank
+    waited 1 ms or more for, on the rank that came last, as long as the wait: recomputed from each
+    rank's communication.json with the json module."""
+    import re
+
+    run = corpus / "msinsight-st-cann83rc1-level2-4rank"
+    starts: dict = {}
+    for f in run.rglob("communication.json"):
+        rank = int(re.search(r"rank_(\d+)_", str(f)).group(1))
+        for step, kinds in json.loads(f.read_text()).items():
+            for ops in kinds.values():
+                for op, info in ops.items():
+                    t = info.get("Communication Time Info", {}).get("Start Timestamp(us)")
+                    if op != "Total Op Info" and t is not None:
+                        starts.setdefault((step, op), {})[rank] = float(t)
+    want = sorted((max(v, key=lambda r: (v[r], r)), max(v.values()) - min(v.values()), op) for (_, op), v in starts.items()
+                  if len(v) >= 2 and max(v.values()) - min(v.values()) >= 1000.0)  # fmt: skip
+    trace = tmp_path / "t.json"
+    r = run_cli("analyze", run, "--out", tmp_path / "o", "--chrome-trace", trace, "-q")
+    assert r.returncode == 0, r.stderr
+    events = json.loads(trace.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    track = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("late rank ")]
+    got = sorted((e["args"]["rank"], e["dur"], e["args"]["cause"].split(" in ")[0]) for e in track)
+    assert len(got) == len(want) == 17
+    for (gr, gd, gop), (wr, wd, wop) in zip(got, want):
+        assert (gr, gop) == (wr, wop) and gd == pytest.approx(wd)
+    names = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    assert "late rank" in names

@@ -2,8 +2,8 @@
 
 When the profile came with trace JSON files, their events are copied through; otherwise (CSV or .db
 input) the timeline is rebuilt from the tables: device tasks per rank and stream, host API calls per
-thread. Either way a ``npudiag`` process is added whose tracks mark exposed copies, device idle gaps
-and each finding's worst ranges.
+thread. Either way a ``npudiag`` process is added whose tracks mark exposed copies, device idle gaps,
+each finding's worst ranges and the late ranks of collectives.
 
 Written so that Perfetto reads it right: every ``ts`` is a number, microseconds from the earliest
 event (the profilers write absolute times as text, which Perfetto mis-nests, and as doubles they
@@ -190,7 +190,7 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
 
 
 def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]], clock: _Clock):
-    tracks = {"exposed copy": 1, "device idle": 2, "findings": 3}
+    tracks = {"exposed copy": 1, "device idle": 2, "findings": 3, "late rank": 4}
     for name, tid in tracks.items():
         yield from meta(_NPUDIAG_PID, tid, name, "t")
     for row in marks.to_pylist():
@@ -198,6 +198,9 @@ def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]], clock: _Clock)
         if row.get("cause_kind") is not None:  # a device idle gap: what the host was doing
             name = f"device idle: {row['cause'] or 'no host call recorded'}" + (f" ({row['cause_kind']})" if row["cause"] else "")
             args.update(cause=row["cause"], cause_kind=row["cause_kind"])
+        elif row["kind"] == "late rank":  # the stretch the other ranks waited for this one to enter a collective
+            name = f"late rank {row['rank']}: {row['cause']}"
+            args.update(cause=row["cause"])
         yield {
             "ph": "X",
             "name": name,
