@@ -9,17 +9,21 @@ Written so that Perfetto reads it right: every ``ts`` is a number, microseconds 
 event (the profilers write absolute times as text, which Perfetto mis-nests, and as doubles they
 lose the nanoseconds); the absolute start is in an ``npudiag_time_origin`` metadata event (Unix ns).
 Flow and async ids (torch_npu's go above 2^53, where a double cannot tell two apart) are renumbered
-from 1, the two ends of a flow keeping one number."""
+from 1, the two ends of a flow keeping one number. No track holds two complete events that partly
+overlap (Perfetto nests slices by time and mis-nests those): an event that would is moved to an
+overflow track of its thread ("Stream 2 (overlap 1)"), with the flow ends bound to it."""
 
 from __future__ import annotations
 
 import json
 import math
+from array import array
 from collections.abc import Callable, Iterator
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -81,6 +85,84 @@ class _Clock:
             key = (rank, group, out.get("cat"), str(out["id"]))  # a flow never joins two ranks
             out["id"] = self.ids.setdefault(key, len(self.ids) + 1)
         return out
+
+
+_LANE_TIDS = 1 << 40  # the tids of overflow tracks: above any thread or stream id a profiler writes
+_EPS = 1e-6  # us: ends and starts this close touch, they do not overlap
+
+
+class _Lanes:
+    """Which complete events move to an overflow track of their thread so that no track holds two
+    that partly overlap: per track, events in start order (the longer first at one start) go to the
+    first lane whose open events all end at or after theirs, closed ones dropping off."""
+
+    def __init__(self, events: Iterator[dict[str, Any]]) -> None:
+        starts: dict[tuple[Any, Any], array] = {}
+        ends: dict[tuple[Any, Any], array] = {}
+        index: dict[tuple[Any, Any], array] = {}
+        self.names: dict[tuple[Any, Any], str] = {}
+        n = 0
+        for e in events:
+            ph = e.get("ph")
+            if ph == "X":
+                ts, dur = e.get("ts"), e.get("dur") or 0.0
+                if isinstance(ts, (int, float)) and isinstance(dur, (int, float)) and dur == dur:
+                    key = (e.get("pid"), e.get("tid"))
+                    if key not in starts:
+                        starts[key], ends[key], index[key] = array("d"), array("d"), array("q")
+                    starts[key].append(ts)
+                    ends[key].append(ts + max(dur, 0.0))
+                    index[key].append(n)
+                n += 1
+            elif ph == "M" and e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
+                self.names[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
+        self.moved: dict[int, int] = {}  # the n-th complete event -> its new tid
+        self.at: dict[tuple[Any, Any, Any], int] = {}  # (pid, tid, ts) of a moved event -> new tid (flow ends follow it)
+        self.meta: list[dict[str, Any]] = []
+        for key, s in starts.items():
+            self._assign(key, np.frombuffer(s, float), np.frombuffer(ends[key], float), np.frombuffer(index[key], np.int64))
+
+    def _assign(self, key: tuple[Any, Any], s: np.ndarray, e: np.ndarray, idx: np.ndarray) -> None:
+        order = np.lexsort((-e, s))
+        lanes: list[list[float]] = []
+        tids: dict[int, int] = {}
+        for start, end, i in zip(s[order].tolist(), e[order].tolist(), idx[order].tolist()):
+            lane = -1
+            for k, stack in enumerate(lanes):
+                while stack and stack[-1] <= start + _EPS:
+                    stack.pop()
+                if not stack or end <= stack[-1] + _EPS:
+                    stack.append(end)
+                    lane = k
+                    break
+            if lane < 0:
+                lanes.append([end])
+                lane = len(lanes) - 1
+            if lane:
+                if lane not in tids:
+                    tids[lane] = _LANE_TIDS + len(self.meta)
+                    name = self.names.get(key) or f"Thread {key[1]}"
+                    self.meta.append({"ph": "M", "name": "thread_name", "pid": key[0], "tid": tids[lane],
+                                      "args": {"name": f"{name} (overlap {lane})"}})  # fmt: skip
+                self.moved[i] = tids[lane]
+                self.at[(key[0], key[1], start)] = tids[lane]
+
+    def apply(self, events: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """``events`` (the same stream again) with the moved ones, and the flow ends at their starts, on their new tracks."""
+        n = 0
+        for e in events:
+            ph = e.get("ph")
+            if ph == "X":
+                new = self.moved.get(n)
+                n += 1
+                if new is not None:
+                    e = {**e, "tid": new}
+            elif ph in ("s", "t", "f") and self.at:
+                new = self.at.get((e.get("pid"), e.get("tid"), e.get("ts")))
+                if new is not None:
+                    e = {**e, "tid": new}
+            yield e
+        yield from self.meta
 
 
 def _write_events(fh: BinaryIO, events, notes: list[str]) -> None:
@@ -233,9 +315,10 @@ def write_chrome_trace(path: Path, view: Any, inputs: list[Path] = ()) -> list[s
     notes: list[str] = []
     dropped = [0]
     clock = _Clock(_origin_ns(view.tables, view.marks, view.originals))
+    lanes = _Lanes(_events(view.tables, view.marks, view.findings, view.originals, clock, [0]))  # a pass to find the overlaps
 
     def events():
-        yield from _events(view.tables, view.marks, view.findings, view.originals, clock, dropped)
+        yield from lanes.apply(_events(view.tables, view.marks, view.findings, view.originals, clock, dropped))
         if notes or dropped[0]:
             args = {"non_finite_as_null": notes[:1000], "count": len(notes), "events_without_a_time": dropped[0]}
             yield {"ph": "M", "name": "npudiag_notes", "pid": _NPUDIAG_PID, "tid": 0, "args": args}
