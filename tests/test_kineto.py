@@ -91,3 +91,9 @@ def test_a_gpu_trace_needs_the_torch_level(tmp_path: Path) -> None:
     r = run_cli("compare", GPU, NPU)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "no NPU kernels" in r.stderr and "--level torch" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_check_says_what_a_gpu_trace_is() -> None:
+    r = run_cli("check", GPU, env={"COLUMNS": "100"})
+    assert r.returncode == 0, r.stderr
+    assert "framework_ops   present         359" in r.stdout and "a PyTorch (Kineto) trace of a GPU run" in r.stdout

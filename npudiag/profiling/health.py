@@ -31,6 +31,7 @@ import pyarrow as pa
 from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.profiling import discover as disc
+from npudiag.profiling.formats.kineto import read_kineto
 from npudiag.profiling.formats.profiler_metadata import read_distributed_args
 from npudiag.safeio import is_regular, load_json, small_int
 
@@ -279,6 +280,10 @@ def _profile(u: disc.Unit) -> ProfileHealth:
                     _from_db(f, found)
                 elif kind in ("trace",):
                     flows = _add_flows(flows, _from_trace(f, found))
+                elif kind == "kineto":  # a GPU run: its framework ops are what npudiag reads of it
+                    found["framework_ops"].append((f.name, read_kineto(f).tables["host_ops"].num_rows))
+                    p.notes.append(f"{f.name}: a PyTorch (Kineto) trace of a GPU run; npudiag reads its framework ops "
+                                   "and their kernels' time, a baseline for compare --level torch; no NPU data is expected")  # fmt: skip
                 elif kind in FILE_KINDS:
                     _from_csv_or_json(FILE_KINDS[kind], f, found)
                 elif kind == "op_statistic":
