@@ -153,3 +153,22 @@ def test_a_missing_saved_tensor_is_a_line_and_the_rest_still_compares(tmp_path: 
     doc = json.loads(r.stdout)
     assert r.returncode == 2 and any("Functional.linear.1.forward.input.1.pt" in e for e in doc["errors"])  # input errors: exit 2
     assert doc["tensors_compared"] == 39
+
+
+def test_mutated_saved_tensors_give_an_array_or_one_line(tmp_path: Path) -> None:
+    """Byte flips and cuts anywhere in real saved tensors: an array or an InputError, nothing else."""
+    rng = np.random.default_rng(7)
+    sources = [(SAVED / f"{k}.pt").read_bytes() for k in ("f32", "bf16", "slice", "bool")]
+    p = tmp_path / "m.pt"
+    for i in range(400):
+        data = bytearray(sources[i % len(sources)])
+        if i % 5 == 0:
+            data = data[: int(rng.integers(0, len(data)))]
+        else:
+            for at in rng.integers(0, len(data), size=int(rng.integers(1, 4))):
+                data[at] = int(rng.integers(0, 256))
+        p.write_bytes(bytes(data))
+        try:
+            read_saved_tensor(p)
+        except InputError as exc:
+            assert "\n" not in exc.one_line()
