@@ -208,3 +208,19 @@ def test_compare_at_the_module_level_matches_paths(tmp_path: Path) -> None:
     assert abs(sum(x["base_share_pct"] for x in top) - 100.0) < 1e-9  # the outermost modules hold all of it
     assert doc["ops"]["matched_share"] == {"baseline": 1.0, "current": 1.0}
     assert pq.read_table(tmp_path / "c" / "diff.parquet").num_rows == 26
+
+
+def test_gate_on_a_module(tmp_path: Path) -> None:
+    """gate --metric module:PATH: the module's device time per step, each side equal to its recount."""
+    _need(TRACE)
+    _need(DB)
+    path = "DistributedDataParallel_0/AlexNet_0"
+    r = run_cli("gate", LEVEL0, DB.parent.parent, "--metric", f"module:{path}", "--json")
+    doc = json.loads(r.stdout)
+    (m,) = [x for x in doc["metrics"] if x["metric"] == f"module:{path}"]
+    base = {p: d for _, p, _, d in _trace_recount(json.loads(TRACE.read_text()))}[path]
+    cur = {n.removeprefix("nn.Module: "): d for n, _, d in _db_recount(DB, "trace", "nn.Module: %")}["AlexNet_0"]
+    assert m["base_n"] == m["cur_n"] == 1  # one profiled step on each side
+    assert m["base_median_us"] == pytest.approx(base) and m["cur_median_us"] == pytest.approx(cur) and m["status"] == "pass"
+    bad = run_cli("gate", LEVEL0, LEVEL0, "--metric", "module:")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

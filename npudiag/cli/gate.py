@@ -45,7 +45,9 @@ def gate_cmd(
     ),
     current: Path = typer.Argument(..., metavar="CURRENT", help="Current: the same kinds of input as the baseline."),
     max_regression: str = typer.Option(None, "--max-regression", help="Allowed slow-down of each metric: 5% or 0.05 [default: 5%]."),
-    metric: list[str] = typer.Option([], "--metric", help="Also gate this metric (op:KEY, api:NAME, a step_breakdown column); repeatable."),
+    metric: list[str] = typer.Option(
+        [], "--metric", help="Also gate this metric (op:KEY, api:NAME, module:PATH, a step_breakdown column); repeatable."
+    ),
     config: Path = typer.Option(None, "--config", help=f"Gate settings TOML [default: ./{CONFIG_FILE} when present]."),
     alpha: float = typer.Option(None, "--alpha", help="Significance level of the Mann-Whitney test [default: 0.002]."),
     top_ops: int = typer.Option(None, "--top-ops", min=0, help="Gate the N hottest ops of each side [default: 10]."),

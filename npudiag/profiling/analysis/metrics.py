@@ -13,6 +13,9 @@ Metric names:
 - any other step_breakdown column: ``computing_us``, ``communication_us``, ``overlapped_us``, ...
 - ``op:KEY``: summed device time of op group KEY (op type, or op name with ``by="name"``)
 - ``api:NAME``: summed host time of CANN API NAME (e.g. ``api:aclrtMemcpy``) within the step
+- ``module:PATH``: the device time of the kernels launched inside torch module PATH (the ranges
+  table's path, ``DistributedDataParallel_0/AlexNet_0``; nested modules included), summed over the
+  module's calls that start within the step's recorded range (steps table, host clock)
 - ``memory:peak_allocated``, ``memory:peak_reserved``, ``memory:unused``: bytes, the step's peak of
   the allocator (npudiag.profiling.analysis.memory) and reserved − allocated at that peak; over ranks the
   largest (the rank closest to running out decides)
@@ -48,7 +51,7 @@ def known_metric(name: str) -> bool:
         name in ALIASES
         or name in STEP_COLUMNS
         or name in MEMORY_METRICS
-        or (name.startswith(("op:", "api:")) and len(name) > name.index(":") + 1)
+        or (name.startswith(("op:", "api:", "module:")) and len(name) > name.index(":") + 1)
     )
 
 
@@ -161,8 +164,33 @@ def _api_samples(tables: dict[str, pa.Table], name: str, window: StepWindow) -> 
     return out
 
 
+def _module_samples(tables: dict[str, pa.Table], path: str, window: StepWindow) -> list[float]:
+    r = tables.get("ranges")
+    if r is None or r.num_rows == 0:
+        return [0.0]
+    calls = r.filter(pc.fill_null(pc.and_(pc.equal(r["kind"], "module"), pc.equal(r["path"], path)), False))
+    n = _n_ranks(tables["kernels"]) if tables["kernels"].num_rows else max(1, int(pc.count_distinct(r["rank"]).as_py() or 1))
+    dev = np.nan_to_num(calls["device_us"].to_numpy(zero_copy_only=False).astype(float))
+    st = tables["steps"]
+    st = st.filter(pc.and_(pc.is_valid(st["start_ns"]), pc.is_valid(st["end_ns"]))) if st.num_rows else st
+    steps = sorted({s for s in st["step"].to_pylist() if s is not None and _in_window(s, window)}) if st.num_rows else []
+    if not steps:
+        return [float(dev.sum()) / n]
+    start = calls["start_ns"].to_numpy(zero_copy_only=False)
+    rank = np.asarray(calls["rank"].to_pylist(), dtype=object)
+    out = []
+    for s in steps:  # a call belongs to the step whose recorded range on its rank holds its start
+        inside = np.zeros(calls.num_rows, bool)
+        for row in st.filter(pc.equal(st["step"], s)).to_pylist():
+            inside |= (rank == row["rank"]) & (start >= row["start_ns"]) & (start <= row["end_ns"])
+        out.append(float(dev[inside].sum()) / n)
+    return out
+
+
 def run_samples(tables: dict[str, pa.Table], metric: str, *, by: str = "type", window: StepWindow = None) -> list[float]:
     """The samples of ``metric`` in one run, one per step (or one for the whole run)."""
+    if metric.startswith("module:"):
+        return _module_samples(tables, metric[len("module:") :], window)
     if metric.startswith("op:"):
         return _op_samples(tables, metric[3:], by, window)
     if metric.startswith("api:"):
@@ -172,7 +200,7 @@ def run_samples(tables: dict[str, pa.Table], metric: str, *, by: str = "type", w
     if metric in ALIASES or metric in STEP_COLUMNS:
         return _breakdown_samples(tables, metric, window)
     raise ValueError(
-        f"unknown metric {metric!r} (expected one of {', '.join(DEFAULT_METRICS)}, a step_breakdown column, op:KEY, api:NAME "
+        f"unknown metric {metric!r} (expected one of {', '.join(DEFAULT_METRICS)}, a step_breakdown column, op:KEY, api:NAME, module:PATH "
         f"or {', '.join(MEMORY_METRICS)})"
     )
 
