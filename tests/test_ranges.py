@@ -224,3 +224,44 @@ def test_gate_on_a_module(tmp_path: Path) -> None:
     assert m["base_median_us"] == pytest.approx(base) and m["cur_median_us"] == pytest.approx(cur) and m["status"] == "pass"
     bad = run_cli("gate", LEVEL0, LEVEL0, "--metric", "module:")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+DB1 = CORPUS / "msinsight-pytorch-db-rank1" / "level1" / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_1.db"
+_SQL_API = """
+WITH r AS (SELECT e.rowid id, s.value name, e.startNs s, e.endNs e, e.globalTid g FROM MSTX_EVENTS e
+           JOIN STRING_IDS s ON s.id = e.message WHERE e.eventType IN (1, 2)),
+     a AS (SELECT connectionId cid, min(startNs) s FROM CANN_API WHERE connectionId IS NOT NULL GROUP BY connectionId),
+     l AS (SELECT a.cid, a.s, min(c.globalTid) g FROM a JOIN CANN_API c ON c.connectionId = a.cid AND c.startNs = a.s GROUP BY a.cid, a.s)
+SELECT r.name, count(t.rowid), coalesce(sum(t.endNs - t.startNs), 0) / 1000.0
+FROM r LEFT JOIN l ON l.g = r.g AND l.s BETWEEN r.s AND r.e
+LEFT JOIN TASK t ON t.connectionId = l.cid AND (t.globalTaskId IN (SELECT globalTaskId FROM COMPUTE_TASK_INFO)
+                    OR t.taskType IN (SELECT id FROM STRING_IDS WHERE value LIKE 'MEMCPY%'))
+GROUP BY r.id ORDER BY r.s, r.id
+"""
+
+
+def test_msprof_mstx_events_with_the_cann_calls_inside(tmp_path: Path) -> None:
+    """msprof's MSTX_EVENTS (columns as MindStudio Insight reads them) planted in a copy of a real .db
+    whose framework ops are taken out: push/pop and start/end rows are ranges, a marker is not, and a
+    range holds the kernels and copies (COMPUTE_TASK_INFO, MEMCPY tasks) whose launching CANN call (by
+    connection id) starts inside it on its thread."""
+    _need(DB1)
+    db = tmp_path / "ascend_pytorch_profiler_1.db"
+    shutil.copy(DB1, db)
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE PYTORCH_API")
+        con.execute("CREATE TABLE MSTX_EVENTS (startNs INTEGER, endNs INTEGER, eventType INTEGER, rangeId INTEGER, category INTEGER, "
+                    "message INTEGER, globalTid INTEGER, endGlobalTid INTEGER, domainId INTEGER, connectionId INTEGER)")  # fmt: skip
+        (g, lo, hi), *_ = con.execute("SELECT globalTid, min(startNs), max(endNs) FROM CANN_API GROUP BY globalTid "
+                                      "ORDER BY count(*) DESC").fetchall()  # fmt: skip
+        top = con.execute("SELECT max(id) FROM STRING_IDS").fetchone()[0]
+        con.executemany("INSERT INTO STRING_IDS (id, value) VALUES (?, ?)", [(top + 1, "train_step"), (top + 2, "loss"), (top + 3, "mark")])
+        third = (hi - lo) // 3
+        rows = [(lo, hi, 2, 1, top + 1), (lo + third, lo + 2 * third, 1, 2, top + 2), (lo + third, lo + third, 0, 0, top + 3)]
+        con.executemany("INSERT INTO MSTX_EVENTS (startNs, endNs, eventType, rangeId, message, globalTid) VALUES (?, ?, ?, ?, ?, ?)",
+                        [(s, e, k, rid, m, g) for s, e, k, rid, m in rows])  # fmt: skip
+        expected = con.execute(_SQL_API).fetchall()
+    assert [x[0] for x in expected] == ["train_step", "loss"] and expected[0][1] > expected[1][1] > 0
+    r = read_db(db, 1).ranges
+    assert r["kind"].to_pylist() == ["mstx", "mstx"] and r["path"].to_pylist() == ["train_step", "train_step/loss"]
+    _same(expected, r)

@@ -319,12 +319,52 @@ def _torch_ops(db: _Db, rank: int | None, task: pa.Table, api: pa.Table | None) 
     return from_db(api, *_links(db, task), names, rank)
 
 
+# ENUM_MSTX_EVENT_TYPE: 0 marker, 1 push/pop, 2 start/end, 3 marker_ex; the ranges are 1 and 2
+_MSTX_RANGES = {"push/pop": 1, "start/end": 2}
+
+
+def _mstx_events(db: _Db) -> pa.Table | None:
+    """msprof's MSTX_EVENTS ranges (push/pop and start/end; marks have no length): startNs, endNs,
+    globalTid (the thread the range started on) and the message's STRING_IDS id as ``name``."""
+    if "MSTX_EVENTS" not in db.present:
+        return None
+    t = db.read("MSTX_EVENTS", {"startNs": "startNs", "endNs": "endNs", "type": "eventType", "globalTid": "globalTid",
+                                "name": "message"})  # fmt: skip
+    kinds = dict(_MSTX_RANGES)
+    if "ENUM_MSTX_EVENT_TYPE" in db.present:
+        found = dict(db.con.execute("SELECT name, id FROM ENUM_MSTX_EVENT_TYPE").fetchall())
+        kinds = {k: found.get(k, v) for k, v in kinds.items()}
+    keep = pc.and_(pc.is_in(t["type"], pa.array(list(kinds.values()), t["type"].type)), pc.is_valid(t["startNs"]))
+    t = t.filter(pc.fill_null(keep, False))
+    return t.filter(pc.fill_null(pc.greater_equal(t["endNs"], t["startNs"]), False))
+
+
+def _api_launches(db: _Db, task: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where each task was launched from, by CANN_API's connection ids: the earliest API call with the
+    task's connection id (its thread and start) and the task's device time, us."""
+    if "CANN_API" not in db.present:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    api = db.read("CANN_API", {"s": "startNs", "tid": "globalTid", "connectionId": "connectionId"})
+    api = api.filter(pc.and_(pc.is_valid(api["connectionId"]), pc.is_valid(api["s"])))
+    first = api.group_by("connectionId", use_threads=False).aggregate([("s", "min")])
+    first = first.join(api.rename_columns(["s_min", "tid", "connectionId"]), ["connectionId", "s_min"], join_type="inner")
+    first = first.group_by(["connectionId", "s_min"], use_threads=False).aggregate([("tid", "min")])
+    t = task.select(["connection_id", "start_ns", "end_ns"]).rename_columns(["connectionId", "start", "end"])
+    j = t.join(first, "connectionId", join_type="inner")
+    us = (ns_of(j["end"]) - ns_of(j["start"])) / 1000.0
+    return ns_of(j["tid_min"]), ns_of(j["s_min"]), us
+
+
 def _ranges(db: _Db, rank: int | None, task: pa.Table, ops: pa.Table | None) -> pa.Table:
-    """RANGES: torch modules (PYTORCH_API rows of type trace named "nn.Module: ...") and torch_npu mstx
-    ranges (rows of type mstx), with the tasks launched by the ops inside them (an op's start on its
-    thread is its launch point)."""
+    """RANGES: torch modules (PYTORCH_API rows of type trace named "nn.Module: ...") and mstx ranges
+    (torch_npu's: PYTORCH_API rows of type mstx; msprof's: MSTX_EVENTS push/pop and start/end), with the
+    tasks launched inside them: from the framework ops inside (an op's start on its thread is its
+    launch point), or where the profile has no framework ops, from the CANN API calls inside."""
     found = [(kind, rows) for kind, api_kind in (("module", "trace"), ("mstx", "mstx"))
              if (rows := _op_calls(db, api_kind)) is not None and rows.num_rows]  # fmt: skip
+    mstx = _mstx_events(db)
+    if mstx is not None and mstx.num_rows:
+        found.append(("mstx", mstx))
     if not found:
         return schemas.empty("ranges")
     lt = lns = np.zeros(0, np.int64)
@@ -332,6 +372,8 @@ def _ranges(db: _Db, rank: int | None, task: pa.Table, ops: pa.Table | None) -> 
     if ops is not None and ops.num_rows:
         owners, k_us = db_launches(ops, *_links(db, task))
         lt, lns = ns_of(ops["globalTid"])[owners], ns_of(ops["startNs"])[owners]
+    else:
+        lt, lns, k_us = _api_launches(db, task)
     parts = []
     for kind, rows in found:
         names = db.text(rows["name"])
