@@ -91,6 +91,8 @@ def test_level0_trace_counts_equal_a_recount_with_json(corpus: Path) -> None:
     cpu_ops = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op")
     assert st["kernels"]["rows"] == hardware and "kernel_details.csv" in st["kernels"]["found_in"]
     assert st["framework_ops"]["rows"] == cpu_ops > 0
+    modules = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") == "python_function" and e["name"].startswith("nn.Module: "))
+    assert st["modules"]["rows"] == modules == 26 and st["modules"]["status"] == "present"
     flows: dict[tuple, set] = {}
     for e in events:
         if e.get("ph") in ("s", "f") and e.get("cat") in ("async_npu", "HostToDevice"):
@@ -122,6 +124,11 @@ def test_db_counts_equal_sqlite_counts(corpus: Path) -> None:
     assert st["host_api"]["rows"] == n["CANN_API"] and st["framework_ops"]["rows"] == n["PYTORCH_API"]
     assert st["flows"]["rows"] == n["CONNECTION_IDS"] and st["aicore_metrics"]["rows"] == n["TASK_PMU_INFO"]
     assert st["frequency"]["rows"] == n["AICORE_FREQ"]
+    con = sqlite3.connect(db)
+    (modules,) = con.execute("SELECT count(*) FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name "
+                             "WHERE s.value LIKE 'nn.Module: %'").fetchone()  # fmt: skip
+    con.close()
+    assert st["modules"]["rows"] == modules > 0
 
 
 def test_planted_lacks_are_problems_and_the_clean_twin_is_healthy(tmp_path: Path) -> None:

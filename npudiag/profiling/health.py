@@ -59,6 +59,7 @@ DATA = (
     Data("kernels", "device tasks (operators on the NPU)", "activities=[ProfilerActivity.NPU]", "--task-time=on"),
     Data("host_api", "CANN API calls on the host", "profiler_level=Level1 or higher", "--ascendcl=on"),
     Data("framework_ops", "framework operators (cpu_op)", "activities=[ProfilerActivity.CPU]", "(torch_npu only)"),
+    Data("modules", "torch module ranges (nn.Module forwards)", "with_stack=True and with_modules=True", "(torch_npu only)"),
     Data("flows", "host-to-device flows (op launch -> kernel)", "activities CPU and NPU", "--ascendcl=on with --task-time=on"),
     Data(
         "steps",
@@ -112,10 +113,11 @@ WITH ev AS (
          CASE WHEN ph = 'M' AND name = 'process_name' THEN json_extract_string(args, '$.name') END AS pname,
          CASE WHEN ph = 'X' THEN json_extract_string(args, '$.connection_id') END AS conn,
          ph = 'X' AND cat = 'cpu_op' AS cpu_op,
-         ph = 'X' AND starts_with(name, 'ProfilerStep#') AS step
+         ph = 'X' AND starts_with(name, 'ProfilerStep#') AS step,
+         ph = 'X' AND cat = 'python_function' AND starts_with(name, 'nn.Module: ') AS module
   FROM $events
 )
-SELECT ph, CASE WHEN fid IS NOT NULL THEN cat END AS cat, pid, fid, pname, conn, cpu_op, step, count(*) AS n
+SELECT ph, CASE WHEN fid IS NOT NULL THEN cat END AS cat, pid, fid, pname, conn, cpu_op, step, module, count(*) AS n
 FROM ev GROUP BY ALL
 """
 # the events of a bare JSON array (torch_npu, msprof), each at most 4 MiB as the trace readers allow
@@ -127,7 +129,7 @@ _OBJECT = """(SELECT e->>'ph' AS ph, e->>'cat' AS cat, e->>'name' AS name, e->'p
                                                                      columns = {traceEvents: 'JSON[]'})))"""
 OBJECT_FORM_BYTES = 1 << 30
 # events by kind and process (g holds a row per flow id and per connection id besides)
-_TRACE_EVENTS = "SELECT ph, pid, pname, cpu_op, step, sum(n)::BIGINT FROM g WHERE fid IS NULL GROUP BY ALL"
+_TRACE_EVENTS = "SELECT ph, pid, pname, cpu_op, step, module, sum(n)::BIGINT FROM g WHERE fid IS NULL GROUP BY ALL"
 # flow ids: how many, how many with both a start and an end, and the starts
 _TRACE_FLOWS = """
 SELECT count(*), count(*) FILTER (WHERE s > 0 AND f > 0), coalesce(sum(s), 0)::BIGINT FROM (
@@ -385,6 +387,8 @@ def _expected(p: ProfileHealth) -> dict[str, str]:
         out["framework_ops"] = "activities include CPU"
     if npu and cpu:
         out["flows"] = "activities include CPU and NPU"
+    if cpu and c.get("with_stack") is True and c.get("with_modules") is True:
+        out["modules"] = "with_stack=True and with_modules=True"
     if c.get("profile_memory") is True:
         out["memory"] = "profile_memory=True"
     if npu and level is not None and level >= 1:
@@ -410,6 +414,11 @@ def _from_db(path: Path, found: dict[str, list[tuple[str, int | None]]]) -> None
                     n = con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]  # t is one of ours, not the file's
                     if n:
                         found[data].append((f"{path.name}:{t}", n))
+        if {"PYTORCH_API", "STRING_IDS"} <= names:  # module forwards: python-function rows named "nn.Module: ..."
+            n = con.execute("SELECT count(*) FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name "
+                            "WHERE s.value LIKE 'nn.Module: %'").fetchone()[0]  # fmt: skip
+            if n:
+                found["modules"].append((f"{path.name}:PYTORCH_API", n))
     except sqlite3.Error as exc:
         raise InputError(path, f"not a readable SQLite database ({exc})") from None
     finally:
@@ -469,9 +478,9 @@ def _from_trace(path: Path, found: dict[str, list[tuple[str, int | None]]]) -> d
         raise InputError(path, f"not a readable trace JSON array ({first_line[:200]})") from None
     names = {pid: pname for ph, pid, pname, *_ in rows if ph == "M" and pname is not None and pid is not None}
     per: dict[str, int] = {}
-    for ph, pid, _pname, cpu, step, n in rows:
+    for ph, pid, _pname, cpu, step, module, n in rows:
         if ph == "X":
-            data = "framework_ops" if cpu else TRACE_PROCESSES.get(names.get(pid, ""), "")
+            data = "framework_ops" if cpu else "modules" if module else TRACE_PROCESSES.get(names.get(pid, ""), "")
             if step:
                 per["steps"] = per.get("steps", 0) + n
             if data:
