@@ -3,12 +3,14 @@ ops with their kernels' device time, recounted from the raw JSON with the json m
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from npudiag.errors import InputError
 from npudiag.profiling.discover import kind_by_content
 from npudiag.profiling.formats.kineto import read_kineto
 
@@ -97,3 +99,21 @@ def test_check_says_what_a_gpu_trace_is() -> None:
     r = run_cli("check", GPU, env={"COLUMNS": "100"})
     assert r.returncode == 0, r.stderr
     assert "framework_ops   present         359" in r.stdout and "a PyTorch (Kineto) trace of a GPU run" in r.stdout
+
+
+def test_a_gzip_compressed_trace_reads_the_same(tmp_path: Path) -> None:
+    """PyTorch's tensorboard_trace_handler(use_gzip=True) writes *.pt.trace.json.gz; HTA keeps this very
+    trace gzip-compressed. Read as it decompresses: the same tables; a cut file is one line."""
+    gz = tmp_path / "worker0.1695835535.pt.trace.json.gz"
+    gz.write_bytes(gzip.compress(GPU.read_bytes()))
+    plain, packed = read_kineto(GPU, 0), read_kineto(gz, 0)
+    for name in ("torch_ops", "host_ops", "ranges"):
+        assert packed.tables[name].equals(plain.tables[name]), name
+    renamed = tmp_path / "trace.json.gz"  # no Kineto name: recognised by its first key, inside the gzip
+    renamed.write_bytes(gz.read_bytes())
+    assert kind_by_content(renamed) == "kineto"
+    cut = tmp_path / "cut.pt.trace.json.gz"
+    cut.write_bytes(gz.read_bytes()[: len(gz.read_bytes()) // 2])
+    with pytest.raises(InputError) as exc:
+        read_kineto(cut, 0)
+    assert "cut.pt.trace.json.gz" in exc.value.one_line() and "\n" not in exc.value.one_line()

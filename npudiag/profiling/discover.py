@@ -7,9 +7,11 @@ directly. A parent folder holding many units yields them all, each becoming a ra
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import shlex
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +54,7 @@ class Unit:
         lower = path.name.lower()
         if kind is None and sniff and lower.endswith(".csv"):
             kind = kind_by_header(path)
-        if kind is None and sniff and lower.endswith(".json"):
+        if kind is None and sniff and lower.endswith((".json", ".json.gz")):
             kind = kind_by_content(path)
         if kind is None:
             if sniff:
@@ -98,9 +100,9 @@ def kind_by_content(path: Path) -> str | None:
     try:
         if not path.is_file():
             return None
-        with open(path, "rb") as fh:
+        with gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb") as fh:
             head = fh.read(1 << 16)
-    except OSError:
+    except (OSError, EOFError, zlib.error):  # a damaged compressed file is no trace
         return None
     head = head.removeprefix(b"\xef\xbb\xbf")
     for kind, fmt in formats().items():

@@ -9,7 +9,9 @@ memory stays at the buffer size plus what the caller keeps. Both the bare array 
 from __future__ import annotations
 
 import codecs
+import gzip
 import json
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,8 @@ _decoder = json.JSONDecoder()
 class _Reader:
     def __init__(self, path: Path, progress: Callable[[int], None] | None) -> None:
         self.path = path
-        self.fh = open(path, "rb")  # noqa: SIM115 - closed by iter_events
+        # a gzip-compressed trace (PyTorch's tensorboard_trace_handler writes *.pt.trace.json.gz) is read as it decompresses
+        self.fh = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115 - closed by iter_events
         self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
         self.buf = ""
         self.pos = 0
@@ -42,7 +45,10 @@ class _Reader:
         """Append more text; False at end of file."""
         if self.eof:
             return False
-        raw = self.fh.read(CHUNK_CHARS)
+        try:
+            raw = self.fh.read(CHUNK_CHARS)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a damaged or cut compressed file
+            raise InputError(self.path, f"not a readable gzip file ({type(exc).__name__})", offset=self.offset()) from None
         if self.progress is not None:
             self.progress(len(raw))
         try:

@@ -1,7 +1,8 @@
 """PyTorch's own profiler trace (Kineto, ``torch.profiler`` on a GPU): the framework ops with the
 device time of the kernels they launched, so a GPU run can be the baseline of ``compare --level torch``.
 
-Kineto writes a Chrome trace object (``schemaVersion``, ``deviceProperties``, ``distributedInfo``,
+Kineto writes a Chrome trace object (``*.pt.trace.json``, gzip-compressed as ``*.pt.trace.json.gz``
+with ``use_gzip=True``) (``schemaVersion``, ``deviceProperties``, ``distributedInfo``,
 ``traceEvents`` ...). Read from it: ``cpu_op`` complete events (the aten / torch ops, nested on their
 thread), the CUDA runtime / driver calls (``cuda_runtime``, ``cuda_driver``: ``cudaLaunchKernel``,
 ``cudaMemcpyAsync`` ...) and the device work they started (``kernel``, ``gpu_memcpy``, ``gpu_memset``),
@@ -129,7 +130,7 @@ def read_kineto(path: Path, rank: int | None = None) -> Read:
 register(
     Format(
         "kineto",
-        re.compile(r"^[^/]*\.pt\.trace\.json$"),
+        re.compile(r"^[^/]*\.pt\.trace\.json(\.gz)?$"),
         read_kineto,
         ("torch_ops", "host_ops", "ranges"),
         content=HEAD,
