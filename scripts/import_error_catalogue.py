@@ -114,13 +114,37 @@ def numeric_codes(runtime: Path) -> list[dict[str, str]]:
     return out
 
 
+# torch_npu's error codes: ERR<submodule:02d><code:03d>, printed as "ERR01100 OPS call acl api failed"
+# (torch_npu/csrc/core/npu/NPUException.cpp: submoduleMap and errCodeMap; the numbers as seen in real
+# logs: ERR00100 PTA / ERR01100 OPS call acl api failed, ERR02200 DIST call hccl api failed,
+# ERR02005 DIST internal error)
+TORCH_NPU_SOURCE = "Ascend/pytorch torch_npu/csrc/core/npu/NPUException.cpp (submoduleMap, errCodeMap)"
+TORCH_NPU_SUBMODULES = ("PTA", "OPS", "DIST", "GRAPH", "PROF")
+TORCH_NPU_CODES = {
+    1: ("invalid parameter", "invalid_argument"), 2: ("invalid type", "invalid_argument"), 3: ("invalid value", "invalid_argument"),
+    4: ("invalid pointer", "invalid_argument"), 5: ("internal error", "internal"), 6: ("memory error", "resource"),
+    7: ("feature not supported", "unsupported"), 8: ("resource not found", "resource"), 9: ("resource unavailable", "resource"),
+    10: ("system call failed", "config"), 11: ("timeout error", "device_wait"), 12: ("permission error", "device"),
+    100: ("call acl api failed", "execution"), 200: ("call hccl api failed", "execution"), 300: ("call ge api failed", "execution"),
+}  # fmt: skip
+
+
+def torch_npu_codes() -> list[dict[str, str]]:
+    out = []
+    for sub_id, sub in enumerate(TORCH_NPU_SUBMODULES):
+        for code, (message, category) in TORCH_NPU_CODES.items():
+            out.append({"code": f"ERR{sub_id:02d}{code:03d}", "component": "torch_npu", "category": category,
+                        "message": f"{sub} {message}", "source": TORCH_NPU_SOURCE})  # fmt: skip
+    return out
+
+
 def toml_str(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
 def main(argv: list[str]) -> int:
     runtime, ge = Path(argv[1]), Path(argv[2])
-    rows = e_codes(runtime, ge) + numeric_codes(runtime)
+    rows = e_codes(runtime, ge) + numeric_codes(runtime) + torch_npu_codes()
     seen: dict[str, dict[str, str]] = {}
     for r in rows:
         seen.setdefault(r["code"], r)

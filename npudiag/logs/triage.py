@@ -121,6 +121,9 @@ def _catalogue_entries(categories: dict[str, dict[str, Any]], hand: list[KbEntry
             title = f"{r['name']} ({code}): {cat['title']}"
             api = "aclmdlExecute(modelId, input, output)" if code[1:3] == "45" else "aclrtSynchronizeStream(stream)"
             example = f"RuntimeError: NPU function error: {api}, error code is {code}"
+        elif code.startswith("ERR"):  # torch_npu prints "[ERROR] <time> (PID:.., Device:.., RankID:..) ERR01100 OPS call acl api failed"
+            title = f"torch_npu {code}: {r.get('message') or cat['title']}"
+            example = f"[ERROR] 2025-01-01-00:00:00 (PID:1, Device:0, RankID:0) {code} {r.get('message', '')}"
         else:
             title = f"{r['component']} {code}: {cat['title']}"
             example = f"{code}: " + _PRINTF.sub("x", r.get("message") or cat["title"])
