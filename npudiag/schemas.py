@@ -559,7 +559,7 @@ TORCH_OPS = pa.schema(
 # events, the .db's PYTORCH_API rows of type op (what torch_ops sums by name)
 HOST_OPS = pa.schema(
     [
-        ("source", pa.string()),  # trace, db
+        ("source", pa.string()),  # trace, db, kineto (a PyTorch trace of a GPU run)
         ("rank", pa.int32()),
         ("name", pa.string()),  # aten::item, npu::npu_rms_norm ...
         ("start_us", pa.float64()),
@@ -574,7 +574,7 @@ HOST_OPS = pa.schema(
 # ranges (PYTORCH_API rows of type mstx); the ranges of a thread nest
 RANGES = pa.schema(
     [
-        ("source", pa.string()),  # trace, db
+        ("source", pa.string()),  # trace, db, kineto (a PyTorch trace of a GPU run)
         ("rank", pa.int32()),
         ("kind", pa.string()),  # module, mstx
         ("name", pa.string()),  # Conv2d_0 (the "nn.Module: " prefix dropped), the mstx message
