@@ -178,6 +178,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.meta_path.insert(0, finder)
     try:
         _main(argv)
+    except SystemExit as exc:
+        if argv is None and exc.code == 130:
+            # Interrupted, as a process of its own: leave now with 130. What the interpreter does on its
+            # way out (joining the reading threads, the pools' exit hooks) can meet the interrupt again and
+            # end the process by the signal instead (exit -2, seen about once in 20 runs); the outputs are
+            # already put back by then, and pool workers end with their parent (npudiag._orphans).
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(130)
+        raise
     finally:
         if finder is not None:
             sys.meta_path.remove(finder)
