@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -392,12 +393,8 @@ def test_comm_waits_name_the_late_rank_and_what_it_did() -> None:
     assert top["late_host_cause"] == "aten::add"
 
 
-def test_late_ranks_match_the_raw_communication_json(corpus: Path, tmp_path: Path) -> None:
-    """On the corpus 4-rank run: per collective seen on two ranks or more, the rank that entered last
-    and by how much, recomputed from each rank's communication.json with the json module."""
-    import re
-
-    run = corpus / "msinsight-st-cann83rc1-level2-4rank"
+def _entries(run: Path) -> dict:
+    """(step, op) -> {rank: start us}, from each rank's communication.json with the json module."""
     starts: dict = {}
     for f in run.rglob("communication.json"):
         rank = int(re.search(r"rank_(\d+)_", str(f)).group(1))
@@ -407,6 +404,14 @@ def test_late_ranks_match_the_raw_communication_json(corpus: Path, tmp_path: Pat
                     t = info.get("Communication Time Info", {}).get("Start Timestamp(us)")
                     if op != "Total Op Info" and t is not None:
                         starts.setdefault((step, op), {})[rank] = float(t)
+    return starts
+
+
+def test_late_ranks_match_the_raw_communication_json(corpus: Path, tmp_path: Path) -> None:
+    """On the corpus 4-rank run: per collective seen on two ranks or more, the rank that entered last
+    and by how much, recomputed from each rank's communication.json with the json module."""
+    run = corpus / "msinsight-st-cann83rc1-level2-4rank"
+    starts = _entries(run)
     want = {k: (max(v, key=lambda r: (v[r], r)), max(v.values()) - min(v.values())) for k, v in starts.items() if len(v) >= 2}
     c = npudiag.cluster(run, tmp_path / "c")
     got = {(r["step"], r["op_name"]): (r["late_rank"], r["late_by_us"]) for r in c.tables["cluster_comm_waits"].to_pylist()}
@@ -420,18 +425,8 @@ def test_late_ranks_are_a_track_of_the_chrome_trace(corpus: Path, tmp_path: Path
     """analyze --chrome-trace of the corpus 4-rank run: one "late rank" mark per collective some rank
     waited 1 ms or more for, on the rank that came last, as long as the wait: recomputed from each
     rank's communication.json with the json module."""
-    import re
-
     run = corpus / "msinsight-st-cann83rc1-level2-4rank"
-    starts: dict = {}
-    for f in run.rglob("communication.json"):
-        rank = int(re.search(r"rank_(\d+)_", str(f)).group(1))
-        for step, kinds in json.loads(f.read_text()).items():
-            for ops in kinds.values():
-                for op, info in ops.items():
-                    t = info.get("Communication Time Info", {}).get("Start Timestamp(us)")
-                    if op != "Total Op Info" and t is not None:
-                        starts.setdefault((step, op), {})[rank] = float(t)
+    starts = _entries(run)
     want = sorted((max(v, key=lambda r: (v[r], r)), max(v.values()) - min(v.values()), op) for (_, op), v in starts.items()
                   if len(v) >= 2 and max(v.values()) - min(v.values()) >= 1000.0)  # fmt: skip
     trace = tmp_path / "t.json"

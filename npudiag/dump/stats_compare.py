@@ -160,13 +160,17 @@ def _judge_data(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], not
         notes[id(outputs[0])].append(("warning", f"cosine drops from {cos_in:.4f} (inputs) to {cos_out:.4f} (outputs)"))
 
 
+def _saved(r: dict[str, Any], g: dict[str, Any]) -> bool:
+    """Whether both sides of a matched pair saved the tensor to a file (tensor mode)."""
+    return str(r.get("file") or "").endswith(SAVED) and str(g.get("file") or "").endswith(SAVED)
+
+
 def _data(r: dict[str, Any], g: dict[str, Any], errors: list[str]) -> dict[str, float | None]:
     """The tensor metrics of a matched pair where both sides saved the tensor (tensor mode)."""
-    mf, gf = r.get("file") or "", g.get("file") or ""
-    if r.get("scalar") or not (mf.endswith(SAVED) and gf.endswith(SAVED)):
+    if r.get("scalar") or not _saved(r, g):
         return dict.fromkeys(METRICS)
     try:
-        values, _why = tensor_metrics(read_saved_tensor(Path(mf)), read_saved_tensor(Path(gf)))
+        values, _why = tensor_metrics(read_saved_tensor(Path(r["file"])), read_saved_tensor(Path(g["file"])))
     except InputError as exc:
         errors.append(exc.one_line())
         return dict.fromkeys(METRICS)
@@ -200,7 +204,7 @@ def compare_rows(
         for s in STATS:
             row[f"my_{s}"], row[f"golden_{s}"] = r[s], g[s]
             row[f"{s}_diff"], row[f"{s}_relative_error_pct"] = _diff(r[s], g[s])
-        row["_saved"] = str(r.get("file") or "").endswith(SAVED) and str(g.get("file") or "").endswith(SAVED)
+        row["_saved"] = _saved(r, g)
         row.update(_data(r, g, errors))
         calls.setdefault(r["op_name"], []).append(row)
     rows = []

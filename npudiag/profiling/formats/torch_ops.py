@@ -115,16 +115,7 @@ def torch_op_table(
     start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
     thread = np.asarray(thread, np.int64)
     dur = (end - start).astype(float)
-    # from here on times are their ranks among all times: order and equality kept, and the composite
-    # (group, time) keys below stay far inside int64 whatever the timestamps are
-    launch_ns = np.asarray(launch_ns, np.int64)
-    q = queue
-    parts = [start, end, launch_ns] + ([q.deq_start, q.deq_end, q.enq_start] if q is not None else [])
-    times = np.unique(np.concatenate(parts))
-    start, end, launch_ns = (np.searchsorted(times, x) for x in (start, end, launch_ns))
-    if q is not None:
-        queue = Queue(q.deq_thread, np.searchsorted(times, q.deq_start), np.searchsorted(times, q.deq_end), q.deq_corr,
-                      q.enq_thread, np.searchsorted(times, q.enq_start), q.enq_corr)  # fmt: skip
+    start, end, launch_ns, queue = _ranked(start, end, np.asarray(launch_ns, np.int64), queue)
     depth, parent = _nesting(thread, start, end)
     child = np.bincount(parent[parent >= 0], weights=dur[parent >= 0], minlength=len(start))
     self_ns = np.maximum(dur - child, 0.0)
@@ -159,6 +150,19 @@ def torch_op_table(
         schema=TORCH_OPS,
     )
     return out.sort_by([("device_us", "descending"), ("name", "ascending")])
+
+
+def _ranked(start: np.ndarray, end: np.ndarray, launch_ns: np.ndarray, queue: Queue | None):
+    """The times as their ranks among all times (order and equality kept), so the composite (group,
+    time) keys built from them stay far inside int64 whatever the timestamps are; the queue's too."""
+    q = queue
+    parts = [start, end, launch_ns] + ([q.deq_start, q.deq_end, q.enq_start] if q is not None else [])
+    times = np.unique(np.concatenate(parts))
+    start, end, launch_ns = (np.searchsorted(times, x) for x in (start, end, launch_ns))
+    if q is not None:
+        q = Queue(q.deq_thread, np.searchsorted(times, q.deq_start), np.searchsorted(times, q.deq_end), q.deq_corr,
+                  q.enq_thread, np.searchsorted(times, q.enq_start), q.enq_corr)  # fmt: skip
+    return start, end, launch_ns, q
 
 
 def _framework_op(owner: np.ndarray, parent: np.ndarray, framework: np.ndarray) -> np.ndarray:
@@ -238,13 +242,7 @@ def range_table(
         return RANGES.empty_table()
     start, end, thread = np.asarray(start, np.int64), np.asarray(end, np.int64), np.asarray(thread, np.int64)
     launch_thread, launch_ns = np.asarray(launch_thread, np.int64), np.asarray(launch_ns, np.int64)
-    q = queue
-    parts = [start, end, launch_ns] + ([q.deq_start, q.deq_end, q.enq_start] if q is not None else [])
-    times = np.unique(np.concatenate(parts))  # ranks of the times: composite keys stay small (see torch_op_table)
-    rs, re_, rl = (np.searchsorted(times, x) for x in (start, end, launch_ns))
-    if q is not None:
-        q = Queue(q.deq_thread, np.searchsorted(times, q.deq_start), np.searchsorted(times, q.deq_end), q.deq_corr,
-                  q.enq_thread, np.searchsorted(times, q.enq_start), q.enq_corr)  # fmt: skip
+    rs, re_, rl, q = _ranked(start, end, launch_ns, queue)
     depth, parent = _nesting(thread, rs, re_)
     device = np.zeros(n)
     kernels = np.zeros(n, np.int64)

@@ -392,31 +392,34 @@ class _TorchOps:
     def _thread(self, ev: dict, cols: _Columns) -> int:
         return self.threads.setdefault((cols.pid_code(ev.get("pid")), code(ev.get("tid"))), len(self.threads))
 
-    def add_op(self, ev: dict, cols: _Columns) -> None:
+    @staticmethod
+    def _span(ev: dict) -> tuple[int, int] | None:
+        """A complete event's exact start and end ns; None where its ts or dur is no usable time."""
         t, d = num(ev.get("ts")), num(ev.get("dur"))
         if t != t or d != d or d < 0 or d > 1e12:
-            return
+            return None
         s = exact_ns(ev.get("ts"), t)
-        if s == MISSING:
+        return None if s == MISSING else (s, s + round(d * 1000))
+
+    def add_op(self, ev: dict, cols: _Columns) -> None:
+        span = self._span(ev)
+        if span is None:
             return
         self.thread.append(self._thread(ev, cols))
-        self.start.append(s)
-        self.end.append(s + round(d * 1000))
+        self.start.append(span[0])
+        self.end.append(span[1])
         nm = ev.get("name", "")
         self.names.append(nm if nm.__class__ is str else str(nm))
 
     def add_module(self, ev: dict, cols: _Columns) -> None:
         """A torch module's forward (python_function "nn.Module: Conv2d_0") as a range of its thread."""
-        t, d = num(ev.get("ts")), num(ev.get("dur"))
-        if t != t or d != d or d < 0 or d > 1e12:
-            return
-        s = exact_ns(ev.get("ts"), t)
-        if s == MISSING:
+        span = self._span(ev)
+        if span is None:
             return
         thread, start, end = self.modules
         thread.append(self._thread(ev, cols))
-        start.append(s)
-        end.append(s + round(d * 1000))
+        start.append(span[0])
+        end.append(span[1])
         self.module_names.append(ev["name"][len(MODULE_PREFIX) :])
 
     def add_queue(self, ev: dict, cols: _Columns, cat: str) -> None:
