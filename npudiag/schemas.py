@@ -687,8 +687,16 @@ def concat(tables: list[pa.Table]) -> pa.Table:
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
 
 
+_EMPTY: dict[str, pa.Table] = {}
+
+
 def empty(name: str) -> pa.Table:
-    return TABLES[name].empty_table()
+    """The table ``name`` with no rows (made once per name: tables are immutable, and making one costs
+    a fraction of a millisecond, called a thousand times in a run of small inputs)."""
+    table = _EMPTY.get(name)
+    if table is None:
+        table = _EMPTY[name] = TABLES[name].empty_table()
+    return table
 
 
 _ZEROS: list = [0, None]  # (length, buffer) of the last zero buffer made
@@ -730,8 +738,9 @@ def conform(table: pa.Table, schema: pa.Schema, *, keep_extra: bool = False) -> 
     """
     n = table.num_rows
     arrays = []
+    have = set(table.column_names)
     for field in schema:
-        if field.name in table.column_names:
+        if field.name in have:
             col = table.column(field.name)
             if col.type != field.type:
                 col = col.cast(field.type)
@@ -740,8 +749,9 @@ def conform(table: pa.Table, schema: pa.Schema, *, keep_extra: bool = False) -> 
             arrays.append(nulls(n, field.type))
     fields = list(schema)
     if keep_extra:
+        wanted = set(schema.names)
         for name in table.column_names:
-            if name not in schema.names:
+            if name not in wanted:
                 arrays.append(table.column(name))
                 fields.append(pa.field(name, table.column(name).type))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

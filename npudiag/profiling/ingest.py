@@ -58,14 +58,49 @@ class InputFile:
 
 @dataclass
 class Profile:
+    """What ``ingest`` read. The inputs' sha256 are computed on a thread once the files are read
+    (beside the analysis, which leaves a core free; not beside the reading, which uses every core):
+    :attr:`inputs` waits for them, :attr:`files` does not."""
+
     tables: dict[str, pa.Table]
-    inputs: list[InputFile]
+    files: list[InputFile]
     units: list[dict]
     warnings: list[str]
     errors: list[str]
+    hashing: Future[None] | None = None
+
+    @property
+    def inputs(self) -> list[InputFile]:
+        """Every input file, its sha256 filled in."""
+        if self.hashing is not None:
+            self.hashing.result()
+            self.hashing = None
+        return self.files
+
+    @property
+    def read_any(self) -> bool:
+        """Whether any input was used for a table (no need to wait for the hashes)."""
+        return any(f.used_for for f in self.files)
 
     def table(self, name: str) -> pa.Table:
         return self.tables.get(name, schemas.empty(name))
+
+
+def _hash_all(files: list[InputFile]) -> None:
+    for f in files:
+        try:
+            f.sha256 = sha256_of(Path(f.path))
+        except OSError:
+            f.sha256 = None
+
+
+def _hash_later(files: list[InputFile]) -> Future[None]:
+    """Hash ``files`` on a thread of its own that ends with the work (the pool is not kept)."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npudiag-hash")
+    try:
+        return pool.submit(_hash_all, files)
+    finally:
+        pool.shutdown(wait=False)
 
 
 class _UnitReader:
@@ -460,11 +495,6 @@ def ingest(
         total(sum(r.size_bytes for r in record.values()))
 
     parts: dict[str, list[pa.Table]] = {name: [] for name in READ_TABLES}
-    hashes: dict[Path, Future[str]] = {}
-    pool = ThreadPoolExecutor(max_workers=1) if hash_inputs and record else None
-    if pool is not None:
-        hashes = {p: pool.submit(sha256_of, p) for p in record}
-
     results: dict[int, UnitResult] = {}
     failed: dict[int, str] = {}
     workers = default_workers(len(units)) if len(units) > 1 else 1
@@ -491,12 +521,6 @@ def ingest(
         errors.extend(res.errors)
         unit_info.append(res.info)
 
-    tables = conform_parts(parts)
-    if pool is not None:
-        for p, fut in hashes.items():
-            try:
-                record[p].sha256 = fut.result()
-            except OSError:
-                record[p].sha256 = None
-        pool.shutdown()
-    return Profile(tables, list(record.values()), unit_info, warnings, errors)
+    files = list(record.values())
+    hashing = _hash_later(files) if hash_inputs and files else None
+    return Profile(conform_parts(parts), files, unit_info, warnings, errors, hashing)

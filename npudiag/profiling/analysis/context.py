@@ -38,7 +38,8 @@ class RuleContext:
     _hot_ops: pa.Table | None = None
 
     def table(self, name: str) -> pa.Table:
-        return self.tables.get(name, schemas.empty(name))
+        t = self.tables.get(name)
+        return t if t is not None else schemas.empty(name)
 
     def ranks(self) -> list[int | None]:
         """Ranks with device tasks (kernels or device copies)."""

@@ -415,14 +415,18 @@ class _ArrowPieces:
                         for nl in (False, True) for t in (pa.string(), pa.float64())]  # fmt: skip
         self.read = pj.ReadOptions(block_size=1 << 20)
         self.sep: bytes | None = None
+        self.mixed = False  # the first piece has separators other than sep: cut by the pattern
         self.failed = 0  # pieces in a row this path left to msgspec; after two it stops trying
         self._order = threading.Lock()  # pieces are prepared on two threads
 
     def learn_separator(self, body: bytes) -> None:
-        """The text between events, from the first piece (before any piece is prepared)."""
+        """The text between events, from the first piece (before any piece is prepared); when that
+        piece has more than one kind of separator (torch_npu writes ``}, {`` and, where it joined
+        two parts, ``},{``), every piece is cut by the pattern at once instead of parsed twice."""
         if self.sep is None:
             found = _CUT.search(body)
             self.sep = found.group(0) if found else b"}, {"
+            self.mixed = _CUT.search(body.replace(self.sep, b"")) is not None
 
     def _parse(self, lines: bytes) -> pa.Table | None:
         for i, opts in enumerate(list(self.options)):
@@ -448,11 +452,13 @@ class _ArrowPieces:
         # faster than the pattern, and the count falls out of the lengths); any other separator in
         # the piece leaves two events on a line, which the row count below catches
         sep = self.sep or b"}, {"  # learnt from the first piece, before it was prepared
-        lines = body.replace(sep, b"}" + b"\n" * (len(sep) - 1) + b"{")
-        count = len(lines) - len(body)
-        t = self._parse(lines)
-        split: Callable[[bytes], list[bytes]] = lambda b: b.split(sep)  # noqa: E731
-        del lines
+        t, count, split = None, -1, _CUT.split
+        if not self.mixed:
+            lines = body.replace(sep, b"}" + b"\n" * (len(sep) - 1) + b"{")
+            count = len(lines) - len(body)
+            t = self._parse(lines)
+            split = lambda b: b.split(sep)  # noqa: E731
+            del lines
         if t is None or t.num_rows != count + 1:
             lines, count = _CUT.subn(b"}\n{", body)
             t, split = self._parse(lines), _CUT.split
