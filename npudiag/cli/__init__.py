@@ -17,6 +17,7 @@ import warnings
 
 import typer
 
+from npudiag import phases
 from npudiag.cli import analyze as _analyze
 from npudiag.cli import check as _check
 from npudiag.cli import cluster as _cluster
@@ -232,6 +233,8 @@ def _main(argv: list[str] | None) -> None:
             raise
         print(f"npudiag: internal error: {type(exc).__name__}: {clean(exc)} (set NPUDIAG_DEBUG=1 for a traceback)", file=sys.stderr)
         code = 3
+    if phases.enabled():
+        _print_phases()
     try:
         sys.stdout.flush()
     except _PipeClosed:
@@ -241,6 +244,13 @@ def _main(argv: list[str] | None) -> None:
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGINT, before)
     sys.exit(code)
+
+
+def _print_phases() -> None:
+    """NPUDIAG_PHASES=1: each timed phase, one line on stderr (npudiag.phases)."""
+    print("npudiag: phases (start, wall, process CPU in every thread; seconds)", file=sys.stderr)
+    for p in phases.taken():
+        print(f"  {p.start_s:7.3f} {p.wall_s:7.3f} {p.cpu_s:7.3f}  {p.name}  [{p.thread}]", file=sys.stderr)
 
 
 def _note_interrupts() -> list[int]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from npudiag.phases import phase
 from npudiag.profiling.analysis.idle_causes import idle_causes
 from npudiag.profiling.analysis.step_breakdown import breakdown_and_timelines, step_time_warnings
 from npudiag.profiling.analysis.window import Window
@@ -32,7 +33,8 @@ def derive(
     out["hot_ops"] = ctx.hot_ops()
     out["step_breakdown"], timelines = breakdown_and_timelines(out)
     out["idle_causes"] = idle_causes(out, timelines)
-    findings, skipped = run_rules(ctx, rule_options or {}, exclude=exclude)
+    with phase("analyse: rules"):
+        findings, skipped = run_rules(ctx, rule_options or {}, exclude=exclude)
     out["findings"] = findings_table(findings)
     out["finding_intervals"] = intervals_table(findings)
     return out, skipped

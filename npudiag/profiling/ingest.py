@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.executors import LocalPool, default_workers
+from npudiag.phases import phase
 from npudiag.profiling import tasks
 from npudiag.profiling.analysis.copies import build_copies
 from npudiag.profiling.assemble import assign_steps_by_time, duplicate_steps, merge_steps, name_comm_tasks, split_tasks
@@ -87,6 +88,11 @@ class Profile:
 
 
 def _hash_all(files: list[InputFile]) -> None:
+    with phase("hash inputs (own thread)"):
+        _hash_each(files)
+
+
+def _hash_each(files: list[InputFile]) -> None:
     for f in files:
         try:
             f.sha256 = sha256_of(Path(f.path))

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from npudiag.errors import InputError, OptionError
 from npudiag.executors import choose_backend
 from npudiag.output import OutputFolder, atomic_write, csv_cell, dumps, json_safe
+from npudiag.phases import phase
 from npudiag.profiling.analysis import cluster as cl
 from npudiag.profiling.analysis.compare import LEVELS, compare_totals, diff_ops, matched
 from npudiag.profiling.analysis.gate import GateConfig, judge, load_config, parse_percent
@@ -148,11 +149,12 @@ def analyze_collected(collected: Collection, out: Path, *, steps: str | None = N
 
 def _analyze_one(found: Found, target: Path | None, paths: list[Path], options: AnalyzeOptions, progress: Progress | None) -> Analysis:
     """One rank (or loose files, or in memory): every table in memory, written as one file each."""
-    if progress is not None:
-        progress.start("bytes", "reading", None)
-        profile = ingest(paths, progress.advance, total=progress.set_total, found=found)
-    else:
-        profile = ingest(paths, found=found)
+    with phase("read"):
+        if progress is not None:
+            progress.start("bytes", "reading", None)
+            profile = ingest(paths, progress.advance, total=progress.set_total, found=found)
+        else:
+            profile = ingest(paths, found=found)
     # reading leaves memory free but held by Arrow's allocator (a trace's store, the takes from it);
     # handed back before the analysis allocates its own
     pa.default_memory_pool().release_unused()
@@ -169,7 +171,8 @@ def _analyze_one(found: Found, target: Path | None, paths: list[Path], options: 
 
     try:
         try:
-            done = analyse(profile.tables, window, options.rule_options, on_cut=write_read if writer is not None else None)
+            with phase("analyse"):
+                done = analyse(profile.tables, window, options.rule_options, on_cut=write_read if writer is not None else None)
         except ValueError as exc:  # WindowError, CutError: the window is the problem, not the profile
             raise OptionError(str(exc), window.option) from None
         profile.warnings.extend(done.warnings)
@@ -179,11 +182,12 @@ def _analyze_one(found: Found, target: Path | None, paths: list[Path], options: 
             meta["out"] = str(target)
         summary = summary_from_parts(SummaryParts.of(done.tables), top=options.top, by=options.by, meta=meta, rules_skipped=done.skipped)
         if writer is not None:
-            writer.finish(analysis_manifest(
-                profile.inputs, profile.units, {name: t.num_rows for name, t in profile.tables.items()}, profile.warnings,
-                profile.errors, rules={"options": options.rule_options, "skipped": done.skipped},
-                layout="one <table>.parquet per table",
-            ))  # fmt: skip
+            with phase("write: the manifest, after the writers and the input hashes"):
+                writer.finish(analysis_manifest(
+                    profile.inputs, profile.units, {name: t.num_rows for name, t in profile.tables.items()}, profile.warnings,
+                    profile.errors, rules={"options": options.rule_options, "skipped": done.skipped},
+                    layout="one <table>.parquet per table",
+                ))  # fmt: skip
     finally:
         if writer is not None:
             writer.abandon()

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.errors import InputError
+from npudiag.phases import phase
 from npudiag.profiling.assemble import drop_bad_timing
 from npudiag.profiling.formats.csvtext import (
     NO_MODEL_ID,
@@ -77,9 +78,11 @@ def kind_of(path: Path) -> str:
 
 def read_kernels(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
     # start times stay text so they can be parsed exactly (see to_ns)
-    ct = read_csv_text(path, REQUIRED, text_columns=_COLUMNS["start_us"][0], max_columns=MAX_COLUMNS, keep=_ALL_NAMES)
+    with phase("csv: read"):
+        ct = read_csv_text(path, REQUIRED, text_columns=_COLUMNS["start_us"][0], max_columns=MAX_COLUMNS, keep=_ALL_NAMES)
     try:
-        table = kernels_from_csv(ct, kind_of(path), rank)
+        with phase("csv: columns converted"):
+            table = kernels_from_csv(ct, kind_of(path), rank)
         table, bad = drop_bad_timing(table, str(path), lambda i: f"data row {i + 1}")
         return table, ct.warnings + bad
     except pa.ArrowInvalid as exc:

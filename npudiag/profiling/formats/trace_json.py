@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.errors import InputError
+from npudiag.phases import phase
 from npudiag.profiling import tasks
 from npudiag.profiling.assemble import drop_bad_timing
 from npudiag.profiling.formats import trace_fast
@@ -300,11 +301,13 @@ def _read_events(path: Path, progress: Callable[[int], None] | None) -> _Reading
 
 
 def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], None] | None = None) -> TraceTables:
-    try:
-        state = trace_fast.read(path, _Reading, progress)
-    except trace_fast.Unsure:
-        state = _read_events(path, progress)
-    tables = _tables(path, state, rank)
+    with phase("trace: parse"):
+        try:
+            state = trace_fast.read(path, _Reading, progress)
+        except trace_fast.Unsure:
+            state = _read_events(path, progress)
+    with phase("trace: tables"):
+        tables = _tables(path, state, rank)
     del state  # the store: hundreds of MB for a large trace, handed back to the system at once
     pa.default_memory_pool().release_unused()
     return tables
