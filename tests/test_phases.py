@@ -30,7 +30,7 @@ def test_phases_are_printed_only_when_asked(tmp_path: Path) -> None:
     timed = run_cli("analyze", sample, "--out", tmp_path / "b", "--quiet", env={"NPUDIAG_PHASES": "1"})
     assert timed.returncode == 0, timed.stderr
     seen = _phases(timed.stderr)
-    assert {"read", "analyse", "analyse: rules", "hash inputs (own thread)"} <= set(seen), timed.stderr
+    assert {"read", "analyse", "analyse: rules", "hash an input (own thread)"} <= set(seen), timed.stderr
     # a phase inside another starts no earlier and lasts no longer (wall clock)
     read, rules, analyse = seen["read"], seen["analyse: rules"], seen["analyse"]
     assert analyse[0] >= read[0] + read[1] - 0.0015

@@ -59,54 +59,14 @@ class InputFile:
 
 @dataclass
 class Profile:
-    """What ``ingest`` read. The inputs' sha256 are computed on a thread once the files are read
-    (beside the analysis, which leaves a core free; not beside the reading, which uses every core):
-    :attr:`inputs` waits for them, :attr:`files` does not."""
-
     tables: dict[str, pa.Table]
-    files: list[InputFile]
+    inputs: list[InputFile]
     units: list[dict]
     warnings: list[str]
     errors: list[str]
-    hashing: Future[None] | None = None
-
-    @property
-    def inputs(self) -> list[InputFile]:
-        """Every input file, its sha256 filled in."""
-        if self.hashing is not None:
-            self.hashing.result()
-            self.hashing = None
-        return self.files
-
-    @property
-    def read_any(self) -> bool:
-        """Whether any input was used for a table (no need to wait for the hashes)."""
-        return any(f.used_for for f in self.files)
 
     def table(self, name: str) -> pa.Table:
         return self.tables.get(name, schemas.empty(name))
-
-
-def _hash_all(files: list[InputFile]) -> None:
-    with phase("hash inputs (own thread)"):
-        _hash_each(files)
-
-
-def _hash_each(files: list[InputFile]) -> None:
-    for f in files:
-        try:
-            f.sha256 = sha256_of(Path(f.path))
-        except OSError:
-            f.sha256 = None
-
-
-def _hash_later(files: list[InputFile]) -> Future[None]:
-    """Hash ``files`` on a thread of its own that ends with the work (the pool is not kept)."""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npudiag-hash")
-    try:
-        return pool.submit(_hash_all, files)
-    finally:
-        pool.shutdown(wait=False)
 
 
 class _UnitReader:
@@ -484,6 +444,11 @@ def _read_unit_job(job: tuple[Unit, dict[Path, InputFile]]) -> UnitResult:
     return read_unit(job[0], job[1], None)
 
 
+def _hashed(path: Path) -> str:
+    with phase("hash an input (own thread)"):
+        return sha256_of(path)
+
+
 def ingest(
     paths: list[Path],
     progress: Progress | None = None,
@@ -501,6 +466,11 @@ def ingest(
         total(sum(r.size_bytes for r in record.values()))
 
     parts: dict[str, list[pa.Table]] = {name: [] for name in READ_TABLES}
+    hashes: dict[Path, Future[str]] = {}
+    pool = ThreadPoolExecutor(max_workers=1) if hash_inputs and record else None
+    if pool is not None:
+        hashes = {p: pool.submit(_hashed, p) for p in record}
+
     results: dict[int, UnitResult] = {}
     failed: dict[int, str] = {}
     workers = default_workers(len(units)) if len(units) > 1 else 1
@@ -527,6 +497,12 @@ def ingest(
         errors.extend(res.errors)
         unit_info.append(res.info)
 
-    files = list(record.values())
-    hashing = _hash_later(files) if hash_inputs and files else None
-    return Profile(conform_parts(parts), files, unit_info, warnings, errors, hashing)
+    tables = conform_parts(parts)
+    if pool is not None:
+        for p, fut in hashes.items():
+            try:
+                record[p].sha256 = fut.result()
+            except OSError:
+                record[p].sha256 = None
+        pool.shutdown()
+    return Profile(tables, list(record.values()), unit_info, warnings, errors)

@@ -158,7 +158,7 @@ def _analyze_one(found: Found, target: Path | None, paths: list[Path], options: 
     # reading leaves memory free but held by Arrow's allocator (a trace's store, the takes from it);
     # handed back before the analysis allocates its own
     pa.default_memory_pool().release_unused()
-    read_any = profile.read_any
+    read_any = any(f.used_for for f in profile.inputs)
     meta = _meta(paths, profile.errors, profile.warnings)
     window = options.window
     if window.active:

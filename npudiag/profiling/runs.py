@@ -62,7 +62,7 @@ def load_run(
             manifest = {**manifest, "window": {"steps": window.steps, "time_us": window.time_us}}
     else:
         profile = ingest([path], hash_inputs=False)
-        if not profile.read_any:
+        if not any(f.used_for for f in profile.inputs):
             raise InputError(path, profile.errors[0] if profile.errors else "no profiler data found")
         done = _analysed(profile.tables, window, rule_options, path)
         tables = done.tables
