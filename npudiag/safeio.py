@@ -88,26 +88,20 @@ def read_text_limited(path: Path, limit: int = SMALL_FILE) -> str:
         raise InputError(path, "bytes that are not UTF-8 text", offset=exc.start) from None
 
 
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.S)  # a JSON string, or one left open to the end
+
+
 def _depth(text: str) -> int:
-    """The deepest nesting of [ and { outside strings (linear scan)."""
-    depth = best = 0
-    in_str = esc = False
-    for ch in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            best = max(best, depth)
-        elif ch in "]}":
-            depth -= 1
-    return best
+    """The deepest nesting of [ and { outside strings: the strings taken out by one pattern pass, then
+    the running count of brackets with numpy (linear; the character loop it replaces cost 50 ms a MB)."""
+    import numpy as np  # here, not at the top: the command line's start-up must not load numpy
+
+    outside = _STRING.sub("", text).encode("utf-8", "surrogatepass")
+    if not outside:
+        return 0
+    b = np.frombuffer(outside, np.uint8)
+    step = (b == ord("[")).astype(np.int64) + (b == ord("{")) - (b == ord("]")) - (b == ord("}"))
+    return max(0, int(np.cumsum(step).max()))
 
 
 def loads_json(text: str, path: Path, keep_numbers: bool = False) -> Any:

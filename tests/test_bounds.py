@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from npudiag.dump.formats.dump_proto import DumpData
 from npudiag.errors import NpudiagError
+from npudiag.safeio import _depth
 from npudiag.testing.dump_writer import Tensor, dump_file_name, model_dump_dir, write_dump_file
 from npudiag.testing.generate import write_torch_profile
 
@@ -407,3 +408,33 @@ def test_bidi_zero_width_and_c1_controls_never_reach_the_terminal_or_json_raw(tm
         assert not [c for c in raw if c in r.stdout + r.stderr], args
     assert "\\u202e" in r.stdout and "\\u009b" in r.stdout
     assert evil in json.loads(r.stdout)["first_error"]["message"]  # the same text, escaped only on the way out
+
+
+def _depth_by_characters(text: str) -> int:
+    """The nesting a JSON text reaches outside strings, one character at a time (the reference)."""
+    depth = best = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet='[]{}"\\a, :\n\u00e9', max_size=60))
+def test_json_depth_check_equals_the_character_by_character_count(text: str) -> None:
+    """safeio's nesting bound (strings taken out by a pattern, brackets counted with numpy) agrees with
+    the character loop it replaced on any text: unclosed strings, escapes, a trailing backslash."""
+    assert _depth(text) == _depth_by_characters(text)
