@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from npudiag.profiling import health, msprof_switches
+from npudiag.profiling import health, msprof_switches, releases
 from npudiag.testing.generate import write_torch_profile
 
 from .helpers import run_cli
@@ -235,3 +235,44 @@ def test_a_hostile_trace_is_one_problem_naming_the_file(tmp_path: Path, body: by
     assert r.returncode == 1 and "Traceback" not in r.stderr
     (problem,) = _json(r)["problems"]
     assert "trace_view.json" in problem and "not a readable trace JSON array" in problem and len(problem) < 400
+
+
+def test_a_torch_npu_and_cann_not_released_together_are_named(tmp_path: Path) -> None:
+    """profiler_info's versions against Ascend/pytorch's table: the pair the generator writes (torch_npu
+    2.7.1, CANN 8.3.RC1, as the corpus 4-rank run) passes silently; the same torch_npu with CANN 8.2.RC1
+    is a note naming the release it was built for, and the profile stays healthy (exit 0)."""
+    write_torch_profile(tmp_path, kernels=50, steps=2)
+    (pt,) = tmp_path.glob("*_ascend_pt")
+    info = next(pt.glob("profiler_info_*.json"))
+    doc = json.loads(info.read_text())
+    assert (doc["torch_npu_version"], doc["cann_version"]) == ("2.7.1", "8.3.RC1")
+    r = run_cli("check", tmp_path, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not any("released" in n for p in _json(r)["profiles"] for n in p["notes"])
+    doc["cann_version"] = "8.2.RC1"
+    info.write_text(json.dumps(doc))
+    r = run_cli("check", tmp_path, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (p,) = _json(r)["profiles"]
+    (note,) = [n for n in p["notes"] if "released" in n]
+    assert "torch_npu 2.7.1 was released for CANN 8.3.RC1" in note and "CANN 8.2.RC1" in note
+    shown = run_cli("check", tmp_path, env={"COLUMNS": "80"})
+    assert "8.3.RC1" in shown.stdout and shown.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("torch_npu", "cann", "named"),
+    [
+        ("2.1.0.post6", "8.0.RC2", False),
+        ("2.1.0.post6", "8.0.rc2", False),  # case
+        ("2.6.0.post5", "8.5.0.alpha001", False),  # a community build of the release
+        ("2.7.1+gitabc123", "8.3.RC1", False),  # a local build suffix
+        ("1.11.0.post3", "6.3.RC3.1", False),
+        ("1.11.0.post2", "6.3.RC3.1", True),  # 6.3.RC3.1 is its own release, not a build of 6.3.RC3
+        ("2.1.0.post6", "8.0.RC1", True),
+        ("2.9.0", "9.1.0", True),
+        ("3.0.0", "9.9.9", False),  # not in the table: not judged
+    ],
+)
+def test_release_pairs(torch_npu: str, cann: str, named: bool) -> None:
+    assert (releases.mismatch(torch_npu, cann) is not None) is named

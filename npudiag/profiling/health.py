@@ -31,6 +31,7 @@ import pyarrow as pa
 from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.profiling import discover as disc
+from npudiag.profiling import releases
 from npudiag.profiling.formats.kineto import read_kineto
 from npudiag.profiling.formats.profiler_metadata import read_distributed_args
 from npudiag.safeio import is_regular, load_json, small_int
@@ -352,6 +353,10 @@ def _read_metadata(u: disc.Unit, p: ProfileHealth) -> None:
         for key, name in (("torch_npu_version", "torch_npu"), ("cann_version", "cann")):
             if isinstance(doc.get(key), str):
                 p.versions[name] = doc[key]
+        if "torch_npu" in p.versions and "cann" in p.versions:
+            note = releases.mismatch(p.versions["torch_npu"], p.versions["cann"])
+            if note is not None:
+                p.notes.append(note)
         config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
         common = config.get("common_config") if isinstance(config.get("common_config"), dict) else {}
         exp = config.get("experimental_config") if isinstance(config.get("experimental_config"), dict) else {}
