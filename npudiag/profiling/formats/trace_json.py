@@ -40,7 +40,7 @@ from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.jsonstream import iter_events
 from npudiag.profiling.formats.registry import Format, Read, of_object, register
 from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, Queue, range_table, torch_op_table
-from npudiag.profiling.formats.trace_events import INT_ARGS, MISSING, SKIP_CATS, STORE, STR_ARGS, code, exact_ns, num, store_chunk
+from npudiag.profiling.formats.trace_events import INT_ARGS, MISSING, SKIP_CATS, STORE, STR_ARGS, TEXT, code, exact_ns, num, store_chunk
 from npudiag.schemas import map_distinct
 
 HARDWARE = "Ascend Hardware"
@@ -211,9 +211,15 @@ class _Final:
 
     def text(self, key: str, rows: np.ndarray) -> pa.Array:
         """Column ``key`` (name, cat or a text arg) at ``rows``."""
+        return self.encoded(key, rows).cast(pa.string())
+
+    def encoded(self, key: str, rows: np.ndarray) -> pa.DictionaryArray:
+        """Column ``key`` at ``rows``, still dictionary-encoded (one dictionary): work that depends on the
+        text alone is done once per distinct value and taken to the rows."""
         taken = self._columns[key if key in ("name", "cat") else f"s:{key}"].take(rows)
-        taken = taken.combine_chunks() if taken.num_chunks != 1 else taken.chunk(0)
-        return taken.cast(pa.string())
+        if taken.num_chunks == 1:
+            return taken.chunk(0)
+        return taken.unify_dictionaries().combine_chunks() if taken.num_chunks else pa.array([], TEXT)
 
 
 class _Reading:
@@ -700,14 +706,18 @@ def _step_table(cols: _Final, markers: np.ndarray, profiler_steps: np.ndarray, r
 
 def _api_table(cols: _Final, rows: np.ndarray, rank) -> pa.Table:
     # "AscendCL@aclnnAdd": the level from the prefix where the event has no level arg, the name after '@'
-    full, level = cols.text("name", rows), cols.text("level", rows)
-    parts = pc.extract_regex(full, r"(?s)^(?P<prefix>[^@]*)@(?P<rest>.+)$")  # null where there is no '@' or nothing after it
+    # the pattern and the prefix's level once per distinct name (a few dozen), taken to the rows
+    encoded, level = cols.encoded("name", rows), cols.text("level", rows)
+    distinct, at = encoded.dictionary, encoded.indices
+    parts = pc.extract_regex(distinct, r"(?s)^(?P<prefix>[^@]*)@(?P<rest>.+)$")  # null where there is no '@' or nothing after it
     split = pc.is_valid(parts)
-    prefix_level = map_distinct(pc.struct_field(parts, "prefix"), lambda p: _LEVEL_PREFIX.get(p, p.lower()) if p is not None else None)
+    prefixes = pc.struct_field(parts, "prefix").to_pylist()
+    prefix_level = pa.array([_LEVEL_PREFIX.get(p, p.lower()) if p is not None else None for p in prefixes], pa.string())
+    names = pc.if_else(split, pc.struct_field(parts, "rest"), distinct).take(at)
+    split, prefix_level = pc.fill_null(split.take(at), False), prefix_level.take(at)
     has_level = pc.fill_null(pc.not_equal(level, ""), False)
     levels = pc.if_else(pc.and_(split, pc.invert(has_level)), prefix_level, level)
-    names = pc.if_else(split, pc.struct_field(parts, "rest"), full)
-    del full, level, parts, split, prefix_level, has_level  # before the number columns are taken
+    del encoded, level, parts, split, prefix_level, has_level  # before the number columns are taken
     n = len(rows)
     table = pa.table(
         {
