@@ -74,3 +74,34 @@ def test_no_track_holds_partial_overlaps_and_nothing_is_lost(tmp_path: Path) -> 
         )
 
     assert on_slice(ours) == on_slice(raw) > 200
+
+
+def test_events_that_end_together_end_together_in_doubles(tmp_path: Path) -> None:
+    """A viewer adds ts + dur in doubles (chrome://tracing, speedscope): in the export every complete
+    event's sum is the double nearest its exact end, so events that end at the same nanosecond end
+    at the same double; the nanoseconds of every ts and dur are unchanged (Decimal recount from the
+    raw file), and a dur finer than a nanosecond is kept as written."""
+    if not TRACE.is_file():
+        pytest.skip(f"corpus not present at {CORPUS} (set NPUDIAG_CORPUS)")
+    raw = json.loads(TRACE.read_text())
+    out = tmp_path / "t.json"
+    r = run_cli("analyze", LEVEL0, "--out", tmp_path / "o", "--chrome-trace", out, "-q")
+    assert r.returncode == 0, r.stderr
+    events = json.loads(out.read_text())
+    complete = [e for e in events if e.get("ph") == "X" and e.get("dur")]
+
+    def exact_end(e: dict) -> float:
+        return (round(e["ts"] * 1000) + round(e["dur"] * 1000)) / 1000
+
+    whole_ns = [e for e in complete if abs(e["dur"] * 1000 - round(e["dur"] * 1000)) <= 1e-6]
+    assert len(whole_ns) > 2900  # 2,987 on this export; the rest have sub-ns durations (25.7205 us)
+    assert [e for e in whole_ns if e["ts"] + e["dur"] != exact_end(e)] == []
+    # the raw durations in ns, and those finer than a ns as written, are all still there
+    raw_ns = Counter(round(Decimal(str(e["dur"])) * 1000, 6) for e in raw if e.get("ph") == "X" and e.get("dur"))
+    ours_ns = Counter(round(Decimal(str(e["dur"])) * 1000, 6) for e in complete if e.get("pid") != 1)
+    assert ours_ns == raw_ns
+    # events that end at one nanosecond in the raw file end at one double here (the Python thread's outer frames)
+    ends = defaultdict(set)
+    for e in complete:
+        ends[(e["pid"], round((Decimal(str(e["ts"])) + Decimal(str(e["dur"]))) * 1000))].add(e["ts"] + e["dur"])
+    assert sum(len(v) > 1 for v in ends.values()) == 0
