@@ -706,7 +706,7 @@ def _step_table(cols: _Final, markers: np.ndarray, profiler_steps: np.ndarray, r
 
 def _api_table(cols: _Final, rows: np.ndarray, rank) -> pa.Table:
     # "AscendCL@aclnnAdd": the level from the prefix where the event has no level arg, the name after '@'
-    # the pattern and the prefix's level once per distinct name (a few dozen), taken to the rows
+    # the pattern and the prefix's level once per distinct name of the store's dictionary, taken to the rows
     encoded, level = cols.encoded("name", rows), cols.text("level", rows)
     distinct, at = encoded.dictionary, encoded.indices
     parts = pc.extract_regex(distinct, r"(?s)^(?P<prefix>[^@]*)@(?P<rest>.+)$")  # null where there is no '@' or nothing after it
