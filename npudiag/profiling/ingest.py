@@ -370,7 +370,7 @@ def conform_parts(parts: dict[str, list[pa.Table]]) -> dict[str, pa.Table]:
     for name in READ_TABLES:
         schema = schemas.TABLES[name]
         ps = parts.get(name, [])
-        tables[name] = schemas.conform(schemas.concat(ps), schema, keep_extra=(name == "kernels")) if ps else schema.empty_table()
+        tables[name] = schemas.conform(schemas.concat(ps), schema, keep_extra=(name == "kernels")) if ps else schemas.empty(name)
     return tables
 
 

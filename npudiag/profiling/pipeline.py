@@ -182,7 +182,7 @@ def _analyze_one(found: Found, target: Path | None, paths: list[Path], options: 
             meta["out"] = str(target)
         summary = summary_from_parts(SummaryParts.of(done.tables), top=options.top, by=options.by, meta=meta, rules_skipped=done.skipped)
         if writer is not None:
-            with phase("write: the manifest, after the writers and the input hashes"):
+            with phase("write: the manifest, after the Parquet writers"):
                 writer.finish(analysis_manifest(
                     profile.inputs, profile.units, {name: t.num_rows for name, t in profile.tables.items()}, profile.warnings,
                     profile.errors, rules={"options": options.rule_options, "skipped": done.skipped},

@@ -452,7 +452,7 @@ class _ArrowPieces:
         # faster than the pattern, and the count falls out of the lengths); any other separator in
         # the piece leaves two events on a line, which the row count below catches
         sep = self.sep or b"}, {"  # learnt from the first piece, before it was prepared
-        t, count, split = None, -1, _CUT.split
+        t = None
         if not self.mixed:
             lines = body.replace(sep, b"}" + b"\n" * (len(sep) - 1) + b"{")
             count = len(lines) - len(body)

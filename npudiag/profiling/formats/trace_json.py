@@ -711,8 +711,7 @@ def _api_table(cols: _Final, rows: np.ndarray, rank) -> pa.Table:
     distinct, at = encoded.dictionary, encoded.indices
     parts = pc.extract_regex(distinct, r"(?s)^(?P<prefix>[^@]*)@(?P<rest>.+)$")  # null where there is no '@' or nothing after it
     split = pc.is_valid(parts)
-    prefixes = pc.struct_field(parts, "prefix").to_pylist()
-    prefix_level = pa.array([_LEVEL_PREFIX.get(p, p.lower()) if p is not None else None for p in prefixes], pa.string())
+    prefix_level = map_distinct(pc.struct_field(parts, "prefix"), lambda p: _LEVEL_PREFIX.get(p, p.lower()) if p is not None else None)
     names = pc.if_else(split, pc.struct_field(parts, "rest"), distinct).take(at)
     split, prefix_level = pc.fill_null(split.take(at), False), prefix_level.take(at)
     has_level = pc.fill_null(pc.not_equal(level, ""), False)
