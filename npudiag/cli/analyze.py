@@ -37,7 +37,9 @@ def analyze(
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST (inclusive), e.g. 10:100 to drop warm-up."),
     start_step: int = typer.Option(None, "--start-step", help="Same as --steps START:"),
     stop_step: int = typer.Option(None, "--stop-step", help="Same as --steps :STOP"),
-    time_window: str = typer.Option(None, "--time", help="Only what starts in START:END from the first kernel, e.g. 1.5s:3.0s."),
+    time_window: str = typer.Option(
+        None, "--time", help="Only what starts in START:END from each rank's first device task, e.g. 1.5s:3.0s."
+    ),
     chrome_trace: Path = typer.Option(
         None, "--chrome-trace", help="Also write a Chrome trace JSON marking exposed copies, idle gaps, findings."
     ),

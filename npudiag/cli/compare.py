@@ -40,7 +40,7 @@ def compare(
     out: Path = typer.Option(Path("npudiag-out/compare"), "--out", "-o", help="Folder for diff.parquet and compare.json."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout, nothing else."),
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up."),
-    time_window: str = typer.Option(None, "--time", help="Only what starts in START:END from each run's first kernel, e.g. 1s:3s."),
+    time_window: str = typer.Option(None, "--time", help="Only what starts in START:END from each rank's first device task, e.g. 1s:3s."),
     force: bool = FORCE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,

@@ -18,6 +18,7 @@ time is the rank's span.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,42 +36,68 @@ SCHEMA = schemas.STEP_BREAKDOWN
 TOLERANCE_US = 0.5
 
 
-def _ns(t: pa.Table) -> np.ndarray:
-    """Start of each row in exact ns where known (else from start_us); -2**62 where unknown."""
-    exact = t["start_ns"] if "start_ns" in t.column_names else pa.nulls(t.num_rows, pa.int64())
-    approx = pc.cast(pc.round(pc.multiply(pc.fill_null(t["start_us"], np.nan), 1000.0)), pa.float64())
+def row_ns(t: pa.Table, exact_col: str = "start_ns", approx_col: str = "start_us") -> np.ndarray:
+    """Start of each row in exact ns where known (else from the µs column); -2**62 where unknown."""
+    exact = t[exact_col] if exact_col in t.column_names else pa.nulls(t.num_rows, pa.int64())
+    approx = pc.cast(pc.round(pc.multiply(pc.fill_null(t[approx_col], np.nan), 1000.0)), pa.float64())
     a = approx.to_numpy(zero_copy_only=False)
     a = np.where(np.isfinite(a) & (np.abs(a) < 9e18), a, -(2.0**62)).astype(np.int64)
     return np.where(pc.is_valid(exact).to_numpy(zero_copy_only=False), pc.fill_null(exact, 0).to_numpy(zero_copy_only=False), a)
 
 
-def assign_steps(kernels: pa.Table, copies: pa.Table, steps: pa.Table) -> tuple[list[int], np.ndarray, np.ndarray]:
-    """(step ids, index into them per kernel, per copy) for one rank; empty ids when it has no steps."""
+@dataclass(frozen=True)
+class StepSlots:
+    """One rank's steps as the partition of its time that every per-step figure uses: a kernel
+    belongs to its Step Id; anything else (a kernel without one, a copy, a host call, a memory
+    record) to the step whose slot holds its time. A step's slot runs from its start (the steps
+    table's, else its first kernel's) to the next step's start; the first slot reaches back to
+    the beginning of the profile and the last one to its end, so every instant has one step."""
+
+    ids: list[int]  # the rank's step ids, sorted
+    kpos: np.ndarray  # per kernel: index into ids
+    starts: np.ndarray  # the slots' starts (ns), sorted
+    order: np.ndarray  # index into ids of each sorted start
+
+    def at(self, ns: np.ndarray) -> np.ndarray:
+        """Index into ``ids`` of the step whose slot holds each instant (ns)."""
+        i = np.searchsorted(self.starts, ns, side="right") - 1
+        return self.order[np.maximum(i, 0)]
+
+    def slot_rank(self, ns: np.ndarray) -> np.ndarray:
+        """Position of each instant's slot in time order (0 = the first slot)."""
+        return np.maximum(np.searchsorted(self.starts, ns, side="right") - 1, 0)
+
+
+def step_slots(kernels: pa.Table, steps: pa.Table) -> StepSlots:
+    """The step slots of one rank (no ids when its kernels carry no step)."""
     kstep = kernels["step"] if kernels.num_rows else pa.chunked_array([pa.array([], pa.int64())])
     ids = sorted(pc.unique(pc.drop_null(kstep)).to_pylist()) if kernels.num_rows else []
     if not ids:
-        return [], np.zeros(kernels.num_rows, np.int64), np.zeros(copies.num_rows, np.int64)
-    k_ns = _ns(kernels)
-    known = {}
-    if steps.num_rows:
-        for s, start in zip(steps["step"].to_pylist(), steps["start_us"].to_pylist()):
-            if s in ids and start is not None and start == start and abs(start) < 9e15:
-                known[s] = round(start * 1000)
+        none = np.zeros(0, np.int64)
+        return StepSlots([], np.zeros(kernels.num_rows, np.int64), none, none)
+    k_ns = row_ns(kernels)
     kpos = pc.fill_null(pc.index_in(kstep, value_set=pa.array(ids, pa.int64())), -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    starts = np.empty(len(ids), np.int64)
-    for j, s in enumerate(ids):
-        sel = kpos == j
-        starts[j] = known.get(s, int(k_ns[sel].min()) if sel.any() else 2**62)
+    # a step starts where the steps table says, else at its first kernel
+    starts = np.full(len(ids), 2**62, np.int64)
+    has = kpos >= 0
+    np.minimum.at(starts, kpos[has], k_ns[has])
+    if steps.num_rows:
+        at = pc.fill_null(pc.index_in(steps["step"], value_set=pa.array(ids, pa.int64())), -1).to_numpy(zero_copy_only=False)
+        rec = pc.fill_null(steps["start_us"], np.nan).to_numpy(zero_copy_only=False)
+        ok = np.flatnonzero((at >= 0) & np.isfinite(rec) & (np.abs(rec) < 9e15))[::-1]
+        last = ok[np.unique(at[ok], return_index=True)[1]]  # a step the table repeats: its last row
+        starts[at[last]] = np.round(rec[last] * 1000).astype(np.int64)
     order = np.argsort(starts, kind="stable")
-    sorted_starts = starts[order]
+    slots = StepSlots(ids, kpos, starts[order], order)
+    return StepSlots(ids, np.where(kpos >= 0, kpos, slots.at(k_ns)), slots.starts, order)
 
-    def by_time(ns: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(sorted_starts, ns, side="right") - 1
-        return order[np.maximum(i, 0)]
 
-    kpos = np.where(kpos >= 0, kpos, by_time(k_ns))
-    cpos = by_time(_ns(copies)) if copies.num_rows else np.zeros(0, np.int64)
-    return ids, kpos, cpos
+def assign_steps(kernels: pa.Table, copies: pa.Table, steps: pa.Table) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(step ids, index into them per kernel, per copy) for one rank; empty ids when it has no steps."""
+    slots = step_slots(kernels, steps)
+    if not slots.ids:
+        return [], slots.kpos, np.zeros(copies.num_rows, np.int64)
+    return slots.ids, slots.kpos, (slots.at(row_ns(copies)) if copies.num_rows else np.zeros(0, np.int64))
 
 
 def _profiler_times(steps: pa.Table) -> dict[int, dict]:

@@ -21,6 +21,8 @@ from npudiag.units import format_bytes
 RULE_ID = "alloc_churn"
 OPTIONS = {"min_steps": 2.0, "min_bytes": float(64 << 20)}
 MSPROF_ANALYZE = "none"
+# compares steps with each other (memory given back and taken again every step): a window of fewer steps may not show it
+ACROSS_STEPS = True
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:

@@ -24,6 +24,8 @@ from npudiag.profiling.rules.base import Finding, RuleContext, host_api, prefer_
 RULE_ID = "alloc_in_loop"
 OPTIONS = {"min_steps": 2.0, "warning_share": 0.01, "critical_share": 0.05}
 MSPROF_ANALYZE = "memory: slow `aclMallocMemInner` / `aclrtFree` calls (> 10 ms)"
+# compares steps with each other (allocations repeated in every step after the first): a window of fewer steps may not show it
+ACROSS_STEPS = True
 ALLOC_API = re.compile(r"^(aclrtMalloc\w*|aclrtFree\w*|rtMalloc\w*|rtFree\w*|DevMalloc\w*|DevFree\w*|aclMallocMemInner)$")
 
 

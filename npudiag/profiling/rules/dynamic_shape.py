@@ -26,6 +26,8 @@ from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, idle_aft
 RULE_ID = "dynamic_shape"
 OPTIONS = {"min_steps": 2.0, "min_share": 0.02, "warning_share": 0.01, "critical_share": 0.05}
 MSPROF_ANALYZE = "dynamic shape operator (no static op in OP State)"
+# compares steps with each other (shapes that change from one step to the next): a window of fewer steps may not show it
+ACROSS_STEPS = True
 COMPILE_API = r"^aclopCompile\w*$"
 ADVICE = (
     "Keep shapes fixed from step to step: pad or bucket the varying dimension (sequence length, batch) to a few "

@@ -45,6 +45,9 @@ OPTIONS = {
     "critical_share": 0.10,
 }
 MSPROF_ANALYZE = "fusible operator analysis (host-bound sequences: busy < 0.4 of wall, > 5 times, ≥ 1 % of the step)"
+# compares steps with each other (a run of operators repeated min_count times, over all steps):
+# a window of fewer steps may not show it
+ACROSS_STEPS = True
 BREAKS = ("AI_CPU", "AICPU", "KERNEL_AICPU", "HCCL", "COMMUNICATION", "HCCL_AI_CPU")
 SEP = " > "
 
