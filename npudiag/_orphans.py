@@ -28,11 +28,24 @@ def parent_death_signal() -> None:
 
 
 def die_with_parent() -> None:
-    """The parent-death signal, and, where the parent is already gone, death now."""
+    """The parent-death signal, and, where the parent is already gone, death now. Ctrl-C is npudiag's
+    to answer (one line, exit 130, the workers then die with it): a worker or the fork server ignores
+    SIGINT, which the terminal sends to the whole process group, instead of printing a traceback."""
+    with contextlib.suppress(ValueError):  # not the main thread: nothing to set
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent_death_signal()
     if sys.platform.startswith("linux") and os.getppid() == 1:  # the parent died before the request
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-if os.environ.get(PARENT_VAR) == str(os.getppid()) and __name__ != "__main__":  # the fork server, started by npudiag
+def _in_fork_server() -> bool:
+    """This process is the fork server npudiag started: its parent set the variable to its own pid, and it
+    runs multiprocessing's server (``python -c 'from multiprocessing.forkserver import main; ...'``). The
+    variable alone is not enough: every child of that npudiag inherits it (an npudiag a test runs, a
+    program npudiag profile runs), and must keep its own Ctrl-C."""
+    return os.environ.get(PARENT_VAR) == str(os.getppid()) and sys.argv[:1] == ["-c"] and "multiprocessing.forkserver" in sys.modules
+
+
+if __name__ != "__main__" and _in_fork_server():
+    # imported before the server saves its signal handlers: the workers it forks start with SIGINT ignored
     die_with_parent()

@@ -190,6 +190,11 @@ def choose_backend(tasks: int, scheduler: str | None = None, dask: bool = False,
     """``--scheduler ADDRESS`` or ``--dask``: Dask; else a local pool, or this process for one task or
     for a small input (``input_bytes`` under SMALL_INPUT_BYTES) unless NPUDIAG_WORKERS asks for a pool."""
     if scheduler or dask:
+        import importlib.util
+
+        if importlib.util.find_spec("distributed") is None:  # said before any work starts: a usage error, exit 2
+            raise OptionError("the Dask backend needs the 'distributed' extra: pip install 'npudiag[distributed]'",
+                              "scheduler" if scheduler else "dask")  # fmt: skip
         return DaskCluster(scheduler)
     workers = default_workers(tasks)
     asked = bool(os.environ.get("NPUDIAG_WORKERS", "").strip())

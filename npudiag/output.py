@@ -279,9 +279,19 @@ def write_file(path: str | Path, write: Callable[[BinaryIO], None] | bytes | str
             st = os.stat(target)
         except FileNotFoundError:
             st = None
+    real = _resolved(target)
+    owner = out_folder_of(real)
+    view = owner is not None and st is not None and _is_view(owner, real)  # an earlier page or trace npudiag put there
     for p in inputs:
-        if _resolved(Path(p)) == _resolved(target):
+        rp = _resolved(Path(p))
+        if rp == real:
             raise OutputError(path, "is an input of this run; it is never overwritten")
+        if st is not None and not view and _within(real, rp):  # a file of an input folder (a link to its trace, say) may be what was read
+            raise OutputError(path, f"{_via(path, real)}is a file of an input of this run ({p}); it is never overwritten")
+    if owner is not None and st is not None and not view and _member(owner, real):
+        folder, manifest = owner
+        raise OutputError(path, f"{_via(path, real)}is part of the npudiag out folder {folder} ({manifest.get('output', 'analyze')}); "
+                                "an output never replaces it: write it elsewhere or under a new name")  # fmt: skip
     if st is not None and not stat.S_ISREG(st.st_mode):
         if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode):
             _write_into(target, write, path)
@@ -290,7 +300,87 @@ def write_file(path: str | Path, write: Callable[[BinaryIO], None] | bytes | str
         raise OutputError(path, f"is {kind}; a file name was expected")
     _remove_stale_temps(target)
     _atomic_replace(target, write, None if st is None else stat.S_IMODE(st.st_mode), shown=path)
+    if owner is not None:  # a new file in an out folder: listed in its manifest, so the folder stays npudiag's whole
+        _adopt(owner[0], real)
     return target
+
+
+def append_file(path: str | Path, text: str) -> Path:
+    """Append ``text`` to the file at ``path`` (created when missing): for a file other programs add to
+    as well, GitHub's step summary ($GITHUB_STEP_SUMMARY) the first; never a folder, a link another
+    user made, an input of this run or a member of an out folder (:func:`write_file`'s rules)."""
+    path = Path(path)
+    with writing(path):
+        if path.is_symlink() and (why := _link_allowed(path)) is not None:
+            raise OutputError(path, why)
+        real = _resolved(path)
+        owner = out_folder_of(real)
+        if owner is not None and _member(owner, real):
+            raise OutputError(path, f"is part of the npudiag out folder {owner[0]}; an output never changes it")
+        fd = os.open(real, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666 & ~current_umask())
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OutputError(path, "is not a regular file; a file name was expected")
+            data = text.encode("utf-8")
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
+    return real
+
+
+def _via(path: Path, real: Path) -> str:
+    """``through a link to X, which `` where ``path`` is a link, else nothing."""
+    return f"through a link to {real}, which " if path.is_symlink() else ""
+
+
+# how far above a file its out folder's manifest may be: cluster's tables/<table>/rank=N/part-0.parquet
+_OUT_DEPTH = 4
+
+
+def out_folder_of(path: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The npudiag out folder ``path`` (resolved) lies in, with its manifest; None when it lies in none."""
+    folder = path.parent
+    for _ in range(_OUT_DEPTH):
+        manifest = npudiag_manifest(folder)
+        if manifest is not None:
+            return folder, manifest
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return None
+
+
+def _is_view(owner: tuple[Path, dict[str, Any]], path: Path) -> bool:
+    """Whether ``path`` is a view npudiag wrote into the out folder after it (an HTML page, a Chrome
+    trace: the manifest's ``views``), which a later view may replace."""
+    folder, manifest = owner
+    views = manifest.get("views")
+    return isinstance(views, list) and os.path.relpath(path, folder).replace(os.sep, "/") in views
+
+
+def _member(owner: tuple[Path, dict[str, Any]], path: Path) -> bool:
+    """Whether ``path`` is one of the files the out folder's manifest lists (or the manifest itself)."""
+    folder, manifest = owner
+    rel = os.path.relpath(path, folder).replace(os.sep, "/")
+    listed = manifest.get("files")
+    if isinstance(listed, list):
+        return rel == MANIFEST or rel in listed
+    return rel == MANIFEST or _legacy_table_file(rel)
+
+
+def _adopt(folder: Path, path: Path) -> None:
+    """List a file npudiag wrote into ``folder`` (an out folder) in its manifest, as one of its
+    ``views``: the folder stays npudiag's whole, and a later view may replace it."""
+    manifest = npudiag_manifest(folder)
+    listed = manifest.get("files") if manifest is not None else None
+    rel = os.path.relpath(path, folder).replace(os.sep, "/")
+    if manifest is None or not isinstance(listed, list) or rel in listed:
+        return
+    views = manifest.get("views") if isinstance(manifest.get("views"), list) else []
+    body = {**manifest, "files": sorted([*listed, rel]), "views": sorted({*views, rel})}
+    text = dumps(body)
+    atomic_write(folder / MANIFEST, lambda fh: fh.write(text.encode("utf-8") + b"\n"))
 
 
 def _temp_prefix(path: Path, pid: int | None = None) -> str:
@@ -664,7 +754,8 @@ class TargetLock:
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise OutputError(self.path, "is a link; npudiag's lock file is never a link (remove it)") from None
-                raise OutputError(self.path, exc.strerror or str(exc)) from None
+                # the output is what cannot be written: its folder takes no new file (npudiag's lock beside it is the first)
+                raise OutputError(dest, f"{dest.parent} takes no new file ({exc.strerror or exc})") from None
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
                 os.close(fd)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import stat
@@ -24,8 +23,9 @@ from npudiag.errors import InputError
 
 
 class JsonLiteral(float):
-    """A number read from a user's JSON that a float cannot hold (``1e400``): its value is infinite,
-    its text is kept, and :func:`dumps` writes the text back (valid JSON, the user's own number)."""
+    """A number read from a user's JSON that npudiag writes back: its value as a float (infinite for
+    ``1e400``), its text kept, and :func:`dumps` writes the text back (the user's own number, ``1e2``
+    not ``100.0``)."""
 
     text: str
 
@@ -33,13 +33,6 @@ class JsonLiteral(float):
         obj = super().__new__(cls, float(text))
         obj.text = text
         return obj
-
-
-def keep_number(text: str) -> float:
-    """``parse_float`` for a user's JSON that npudiag writes back (acl.json): the text kept where a
-    float cannot hold it."""
-    value = float(text)
-    return value if math.isfinite(value) else JsonLiteral(text)
 
 
 SMALL_FILE = 16 << 20  # metadata files (profiler_info, manifest.json, configs) are kilobytes
@@ -104,23 +97,55 @@ def _depth(text: str) -> int:
     return max(0, int(np.cumsum(step).max()))
 
 
-def loads_json(text: str, path: Path, keep_numbers: bool = False) -> Any:
+# digits of a JSON integer read as one (a 64-bit id has 20); longer ones are read as floats (a count that
+# large is no count), where Python's int would refuse them past 4,300 digits
+MAX_INT_DIGITS = 40
+
+
+def json_int(text: str) -> int | float:
+    return int(text) if len(text) <= MAX_INT_DIGITS else float(text)
+
+
+def _kept_int(text: str) -> int | float:
+    return int(text) if len(text) <= MAX_INT_DIGITS else JsonLiteral(text)
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that holds one key twice."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+def loads_json(text: str, path: Path, keep_numbers: bool = False, unique_keys: bool = False) -> Any:
     """``json.loads`` with the nesting bounded and every failure an InputError naming ``path``.
-    ``keep_numbers``: numbers a float cannot hold keep their text (for a file npudiag writes back)."""
+    ``keep_numbers``: every number keeps its text (``1e2`` stays ``1e2``, for a file npudiag writes back).
+    ``unique_keys``: an object that holds a key twice is refused (JSON keeps the last one silently)."""
     if _depth(text) > MAX_DEPTH:
         raise InputError(path, f"JSON nested deeper than {MAX_DEPTH} levels; no real file is")
+    numbers = {"parse_float": JsonLiteral, "parse_int": _kept_int} if keep_numbers else {"parse_int": json_int}
     try:
-        if keep_numbers:
-            return json.loads(text, parse_float=keep_number)
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique if unique_keys else None, **numbers)
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON ({exc.msg})", line=exc.lineno) from None
+    except DuplicateKey as exc:
+        key = str(exc)
+        at = [m.start() for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", text)]
+        line = text.count("\n", 0, at[1]) + 1 if len(at) > 1 else None
+        raise InputError(path, f"the key {json.dumps(key)} appears twice in one object (JSON would keep only the last); keep one",
+                         line=line) from None  # fmt: skip
     except RecursionError:
         raise InputError(path, f"JSON nested deeper than {MAX_DEPTH} levels; no real file is") from None
 
 
-def load_json(path: Path, limit: int = SMALL_FILE) -> Any:
-    return loads_json(read_text_limited(path, limit), path)
+def load_json(path: Path, limit: int = SMALL_FILE, unique_keys: bool = False) -> Any:
+    return loads_json(read_text_limited(path, limit), path, unique_keys=unique_keys)
 
 
 _UNSAFE = re.compile(r"[^\w.+@=-]+")

@@ -257,6 +257,9 @@ LOG_EVENTS = pa.schema(
         ("level", pa.string()),  # FATAL, ERROR, WARNING, INFO, DEBUG, EVENT, TRACE, OPLOG; null where the line does not say
         ("module", pa.string()),  # RUNTIME, GE, HCCL, DRV, ... (torch_npu: PTA, OPS, DIST, ...)
         ("timestamp", pa.timestamp("us")),  # local time as the log writes it; null where the line has none (or no year)
+        # a line that gives month, day and time but no year (c10 / glog "E0324 13:00:25.428", syslog "Mar 24 13:00:25"):
+        # that time in the year 2000 (a leap year), to order the records of one run; null where timestamp is set
+        ("timestamp_no_year", pa.timestamp("us")),
         ("src_file", pa.string()),
         ("src_line", pa.int64()),
         ("thread_id", pa.int64()),
@@ -275,6 +278,7 @@ TRIAGE = pa.schema(
         ("count", pa.int64()),
         ("first_timestamp", pa.timestamp("us")),
         ("last_timestamp", pa.timestamp("us")),
+        ("first_timestamp_no_year", pa.timestamp("us")),  # where no matching record gives a year: the first month-day time (in 2000)
         ("first_file", pa.string()),
         ("first_line", pa.int64()),
         ("device_ids", pa.list_(pa.int32())),

@@ -13,3 +13,12 @@ def format_bytes(n: float | None) -> str:
             return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
         x /= 1024
     return str(x)
+
+
+def shown_name(name: str) -> str:
+    """A metric or total as a report shows it beside a value that carries its unit: without the unit
+    its id ends in (``kernel_time_us`` -> ``kernel_time``, next to ``94.34ms``)."""
+    for suffix in ("_us", "_bytes"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name

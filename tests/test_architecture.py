@@ -63,6 +63,7 @@ def test_import_linter_contracts_are_kept() -> None:
     assert "0 broken" in r.stdout
 
 
+@pytest.mark.slow
 def test_no_import_circle_even_through_function_local_imports() -> None:
     modules = _modules()
     graph = {m: {t for t, *_ in _imports(p, modules) if t != m and not m.startswith(t + ".")} for m, p in modules.items()}
@@ -86,6 +87,7 @@ def test_no_import_circle_even_through_function_local_imports() -> None:
             visit(m)
 
 
+@pytest.mark.slow
 def test_nothing_inside_imports_the_facade() -> None:
     modules = _modules()
     found = []
@@ -98,6 +100,7 @@ def test_nothing_inside_imports_the_facade() -> None:
     assert not found, "import the module that defines it, not the package facade:\n" + "\n".join(found)
 
 
+@pytest.mark.slow
 def test_function_local_imports_are_few_and_say_why() -> None:
     modules = _modules()
     local = []

@@ -34,13 +34,17 @@ from .conftest import ROOT
 from .helpers import msprof_standin_path, run_cli
 from .hostile import one_line_or_clean, run
 
+# bombs and hostile names, each in a child process measured for memory
+pytestmark = pytest.mark.slow
+
 SAMPLE = ROOT / "fixtures" / "sample_torch"
 PLOG = b"[ERROR] RUNTIME(1,p):2025-01-01-00:00:00.000.000 [a.cc:1]1 x: failed\n"
 
 
-def _bounded(o, seconds: float, mb: float) -> None:
+def _bounded(o, mb: float) -> None:
+    """One line or a clean run in bounded memory; time is not asserted (run's guard catches a hang;
+    the passes over the input are counted where time is the point)."""
     one_line_or_clean(o)
-    assert o.seconds <= seconds, f"{o.seconds:.1f} s"
     assert o.rss_mb <= mb, f"{o.rss_mb:.0f} MB"
 
 
@@ -52,8 +56,8 @@ def test_a_world_size_of_a_hundred_million_costs_the_ranks_present(tmp_path: Pat
     for rank in range(2):
         write_torch_profile(tmp_path / "c", kernels=100, seed=1, steps=2, rank=rank, copies=1, distributed_args=big)
     (tmp_path / "c" / "ground_truth.json").unlink(missing_ok=True)
-    o = run("cluster", tmp_path / "c", "--out", tmp_path / "o", "-q", "--json", timeout=120)
-    _bounded(o, 30, 300)  # 3.4 GB and a MemoryError before
+    o = run("cluster", tmp_path / "c", "--out", tmp_path / "o", "-q", "--json")
+    _bounded(o, 300)  # 3.4 GB and a MemoryError before
     steps = pq.read_table(tmp_path / "o" / "cluster_steps.parquet")
     assert steps["tp_index"].to_pylist()[:2] == [0, 1]  # ranks 0 and 1 placed by the stated sizes
 
@@ -89,24 +93,50 @@ def test_a_huge_tar_name_or_pax_header_is_stepped_over_and_its_member_skipped(tm
     a = tmp_path / "logs.tar.gz"
     _tar_with_huge_header(a, 300 << 20, kind)
     assert a.stat().st_size < 1 << 20
-    o = run("logs", "parse", a, "--out", tmp_path / "o", "--json", timeout=120)
-    _bounded(o, 30, 250)  # 1.5 GB: 3.1 GB and 42 s, or a MemoryError, before
+    o = run("logs", "parse", a, "--out", tmp_path / "o", "--json")
+    _bounded(o, 250)  # 1.5 GB: 3.1 GB and 42 s, or a MemoryError, before
     assert "member skipped" in o.stderr and json.loads(o.stdout)["records"] == 1  # the member after it is read
 
 
-def test_a_tar_gz_of_blank_lines_costs_its_bytes_not_a_loop_each(tmp_path: Path) -> None:
-    a = tmp_path / "blank.tar.gz"
-    lines = [PLOG] + [b"\n" * (64 << 20)] + [PLOG]
-    data = b"".join(lines)
-    with tarfile.open(a, "w:gz") as tar:
-        info = tarfile.TarInfo("plog/plog-1_20250101000000000.log")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    assert a.stat().st_size < 100_000
-    o = run("logs", "parse", a, "--out", tmp_path / "o", "-q", timeout=120)
-    _bounded(o, 10, 400)  # 23 - 57 s before
+@pytest.mark.parametrize("packed", [True, False], ids=["tar.gz", "plain"])
+def test_blank_lines_cost_their_bytes_not_a_loop_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packed: bool) -> None:
+    """64 Mi blank lines between two records: counted, not visited one by one. The passes are counted,
+    not timed (a tar.gz took 10 - 24 s and a plain file 16 s when every blank line was a Python call):
+    the parser sees a handful of lines and the reader a call per buffer, whatever the run's length."""
+    from npudiag.logs import sources
+    from npudiag.logs.formats.ascend_log import LogParser
+
+    data = PLOG + b"\n" * (64 << 20) + PLOG
+    if packed:
+        a = tmp_path / "blank.tar.gz"
+        with tarfile.open(a, "w:gz") as tar:
+            info = tarfile.TarInfo("plog/plog-1_20250101000000000.log")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        assert a.stat().st_size < 100_000
+    else:
+        a = tmp_path / "plog" / "plog-1_20250101000000000.log"
+        a.parent.mkdir()
+        a.write_bytes(data)
+    calls = {"line": 0, "readline": 0}
+    real_line, real_readline = LogParser._line, sources._ByteLines.readline
+
+    def line(self, n, text):
+        calls["line"] += 1
+        return real_line(self, n, text)
+
+    def readline(self, limit):
+        calls["readline"] += 1
+        return real_readline(self, limit)
+
+    monkeypatch.setattr(LogParser, "_line", line)
+    monkeypatch.setattr(sources._ByteLines, "readline", readline)
+    r = run_cli("logs", "parse", a, "--out", tmp_path / "o", "-q")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     events = pq.read_table(tmp_path / "o" / "log_events.parquet")
     assert events["line"].to_pylist() == [1, 2 + (64 << 20)]  # the lines after the run are numbered as if each was read
+    assert calls["line"] <= 5, calls  # the two records and the run of blank lines as one
+    assert calls["readline"] <= 2 * 64 + 10, calls  # a few per MiB buffer, not one per line (67 M before)
 
 
 def test_a_trace_event_of_64_mb_is_refused_at_its_offset(tmp_path: Path) -> None:
@@ -118,8 +148,8 @@ def test_a_trace_event_of_64_mb_is_refused_at_its_offset(tmp_path: Path) -> None
     kernel = next(e for e in events if e.get("ph") == "X" and "Task Type" in (e.get("args") or {}))
     kernel["name"] = "z" * (64 << 20)
     tv.write_text(json.dumps(events))
-    o = run("analyze", tmp_path / "p", "--out", tmp_path / "o", "-q", timeout=120)
-    _bounded(o, 20, 400)  # 2.4 GB before (4.6 GB asked of malloc)
+    o = run("analyze", tmp_path / "p", "--out", tmp_path / "o", "-q")
+    _bounded(o, 400)  # 2.4 GB before (4.6 GB asked of malloc)
     assert o.code == 2 and "trace_view.json (offset" in o.stderr and "4 MiB" in o.stderr
     assert (tmp_path / "o" / "kernels.parquet").is_file()  # the other files of the profile are still read
 
@@ -131,8 +161,8 @@ def test_a_dump_header_listing_100_000_tensors_is_refused_before_a_row_is_made(t
     h = m.SerializeToString()
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "Add.x.1.1.1764246877073569").write_bytes(len(h).to_bytes(8, "little") + h)
-    o = run("dump", "parse", tmp_path / "d", "--out", tmp_path / "o", "-q", timeout=120)
-    _bounded(o, 10, 300)  # 1 M tensors: 2.4 GB, 28 s before
+    o = run("dump", "parse", tmp_path / "d", "--out", tmp_path / "o", "-q")
+    _bounded(o, 300)  # 1 M tensors: 2.4 GB, 28 s before
     assert o.code == 2 and "100,000 tensors" in o.stderr
 
 
@@ -144,8 +174,8 @@ def test_report_checks_row_counts_before_it_decodes_a_changed_table(tmp_path: Pa
     with pq.ParquetWriter(out / "kernels.parquet", t.schema, compression="zstd") as w:
         for _ in range(8):
             w.write_table(pa.concat_tables([big] * 1000))
-    o = run("report", out, "-q", timeout=120)
-    _bounded(o, 10, 300)  # 67 M rows: 3.4 GB before
+    o = run("report", out, "-q")
+    _bounded(o, 300)  # 67 M rows: 3.4 GB before
     assert o.code == 2 and "8,000,000 rows" in o.stderr and "changed" in o.stderr
 
 

@@ -158,6 +158,7 @@ def test_commands_use_the_c_librarys_allocator_unless_the_user_chose(chosen, exp
     assert r.stderr.strip().splitlines()[-1] == expected
 
 
+@pytest.mark.slow
 def test_commands_run_without_pandas_and_leave_it_importable(tmp_path: Path) -> None:
     """pyarrow imports pandas the first time it converts anything, only to test for pandas objects;
     commands keep it out (docs/speed.md: 0.2 - 0.3 s and 25 - 40 MB). The tables are the same as in a

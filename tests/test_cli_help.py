@@ -43,6 +43,7 @@ def _one_line(o, text: str) -> None:
     assert any(text in x for x in lines) and "internal error" not in o.stderr and "Traceback" not in o.stderr
 
 
+@pytest.mark.slow
 def test_outputs_that_cannot_be_written_are_one_line_exit_2(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -13,6 +13,9 @@ from npudiag.testing.generate import Variation, write_torch_profile
 
 from .helpers import run_cli
 
+# Dask clusters started and stopped
+pytestmark = pytest.mark.slow
+
 distributed = pytest.importorskip("distributed", reason="the 'distributed' extra is not installed: pip install '.[distributed]'")
 
 

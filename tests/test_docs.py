@@ -50,6 +50,7 @@ def test_python_block_runs(page: str, line: int, code: str, workdir: Path, monke
     exec(compile(code, f"{page}:{line}", "exec"), {"__name__": "__docs__"})  # noqa: S102 - our own documentation
 
 
+@pytest.mark.slow
 def test_cli_reference_is_generated_and_complete() -> None:
     """docs/cli.md, tables.md and rules.md are what scripts/gen_reference.py writes today; cli.md names
     every command of the app, tables.md every table, rules.md every rule and option."""
@@ -230,6 +231,7 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     return root, {**env, "HOME": str(root), "COLUMNS": "80", "GITHUB_STEP_SUMMARY": "summary.md"}
 
 
+@pytest.mark.slow
 def test_every_command_shown_in_the_docs_runs(ws: tuple[Path, dict[str, str]]) -> None:
     """Each command of README.md and docs/ runs on the bundled samples and ends with the exit code it
     is shown with (0 unless the page says otherwise); a bare command name must be a real command;

@@ -47,3 +47,26 @@ def test_small_inputs_stay_in_this_process(monkeypatch) -> None:
     assert isinstance(choose_backend(4, input_bytes=1000), LocalPool)
     monkeypatch.setenv("NPUDIAG_WORKERS", "2")
     assert isinstance(choose_backend(4, input_bytes=SMALL_INPUT_BYTES), LocalPool)
+
+
+def _sigint_disposition(_: object) -> str:
+    import signal
+
+    return str(signal.getsignal(signal.SIGINT))
+
+
+def test_pool_workers_leave_ctrl_c_to_npudiag_and_other_children_keep_it() -> None:
+    """Workers ignore SIGINT (npudiag answers Ctrl-C, they die with it); a child of an npudiag that
+    started a pool (a program npudiag profile runs, an npudiag a test runs) inherits the variable that
+    names the fork server's parent and once took itself for the fork server, ignoring Ctrl-C."""
+    import os
+    import subprocess
+    import sys
+
+    from npudiag.executors import LocalPool
+
+    assert [r for _, r in LocalPool(2).run(_sigint_disposition, [1, 2])] == ["1", "1"]  # SIG_IGN
+    env = {**os.environ, "NPUDIAG_POOL_PARENT": str(os.getpid())}
+    child = subprocess.run([sys.executable, "-c", "import npudiag._orphans, signal; print(signal.getsignal(signal.SIGINT))"],
+                           env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert child.stdout.strip() == "<built-in function default_int_handler>", child.stderr

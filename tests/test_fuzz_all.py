@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +40,9 @@ from npudiag.profiling.formats.step_trace import read_steps
 from npudiag.profiling.formats.trace_json import read_trace
 from npudiag.testing.dump_writer import Tensor, write_dump_file
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
+
+# generated inputs by the thousand
+pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 EXAMPLES = int(os.environ.get("NPUDIAG_FUZZ_EXAMPLES", "40"))  # raise it for a deep local run

@@ -13,6 +13,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +23,9 @@ from npudiag.profiling.ingest import ingest
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 
 from .test_fuzz_all import SETTINGS
+
+# every column and key dropped in turn
+pytestmark = pytest.mark.slow
 
 _BASE: dict[str, Path] = {}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,9 @@ from npudiag.errors import InputError
 from npudiag.profiling.formats.kernel_csv import read_kernels
 from npudiag.profiling.formats.trace_json import read_trace
 from npudiag.testing.generate import write_msprof_profile
+
+# generated inputs by the thousand
+pytestmark = pytest.mark.slow
 
 _SAMPLE: dict[str, bytes] = {}
 

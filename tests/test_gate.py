@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -120,6 +121,7 @@ def test_cli_exit_codes_junit_and_markdown(runs: dict[str, Path], tmp_path: Path
     assert empty.returncode == 2 and "empty" in empty.stderr
 
 
+@pytest.mark.slow
 def test_repeated_runs_folder_is_one_side_of_pooled_samples(tmp_path: Path) -> None:
     for i in range(3):
         _run(tmp_path / "base", f"run{i}", 10 + i, steps=3)
@@ -232,3 +234,28 @@ def test_msprof_profiles_without_steps_gate_end_to_end(tmp_path: Path) -> None:
     step = next(m for m in data["metrics"] if m["metric"] == "step_time_us")
     assert (step["base_n"], step["cur_n"], step["method"], step["ratio"]) == (1, 1, "threshold-only", 1.0)
     assert "threshold alone" in data["warnings"][0]
+
+
+def test_metrics_show_without_their_unit_and_take_either_spelling(tmp_path: Path) -> None:
+    """`kernel_time_us 94.34ms` read as microseconds shown as milliseconds: the reports name a metric
+    without the unit its value carries, and a config may use that name or the id."""
+    from npudiag.profiling.analysis.metrics import canonical_metric
+
+    assert canonical_metric("step_time") == "step_time_us" and canonical_metric("step_time_us") == "step_time_us"
+    assert canonical_metric("module:") == "module:" and canonical_metric("op:MatMul") == "op:MatMul"
+    sample = Path(__file__).resolve().parent.parent / "fixtures" / "sample_torch"
+    r = run_cli("gate", sample, sample, "--metric", "computing", env={"COLUMNS": "100"})
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^step_time\s", r.stdout, re.M) and re.search(r"^computing\s", r.stdout, re.M) and "_us " not in r.stdout
+    j = json.loads(run_cli("gate", sample, sample, "--metric", "computing", "--json").stdout)
+    assert {m["metric"] for m in j["metrics"]} >= {"step_time_us", "computing_us"}  # the ids stay the ids
+
+
+def test_many_steps_a_side_are_judged(tmp_path: Path) -> None:
+    """Two runs of 520 steps a side: the gate raised OverflowError (exit 3) sizing its test."""
+    for name, seed in (("a", 1), ("b", 2)):
+        write_torch_profile(tmp_path / name, kernels=2080, steps=520, copies=0, seed=seed)
+    r = run_cli("gate", tmp_path / "a", tmp_path / "b", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    step = next(m for m in json.loads(r.stdout)["metrics"] if m["metric"] == "step_time_us")
+    assert step["base_n"] == step["cur_n"] == 520 and step["p_value"] is not None

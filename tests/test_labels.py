@@ -88,3 +88,20 @@ def test_many_ranks_give_wall_time_and_per_rank_means(tmp_path: Path) -> None:
 
     assert f"wall time {fmt_us(prof['span_us'])}" in out and "per rank (mean of 4)" in out
     assert f"device busy {fmt_us(mean_busy)}" in out and f"device busy {fmt_us(prof['device_busy_us'])}" not in out
+
+
+def test_compare_totals_name_no_unit_and_counts_change_by_a_count(tmp_path: Path) -> None:
+    """`kernel_time_us 94.34ms` and a findings count that "changed +66.7%": totals are named without the
+    unit their value shows, and a count's change is its difference."""
+    import re
+
+    msprof = ROOT / "fixtures" / "sample_msprof"
+    r = run_cli("compare", msprof, TORCH, "--out", tmp_path / "c", env={"COLUMNS": "100"})
+    assert r.returncode == 0, r.stderr
+    totals = r.stdout.split("Totals (per run)")[1].split("Operators")[0]
+    assert "_us " not in totals and re.search(r"^kernel_time\s", totals, re.M)
+    doc = json.loads(run_cli("compare", msprof, TORCH, "--json").stdout)
+    rows = {t["metric"]: t for t in doc["totals"]["rows"]}
+    base, cur = rows["kernels"]["baseline"], rows["kernels"]["current"]
+    line = next(x for x in totals.splitlines() if x.startswith("kernels "))
+    assert line.split()[-1] == f"{cur - base:+,.0f}" and "%" not in line

@@ -279,6 +279,7 @@ def _check_safe(text: str) -> None:
     assert "\\x1b[31mred" in text
 
 
+@pytest.mark.slow
 def test_input_text_is_never_markup_or_control_sequences(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FORCE_COLOR", "1")  # Rich styles its own text; nothing from the input may add any
     monkeypatch.setenv("COLUMNS", "200")

@@ -183,6 +183,7 @@ def test_cut_lines_and_garbage_do_not_crash() -> None:
     assert t["message"][1].as_py().endswith("garbage ?") and t["level"][2].as_py() == "ERROR"
 
 
+@pytest.mark.slow
 def test_knowledge_base_entries_each_match_their_example() -> None:
     kb = load_kb()
     assert len(kb) >= 400
@@ -477,3 +478,53 @@ def test_export_since_last_keeps_only_new_or_changed_files(tmp_path: Path) -> No
     assert (tmp_path / "other" / "npudiag-exported.json").read_text() == '{"mine": 1}'
     bad = run_cli("logs", "export", "--since", "yesterday", cwd=tmp_path, env=env)
     assert bad.returncode == 2 and "--since takes 'last'" in bad.stderr
+
+
+LOGS = CORPUS_ROOT / "logs"
+
+
+def test_c10_lines_without_a_year_are_ordered_by_their_time(tmp_path: Path) -> None:
+    """torch_npu's `[rank1]:[E324 13:00:25.428 ...]` (c10 logging: month, day and time, no year) once
+    had no time at all: "first seen: -" and rank 1 (13:00:25.428) listed before rank 0 (.236). Recount
+    from the raw file: each rank's earliest c10 error line."""
+    import re
+
+    f = LOGS / "vllm_ascend_382_hccl_watchdog_allreduce_timeout.log"
+    if not f.is_file():
+        pytest.skip(f"log corpus not present at {LOGS}")
+    first: dict[int, str] = {}
+    for line in f.read_text().splitlines():
+        m = re.match(r"\[rank(\d+)\]:\[E(\d\d?)(\d\d) (\d\d:\d\d:\d\d)\.(\d{6})", line)
+        if m:
+            t = f"--{int(m.group(2)):02d}-{m.group(3)} {m.group(4)}.{m.group(5)}"
+            first[int(m.group(1))] = min(first.get(int(m.group(1)), t), t)
+    r = run_cli("logs", "parse", f, "--out", tmp_path / "o", "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    ranks = [(x["rank"], "--" + x["timestamp_no_year"][5:].replace("T", " ")) for x in s["first_failure_by_rank"]]
+    assert ranks == sorted(((k, v) for k, v in first.items()), key=lambda kv: kv[1]) and ranks[0][0] == 0
+    text = run_cli("logs", "parse", f, "--out", tmp_path / "o", "--force", env={"COLUMNS": "120"}).stdout
+    assert f"first seen: {first[0]}" in text and re.search(r"first seen: -\s", text) is None
+
+
+def test_a_copy_of_a_plog_in_the_same_collection_counts_once(tmp_path: Path) -> None:
+    """The 2024 asys collection holds a plog and a renamed near-copy of it: every timeline line came
+    twice and every count doubled. Recount from the raw files: the ERROR lines, each line once
+    across files (a line a file repeats itself still counts each time)."""
+    from collections import Counter
+
+    root = LOGS / "real-folders" / "oamtools-asys-2024"
+    if not root.is_dir():
+        pytest.skip(f"log corpus not present at {root}")
+    most: Counter[str] = Counter()
+    for f in root.rglob("*.log"):
+        mine = Counter(line.rstrip("\n") for line in f.open(errors="replace") if line.startswith(("[ERROR]", "[FATAL]")))
+        for line, n in mine.items():
+            most[line] = max(most[line], n)
+    r = run_cli("logs", "parse", root, "--out", tmp_path / "o", "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["errors"] == sum(most.values())
+    lines = [(t["timestamp"], t["message"]) for t in s["timeline"]]
+    assert len(lines) == len(set(lines))
+    assert [(x["records"] > 0, x["file"] != x["same_as"]) for x in s["repeated_files"]] == [(True, True)]

@@ -30,6 +30,9 @@ from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 from .conftest import ROOT
 from .forkrun import ForkRunner
 
+# kill -9 and full disks at random moments, in child processes
+pytestmark = pytest.mark.slow
+
 PLOG = "[ERROR] RUNTIME(1365,python3):2025-08-06-23:09:35.772.604 [stars_engine.cc:1551]6219 Task run failed, device_id=3, task_id={n}\n"
 INFO = "[INFO] GE(1365,python3):2025-08-06-23:09:35.772.604 [graph_manager.cc:{n}]6219 RunGraph:Run graph {n} success\n"
 

@@ -17,6 +17,9 @@ from npudiag.profiling import msprof as mp
 
 from .helpers import msprof_standin_path, run_cli
 
+# the msprof stand-in and the profiled programs run as child processes
+pytestmark = pytest.mark.slow
+
 APP = """
 import json, os, sys, time
 from pathlib import Path

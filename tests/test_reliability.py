@@ -29,6 +29,9 @@ from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 from .conftest import CORPUS_ROOT, ROOT
 from .helpers import msprof_standin_path, run_cli
 
+# child processes killed, hanging children, hostile folders
+pytestmark = pytest.mark.slow
+
 BAD = Path(__file__).resolve().parent / "fixtures" / "bad"
 READERS = {"kernel_details": read_kernels, "op_statistic": read_op_statistic, "trace_view": read_trace, "Op": read_dump}
 
@@ -148,21 +151,18 @@ def test_hostile_folders_finish_and_say_what_was_skipped(tmp_path: Path) -> None
     many.mkdir()
     for i in range(100_000):
         (many / f"f{i}.bin").touch()
-    t0 = time.monotonic()
-    r = run_cli("logs", "parse", root, "--out", tmp_path / "o", "--json")
-    elapsed = time.monotonic() - t0
+    # in a child, whose timeout catches a read that blocks on the FIFO (a hang guard, not a speed test)
+    r = run_cli("logs", "parse", root, "--out", tmp_path / "o", "--json", process=True)
     sock.close()
     assert r.returncode == 0, r.stderr
-    assert elapsed < 60
     assert "plog-2_20250101000000000.log: not a regular file, skipped" in r.stderr
     assert "plog-3_20250101000000000.log: not a regular file, skipped" in r.stderr
     prof = tmp_path / "prof"
     write_msprof_profile(prof / "a", kernels=100, seed=1, copies=1)
     (prof / "loop").symlink_to(prof, target_is_directory=True)
     os.mkfifo(prof / "op_summary_20260605155140.csv")
-    t0 = time.monotonic()
-    a = run_cli("analyze", prof, "--out", tmp_path / "ao", "--json")
-    assert a.returncode == 0 and "Traceback" not in a.stderr and time.monotonic() - t0 < 60
+    a = run_cli("analyze", prof, "--out", tmp_path / "ao", "--json", process=True)
+    assert a.returncode == 0 and "Traceback" not in a.stderr
     warnings = json.loads(a.stdout)["warnings"]
     assert any("already visited (symlink loop)" in w for w in warnings)
     assert any("op_summary_20260605155140.csv: not a regular file" in w for w in warnings)
@@ -177,12 +177,11 @@ def msprof_env(tmp_path: Path) -> dict[str, str]:
 def test_hanging_child_is_stopped_by_timeout(tmp_path: Path, msprof_env: dict[str, str]) -> None:
     app = tmp_path / "hang.py"
     app.write_text("import time\ntime.sleep(120)\n")
-    t0 = time.monotonic()
     r = run_cli(
         "profile", "--timeout", "2", "--collect-dir", tmp_path / "p", "--out", tmp_path / "a", sys.executable, app,
         cwd=tmp_path, env=msprof_env,
     )  # fmt: skip
-    assert time.monotonic() - t0 < 60
+    # the child sleeps 120 s: the message says the --timeout stopped it, not that it ended by itself
     assert "stopped after the --timeout of 2 s" in r.stderr and r.returncode != 0
 
 

@@ -103,3 +103,60 @@ def test_no_column_vanishes_and_no_value_is_cut_at_any_width(tmp_path: Path, col
     for row in rows:
         for name, value in row.items():
             assert name in r.stdout and str(round(value, 6) if isinstance(value, float) else value) in text, (columns, name)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "EXPLAIN ANALYZE COPY (SELECT 'x') TO '{victim}'",
+        "EXPLAIN COPY (SELECT 'x') TO '{victim}'",
+        "SELECT * FROM read_text('/etc/passwd')",
+        "SELECT * FROM glob('/root/*')",
+        "SELECT * FROM read_csv('http://127.0.0.1:9/a.csv')",
+        "SELECT * FROM read_parquet('{outside}')",
+    ],
+)
+def test_sql_reads_the_out_folder_and_nothing_else(tmp_path: Path, sql: str) -> None:
+    """`EXPLAIN ANALYZE COPY ... TO '/any/file'` ran (EXPLAIN was allowed) and overwrote the file;
+    read_text, glob and read_parquet read outside the out folder; read_csv of a URL tried to download
+    an extension into ~/.duckdb. External access is off, the config locked, EXPLAIN only of a SELECT."""
+    npudiag.analyze([SAMPLE], tmp_path / "out")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    outside = tmp_path / "elsewhere.parquet"
+    outside.write_bytes((tmp_path / "out" / "steps.parquet").read_bytes())
+    home = tmp_path / "home"
+    home.mkdir()
+    r = run_cli("sql", tmp_path / "out", sql.format(victim=victim, outside=outside), cwd=tmp_path, env={"HOME": str(home)})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert victim.read_text() == "keep me" and not list(home.iterdir())
+    ok = run_cli("sql", tmp_path / "out", "EXPLAIN ANALYZE SELECT count(*) FROM kernels")  # EXPLAIN of a SELECT runs
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_a_bad_parquet_file_costs_its_own_view_only(tmp_path: Path) -> None:
+    """A truncated or foreign *.parquet made every query exit 3: the other tables still answer, the
+    file is named in a warning, and a query of its view is one line."""
+    npudiag.analyze([SAMPLE], tmp_path / "out")
+    copies = tmp_path / "out" / "copies.parquet"
+    copies.write_bytes(copies.read_bytes()[:100])
+    (tmp_path / "out" / "foreign.parquet").write_text("not parquet")
+    rows = sum(1 for _ in csv.DictReader(next(SAMPLE.rglob("kernel_details.csv")).open()))
+    r = run_cli("sql", tmp_path / "out", "SELECT count(*) AS n FROM kernels", "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout) == [{"n": rows}], r.stderr
+    assert "copies.parquet: not readable Parquet" in r.stderr and "foreign.parquet" in r.stderr
+    bad = run_cli("sql", tmp_path / "out", "SELECT count(*) FROM copies")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "copies.parquet" in bad.stderr
+
+
+def test_text_from_inputs_reaches_a_terminal_escaped() -> None:
+    """`sql --format csv` on a terminal printed ESC and U+202E raw; piped, the data stays as it is."""
+    import pyarrow as pa
+
+    from npudiag.report.sql_report import render_csv, render_json
+
+    t = pa.table({"name": ["a\x1b[2Jb\u202ec\x85"]})
+    assert "\x1b" not in render_csv(t, terminal=True) and "\u202e" not in render_csv(t, terminal=True)
+    assert "\x1b" in render_csv(t)  # a file or a pipe gets the value itself
+    shown = render_json(t, terminal=True)
+    assert "\u202e" not in shown and "\x85" not in shown and json.loads(shown) == json.loads(render_json(t))

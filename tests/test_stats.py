@@ -60,3 +60,31 @@ def test_exact_up_to_100_by_100_then_normal() -> None:
     assert r.method == "exact" and r.p == pytest.approx(0.009428533695719015, rel=1e-9)
     big = mann_whitney_u(rng.normal(0.3, 1, 300), rng.normal(0, 1, 300))
     assert big.method == "normal" and 0 < big.p < 0.05
+
+
+@pytest.mark.parametrize(
+    ("n1", "n2", "scipy_p"),
+    [  # scipy.stats.mannwhitneyu(arange(n1) + 1e6, arange(n2)), method "exact" up to n1 * n2 = 10,000, else "asymptotic"
+        (7, 7, 0.0005827505827505828),
+        (50, 60, 3.186853303986417e-32),
+        (100, 100, 2.2087606931992335e-59),
+        (101, 100, 1.7597532545035921e-34),
+        (520, 520, 1.7565281736228056e-171),
+        (5000, 3, 0.002712224214446987),
+    ],
+)
+def test_complete_separation_of_any_size_against_scipy(n1: int, n2: int, scipy_p: float) -> None:
+    """520 steps a side raised OverflowError in smallest_p (1 / C(1040, 520)); at 100 x 100 the exact
+    tail summed to -4e-15. Both now equal SciPy's p to 1e-12 (relative)."""
+    r = mann_whitney_u(np.arange(n1) + 1e6, np.arange(n2, dtype=float))
+    assert r.p == pytest.approx(scipy_p, rel=1e-12)
+    assert smallest_p(n1, n2) == pytest.approx(r.p, rel=1e-12)
+
+
+def test_tails_are_exact_wherever_they_are() -> None:
+    from npudiag.profiling.analysis.stats import _tail_exact
+
+    for n1, n2 in ((3, 4), (5, 5), (6, 9), (9, 6)):
+        d = u_distribution(n1, n2)
+        for t in range(n1 * n2 + 1):
+            assert _tail_exact(n1, n2, t) == pytest.approx(d[: t + 1].sum() / d.sum(), rel=1e-12)

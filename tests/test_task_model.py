@@ -261,6 +261,7 @@ def _class_of_row(task_type: str | None, name: str | None, on_hccl_stream: bool)
     st.booleans(),
     st.booleans(),
 )  # fmt: skip
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 def test_classifier_equals_the_row_rule(rows: list, chunked: bool, hccl: bool) -> None:
     types = [r[0] for r in rows]
@@ -357,6 +358,7 @@ _COPY_ROW = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @given(st.lists(_COPY_ROW, max_size=12), st.lists(_COPY_ROW, max_size=12))
 @settings(max_examples=300, deadline=None)
 def test_copy_link_equals_the_row_rule(device: list[dict], host: list[dict]) -> None:
@@ -381,6 +383,7 @@ def test_copy_link_equals_the_row_rule(device: list[dict], host: list[dict]) -> 
     st.lists(st.tuples(st.integers(0, 100), st.integers(0, 30), st.sampled_from(["hcom_a", "hcom_b", None])), max_size=8),
     st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 140)), st.sampled_from([None, None, "given"])), max_size=12),
 )
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 def test_comm_task_naming_equals_the_row_rule(ops: list, subtasks: list) -> None:
     """A sub-task without an op takes the name of the op (communication kernel, by start) whose

@@ -47,6 +47,7 @@ def _traces() -> list[Path]:
     return found + [p for n in names for p in sorted(FIXTURES.glob(f"**/{n}"))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", _traces(), ids=lambda p: "/".join(p.parts[-3:]))
 def test_real_traces_take_the_fast_path_and_give_the_same_tables(path: Path, monkeypatch) -> None:
     reference = _per_event(path)
@@ -204,6 +205,7 @@ def _trace(draw) -> list[dict]:
     st.sampled_from([", ", ",", ",\n  "]),
     st.sampled_from([64, 300, 8 << 20]),
 )
+@pytest.mark.slow
 def test_any_events_read_the_same_either_way(tmp_path_factory, events, sep, piece) -> None:
     p = tmp_path_factory.mktemp("t") / "trace_view.json"
     p.write_text("[" + sep.join(json.dumps(e) for e in events) + "]")
@@ -242,6 +244,7 @@ def test_bytes_that_are_not_utf8_anywhere_give_the_per_event_readers_error(tmp_p
             tj.read_trace(p)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(*MUT)
 @example(op="truncate", arg=12342, flips=[(791, 128)])  # a 0x80 in a ts string: seen by a thread preparing ahead

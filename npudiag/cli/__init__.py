@@ -35,8 +35,9 @@ from npudiag.version import __version__
 
 EXIT_CODES = (
     (0, "ok; also when stdout is a closed pipe ('npudiag ... | head')"),
-    (1, "a problem you asked to fail on: gate regression, dump compare, check"),
-    (None, "failing tensors (--no-fail: 0), doctor finding a tool missing"),
+    (1, "a problem you asked to fail on: gate finding a regression, dump compare"),
+    (None, "finding failing tensors (--no-fail: 0), check finding a problem in"),
+    (None, "the collection, doctor finding a tool missing"),
     (2, "bad usage, unusable input, or an output that cannot be written"),
     (3, "a bug in npudiag (NPUDIAG_DEBUG=1 shows the traceback)"),
     (130, "interrupted (Ctrl-C)"),

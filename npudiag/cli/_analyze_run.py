@@ -143,9 +143,12 @@ def run_report(
 ) -> None:
     """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
     result = pipeline.load_output(out, top=top, by=by)
+    earlier = list(result.warnings)  # what analyze said when it wrote the folder: not news now
+    del result.warnings[:]
     write_views(result, chrome_trace, html_out, [out])
     if json_out:
         sys.stdout.write(render_json(result.summary) + "\n")
     elif not say.quiet:
         render_terminal(result.summary, Console(), command="report")
-    say.warnings(result.warnings, str(out / "manifest.json"))
+    say.warnings(result.warnings)
+    say.earlier(earlier, str(out / "manifest.json"))

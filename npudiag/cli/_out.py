@@ -59,6 +59,17 @@ class Say:
             rest = len(ws) - len(shown)
             tell(f"... and {rest} more warning(s){f' in {where}' if where else ''} (-v shows them all)")
 
+    def earlier(self, warnings: Iterable[str], where: str | None = None) -> None:
+        """The warnings an earlier analysis gave when it wrote an out folder this run reads (a CI
+        baseline): said when that analysis ran; again only with --verbose, else counted in one line
+        (not with --quiet)."""
+        ws = list(dict.fromkeys(warnings))
+        if self.verbose:
+            for w in ws:
+                tell(f"warning (from the analysis that wrote it): {w}")
+        elif ws:
+            self.info(f"{len(ws)} warning(s) of the earlier analysis{f' in {where}' if where else ''} (-v shows them)")
+
     def errors(self, errors: Iterable[str]) -> None:
         for e in errors:
             tell(e)

@@ -29,7 +29,7 @@ def analyze(
         ..., metavar="PATH", help="PROF_* or *_ascend_pt folders, a parent of many, or single CSV / JSON / .db files."
     ),
     out: Path = typer.Option(None, "--out", "-o", help="Folder for the Parquet tables and manifest.json [default: ./npudiag-out/<name>]."),
-    top: int = typer.Option(20, "--top", min=1, help="How many hot operators to show."),
+    top: int = typer.Option(20, "--top", min=1, max=1_000_000, help="How many hot operators to show."),
     by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout, nothing else."),
     quiet: bool = QUIET,

@@ -36,7 +36,7 @@ def compare(
         "module: torch modules by path with the device time of the kernels launched inside.",
     ),
     shapes: bool = typer.Option(False, "--shapes", help="Same op with other input shapes is a different kernel."),
-    top: int = typer.Option(20, "--top", min=1, help="How many operators to show."),
+    top: int = typer.Option(20, "--top", min=1, max=1_000_000, help="How many operators to show."),
     out: Path = typer.Option(Path("npudiag-out/compare"), "--out", "-o", help="Folder for diff.parquet and compare.json."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout, nothing else."),
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up."),
@@ -63,6 +63,7 @@ def compare(
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None
     say.warnings(result.warnings)
+    say.earlier(result.earlier, "the manifest.json of the out folders read")
     if json_out:
         sys.stdout.write(render_json(result.summary) + "\n")
     elif not quiet:

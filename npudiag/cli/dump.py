@@ -157,7 +157,7 @@ def parse(
     out: Path = typer.Option(Path("npudiag-out/dump"), "--out", "-o", help="Folder for tensors.parquet."),
     npy: Path = typer.Option(None, "--npy", help="Also write one .npy per input/output tensor here (in its original layout)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
-    top: int = typer.Option(20, "--top", min=1, help="How many tensors to show."),
+    top: int = typer.Option(20, "--top", min=1, max=1_000_000, help="How many tensors to show."),
     force: bool = FORCE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
@@ -192,7 +192,13 @@ def compare(
         ..., metavar="GOLDEN", help="Golden: another dump, or a folder of {op}.{input|output}.{index}.npy files."
     ),
     mapping: Path = typer.Option(None, "--mapping", help="CSV of my_op_name,golden_op_name for renamed ops."),
-    out: Path = typer.Option(Path("npudiag-out/dump-compare"), "--out", "-o", help="Folder for compare.parquet and result_<time>.csv."),
+    out: Path = typer.Option(
+        Path("npudiag-out/dump-compare"),
+        "--out",
+        "-o",
+        help="Folder for the tables: compare.parquet and result_<time>.csv (binary dumps), stats_compare.parquet and "
+        "compare_result_<time>.csv (msprobe dumps).",
+    ),
     cosine: float = typer.Option(0.99, "--cosine", help="Pass when cosine similarity >= this."),
     red: float = typer.Option(0.05, "--red", help="Pass when relative Euclidean distance < this."),
     kl: float = typer.Option(0.005, "--kl", help="Pass when KL divergence < this."),
@@ -204,7 +210,11 @@ def compare(
     ),
     verbose: bool = VERBOSE,
 ) -> None:
-    """Compare two dumps tensor by tensor; name the first op whose output goes wrong (exit 1 when tensors fail)."""
+    """Compare two dumps tensor by tensor; name the first op whose output goes wrong (exit 1 when tensors fail).
+
+    MINE (the run under test) comes first and GOLDEN (the reference) second, as msaccucmp's -m / -g and
+    msprobe's target / golden paths: the reverse of compare and gate, which take BASELINE (the
+    reference) first."""
     from rich.console import Console
 
     from npudiag.dump.pipeline import compare_dumps

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,7 +51,7 @@ def gate_cmd(
     ),
     config: Path = typer.Option(None, "--config", help=f"Gate settings TOML [default: ./{CONFIG_FILE} when present]."),
     alpha: float = typer.Option(None, "--alpha", help="Significance level of the Mann-Whitney test [default: 0.002]."),
-    top_ops: int = typer.Option(None, "--top-ops", min=0, help="Gate the N hottest ops of each side [default: 10]."),
+    top_ops: int = typer.Option(None, "--top-ops", min=0, max=1000, help="Gate the N hottest ops of each side [default: 10]."),
     by: By = typer.Option(None, "--by", help="Op metrics by op type or op name [default: type]."),
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up."),
     min_delta_us: float = typer.Option(None, "--min-delta-us", help="Ignore changes smaller than this [default: 0.2% of the step time]."),
@@ -69,7 +70,7 @@ def gate_cmd(
 
     from npudiag.cli._progress import Bar
     from npudiag.errors import OptionError
-    from npudiag.output import write_file
+    from npudiag.output import append_file, write_file
     from npudiag.profiling import pipeline
     from npudiag.report.gate_report import failed_lines, gate_junit, gate_markdown, render_gate_terminal
     from npudiag.report.json_report import render_json
@@ -89,10 +90,15 @@ def gate_cmd(
         raise typer.BadParameter(_flagged(exc)) from None
     data = result.summary
     say.warnings(result.warnings)
+    say.earlier(result.earlier, "the manifest.json of the out folders read")
     if junit is not None:
         write_file(junit, gate_junit(data, str(baseline), str(current)), inputs=[baseline, current])
     if markdown is not None:
-        write_file(markdown, gate_markdown(data, str(baseline), str(current)), inputs=[baseline, current])
+        text = gate_markdown(data, str(baseline), str(current))
+        if _step_summary(markdown):  # GitHub's step summary is added to by every step: appended, never replaced
+            append_file(markdown, text if text.endswith("\n") else text + "\n")
+        else:
+            write_file(markdown, text, inputs=[baseline, current])
     if json_out:
         sys.stdout.write(render_json(data) + "\n")
     elif not quiet:
@@ -114,3 +120,9 @@ def _flagged(exc) -> str:
     text, name = str(exc), exc.option or ""
     flag = {"alpha": "--alpha", "metric": "--metric"}.get(name)
     return flag + text[len(name) :] if flag and text.startswith(name + " ") else text
+
+
+def _step_summary(path: Path) -> bool:
+    """Whether ``path`` is GitHub Actions' job summary file ($GITHUB_STEP_SUMMARY)."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    return bool(summary) and os.path.realpath(path) == os.path.realpath(summary)

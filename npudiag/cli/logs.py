@@ -91,7 +91,7 @@ def parse(
     ),
     out: Path = typer.Option(Path("npudiag-out/logs"), "--out", "-o", help="Folder for log_events.parquet, triage.parquet, summary.json."),
     json_out: bool = typer.Option(False, "--json", help="Print the triage summary as JSON on stdout, nothing else."),
-    device: int = typer.Option(None, "--device", "-d", help="Only records of this device."),
+    device: int = typer.Option(None, "--device", "-d", min=0, max=1023, help="Only records of this device."),
     force: bool = FORCE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
@@ -115,7 +115,9 @@ def export(
         help="last: keep only the files earlier exports into the same folder did not hold (same path, size and sha256; "
         "recorded in npudiag-exported.json there). msnpureport itself always exports everything.",
     ),
-    device: int = typer.Option(None, "--device", "-d", help="Parse only this device's records (msnpureport always exports all)."),
+    device: int = typer.Option(
+        None, "--device", "-d", min=0, max=1023, help="Parse only this device's records (msnpureport always exports all)."
+    ),
     also_host: bool = typer.Option(False, "--also-host", help="Also copy the host logs ($ASCEND_PROCESS_LOG_PATH or ~/ascend/log)."),
     archive: bool = typer.Option(False, "--archive", help="Also write <out>.tar.gz for sending to support."),
     timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", help="Seconds before msnpureport is killed."),
@@ -160,7 +162,9 @@ def level(
     global_level: str = typer.Option(None, "--global", "-g", help="Device global log level: error, warning, info, debug, null."),
     module: list[str] = typer.Option([], "--module", "-m", help="MODULE:LEVEL, e.g. RUNTIME:debug; repeatable."),
     event: str = typer.Option(None, "--event", "-e", help="enable or disable device event logs."),
-    device: int = typer.Option(None, "--device", "-d", help="Device id (msnpureport default 0; devices 0-3 and 4-7 share a setting)."),
+    device: int = typer.Option(
+        None, "--device", "-d", min=0, max=1023, help="Device id (msnpureport default 0; devices 0-3 and 4-7 share a setting)."
+    ),
     request: bool = typer.Option(False, "--request", "-r", help="Print the current device levels."),
     host: bool = typer.Option(False, "--host", help="Only print the host-side environment variables with the same meaning."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not echo the msnpureport commands; print only what they print."),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, VERBOSE, Say
 
 PROFILE_EXAMPLE = """\b
 Examples:
@@ -115,7 +115,9 @@ def profile(
         None, "--timeout", help="Stop the run (SIGTERM, then SIGKILL) after this many seconds; partial data is analysed."
     ),
     force: bool = FORCE,
-    quiet: bool = QUIET,
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print only warnings and errors: no report, no progress (the program's own output still shows)."
+    ),
     verbose: bool = VERBOSE,
 ) -> None:
     """Collect a profile with msprof (or its env / acl.json methods), then analyze it."""

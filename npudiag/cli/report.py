@@ -16,7 +16,7 @@ Example:
 
 def report(
     out: Path = typer.Argument(..., metavar="OUT", help="A folder written by 'npudiag analyze --out'."),
-    top: int = typer.Option(20, "--top", min=1, help="How many hot operators to show."),
+    top: int = typer.Option(20, "--top", min=1, max=1_000_000, help="How many hot operators to show."),
     by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
     chrome_trace: Path = typer.Option(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import Say
+from npudiag.cli._out import VERBOSE, Say
 
 SQL_EXAMPLE = """\b
 Examples:
@@ -26,6 +26,10 @@ def sql(
     out: Path = typer.Argument(..., metavar="OUT", help="An out folder (analyze, cluster, logs parse, dump parse): its tables are views."),
     query: str = typer.Argument(..., metavar="QUERY", help="SELECT statements (DuckDB's SQL); nothing is written."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="table (the first 200 rows), csv or json (every row)."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print only errors: no table (--format csv and json still print; the exit code says if the query ran)."
+    ),
+    verbose: bool = VERBOSE,
 ) -> None:
     """Query the tables of an out folder with SQL, read-only (kernels, steps, step_breakdown ...)."""
     from rich.console import Console
@@ -34,14 +38,17 @@ def sql(
     from npudiag.errors import OptionError
     from npudiag.report.sql_report import render_csv, render_json, render_table
 
+    say = Say(quiet, verbose)
     try:
-        result = library.query(out, query).tables["result"]
+        done = library.query(out, query)
     except OptionError as exc:
-        Say().errors([f"query: {exc}"])
+        say.errors([f"query: {exc}"])
         raise typer.Exit(2) from None
+    result, terminal = done.tables["result"], sys.stdout.isatty()
     if fmt is Format.csv:
-        sys.stdout.write(render_csv(result))
+        sys.stdout.write(render_csv(result, terminal))
     elif fmt is Format.json:
-        sys.stdout.write(render_json(result))
-    else:
+        sys.stdout.write(render_json(result, terminal))
+    elif not quiet:
         render_table(result, Console())
+    say.warnings(done.warnings)

@@ -29,7 +29,7 @@ def merged(path: Path, key: str, section: dict[str, Any]) -> dict[str, Any]:
     if path.exists():
         try:
             text = read_text_limited(path)
-            data = loads_json(text, path, keep_numbers=True) if text.strip() else {}
+            data = loads_json(text, path, keep_numbers=True, unique_keys=True) if text.strip() else {}
         except InputError as exc:
             raise InputError(exc.path, f"{exc.problem}; fix or remove it first", line=exc.line, offset=exc.offset) from None
         if not isinstance(data, dict):

@@ -215,7 +215,7 @@ def check_acl_json(path: Path) -> list[str]:
 def check_dump_config(path: Path) -> tuple[str, list[str]]:
     """The kind of dump config at ``path`` (see config_kind) and its problems, one line each."""
     try:
-        data = load_json(path)
+        data = load_json(path, unique_keys=True)  # a key given twice: the reader keeps one, the user meant the other
     except InputError as exc:
         return "dump section", [exc.one_line()]
     kind = config_kind(data)

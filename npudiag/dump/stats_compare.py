@@ -99,6 +99,25 @@ def _norm_error(r: dict[str, Any]) -> float | None:
     return None if pct is None or not math.isfinite(pct) or pct == 0 else pct / 100.0
 
 
+# torch's other names of one dtype (torch.float is torch.float32 ...)
+_DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64", "short": "int16", "int": "int32", "long": "int64",
+                  "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32"}  # fmt: skip
+
+
+def dtype_key(name: Any) -> Any:
+    """A dtype as both frameworks name it: PyTorch's ``torch.bfloat16`` and MindSpore's ``BFloat16`` are
+    one dtype (lower case, the framework prefix dropped, torch's aliases resolved)."""
+    if not isinstance(name, str):
+        return name
+    key = name.strip().lower()
+    if key.startswith("torch."):
+        key = key.removeprefix("torch.")
+        return _DTYPE_ALIASES.get(key, key)
+    for prefix in ("mindspore.", "ms.", "numpy.", "np."):
+        key = key.removeprefix(prefix)
+    return key
+
+
 def _non_finite(v: float | None) -> bool:
     return v is not None and not math.isfinite(v)
 
@@ -116,7 +135,8 @@ def judge(rows: list[dict[str, Any]]) -> None:
             notes[id(r)].append(("error", "NaN/Inf in mine's max or min, not in golden's"))
         for what, a, b in (("requires_grad", r["_my_requires_grad"], r["_golden_requires_grad"]), ("dtype", r["dtype"], r["golden_dtype"]),
                            ("shape", r["shape"], r["golden_shape"])):  # fmt: skip
-            if a is not None and b is not None and a != b:
+            same = dtype_key(a) == dtype_key(b) if what == "dtype" else a == b
+            if a is not None and b is not None and not same:
                 notes[id(r)].append(("error", f"{what} differs ({a} vs {b})"))
     tensor = any(r.get("_saved") for r in rows)  # tensor mode: both sides saved the call's tensors
     if api not in IGNORED and api not in INPUTS_IGNORED:
@@ -257,7 +277,9 @@ def stats_summary(table: pa.Table, unmatched: list[str], errors: list[str], wors
         errs = [r[f"{s}_relative_error_pct"] for s in STATS if r[f"{s}_relative_error_pct"] is not None]
         return max(errs) if errs else (math.inf if r["passed"] is False else -1.0)
 
-    ranked = sorted(rows, key=lambda r: (r["passed"] is not False, -moved(r), r["order"], r["io"], r["tensor_name"]))
+    # failing tensors first, then warned ones, then the rest; within each, the furthest moved first
+    rank = {"error": 0, "warning": 1}
+    ranked = sorted(rows, key=lambda r: (rank.get(r["result"], 2), -moved(r), r["order"], r["io"], r["tensor_name"]))
     return {
         "mode": "statistics",
         "data": data,  # tensor mode: the saved tensors were compared too

@@ -318,14 +318,19 @@ def host_log_folders() -> list[Path]:
 def copy_host_logs(dest: Path, notes: list[str] | None = None) -> list[Path]:
     """Copy the host log folders into ``dest/host``: regular files and folders only. Links (which
     could point anywhere, and would be absolute in an archive) and FIFOs / devices are left out,
-    each noted."""
+    each noted; so is ``dest`` itself where it lies inside a host log folder (an export made there
+    once copied itself into itself, 409 folders deep)."""
     notes = notes if notes is not None else []
+    itself = dest.resolve()
 
     def ignore(folder: str, names: list[str]) -> list[str]:
         skip = []
         for n in names:
             p = Path(folder) / n
-            if p.is_symlink():
+            if p.resolve() == itself:
+                notes.append(f"{p}: this export itself; not copied into itself")
+                skip.append(n)
+            elif p.is_symlink():
                 notes.append(f"{p}: a link; not copied")
                 skip.append(n)
             elif not p.is_dir() and not is_regular(p):

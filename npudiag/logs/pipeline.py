@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from npudiag.errors import InputError
 from npudiag.logs.clock import describe as describe_clock
 from npudiag.logs.clock import file_offsets, to_host_clock
 from npudiag.logs.ingest import read_logs
 from npudiag.logs.sources import find_sources
-from npudiag.logs.triage import load_kb, summarise, triage_table
+from npudiag.logs.triage import distinct_records, load_kb, summarise, triage_table
 from npudiag.output import OutputFolder, atomic_write, dumps, json_safe
 from npudiag.progress import Progress
 from npudiag.store import write_table
@@ -73,8 +74,13 @@ def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = No
         # device files written in another time zone than the host's: their records in host time, said once
         offsets = file_offsets(run.first_records)
         problems = to_host_clock(run.problems, offsets)
+        problems, repeated = distinct_records(problems)  # a renamed copy of a log counts once
+        totals = dict(run.totals)
+        for levels, key in ((("ERROR", "FATAL"), "errors"), (("WARNING",), "warnings")):
+            totals[key] -= _count(run.problems, levels) - _count(problems, levels)
         triage = triage_table(problems, kb)
-        summary = summarise(problems, triage, kb, run.totals)
+        summary = summarise(problems, triage, kb, totals)
+        summary["repeated_files"] = repeated
         summary["clock_offsets"] = list(offsets.values())
         if offsets:
             summary["clock_note"] = describe_clock(offsets)
@@ -88,3 +94,7 @@ def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = No
             folder.commit({"inputs": paths})
             summary["out"] = str(out)
     return LogTriage(summary, {"triage": triage, "problems": problems}, out, errors, warnings)
+
+
+def _count(events: pa.Table, levels: tuple[str, ...]) -> int:
+    return int(pc.sum(pc.fill_null(pc.is_in(events["level"], pa.array(levels)), False)).as_py() or 0) if events.num_rows else 0

@@ -271,6 +271,7 @@ def triage_table(events: pa.Table, kb: list[KbEntry]) -> pa.Table:
                 "count": len(idx),
                 "first_timestamp": pc.min(sub_ts).as_py(),
                 "last_timestamp": pc.max(sub_ts).as_py(),
+                "first_timestamp_no_year": pc.min(sub["timestamp_no_year"]).as_py() if sub_ts.null_count == len(sub_ts) else None,
                 "first_file": sub["file"][first_i].as_py(),
                 "first_line": sub["line"][first_i].as_py(),
                 "device_ids": _distinct_ints(sub["device_id"].to_pylist()),
@@ -286,7 +287,8 @@ def triage_table(events: pa.Table, kb: list[KbEntry]) -> pa.Table:
         )
     t = pa.Table.from_pylist(rows, schema=TRIAGE)
     if t.num_rows:
-        t = t.sort_by([("first_timestamp", "ascending"), ("first_file", "ascending"), ("first_line", "ascending")])
+        t = t.sort_by([("first_timestamp", "ascending"), ("first_timestamp_no_year", "ascending"), ("first_file", "ascending"),
+                       ("first_line", "ascending")])  # fmt: skip
     i = TRIAGE.get_field_index("follows_from")
     return t.set_column(i, TRIAGE.field(i), pa.array(follows_from(t["kb_id"].to_pylist(), by_id), pa.string()))
 
@@ -301,11 +303,54 @@ def follows_from(kb_ids: list[str], by_id: dict[str, KbEntry]) -> list[str | Non
 
 
 def _first_index(t: pa.Table) -> int:
-    """The earliest record: by timestamp where any has one, else the first in file order."""
-    ts = t["timestamp"]
-    if ts.null_count < len(ts):
-        return int(pc.index(ts, pc.min(ts)).as_py())
+    """The earliest record: by timestamp where any has one, else by month-day time where any has one
+    (a log of c10 / glog lines gives no year), else the first in file order."""
+    for name in ("timestamp", "timestamp_no_year"):
+        ts = t[name]
+        if ts.null_count < len(ts):
+            return int(pc.index(ts, pc.min(ts)).as_py())
     return 0
+
+
+# the order of problem records: time (with a year, then month-day time without one), then file order
+TIME_ORDER = [("timestamp", "ascending"), ("timestamp_no_year", "ascending"), ("file", "ascending"), ("line", "ascending")]
+_SAME_RECORD = ("timestamp", "timestamp_no_year", "level", "module", "pid", "thread_id", "message")
+
+
+def distinct_records(problems: pa.Table) -> tuple[pa.Table, list[dict[str, Any]]]:
+    """``problems`` without the records another file already holds (an asys collection with a plog
+    and a renamed copy of it): same time, level, module, pid, thread and message, in a different
+    file than the first one holding it; records without a time are all kept. Also, per file that
+    repeated another, how many of its records were dropped and which file holds them."""
+    if problems.num_rows < 2:
+        return problems, []
+    timed = pc.or_(pc.is_valid(problems["timestamp"]), pc.is_valid(problems["timestamp_no_year"])).to_numpy(zero_copy_only=False)
+    idx = np.flatnonzero(timed)
+    if len(idx) < 2:
+        return problems, []
+    t = problems.take(pa.array(idx))
+    keys = pa.table({k: t[k] for k in _SAME_RECORD}).append_column("_i", pa.array(np.arange(len(idx))))
+    order = pc.sort_indices(keys, [(k, "ascending") for k in (*_SAME_RECORD, "_i")]).to_numpy()
+    s = keys.take(pa.array(order))
+    same = np.ones(len(order) - 1, bool)
+    for k in _SAME_RECORD:
+        a, b = s[k].slice(0, len(order) - 1), s[k].slice(1)
+        eq = pc.fill_null(pc.equal(a, b), False)
+        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+        same &= pc.or_(eq, both_null).to_numpy(zero_copy_only=False)
+    group = np.concatenate([[0], np.cumsum(~same)])
+    starts = np.flatnonzero(np.concatenate([[True], ~same]))
+    files = t["file"].take(pa.array(order)).to_numpy(zero_copy_only=False)
+    first_file = files[starts[group]]
+    dup_sorted = files != first_file
+    if not dup_sorted.any():
+        return problems, []
+    drop = np.zeros(problems.num_rows, bool)
+    drop[idx[order[dup_sorted]]] = True
+    pairs: dict[tuple[str, str], int] = {}
+    for f, of in zip(files[dup_sorted].tolist(), first_file[dup_sorted].tolist()):
+        pairs[(f, of)] = pairs.get((f, of), 0) + 1
+    return problems.filter(pa.array(~drop)), [{"file": f, "same_as": of, "records": n} for (f, of), n in pairs.items()]
 
 
 def _problems(events: pa.Table) -> pa.Table:
@@ -328,7 +373,7 @@ def summarise(
     records (``totals`` then gives the counts over every record)."""
     by_id = {e.id: e for e in kb}
     errors = _problems(events)
-    errors = errors.sort_by([("timestamp", "ascending"), ("file", "ascending"), ("line", "ascending")]) if errors.num_rows else errors
+    errors = errors.sort_by(TIME_ORDER) if errors.num_rows else errors
     timed = errors.filter(pc.is_valid(errors["timestamp"])) if errors.num_rows else errors
     first = None
     source = timed if timed.num_rows else errors
@@ -336,11 +381,11 @@ def summarise(
         first = _row(source, 0)
     # error-code table
     code_rows: dict[str, dict[str, Any]] = {}
-    for r in errors.select(["error_codes", "timestamp", "file", "line"]).to_pylist():
+    for r in errors.select(["error_codes", "timestamp", "timestamp_no_year", "file", "line"]).to_pylist():
         for c in r["error_codes"]:
-            row = code_rows.setdefault(
-                c, {"code": c, "count": 0, "first_timestamp": r["timestamp"], "first_file": r["file"], "first_line": r["line"]}
-            )
+            row = code_rows.setdefault(c, {"code": c, "count": 0, "first_timestamp": r["timestamp"],
+                                           "first_timestamp_no_year": r["timestamp_no_year"], "first_file": r["file"],
+                                           "first_line": r["line"]})  # fmt: skip
             row["count"] += 1
     code_kb: dict[str, KbEntry] = {}
     for e in kb:
@@ -394,8 +439,10 @@ def fault_kernels(errors: pa.Table, limit: int = 10) -> list[dict[str, Any]]:
         return []
     names = pc.struct_field(pc.extract_regex(t["message"], r".*?" + _FAULT_KERNEL.replace("(", "(?P<k>", 1)), "k")
     out: dict[str, dict[str, Any]] = {}
-    for name, ts, file, line in zip(names.to_pylist(), t["timestamp"].to_pylist(), t["file"].to_pylist(), t["line"].to_pylist()):
-        row = out.setdefault(name, {"kernel_name": name, "count": 0, "first_timestamp": ts, "first_file": file, "first_line": line})
+    cols = [names.to_pylist(), *(t[c].to_pylist() for c in ("timestamp", "timestamp_no_year", "file", "line"))]
+    for name, ts, no_year, file, line in zip(*cols):
+        row = out.setdefault(name, {"kernel_name": name, "count": 0, "first_timestamp": ts, "first_timestamp_no_year": no_year,
+                                    "first_file": file, "first_line": line})  # fmt: skip
         row["count"] += 1
         if len(out) >= limit:
             break
@@ -430,6 +477,7 @@ def _row(t: pa.Table, i: int) -> dict[str, Any]:
     r = t.slice(i, 1).to_pylist()[0]
     return {
         "timestamp": r["timestamp"],
+        "timestamp_no_year": r["timestamp_no_year"],
         "file": r["file"],
         "line": r["line"],
         "origin": r["origin"],
@@ -449,8 +497,5 @@ def _first_by(errors: pa.Table, column: str) -> list[dict[str, Any]]:
         return []
     t = errors.filter(pc.is_valid(errors[column]))
     t = t.append_column("_i", pa.array(np.arange(t.num_rows)))
-    firsts = t.group_by(column).aggregate([("_i", "min")])["_i_min"].to_pylist()  # errors are time-sorted
-    seen = {i: _row(t, i) for i in firsts}
-    rows = list(seen.values())
-    rows.sort(key=lambda r: (r["timestamp"] is None, r["timestamp"] or 0))
-    return rows
+    firsts = t.group_by(column).aggregate([("_i", "min")])["_i_min"].to_pylist()  # errors are in TIME_ORDER
+    return [_row(t, i) for i in sorted(firsts)]

@@ -154,6 +154,27 @@ def _by_time(tables: list[pa.Table]) -> pa.Table | None:
     return t.sort_by([("start_ns", "ascending")]) if len(tables) > 1 else t
 
 
+# what a folder of another tool's output holds, and what to run on instead
+_OTHER_OUTPUTS = (
+    (("cluster_step_trace_time.csv", "cluster_communication.json", "cluster_analysis.db"),
+     "msprof-analyze's cluster_analysis_output (its summary of a cluster, not profiler data); run npudiag cluster on the rank "
+     "folders it was made from (*_ascend_pt or PROF_*)"),
+)  # fmt: skip
+
+
+def _not_a_profile(folder: Path) -> str:
+    """Why a folder yields no profile: what it is, where npudiag knows it, else what was expected."""
+    for marks, what in _OTHER_OUTPUTS:
+        if any(os.path.lexists(folder / m) for m in marks):
+            return what
+    return "no profiler output found (expected a PROF_* or *_ascend_pt folder, or summary CSV / trace JSON files)"
+
+
+def _short(name: str, limit: int = 48) -> str:
+    """A name from the input, short enough for a warning line: its end, where an op name says its type."""
+    return name if len(name) <= limit else "…" + name[-(limit - 1) :]
+
+
 def _first_kind(r: _UnitReader, kinds: tuple[str, ...], name: str, use: str) -> pa.Table | None:
     """The ``name`` rows of the first kind of ``kinds`` whose files hold any, in time order, marked as used."""
     for kind in kinds:
@@ -281,11 +302,11 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
         kernels = kernels.drop_columns([c for c in _KERNEL_EXTRA_DROP if c in kernels.column_names])
         kernels = assign_steps_by_time(kernels, steps, launch)
         del launch
-        kernels, derived = fill_op_types(kernels)
+        kernels, derived, examples = fill_op_types(kernels)
         if derived:  # torch_npu Level0 writes N/A; MindSpore's timelines carry names only
-            warnings.append(f"{u.path}: {derived:,} kernel(s) record no op type; their type is taken from the op name "
-                            "(Default/.../Conv2D-op8 -> Conv2D, aclnnMm_MatMulCommon_MatMulV2 -> MatMulV2, hcom_allReduce__3_1 -> "
-                            "hcom_allReduce_)")  # fmt: skip
+            shown = ", ".join(f"{_short(name)} -> {_short(kind)}" for name, kind in examples)
+            warnings.append(f"{u.path}: {derived:,} kernel(s) record no op type; their type is taken from the op name"
+                            + (f" (here: {shown})" if shown else ""))  # fmt: skip
         parts["kernels"].append(kernels)
         if comm_tasks is not None:
             comm_tasks = name_comm_tasks(comm_tasks, kernels)
@@ -405,7 +426,7 @@ def find_units(paths: list[Path], follow_symlinks: bool = False, runs: str = "la
             continue
         found = discover(p, errors if p.is_file() else warnings, follow_symlinks)
         if not found and p.is_dir():
-            errors.append(f"{p}: no profiler output found (expected a PROF_* or *_ascend_pt folder, or summary CSV / trace JSON files)")
+            errors.append(f"{p}: {_not_a_profile(p)}")
         for u in found:
             if u.unexported is not None:  # nothing to read until a tool exports it: say which command does
                 errors.append(f"{u.path}: {u.unexported}")

@@ -64,8 +64,11 @@ class ProfileOptions:
     storage_limit_mb: int | None = None
     extra: list[str] = field(default_factory=list)  # --msprof-arg, passed through unchanged
 
+    implied: tuple[str, ...] = field(default=(), init=False)  # the switches --memory turned on (the user did not type them)
+
     def __post_init__(self) -> None:
         if self.memory:  # operator memory, and the device memory (HBM / DDR) timeline
+            self.implied = tuple(n for n in ("task_memory", "sys_hardware_mem") if getattr(self, n) is None)
             self.task_memory = self.task_memory or "on"
             self.sys_hardware_mem = self.sys_hardware_mem or "on"
 
@@ -139,8 +142,8 @@ def _unsupported(opts: ProfileOptions, mapping: dict[str, str], method: str) -> 
     for name in _CLI:
         if getattr(opts, name) is not None and name not in mapping:
             others = [m for m, table in _METHODS.items() if name in table]
-            flag = _CLI[name].replace("--delay", "--delay").lstrip("-")
-            raise ValueError(f"--{flag} is not available with --mode {method} (use --mode {' or '.join(others)})")
+            said = f"--memory (it turns on {_CLI[name]})" if name in opts.implied else _CLI[name]
+            raise ValueError(f"{said} is not available with --mode {method} (use --mode {' or '.join(others)})")
     if opts.extra and method != "cli":
         raise ValueError(f"--msprof-arg passes msprof switches and needs --mode cli, not {method}")
 

@@ -68,19 +68,29 @@ def types_from_names(names: pa.Array, known: set[str] | frozenset[str] = frozens
     return pc.if_else(pc.and_(pc.is_null(out), node_type), stripped, out)
 
 
-def fill_op_types(kernels: pa.Table) -> tuple[pa.Table, int]:
-    """``kernels`` with op_type derived from op_name where it is null; and how many rows got one."""
+def fill_op_types(kernels: pa.Table) -> tuple[pa.Table, int, list[tuple[str, str]]]:
+    """``kernels`` with op_type derived from op_name where it is null; how many rows got one; and up
+    to three of this profile's own (name, type) pairs that show how (names that are not their type)."""
     if kernels.num_rows == 0 or kernels["op_type"].null_count == 0:
-        return kernels, 0
+        return kernels, 0, []
     missing = pc.is_null(kernels["op_type"])
     names = kernels["op_name"]
     distinct = pc.unique(pc.drop_null(pc.filter(names, missing)))
     if len(distinct) == 0:
-        return kernels, 0
+        return kernels, 0, []
     known = set(pc.unique(pc.drop_null(kernels["op_type"])).to_pylist())
     derived = types_from_names(distinct, known)
     per_row = pc.take(derived, pc.index_in(names, value_set=distinct))
     filled = pc.if_else(missing, per_row, kernels["op_type"])
     got = int(pc.sum(pc.and_(missing, pc.is_valid(per_row))).as_py() or 0)
     i = kernels.schema.get_field_index("op_type")
-    return kernels.set_column(i, kernels.schema.field(i), filled.cast(kernels.schema.field(i).type)), got
+    return kernels.set_column(i, kernels.schema.field(i), filled.cast(kernels.schema.field(i).type)), got, _examples(distinct, derived)
+
+
+def _examples(names: pa.Array, types: pa.Array, n: int = 3) -> list[tuple[str, str]]:
+    """Up to ``n`` (name, type) pairs with different types, where the type is not the whole name."""
+    differ = pc.and_(pc.is_valid(types), pc.not_equal(names, types))
+    pairs = pa.table({"name": names, "type": types}).filter(pc.fill_null(differ, False))
+    first = pc.unique(pairs["type"]).slice(0, n)  # one name per type, the first of each
+    at = pc.index_in(first, value_set=pairs["type"]).to_pylist()
+    return [(pairs["name"][j].as_py(), pairs["type"][j].as_py()) for j in at]

@@ -22,13 +22,13 @@ import pyarrow.compute as pc
 
 from npudiag.errors import InputError, OptionError
 from npudiag.executors import choose_backend
-from npudiag.output import OutputFolder, atomic_write, csv_cell, dumps, json_safe
+from npudiag.output import OutputFolder, atomic_write, csv_cell, dumps, json_safe, npudiag_manifest
 from npudiag.phases import phase
 from npudiag.profiling.analysis import cluster as cl
 from npudiag.profiling.analysis.compare import LEVELS, compare_totals, diff_ops, matched
-from npudiag.profiling.analysis.gate import GateConfig, judge, load_config, parse_percent
+from npudiag.profiling.analysis.gate import GateConfig, check_alpha, check_min_delta, check_top_ops, judge, load_config, parse_percent
 from npudiag.profiling.analysis.markers import markers
-from npudiag.profiling.analysis.metrics import known_metric
+from npudiag.profiling.analysis.metrics import canonical_metric, known_metric
 from npudiag.profiling.analysis.summary import SummaryParts, summary_from_parts
 from npudiag.profiling.analysis.window import Window, parse_steps
 from npudiag.profiling.collection import Collection, export_unexported
@@ -230,6 +230,12 @@ def load_output(out: str | Path, *, top: int = 20, by: str = "type") -> Analysis
     partitioned one, never the whole cluster in memory); ``.tables`` loads on first use; ``.inputs``
     lists the input files the manifest names that are still there."""
     out = Path(out)
+    earlier = _cluster_folder(out)
+    if earlier is not None:  # a cluster out folder: the rank tables it holds (cluster OUT shows its own view)
+        out = earlier
+    elif out.is_dir() and npudiag_manifest(out) is not None and not is_out_folder(out):
+        kind = npudiag_manifest(out).get("output")
+        raise InputError(out, f"a '{kind}' out folder, not one 'npudiag analyze --out' wrote")
     parts = summary_parts_of_dataset(out) if (out / "manifest.json").is_file() else None
     tables = None
     if parts is not None:
@@ -317,7 +323,14 @@ def cluster(
     errors: list[str] = []
     warnings: list[str] = []
     found = None
-    if not is_out_folder(path):
+    earlier = _cluster_folder(path)
+    if earlier is not None:  # an earlier cluster out folder: its rank tables again
+        view_only = out.absolute() == path.absolute() or (out.exists() and out.resolve() == path.resolve())
+        path = earlier
+        if view_only:  # `cluster OUT --out OUT`: shown again, not written over the tables it reads
+            outputs, steps, sources = _cluster_tables(path, thr)
+            return Cluster(_cluster_summary(outputs, steps, sources, out, path, thr, [], []), outputs)
+    elif not is_out_folder(path):
         found = find_units([path])
         if not found.units:  # the error line names its file already: said once
             why = found.errors[0] if found.errors else "no profiler data found"
@@ -344,19 +357,7 @@ def cluster(
                 writer.cancel()
                 raise
             errors, warnings = result.errors, result.warnings
-        tables, manifest = load_outputs(dataset, names=("steps", "step_breakdown", "comm_links", "comm_ops"))
-        args = next((u["distributed_args"] for u in manifest.get("units", []) if u.get("distributed_args")), None)
-        rows = cl.rank_steps(tables)
-        steps = cl.with_parallel(rows, cl.parallel_indices(args, pc.unique(rows["rank"]).drop_null().to_pylist()))
-        slow = cl.slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
-        stage_rows = cl.stages(steps)
-        waits = cl.comm_waits(
-            tables["comm_ops"],
-            lambda ranks: load_rank_rows(dataset, "kernels", ranks),
-            lambda ranks: (load_rank_rows(dataset, "api_calls", ranks), load_rank_rows(dataset, "host_ops", ranks)),
-        )
-        outputs = {"cluster_links": tables["comm_links"], "cluster_comm_ops": tables["comm_ops"], "cluster_steps": steps,
-                   "cluster_slow_ranks": slow, "cluster_stages": stage_rows, "cluster_comm_waits": waits}  # fmt: skip
+        outputs, steps, sources = _cluster_tables(dataset, thr)
         for name, table in outputs.items():
             write_table(table, folder.work / f"{name}.parquet")
         buf = io.StringIO()
@@ -365,32 +366,70 @@ def cluster(
         w.writerow(header)
         w.writerows([csv_cell(v) for v in row] for row in rows)
         atomic_write(folder.work / "cluster_step_trace_time.csv", lambda fh: fh.write(buf.getvalue().encode("utf-8")))
-        folder.commit({"input": str(path), "tables": "tables" if found is not None else str(dataset)})
+        folder.commit({"input": str(path), "tables": "tables" if found is not None else str(dataset.absolute())})
     tables_at = (out / "tables").absolute() if found is not None else dataset
+    return Cluster(_cluster_summary(outputs, steps, sources, out, tables_at, thr, errors, warnings), outputs, errors, warnings)
+
+
+def _cluster_folder(path: Path) -> Path | None:
+    """The rank tables an earlier ``cluster`` out folder holds (its ``tables`` folder, or the analyze
+    out folder it read), None when ``path`` is no cluster out folder."""
+    manifest = npudiag_manifest(path) if path.is_dir() else None
+    if manifest is None or manifest.get("output") != "cluster":
+        return None
+    where = manifest.get("tables")
+    tables = path / "tables" if where in (None, "tables") or not isinstance(where, str) else Path(where)
+    if not is_out_folder(tables):
+        raise InputError(path, f"a cluster out folder whose rank tables ({tables}) are gone; run cluster on the profiles again")
+    return tables
+
+
+def _cluster_tables(dataset: Path, thr: float) -> tuple[dict[str, pa.Table], pa.Table, dict[str, Any]]:
+    """The cluster tables of the rank tables in ``dataset`` (an analyze out folder), the rank x step
+    phases among them, and where those come from (:func:`cluster.phase_sources`)."""
+    tables, manifest = load_outputs(dataset, names=("steps", "step_breakdown", "comm_links", "comm_ops"))
+    args = next((u["distributed_args"] for u in manifest.get("units", []) if u.get("distributed_args")), None)
+    rows = cl.rank_steps(tables)
+    steps = cl.with_parallel(rows, cl.parallel_indices(args, pc.unique(rows["rank"]).drop_null().to_pylist()))
+    slow = cl.slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
+    stage_rows = cl.stages(steps)
+    waits = cl.comm_waits(
+        tables["comm_ops"],
+        lambda ranks: load_rank_rows(dataset, "kernels", ranks),
+        lambda ranks: (load_rank_rows(dataset, "api_calls", ranks), load_rank_rows(dataset, "host_ops", ranks)),
+    )
+    outputs = {"cluster_links": tables["comm_links"], "cluster_comm_ops": tables["comm_ops"], "cluster_steps": steps,
+               "cluster_slow_ranks": slow, "cluster_stages": stage_rows, "cluster_comm_waits": waits}  # fmt: skip
+    return outputs, steps, cl.phase_sources(tables, steps)
+
+
+def _cluster_summary(outputs: dict[str, pa.Table], steps: pa.Table, sources: dict[str, Any], out: Path, tables_at: Path, thr: float,
+                     errors: list[str], warnings: list[str]) -> dict[str, Any]:  # fmt: skip
     per_step = []
     for step in sorted(set(steps["step"].to_pylist()), key=lambda s: (s is None, s)):
         sub = steps.filter(pc.equal(steps["step"], step)) if step is not None else steps.filter(pc.is_null(steps["step"]))
         median = {c: cl.phase_median(sub, c) for c in sub.column_names if c.endswith("_us")}
         per_step.append({"step": step, "rows": sub.to_pylist(), "median": median})
-    summary = {
+    comm_ops, links = outputs["cluster_comm_ops"], outputs["cluster_links"]
+    return {
         "ranks": len(set(steps["rank"].to_pylist())),
         "steps": len(per_step),
         "rank_matrix": cl.rank_matrix(steps),
+        "phase_sources": sources,
         "threshold": thr,
         "per_step": per_step,
-        "slow_ranks": slow.to_pylist(),
-        "stage_imbalance": cl.stage_imbalance(stage_rows, thr),
+        "slow_ranks": outputs["cluster_slow_ranks"].to_pylist(),
+        "stage_imbalance": cl.stage_imbalance(outputs["cluster_stages"], thr),
         "phase_gaps": cl.phase_gaps(steps, thr),
-        "links": cl.link_summary(tables["comm_links"]),
-        "slow_links": cl.slow_links(tables["comm_links"]),
-        "wait_skew": cl.wait_skew(tables["comm_ops"]),
-        "late_ranks": cl.late_ranks(waits),
+        "links": cl.link_summary(links),
+        "slow_links": cl.slow_links(links),
+        "wait_skew": cl.wait_skew(comm_ops),
+        "late_ranks": cl.late_ranks(outputs["cluster_comm_waits"]),
         "out": str(out),
         "tables": str(tables_at),
         "warnings": warnings,
         "errors": errors,
     }
-    return Cluster(summary, outputs, errors, warnings)
 
 
 @dataclass
@@ -401,6 +440,7 @@ class Comparison:
     tables: dict[str, pa.Table]
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    earlier: list[str] = field(default_factory=list)  # the warnings of the analyses that wrote a side's out folder
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(self.summary)
@@ -474,7 +514,7 @@ def compare(
             atomic_write(folder.work / "compare.json", lambda fh: fh.write(text.encode("utf-8") + b"\n"))
             folder.commit({"baseline": str(baseline), "current": str(current)})
     summary["warnings"] = warnings
-    return Comparison(summary, {"diff": diff}, warnings)
+    return Comparison(summary, {"diff": diff}, warnings, earlier=[w for r in base + cur for w in r.earlier])
 
 
 @dataclass
@@ -487,6 +527,7 @@ class GateResult:
     warnings: list[str] = field(default_factory=list)
     baseline_updated: bool = False
     errors: list[str] = field(default_factory=list)
+    earlier: list[str] = field(default_factory=list)  # the warnings of the analyses that wrote a side's out folder
 
     @property
     def tables(self) -> dict[str, pa.Table]:
@@ -504,15 +545,19 @@ def gate_config(config: str | Path | None = None, **changes: Any):
         cfg = load_config(Path(config) if config is not None else None)
         if changes.get("max_regression") is not None:
             changes["max_regression"] = parse_percent(changes["max_regression"])
-        if changes.get("alpha") is not None and not 0 < changes["alpha"] < 1:
-            raise OptionError(f"alpha must be between 0 and 1, got {changes['alpha']}", "alpha")
+        for key, check in (("alpha", check_alpha), ("top_ops", check_top_ops), ("min_delta_us", check_min_delta)):
+            if changes.get(key) is not None:
+                try:
+                    changes[key] = check(changes[key], f"--{key.replace('_', '-')}")
+                except ValueError as exc:
+                    raise OptionError(str(exc), key) from None
         if isinstance(changes.get("steps"), str):
             changes["steps"] = parse_steps(changes["steps"])
     except OptionError:
         raise
     except ValueError as exc:
         raise OptionError(str(exc)) from None
-    extra = list(changes.pop("metrics", None) or ())
+    extra = [canonical_metric(m) for m in changes.pop("metrics", None) or ()]
     for m in extra:
         if not known_metric(m):
             raise OptionError(
@@ -549,4 +594,5 @@ def gate(
     if update_baseline is not None and (not result.failed or accept):
         store_runs(cur, Path(update_baseline), inputs=[Path(baseline), Path(current)], replaceable=[Path(baseline)])
         updated = True
-    return GateResult(result.failed, summary, [w for r in base + cur for w in r.warnings], updated)
+    earlier = [w for r in base + cur for w in r.earlier]
+    return GateResult(result.failed, summary, [w for r in base + cur for w in r.warnings], updated, earlier=earlier)

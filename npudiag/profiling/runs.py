@@ -32,6 +32,7 @@ class Run:
     tables: dict[str, pa.Table]
     manifest: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    earlier: list[str] = field(default_factory=list)  # an out folder's: the warnings of the analysis that wrote it
 
 
 def is_out_folder(path: Path) -> bool:
@@ -56,7 +57,7 @@ def load_run(
     trace as the baseline of a torch-level comparison); a window that holds nothing of it: OptionError."""
     if path.is_dir() and is_out_folder(path):
         tables, manifest = load_outputs(path)
-        warnings = list(manifest.get("warnings", []))
+        warnings, earlier = [], [f"{path}: {w}" for w in manifest.get("warnings", [])]
         if window.active:  # the tables as read, cut, then derived again as analyze would have
             tables = _analysed({n: t for n, t in tables.items() if n in READ_TABLES}, window, rule_options, path).tables
             manifest = {**manifest, "window": {"steps": window.steps, "time_us": window.time_us}}
@@ -69,14 +70,14 @@ def load_run(
         row_counts = {name: t.num_rows for name, t in profile.tables.items()}
         manifest = analysis_manifest(profile.inputs, profile.units, row_counts, profile.warnings, profile.errors,
                                      rules={"options": rule_options or {}, "skipped": done.skipped})  # fmt: skip
-        warnings = profile.warnings + profile.errors
+        warnings, earlier = profile.warnings + profile.errors, []
     if tables["kernels"].num_rows == 0:
         if need_kernels:
             hint = "; a PyTorch (Kineto) trace compares with --level torch" if tables.get("torch_ops", pa.table({})).num_rows else ""
             raise InputError(path, f"no NPU kernels in this profile; nothing to compare{hint}")
         if tables.get("torch_ops") is None or tables["torch_ops"].num_rows == 0:
             raise InputError(path, "neither NPU kernels nor framework ops (cpu_op) in this profile; nothing to compare")
-    return Run(path, tables, manifest, warnings)
+    return Run(path, tables, manifest, warnings, earlier)
 
 
 def _holds_profile(folder: Path) -> bool:

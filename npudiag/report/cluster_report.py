@@ -13,8 +13,11 @@ from npudiag.report.text import Col, count, plain, table
 
 PHASES = [
     ("computing_us", "computing"), ("communication_not_overlapped_us", "comm (not overl.)"), ("free_us", "free"), ("bubble_us", "bubble"),
-    ("stage_us", "stage"),
+    ("stage_us", "task span"),
 ]  # fmt: skip
+# the glossary's words for the columns, under the matrix
+_WORDS = ("task span: the step's first to last device task (torch_npu's Stage); free: gaps between device tasks plus the "
+          "exposed copies (step_trace_time.csv's Free)")  # fmt: skip
 
 
 def _cell(v: float | None, med: float | None) -> Text:
@@ -56,6 +59,7 @@ def render_cluster_terminal(s: dict[str, Any], console: Console, per_step: bool 
         title = f"Ranks over {count(s['steps'], 'step')}: mean per step, difference from the median rank (slowest first)"
         caption = f"… {rest} ranks between the 16 slowest and the 8 fastest (all in --json and cluster_steps.parquet)" if rest else None
         console.print(table(console, title, cols, rows, caption=caption))
+        _render_sources(s.get("phase_sources"), console)
     if per_step:
         for step in s["per_step"]:
             med = {k: step["median"].get(k) for k, _ in PHASES}
@@ -75,6 +79,30 @@ def render_cluster_terminal(s: dict[str, Any], console: Console, per_step: bool 
     else:
         console.print(Text("No slow rank: every rank is within the threshold of the median (or within its noise).", style="green"))
     _render_stages(s.get("stage_imbalance"), console)
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    shown = ", ".join(str(r) for r in ranks[:8])
+    return f"rank {shown}" if len(ranks) == 1 else f"ranks {shown}{', …' if len(ranks) > 8 else ''}"
+
+
+def _render_sources(src: dict[str, Any] | None, console: Console) -> None:
+    """Where the phases come from (the profiler's step_trace_time.csv, else npudiag's breakdown of the
+    kernels), in the glossary's words, and the figures of analyze where they differ."""
+    if not src:
+        return
+    said = []
+    if src["step_trace"]:
+        said.append(f"from the profiler's step_trace_time.csv for {_ranks_text(src['step_trace'])}")
+    if src["kernels"]:
+        said.append(f"from the kernels (as analyze) for {_ranks_text(src['kernels'])}")
+    console.print(plain(f"Phases {' and '.join(said)}. {_WORDS}.", style="dim"))
+    for d in src["differs"][:2]:
+        console.print(plain(f"rank {d['rank']} step {d['step']}: analyze counts free {fmt_us(d['kernels_free_us'])} (here "
+                            f"{fmt_us(d['free_us'])}) and task span {fmt_us(d['kernels_stage_us'])} (here {fmt_us(d['stage_us'])}) "
+                            "from the kernels, device copies included", style="dim"))  # fmt: skip
+    if len(src["differs"]) > 2:
+        console.print(plain(f"… and {len(src['differs']) - 2} more rank steps (--json: phase_sources)", style="dim"))
 
 
 def _render_stages(imb: dict[str, Any] | None, console: Console) -> None:

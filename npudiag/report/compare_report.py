@@ -9,6 +9,7 @@ from rich.text import Text
 
 from npudiag.report.terminal import fmt_us
 from npudiag.report.text import Col, plain, table
+from npudiag.units import shown_name
 
 _COUNT_ROWS = {"kernels", "steps", "copies", "findings"}
 
@@ -17,6 +18,11 @@ def _value(name: str, v: float | None) -> str:
     if v is None:
         return "-"
     return _count(v) if name in _COUNT_ROWS else fmt_us(v)
+
+
+def _count_change(r: dict[str, Any]) -> str:
+    """A count's change as a signed difference (a percent of a handful of findings says little)."""
+    return f"{'+' if r['delta'] > 0 else ''}{_count(r['delta'])}"
 
 
 def _ratio(r: float | None) -> Text:
@@ -32,11 +38,13 @@ def _count(v: float) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
 
 
-def _change(r: dict[str, Any]) -> str:
-    """The ratio; "=" when nothing changed; "-" when one side does not have the total."""
+def _change(r: dict[str, Any]) -> str | Text:
+    """The ratio (a count: the difference); "=" when nothing changed; "-" when one side does not have the total."""
     if (r["baseline"] is None) != (r["current"] is None):
         return "-"
-    return _ratio(r["ratio"]) if r["delta"] else "="
+    if not r["delta"]:
+        return "="
+    return _count_change(r) if r["metric"] in _COUNT_ROWS else _ratio(r["ratio"])
 
 
 def render_compare_terminal(result: dict[str, Any], console: Console, top: int = 20) -> None:
@@ -45,9 +53,8 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
     head.append_text(plain(f"{result['baseline']['path']}  ->  {result['current']['path']}", style="dim"))
     console.print(head)
     cols = [Col("", "fixed", 0), Col("baseline", priority=0), Col("current", priority=0), Col("change", priority=0)]
-    rows = [
-        [r["metric"], _value(r["metric"], r["baseline"]), _value(r["metric"], r["current"]), _change(r)] for r in result["totals"]["rows"]
-    ]
+    rows = [[shown_name(r["metric"]), _value(r["metric"], r["baseline"]), _value(r["metric"], r["current"]), _change(r)]
+            for r in result["totals"]["rows"]]  # fmt: skip
     console.print(table(console, "Totals (per run)", cols, rows))
     ops = result["ops"]
     torch = ops["match_by"] in ("torch", "module")  # rows with host time

@@ -115,11 +115,16 @@ def _render_stats_compare(s: dict[str, Any], console: Console) -> None:
     else:
         cols = [Col("#", priority=3), Col("tensor", "name", 0, min_width=16), Col("max Δ%", priority=1), Col("min Δ%", priority=4),
                 Col("mean Δ%", priority=2), Col("norm Δ%", priority=0), Col("pass", "fixed", 0)]  # fmt: skip
+        why = any(r["fail_reason"] for r in s["worst"])
+        if why:  # a tensor that fails with every change at 0 % fails for another reason (dtype, shape, NaN): say which
+            cols.append(Col("why", "text", 1, min_width=16))
         body = []
         for r in s["worst"]:
             body.append([str(r["order"]), r["tensor_name"], _pct(r["max_relative_error_pct"]), _pct(r["min_relative_error_pct"]),
-                         _pct(r["mean_relative_error_pct"]), _pct(r["l2norm_relative_error_pct"]), _verdict(r)])  # fmt: skip
-        console.print(table(console, "Tensors whose statistics moved most (relative error of mine to golden)", cols, body))
+                         _pct(r["mean_relative_error_pct"]), _pct(r["l2norm_relative_error_pct"]), _verdict(r)]
+                        + ([r["fail_reason"] or ""] if why else []))  # fmt: skip
+        title = "Tensors that fail, then those warned, then the rest; the furthest moved first (relative error of mine to golden)"
+        console.print(table(console, title, cols, body))
     if s["unmatched"]:
         console.print(plain(f"{len(s['unmatched'])} tensors without a golden match, e.g. {', '.join(s['unmatched'][:5])}", style="yellow"))
 

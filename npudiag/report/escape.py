@@ -30,3 +30,9 @@ def clean(value: Any) -> str:
     """``value`` as one line of text: control characters (not TAB) and invisible or bidi characters escaped."""
     s = "" if value is None else str(value)
     return _CONTROL.sub(_escape, s) if _CONTROL.search(s) else s
+
+
+def clean_json(text: str) -> str:
+    """JSON text with the characters :func:`clean` escapes written as JSON escapes (``\\u202e``): the
+    same document, safe on a terminal (json.dumps leaves C1, bidi and invisible characters raw)."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text) if _CONTROL.search(text) else text

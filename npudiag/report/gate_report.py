@@ -17,6 +17,7 @@ from rich.text import Text
 
 from npudiag.report.terminal import fmt_bytes, fmt_us
 from npudiag.report.text import Col, clean, plain, table
+from npudiag.units import shown_name
 
 _STYLE = {"regression": "bold red", "improvement": "green", "not_significant": "yellow", "pass": ""}
 _LABEL = {"regression": "REGRESSION", "improvement": "improved", "not_significant": "noise", "pass": "ok"}
@@ -43,7 +44,7 @@ def headline(result: dict[str, Any]) -> str:
 def failed_lines(result: dict[str, Any]) -> list[str]:
     """What a quiet gate still says: the gate's warnings are not here (the CLI shows them), each
     failed metric with its reason, and the verdict when it failed."""
-    lines = [f"{m['metric']}: {m['reason']}" for m in result["metrics"] if m["failed"]]
+    lines = [f"{shown_name(m['metric'])}: {m['reason']}" for m in result["metrics"] if m["failed"]]
     return [*lines, headline(result)] if lines else []
 
 
@@ -74,14 +75,14 @@ def render_gate_terminal(result: dict[str, Any], console: Console, title: str = 
     rows = []
     for m in result["metrics"]:
         limit = [] if caption else [f"+{m['max_regression'] * 100:g}%"]
-        rows.append([m["metric"], median_text(m, "base"), median_text(m, "cur"), change_text(m), *limit,
+        rows.append([shown_name(m["metric"]), median_text(m, "base"), median_text(m, "cur"), change_text(m), *limit,
                      f"{m['base_n']}/{m['cur_n']}", p_text(m), Text(_LABEL[m["status"]], style=_STYLE[m["status"]])])  # fmt: skip
     console.print(table(console, None, cols, rows, caption=caption))
     for w in result["warnings"]:
         console.print(plain(f"warning: {w}", style="yellow"))
     for m in result["metrics"]:
         if m["failed"]:
-            console.print(plain(f"{m['metric']}: {m['reason']}", style="red"))
+            console.print(plain(f"{shown_name(m['metric'])}: {m['reason']}", style="red"))
     console.print(Text(headline(result), style="bold green" if result["passed"] else "bold red"))
 
 
@@ -106,7 +107,7 @@ def gate_markdown(result: dict[str, Any], baseline: str, current: str) -> str:
         if m["failed"]:
             verdict = f"**{verdict}**"
         lines.append(
-            f"| {md_text(m['metric'])} | {median_text(m, 'base')} | {median_text(m, 'cur')} | {change_text(m)} | "
+            f"| {md_text(shown_name(m['metric']))} | {median_text(m, 'base')} | {median_text(m, 'cur')} | {change_text(m)} | "
             f"+{m['max_regression'] * 100:g}% | {m['base_n']}/{m['cur_n']} | {p_text(m)} | {verdict} |"
         )
     if result["warnings"]:

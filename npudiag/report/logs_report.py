@@ -12,8 +12,15 @@ from rich.text import Text
 from npudiag.report.text import Col, clean, count, pack_lines, plain, table
 
 
-def _ts(t: datetime | None) -> str:
-    return "-" if t is None else t.strftime("%Y-%m-%d %H:%M:%S.%f")
+def _ts(t: datetime | None, no_year: datetime | None = None) -> str:
+    """A record's time; one whose log gives no year as ISO 8601 writes a date without one: --MM-DD."""
+    if t is not None:
+        return t.strftime("%Y-%m-%d %H:%M:%S.%f")
+    return "-" if no_year is None else no_year.strftime("--%m-%d %H:%M:%S.%f")
+
+
+def _when(r: dict[str, Any], key: str = "timestamp") -> str:
+    return _ts(r.get(key), r.get(f"{key}_no_year"))
 
 
 def _where(r: dict[str, Any]) -> str:
@@ -55,9 +62,14 @@ def where(file: str, line: Any) -> str:
 
 def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     head = Text("npudiag logs", style="bold")
-    numbers = ", ".join(count(s[k], k[:-1]) for k in ("files", "records", "errors", "warnings"))
+    # the records' own levels ("1 warning" read as one of npudiag's warnings)
+    numbers = (
+        f"{count(s['files'], 'file')}, {count(s['records'], 'record')}: {s['errors']:,} at ERROR or FATAL, {s['warnings']:,} at WARNING"
+    )
     head.append(f"  {numbers}", style="dim")
     console.print(head)
+    for r in s.get("repeated_files") or []:
+        console.print(plain(f"{r['file']} repeats {count(r['records'], 'problem record')} of {r['same_as']}: counted once", style="dim"))
     if s.get("note"):
         console.print(plain(s["note"], style="yellow"))
     if s.get("clock_note"):
@@ -79,9 +91,9 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
         for k in s.get("fault_kernels") or []:  # the operator the runtime named as failed: the one to investigate
             body.append("\nfault kernel: ", style="bold")
             body.append_text(plain(k["kernel_name"]))
-            body.append_text(plain(f" ({k['count']:,}×, first {_ts(k['first_timestamp'])})", style="dim"))
+            body.append_text(plain(f" ({k['count']:,}×, first {_when(k, 'first_timestamp')})", style="dim"))
         body.append("\nfirst seen: ", style="dim")
-        body.append_text(path_text(f"{_ts(root['first_timestamp'])}  {where(root['first_file'], root['first_line'])}", inner))
+        body.append_text(path_text(f"{_when(root, 'first_timestamp')}  {where(root['first_file'], root['first_line'])}", inner))
         body.append("\nlog: ", style="dim")
         body.append_text(plain(root["example"]))
         body.append("\n")
@@ -107,21 +119,21 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     else:
         console.print(Text("No errors found.", style="green"))
     if first is not None and root is not None:
-        at = f"{_ts(first['timestamp'])} {first['module'] or ''} {_where(first)}"
+        at = f"{_when(first)} {first['module'] or ''} {_where(first)}"
         console.print(path_text(f"First error in time: {at}: {_cut(first['message'], 160)}", console.width))
     if s["error_codes"]:
         cols = [Col("code", "fixed", 0), Col("count", priority=1), Col("first seen", "fixed", 2), Col("meaning", "text", 0, min_width=20)]
-        rows = [[r["code"], f"{r['count']:,}", _ts(r["first_timestamp"]), r["meaning"] or ""] for r in s["error_codes"][:30]]
+        rows = [[r["code"], f"{r['count']:,}", _when(r, "first_timestamp"), r["meaning"] or ""] for r in s["error_codes"][:30]]
         console.print(table(console, "Error codes", cols, rows))
     if s["findings"]:
         cols = [Col("failure", "text", 0, min_width=20), Col("role", "fixed", 3), Col("count", priority=1), Col("first seen", "fixed", 2),
                 Col("fix", "text", 1, min_width=20)]  # fmt: skip
-        rows = [[f["title"], f["role"], f"{f['count']:,}", _ts(f["first_timestamp"]), f["fix"]] for f in s["findings"][:30]]
+        rows = [[f["title"], f["role"], f"{f['count']:,}", _when(f, "first_timestamp"), f["fix"]] for f in s["findings"][:30]]
         console.print(table(console, "Known failures (knowledge base)", cols, rows))
     if len(s["first_failure_by_rank"]) > 1:
         cols = [Col("rank", priority=0), Col("time", "fixed", 1), Col("where", "name", 2, min_width=12),
                 Col("message", "text", 0, min_width=20)]  # fmt: skip
-        rows = [[str(r["rank"]), _ts(r["timestamp"]), where(r["file"], r["line"]), _cut(r["message"], 120)]
+        rows = [[str(r["rank"]), _when(r), where(r["file"], r["line"]), _cut(r["message"], 120)]
                 for r in s["first_failure_by_rank"][:16]]  # fmt: skip
         console.print(table(console, "First error per rank (earliest first)", cols, rows))
     for key, label in (("by_module", "module"), ("by_device", "device_id")):
@@ -131,5 +143,9 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     if s["timeline"]:
         cols = [Col("time", "fixed", 0), Col("module", "fixed", 2), Col("codes", "name", 1, min_width=8),
                 Col("message", "text", 0, min_width=20)]  # fmt: skip
-        rows = [[_ts(r["timestamp"]), r["module"] or "", ",".join(r["error_codes"]), r["message"][:200]] for r in s["timeline"][:20]]
+        rows = [[_when(r), r["module"] or "", ",".join(r["error_codes"]), r["message"][:200]] for r in s["timeline"][:20]]
+        if len({r["file"] for r in s["timeline"][:20]}) > 1:  # records of several files: say whose each is
+            cols.insert(3, Col("file", "name", 3, min_width=10))
+            for row, r in zip(rows, s["timeline"]):
+                row.insert(3, where(r["file"].rsplit("/", 1)[-1], r["line"]))
         console.print(table(console, "Timeline of errors", cols, rows))

@@ -11,7 +11,8 @@ import pyarrow as pa
 from rich.console import Console
 
 from npudiag.output import csv_cell, dumps
-from npudiag.report.text import Col, plain, table
+from npudiag.report.escape import clean_json
+from npudiag.report.text import Col, clean, plain, table
 
 MAX_SHOWN = 200  # rows drawn as a table; CSV and JSON carry them all
 
@@ -45,14 +46,20 @@ def render_table(result: pa.Table, console: Console) -> None:
                         style="dim"))  # fmt: skip
 
 
-def render_csv(result: pa.Table) -> str:
+def render_csv(result: pa.Table, terminal: bool = False) -> str:
+    """The rows as CSV; for a terminal (``terminal``) the text of every cell escaped as the other views
+    escape it (a value from an input could move the cursor, clear the screen or reverse the line)."""
+    cell = (lambda v: csv_cell(clean(v) if isinstance(v, str) else v)) if terminal else csv_cell
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow([csv_cell(c) for c in result.column_names])
+    w.writerow([cell(c) for c in result.column_names])
     for row in result.to_pylist():
-        w.writerow([csv_cell(v) for v in row.values()])
+        w.writerow([cell(v) for v in row.values()])
     return buf.getvalue()
 
 
-def render_json(result: pa.Table) -> str:
-    return dumps(result.to_pylist(), indent=None) + "\n"
+def render_json(result: pa.Table, terminal: bool = False) -> str:
+    """The rows as JSON (no raw control character: JSON escapes them); for a terminal the invisible and
+    bidi characters JSON keeps are escaped as well."""
+    text = dumps(result.to_pylist(), indent=None)
+    return (clean_json(text) if terminal else text) + "\n"

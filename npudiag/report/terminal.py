@@ -49,13 +49,23 @@ def copy_numbers(r: dict[str, Any]) -> list[str]:
 _BUSY_LABELS = {"computing_us": "compute", "communication_not_overlapped_us": "comm not overlapped", "copy_not_overlapped_us": "copies"}
 
 
+# CANN's task types, short, where the terminal is narrower than WIDE columns: a legend under the table names them
+WIDE = 100
+TASK_TYPE_SHORT = {"AI_CORE": "AIC", "AI_VECTOR_CORE": "AIV", "AI_CPU": "AICPU", "COMMUNICATION": "COMM", "KERNEL_AICORE": "K_AIC",
+                   "KERNEL_AIVEC": "K_AIV", "KERNEL_AICPU": "K_AICPU", "KERNEL_MIX_AIC": "K_MIX_AIC", "KERNEL_MIX_AIV": "K_MIX_AIV",
+                   "HCCL_AI_CPU": "HCCL_AICPU", "WRITE_BACK": "WB", "INVALID": "INV"}  # fmt: skip
+
+
 def headline(prof: dict[str, Any]) -> list[str]:
     """The profile's headline figures, each labelled with what it is. One rank: its span and device
     busy time, split into what kept the device busy (largest first, so a copy-bound run reads as
     one). Several ranks: the wall time, then per-rank means (busy never above 100 % of a span)."""
     n = prof.get("ranks_with_device_tasks") or 1
     parts = sorted(((prof.get(k), label) for k, label in _BUSY_LABELS.items() if prof.get(k)), key=lambda x: -x[0])
-    out = [f"kernels {prof['kernels']:,}", f"steps {prof['steps']}"]
+    steps = f"steps {prof['steps']}"
+    if prof.get("steps_recorded", prof["steps"]) > prof["steps"]:
+        steps += f" ({prof['steps_recorded']} recorded)"
+    out = [f"kernels {prof['kernels']:,}", steps]
     if n == 1:
         out.append(f"span {fmt_us(prof['span_us'])}")
     else:
@@ -91,7 +101,7 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
     if partial:
         shown = "; ".join(f"rank {r}: {', '.join(names)}" for r, names in list(partial.items())[:6])
         more = f" (+{len(partial) - 6} more)" if len(partial) > 6 else ""
-        console.print(plain(f"ranks without kernels: {shown}{more}", style="dim"))
+        console.print(plain(f"ranks without kernels, and the data they have: {shown}{more}", style="dim"))
     if len(summary.get("per_rank", [])) > 1:
         cols = [Col("rank", priority=0), Col("kernels", priority=2), Col("span", priority=0), Col("busy", priority=3),
                 Col("busy %", priority=0), Col("kernel time", priority=4), Col("time lost", priority=1)]  # fmt: skip
@@ -102,11 +112,15 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
     hot = summary["hot_ops"]
     if hot["top"]:
         title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']}; share of kernel time)"
-        cols = [Col("op " + hot["by"], "name", 0, min_width=16), Col("task type", "name", 5, min_width=9, max_width=16),
+        short = console.width < WIDE  # task types abbreviated, with a legend of the ones shown
+        cols = [Col("op " + hot["by"], "name", 0, min_width=16), Col("task type", "name", 5, min_width=9, max_width=16 if short else 30),
                 Col("count", priority=2), Col("total", priority=0), Col("avg", priority=3), Col("min", priority=6),
                 Col("max", priority=4), Col("share", priority=0)]  # fmt: skip
-        rows = [[r["key"], (r["task_types"] or "").replace(";", " "), *hot_op_numbers(r)] for r in hot["top"]]
-        console.print(table(console, title, cols, rows))
+        types = [[TASK_TYPE_SHORT.get(t, t) if short else t for t in (r["task_types"] or "").split(";") if t] for r in hot["top"]]
+        rows = [[r["key"], " ".join(ts), *hot_op_numbers(r)] for r, ts in zip(hot["top"], types)]
+        used = {t for r in hot["top"] for t in (r["task_types"] or "").split(";") if short and TASK_TYPE_SHORT.get(t, t) != t}
+        legend = ", ".join(f"{TASK_TYPE_SHORT[t]} = {t}" for t in sorted(used, key=lambda t: TASK_TYPE_SHORT[t]))
+        console.print(table(console, title, cols, rows, caption=f"task types: {legend}" if legend else None))
     else:
         console.print(Text("No device kernels found.", style="yellow"))
 

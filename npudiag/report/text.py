@@ -129,9 +129,69 @@ def table(console: Console, title: str | Text | None, cols: list[Col], rows: lis
             t.add_column(col.header, overflow="fold", width=widths[j], style=col.style)
         else:
             t.add_column(col.header, overflow="fold", width=widths[j], style=col.style)
+    wrap = [j for j in keep if cols[j].kind in ("name", "text")]
     for row in cells:
+        for j in wrap:
+            if j < len(row):
+                row[j] = wrapped(row[j], widths[j])
         t.add_row(*(row[j] if j < len(row) else Text("") for j in keep))
     return t
+
+
+# a long name breaks after one of these (op_name_with_parts, a/path, Module.sub.name, rank:step, a-b, a,b) or at a
+# space, never inside a word where it can be helped: "AI_VECTOR_CORE" wraps as "AI_VECTOR_" / "CORE", not "AI_VECTOR_C" / "ORE"
+_BREAK_AFTER = frozenset("_/.:,-) ")
+
+
+def line_spans(text: str, width: int) -> list[tuple[int, int]]:
+    """(start, end) of each line of ``text`` wrapped to ``width``: after a boundary character, at a
+    space or between the words of a CamelCase name where one is on the line, else folded at the width
+    (a word longer than the column)."""
+    spans: list[tuple[int, int]] = []
+    width = max(width, 1)
+    for at, part in _parts(text):
+        start, n = 0, len(part)
+        while n - start > width:
+            end = start + width
+            cut = end if part[end] == " " else _last_break(part, start, end)
+            cut = cut if cut > start else end
+            spans.append((at + start, at + start + len(part[start:cut].rstrip(" "))))
+            start = cut
+            while start < n and part[start] == " ":
+                start += 1
+        spans.append((at + start, at + n))
+    return spans
+
+
+def _last_break(part: str, start: int, end: int) -> int:
+    """The last place in ``part[start:end]`` a line may end: at a space where the line has one (words
+    stay whole); else, in a word longer than the line, after a boundary character (not the point of a
+    decimal number) or before a capital that follows a small letter; ``start`` where there is none."""
+    space = part.rfind(" ", start + 1, end + 1)
+    if space > start:
+        return space
+    for k in range(end, start, -1):
+        a, b = part[k - 1], part[k]
+        if (a in _BREAK_AFTER and not (a == "." and b.isdigit() and part[k - 2 : k - 1].isdigit())) or (b.isupper() and a.islower()):
+            return k
+    return start
+
+
+def _parts(text: str) -> list[tuple[int, str]]:
+    """The lines of ``text`` already there, with their offsets."""
+    out, at = [], 0
+    for line in text.split("\n"):
+        out.append((at, line))
+        at += len(line) + 1
+    return out
+
+
+def wrapped(cell: Text, width: int) -> Text:
+    """``cell`` with its lines broken as :func:`line_spans` says (styles kept)."""
+    text = cell.plain
+    if all(len(line) <= width for line in text.split("\n")):
+        return cell
+    return Text("\n").join(cell[a:b] for a, b in line_spans(text, width))
 
 
 def say(console: Console, *parts: Any, style: str = "") -> None:

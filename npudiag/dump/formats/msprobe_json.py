@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from npudiag.errors import InputError
-from npudiag.safeio import MAX_DEPTH, read_text_limited, text_of
+from npudiag.safeio import MAX_DEPTH, json_int, read_text_limited, text_of
 
 FILE_NAME = "dump.json"
 TENSOR_FOLDER = "dump_tensor_data"  # beside dump.json in tensor mode
@@ -112,7 +112,7 @@ def read_msprobe_dump(path: Path, scalars: bool = False) -> list[dict[str, Any]]
     max / min / mean / l2norm as msprobe puts it there). InputError for a file that is not msprobe's dump.json."""
     text = read_text_limited(path, MAX_BYTES)
     try:
-        doc = json.loads(text)  # NaN and Infinity, as Python's writer puts them, are read
+        doc = json.loads(text, parse_int=json_int)  # NaN and Infinity, as Python's writer puts them, are read
     except RecursionError:
         raise InputError(path, f"JSON nested deeper than {MAX_DEPTH} levels; no real dump is") from None
     except ValueError as exc:

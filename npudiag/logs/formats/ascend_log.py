@@ -158,6 +158,24 @@ def _plog_time(text: str) -> datetime | None:
         return None
 
 
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+
+
+def _no_year(month: int, day: int, hms: str, frac: str = "") -> datetime | None:
+    """A month, day and time with no year, in 2000 (a leap year: Feb 29 exists); None when not a date."""
+    try:
+        t = datetime(2000, month, day, int(hms[0:2]), int(hms[3:5]), int(hms[6:8]))
+    except ValueError:
+        return None
+    return t.replace(microsecond=int(frac[:6].ljust(6, "0"))) if frac else t
+
+
+def _glog_time(mmdd: str, clock: str) -> datetime | None:
+    """c10 / glog's ``E0324 13:00:25.428029551``: month and day, then the time to the ns (kept to the µs)."""
+    hms, _, frac = clock.partition(".")
+    return _no_year(int(mmdd) // 100, int(mmdd) % 100, hms, frac)
+
+
 def _time(date_time: str, frac: str = "", sep: str = " ") -> datetime | None:
     try:
         t = datetime.strptime(date_time, f"%Y-%m-%d{sep}%H:%M:%S")
@@ -190,6 +208,7 @@ class _Record:
     level: str | None = None
     module: str | None = None
     timestamp: datetime | None = None
+    no_year: datetime | None = None  # a month-day time without a year (in 2000)
     pid: int | None = None
     process: str | None = None
     device_id: int | None = None
@@ -279,6 +298,7 @@ class LogParser:
         c["level"].append(rec.level)
         c["module"].append(rec.module)
         c["timestamp"].append(rec.timestamp)
+        c["timestamp_no_year"].append(rec.no_year if rec.timestamp is None else None)
         c["src_file"].append(rec.src_file)
         c["src_line"].append(rec.src_line)
         c["thread_id"].append(rec.thread_id)
@@ -542,6 +562,7 @@ class LogParser:
             return _Record(n, "torch_dist", level=LEVELS.get(m.group(5).upper()), module=m.group(4), timestamp=ts, pid=int(m.group(1)))
         if (m := GLOG.match(line)) is not None:
             rec = _Record(n, "glog", level=GLOG_LEVELS[m.group(1)], src_file=m.group(5), src_line=int(m.group(6)))
+            rec.no_year = _glog_time(m.group(2), m.group(3))
             if m.group(4):
                 rec.thread_id = int(m.group(4))
             return rec
@@ -579,12 +600,14 @@ class LogParser:
     @staticmethod
     def _syslog(n: int, m: re.Match[str], ts: datetime | None) -> _Record:
         program, text = m.group(7), m.group(9)
+        no_year = _no_year(_MONTHS[m.group(1)], int(m.group(2)), m.group(3)) if ts is None and m.group(1) in _MONTHS else None
         level = PRIORITY_LEVELS.get((m.group(6) or "").lower())
         if program == "kernel":
             rec = _Record(n, "syslog", module=_kernel_module(text), timestamp=ts, level=_kernel_level(text, level))
         else:
             rec = _Record(n, "syslog", level=level, module=program, timestamp=ts, pid=int(m.group(8)) if m.group(8) else None)
         rec.process = program
+        rec.no_year = no_year
         return rec
 
 

@@ -204,6 +204,7 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> pa.R
         "level": level,
         "module": module,
         "timestamp": _timestamps(_field(h, "ts")),
+        "timestamp_no_year": pa.nulls(n, pa.timestamp("us")),
         "src_file": src_file,
         "src_line": src_line,
         "thread_id": tid,

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from npudiag.profiling.analysis.compare import diff_ops
 from npudiag.profiling.analysis.context import rank_rows
 from npudiag.profiling.analysis.idle_causes import main_cause
+from npudiag.profiling.analysis.step_breakdown import TOLERANCE_US
 from npudiag.schemas import CLUSTER_COMM_WAITS, CLUSTER_STAGES, CLUSTER_STEPS, SLOW_RANKS
 
 PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_us"]
@@ -104,6 +105,36 @@ def rank_steps(tables: dict[str, pa.Table]) -> pa.Table:
         rows += [_phase_row(r, "kernels") for r in sb.to_pylist() if r["rank"] not in ranks_with_trace]
     t = pa.Table.from_pylist(rows, schema=CLUSTER_STEPS) if rows else CLUSTER_STEPS.empty_table()
     return t.sort_by([("step", "ascending"), ("rank", "ascending")]) if t.num_rows else t
+
+
+def phase_sources(tables: dict[str, pa.Table], steps: pa.Table) -> dict[str, Any]:
+    """Where the cluster's phases come from, and where ``analyze`` says otherwise: ``step_trace``
+    and ``kernels`` (the ranks of each source), and ``differs``, one row per (rank, step) that has
+    both the profiler's step_trace and kernels, with the kernel breakdown's free (its free plus
+    copy not overlapped, as step_trace_time.csv's Free holds the exposed copies) and stage (the
+    step's first to last device task) beside the profiler's."""
+    by = {
+        src: sorted(set(steps.filter(pc.equal(steps["source"], src))["rank"].drop_null().to_pylist())) for src in ("step_trace", "kernels")
+    }
+    sb = tables.get("step_breakdown")
+    differs = []
+    if sb is not None and sb.num_rows and by["step_trace"]:
+        ours = {(r["rank"], r["step"]): r for r in sb.to_pylist()}
+        for r in steps.filter(pc.equal(steps["source"], "step_trace")).to_pylist():
+            k = ours.get((r["rank"], r["step"]))
+            if k is None:
+                continue
+            free = (k["free_us"] or 0.0) + (k["copy_not_overlapped_us"] or 0.0)
+            span = k["step_time_us"] - k["before_first_task_us"] - k["after_last_task_us"]
+            if not (_same(free, r["free_us"]) and _same(span, r["stage_us"])):
+                differs.append({"rank": r["rank"], "step": r["step"], "free_us": r["free_us"], "kernels_free_us": free,
+                                "stage_us": r["stage_us"], "kernels_stage_us": span})  # fmt: skip
+    return {**by, "differs": differs}
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    """Equal within the rounding of torch_npu's float64 µs (the step breakdown's tolerance), or both unknown."""
+    return (a is None) == (b is None) and (a is None or abs(a - b) <= TOLERANCE_US)
 
 
 KernelsOf = Callable[[list[int]], pa.Table]

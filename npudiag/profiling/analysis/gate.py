@@ -24,7 +24,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from npudiag.profiling.analysis.metrics import DEFAULT_METRICS, StepWindow, known_metric, metric_unit, samples, top_op_keys
+from npudiag.profiling.analysis.metrics import (
+    DEFAULT_METRICS,
+    StepWindow,
+    canonical_metric,
+    known_metric,
+    metric_unit,
+    samples,
+    top_op_keys,
+)
 from npudiag.profiling.analysis.stats import mann_whitney_u, smallest_p
 from npudiag.profiling.analysis.window import describe_steps, parse_steps, steps_spec
 from npudiag.tomlfile import read_toml
@@ -162,7 +170,10 @@ def load_config(path: Path | None, base: GateConfig | None = None) -> GateConfig
     unknown = set(data) - {"gate", "metric"}
     if unknown:
         raise ValueError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}; expected [gate] and [metric.NAME]")
-    gate = data.get("gate", {})
+    gate, metrics = data.get("gate", {}), data.get("metric", {})
+    for name, section in (("[gate]", gate), ("[metric]", metrics)):
+        if not isinstance(section, dict):
+            raise ValueError(f"{path}: {name} must be a table, not {_toml_kind(section)}")
     bad = set(gate) - _GATE_KEYS
     if bad:
         raise ValueError(f"{path}: unknown [gate] key(s) {', '.join(sorted(bad))}; expected {', '.join(sorted(_GATE_KEYS))}")
@@ -170,33 +181,86 @@ def load_config(path: Path | None, base: GateConfig | None = None) -> GateConfig
     if "max_regression" in gate:
         changes["max_regression"] = _percent_in(path, "[gate] max_regression", gate["max_regression"])
     if "alpha" in gate:
-        changes["alpha"] = float(gate["alpha"])
+        changes["alpha"] = check_alpha(_number(path, "[gate] alpha", gate["alpha"]), f"{path}: [gate] alpha")
     if "top_ops" in gate:
-        changes["top_ops"] = int(gate["top_ops"])
+        changes["top_ops"] = check_top_ops(_number(path, "[gate] top_ops", gate["top_ops"], whole=True), f"{path}: [gate] top_ops")
     if "by" in gate:
-        changes["by"] = str(gate["by"])
+        if gate["by"] not in ("type", "name"):
+            raise ValueError(f'{path}: [gate] by: expected "type" or "name", got {gate["by"]!r}')
+        changes["by"] = gate["by"]
     if "min_delta_us" in gate:
-        changes["min_delta_us"] = float(gate["min_delta_us"])
+        changes["min_delta_us"] = check_min_delta(
+            _number(path, "[gate] min_delta_us", gate["min_delta_us"]), f"{path}: [gate] min_delta_us"
+        )
     if "metrics" in gate:
-        changes["metrics"] = tuple(str(m) for m in gate["metrics"])
+        listed = gate["metrics"]
+        if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
+            raise ValueError(f'{path}: [gate] metrics: expected a list of metric names such as ["op:MatMulV3"], not {_toml_kind(listed)}')
+        changes["metrics"] = tuple(canonical_metric(m) for m in listed)
     if "steps" in gate:
+        if not isinstance(gate["steps"], (str, int)) or isinstance(gate["steps"], bool):
+            raise ValueError(f'{path}: [gate] steps: expected a window such as "3:" or "3:9", not {_toml_kind(gate["steps"])}')
         changes["steps"] = parse_steps(str(gate["steps"]))
     cfg = replace(cfg, **changes)
     per: dict[str, dict[str, Any]] = {}
-    for name, opts in data.get("metric", {}).items():
+    for given, opts in metrics.items():
+        name = canonical_metric(given)
         if not isinstance(opts, dict):
-            raise ValueError(f"{path}: [metric.{name}] must be a table")
+            raise ValueError(f"{path}: [metric.{given}] must be a table")
         bad = set(opts) - _METRIC_KEYS
         if bad:
             raise ValueError(
-                f"{path}: unknown key(s) {', '.join(sorted(bad))} in [metric.{name}]; expected {', '.join(sorted(_METRIC_KEYS))}"
+                f"{path}: unknown key(s) {', '.join(sorted(bad))} in [metric.{given}]; expected {', '.join(sorted(_METRIC_KEYS))}"
             )
         if not known_metric(name):
-            raise ValueError(f"{path}: [metric.{name}]: unknown metric name")
+            raise ValueError(f"{path}: [metric.{given}]: unknown metric name")
         if "max_regression" in opts:
-            _percent_in(path, f"[metric.{name}] max_regression", opts["max_regression"])
+            _percent_in(path, f"[metric.{given}] max_regression", opts["max_regression"])
+        for key in ("min_delta_us", "min_delta_bytes"):
+            if key in opts:
+                check_min_delta(_number(path, f"[metric.{given}] {key}", opts[key]), f"{path}: [metric.{given}] {key}")
+        if "enabled" in opts and not isinstance(opts["enabled"], bool):
+            raise ValueError(f"{path}: [metric.{given}] enabled: expected true or false, not {_toml_kind(opts['enabled'])}")
         per[name] = opts
     return with_metric_rules(cfg, per)
+
+
+MAX_TOP_OPS = 1000
+
+
+def _toml_kind(value: Any) -> str:
+    kinds = ((bool, "a boolean"), (dict, "a table"), (list, "an array"), (str, "a string"), (int, "an integer"), (float, "a number"))
+    return next((f"{name} ({value!r})"[:80] for t, name in kinds if isinstance(value, t)), type(value).__name__)
+
+
+def _number(path: Path, key: str, value: Any, whole: bool = False) -> float:
+    """A number of the TOML file: finite (TOML has inf and nan), a whole number where ``whole``."""
+    ok = isinstance(value, int) if whole else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok:
+        raise ValueError(f"{path}: {key}: expected a {'whole ' if whole else ''}number, not {_toml_kind(value)}")
+    if not math.isfinite(value):
+        raise ValueError(f"{path}: {key}: expected a finite number, not {value}")
+    return value
+
+
+def check_alpha(value: float, where: str = "alpha") -> float:
+    """The test's significance level: strictly between 0 and 1 (0 would never find a change significant)."""
+    if not (math.isfinite(value) and 0 < value < 1):
+        raise ValueError(f"{where}: the significance level must be between 0 and 1 (exclusive), e.g. 0.002; got {value}")
+    return float(value)
+
+
+def check_top_ops(value: int, where: str = "top_ops") -> int:
+    if not 0 <= value <= MAX_TOP_OPS:
+        raise ValueError(f"{where}: gate between 0 and {MAX_TOP_OPS} of the hottest ops; got {value}")
+    return int(value)
+
+
+def check_min_delta(value: float, where: str = "min_delta_us") -> float:
+    """A change smaller than this is ignored: finite and not negative (NaN once let every regression pass)."""
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{where}: expected a number of 0 or more, got {value}")
+    return float(value)
 
 
 def _percent_in(path: Path, key: str, value: Any) -> float:

@@ -55,7 +55,7 @@ ADVICE = {
     "dataloader": "the host was waiting for the next batch: more DataLoader workers, pin_memory=True, prefetch_factor, lighter transforms",
     "framework_op": "the host was inside framework ops that queued no device work in time: fuse ops, capture the step as a graph",
     "host_api": "the host was busy in other CANN calls (launch-bound): fuse small operators or capture the step as a graph",
-    "none": "no host call was recorded: Python, data loading or framework work (a higher profiler level records CANN calls)",
+    "none": "no host call was recorded: Python, data loading or framework work",
 }
 _PAIRS = 8_000_000  # (gap, call) pairs expanded at once: memory stays bounded when long calls span many gaps
 
@@ -296,8 +296,13 @@ def main_cause(kernels: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: floa
     return by["cause"][0].as_py(), by["kind"][0].as_py()
 
 
-def top_causes(table: pa.Table, limit: int = 5) -> dict:
-    """The whole profile's idle time by cause (every rank and step summed), largest first, and by kind."""
+# said of kind "none" only where no CANN call at all was read (torch_npu's Level0, or a Level1+ export without its trace)
+NO_CALLS = " (no CANN call was read from this profile: torch_npu records them from profiler_level Level1, in trace_view.json or the .db)"
+
+
+def top_causes(table: pa.Table, limit: int = 5, *, host_calls: bool = True) -> dict:
+    """The whole profile's idle time by cause (every rank and step summed), largest first, and by
+    kind; ``host_calls``: whether the profile records CANN calls (else the advice says so)."""
     if table.num_rows == 0:
         return {"idle_us": 0.0, "causes": [], "by_kind_us": {}, "advice": None}
     by = table.group_by(["cause", "kind"], use_threads=False).aggregate([("idle_us", "sum"), ("count", "sum")])
@@ -312,5 +317,5 @@ def top_causes(table: pa.Table, limit: int = 5) -> dict:
             for r in by.slice(0, limit).to_pylist()
         ],  # fmt: skip
         "by_kind_us": by_kind,
-        "advice": ADVICE[largest],  # for the kind with the most idle time
+        "advice": ADVICE[largest] + (NO_CALLS if largest == "none" and not host_calls else ""),  # the kind with the most idle time
     }

@@ -55,6 +55,13 @@ def known_metric(name: str) -> bool:
     )
 
 
+def canonical_metric(name: str) -> str:
+    """A metric as a user may write it: its id (``step_time_us``) or the name the reports show
+    without the unit (``step_time``, :func:`npudiag.units.shown_name`)."""
+    plain = ":" not in name  # op:KEY, api:NAME ... are names of the user's, never completed
+    return name + "_us" if plain and not known_metric(name) and known_metric(name + "_us") else name
+
+
 def metric_unit(name: str) -> str:
     """``bytes`` for the memory metrics, ``us`` for every other."""
     return "bytes" if name in MEMORY_METRICS else "us"

@@ -273,7 +273,10 @@ def summary_from_parts(
             "ranks_with_device_tasks": sum(1 for r in per_rank if r["span_us"] > 0 or r["busy_us"] > 0),
             "time_lost_us": sum(r["time_lost_us"] for r in per_rank),
             "api_calls": parts.api_calls,
-            "steps": _distinct_steps(parts.steps, parts.step_breakdown),
+            # steps with device tasks (the breakdown's rows); a profile may record more (msprof's
+            # step_trace lists every iteration, its timeline only those exported)
+            "steps": _distinct_steps(parts.step_breakdown),
+            "steps_recorded": _distinct_steps(parts.steps, parts.step_breakdown),
         },
         "per_rank": per_rank,
         "task_types": _task_types(parts.task_types),
@@ -283,7 +286,7 @@ def summary_from_parts(
         "step_breakdown": parts.step_breakdown.slice(0, 50).to_pylist(),
         "findings": _findings(parts.findings),
         "memory": _memory(parts.memory),
-        "idle_causes": top_causes(parts.idle_causes),
+        "idle_causes": top_causes(parts.idle_causes, host_calls=parts.api_calls > 0),
         "ranges": range_summary(parts.ranges),
         "rules_skipped": rules_skipped or {},
     }
@@ -313,12 +316,10 @@ def _rank_key(r: str) -> tuple:
     return (not r.lstrip("-").isdigit(), int(r) if r.lstrip("-").isdigit() else 0, r)
 
 
-def _distinct_steps(steps: pa.Table, breakdown: pa.Table) -> int:
-    """How many distinct step ids the profile has (a step on 8 ranks is one step)."""
-    ids = set(pc.drop_null(steps["step"]).to_pylist()) if steps.num_rows else set()
-    if breakdown.num_rows:
-        ids |= set(pc.drop_null(breakdown["step"]).to_pylist())
-    return len(ids)
+def _distinct_steps(*tables: pa.Table) -> int:
+    """How many distinct step ids the tables have (a step on 8 ranks is one step)."""
+    ids = [pc.drop_null(t["step"]) for t in tables if t.num_rows]
+    return len(pc.unique(pa.concat_arrays([c.combine_chunks() for c in ids]))) if ids else 0
 
 
 def build_summary(

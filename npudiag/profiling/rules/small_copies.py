@@ -18,6 +18,9 @@ OPTIONS = {"max_bytes": 65536.0, "min_count": 100.0, "warning_share": 0.01, "cri
 MSPROF_ANALYZE = "none for memory copies (its small-packet check is for communication transfers)"
 
 
+_SOURCE_WORDS = {"trace": "the trace's copy events", "db": "the .db's copy tasks and API calls"}
+
+
 def _steps_of(ctx: RuleContext, rank, starts: np.ndarray) -> np.ndarray:
     """Step of each time; -1 where the profile has no steps."""
     bounds, steps = step_starts(ctx, rank)
@@ -32,7 +35,9 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if copies.num_rows == 0:
         raise Skipped("no memory copies in this profile")
     if pc.sum(pc.is_valid(copies["size_bytes"])).as_py() in (0, None):
-        raise Skipped("copy sizes are not recorded (torch_npu's trace_view has no size(B); msprof's msprof_*.json has)")
+        kinds = ", ".join(_SOURCE_WORDS.get(x, x) for x in sorted(set(copies["source"].drop_null().to_pylist())))
+        raise Skipped(f"copy sizes are not recorded ({kinds or 'the copies'}: no size per copy; msprof's timeline export, "
+                      "msprof_*.json, gives each MEMCPY_ASYNC event a size(B))")  # fmt: skip
     out = []
     for rank in ctx.ranks_of("copies"):
         c = ctx.for_rank("copies", rank)
