@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _main(argv)
     except SystemExit as exc:
-        if argv is None and exc.code == 130:
+        if argv is None and exc.code in (130, 143):
             # Interrupted, as a process of its own: leave now with 130. What the interpreter does on its
             # way out (joining the reading threads, the pools' exit hooks) can meet the interrupt again and
             # end the process by the signal instead (exit -2, seen about once in 20 runs); the outputs are
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
             with contextlib.suppress(Exception):
                 sys.stdout.flush()
                 sys.stderr.flush()
-            os._exit(130)
+            os._exit(exc.code)
         raise
     finally:
         if finder is not None:
@@ -206,13 +206,18 @@ def _main(argv: list[str] | None) -> None:
     if not os.environ.get("NPUDIAG_DEBUG"):  # a library's deprecation notice is for npudiag's developers, not its users
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)
+    _sane_columns()
     command = typer.main.get_command(app)
-    before = signal.getsignal(signal.SIGINT)
+    before, before_term = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     interrupted = _note_interrupts()
+    terminated = _note_terminations()
     try:
         code = command.main(args=argv if argv is not None else sys.argv[1:], prog_name="npudiag", standalone_mode=False)
         code = code if isinstance(code, int) else 0
-        if interrupted and code == 130:  # Typer turns Ctrl-C into a silent exit code 130: say it
+        if terminated and code == 130:
+            print("npudiag: terminated", file=sys.stderr)
+            code = 143
+        elif interrupted and code == 130:  # Typer turns Ctrl-C into a silent exit code 130: say it
             print("npudiag: interrupted", file=sys.stderr)
     except _PipeClosed:
         _silence_fd(1)
@@ -227,8 +232,9 @@ def _main(argv: list[str] | None) -> None:
         print(f"npudiag: {clean(exc.one_line())}", file=sys.stderr)
         code = exc.exit_code
     except (KeyboardInterrupt, Abort):
-        print("npudiag: interrupted", file=sys.stderr)
-        code = 130
+        # SIGTERM (kill, a CI timeout) unwinds as Ctrl-C does: outputs put back, staging and lock removed
+        print(f"npudiag: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        code = 143 if terminated else 130
     except Exception as exc:  # noqa: BLE001 - last line of defence for the user
         if os.environ.get("NPUDIAG_DEBUG"):
             raise
@@ -244,7 +250,34 @@ def _main(argv: list[str] | None) -> None:
     if interrupted is not None and before is signal.default_int_handler:  # a caller in this process gets its handler back
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGINT, before)
+    if before_term is signal.SIG_DFL:
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, before_term)
     sys.exit(code)
+
+
+def _sane_columns() -> None:
+    """COLUMNS of 0 (or any width no table fits) made every report print nothing: below 20 it is
+    taken as unknown, 80."""
+    cols = os.environ.get("COLUMNS")
+    if cols is not None and (not cols.strip().isdigit() or int(cols) < 20):
+        os.environ["COLUMNS"] = "80"
+
+
+def _note_terminations() -> list[int]:
+    """A list that gets an entry when SIGTERM arrives, which then raises KeyboardInterrupt: the run
+    unwinds as for Ctrl-C (what it was writing is put back) and exits 143 instead of dying at once and
+    leaving its lock and staging folder behind. Left alone where SIGTERM is handled by someone else."""
+    seen: list[int] = []
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+
+        def on_term(signum: int, frame: object) -> None:
+            seen.append(signum)
+            raise KeyboardInterrupt
+
+        with contextlib.suppress(ValueError):  # not the main thread: leave it
+            signal.signal(signal.SIGTERM, on_term)
+    return seen
 
 
 def _print_phases() -> None:

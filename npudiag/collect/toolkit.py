@@ -16,6 +16,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from npudiag.errors import InputError
+from npudiag.safeio import read_bytes_limited
+
 DRIVER_DIR = Path("/usr/local/Ascend/driver")
 # where the driver puts msnpureport when its folder is not on PATH
 DRIVER_TOOL_DIRS = ["/usr/local/Ascend/driver/tools", "/usr/local/Ascend/driver/tools/msnpureport"]
@@ -69,12 +72,20 @@ def set_env_script(toolkit: Path) -> Path:
     return toolkit.parent / "set_env.sh"
 
 
+def _small_text(path: Path) -> str | None:
+    """A version file's text: a regular file of at most 64 KB (a link to /dev/zero read until
+    MemoryError, a FIFO hung doctor), else None."""
+    try:
+        return read_bytes_limited(path, 64 << 10).decode("utf-8", errors="replace")
+    except InputError:
+        return None
+
+
 def toolkit_version(toolkit: Path) -> str | None:
     files = [*toolkit.glob("*/ascend_toolkit_install.info"), toolkit / "version.cfg", *toolkit.glob("*/version.info")]
     for f in files:
-        try:
-            text = f.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        text = _small_text(f)
+        if text is None:
             continue
         m = re.search(r"^\s*(?:version|Version)\s*=\s*(\S+)", text, re.MULTILINE)
         if m:
@@ -94,9 +105,8 @@ def find_msprof(toolkit: Path | None) -> Path | None:
 
 
 def driver_version() -> str | None:
-    try:
-        text = (DRIVER_DIR / "version.info").read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    text = _small_text(DRIVER_DIR / "version.info")
+    if text is None:
         return None
     m = re.search(r"^\s*Version\s*=\s*(\S+)", text, re.MULTILINE | re.IGNORECASE)
     return m.group(1) if m else "installed"

@@ -23,7 +23,7 @@ from pathlib import Path
 from npudiag.collect.child import describe_exit, kill_group, popen
 from npudiag.collect.toolkit import find_msnpureport
 from npudiag.errors import InputError, ToolError
-from npudiag.output import move_new, write_json, write_new_file
+from npudiag.output import escape_invisible, move_new, write_json, write_new_file
 from npudiag.safeio import is_regular, load_json, sha256_of
 
 EXPORT_TYPES = {"all": "0", "slog": "1", "bbox": "2", "stackcore": "3", "vmcore": "4", "module": "5"}
@@ -169,7 +169,8 @@ def _shown(tool: Path, args: list[str]) -> str:
 
 
 def run_tool(tool: Path, args: list[str], cwd: Path, echo: Callable[[str], None], timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
-    """Run ``tool args`` in ``cwd``, echoing its output lines; ToolError on failure or timeout."""
+    """Run ``tool args`` in ``cwd``, echoing its output lines (control, bidi and invisible characters
+    escaped: the tool's output reaches a terminal); ToolError on failure or timeout."""
     try:
         proc = popen([str(tool), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     except OSError as exc:
@@ -180,7 +181,7 @@ def run_tool(tool: Path, args: list[str], cwd: Path, echo: Callable[[str], None]
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line.rstrip("\n"))
-            echo(line.rstrip("\n"))
+            echo(escape_invisible(line.rstrip("\n")))
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()

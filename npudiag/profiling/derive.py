@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from npudiag.phases import phase
 from npudiag.profiling.analysis.idle_causes import idle_causes
-from npudiag.profiling.analysis.step_breakdown import breakdown_and_timelines, step_time_warnings
+from npudiag.profiling.analysis.step_breakdown import breakdown_and_gaps, step_time_warnings
 from npudiag.profiling.analysis.window import Window
 from npudiag.profiling.rules import findings_table, run_rules
 from npudiag.profiling.rules.base import RuleContext, intervals_table
@@ -31,8 +31,8 @@ def derive(
     out = dict(tables)
     ctx = RuleContext(out)  # holds what the rules share with the tables here (hot ops, timelines)
     out["hot_ops"] = ctx.hot_ops()
-    out["step_breakdown"], timelines = breakdown_and_timelines(out)
-    out["idle_causes"] = idle_causes(out, timelines)
+    out["step_breakdown"], gaps = breakdown_and_gaps(out)
+    out["idle_causes"] = idle_causes(out, gaps)
     with phase("analyse: rules"):
         findings, skipped = run_rules(ctx, rule_options or {}, exclude=exclude)
     out["findings"] = findings_table(findings)

@@ -32,6 +32,7 @@ from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.profiling import discover as disc
 from npudiag.profiling import releases
+from npudiag.profiling.formats.csvtext import read_header
 from npudiag.profiling.formats.kineto import read_kineto
 from npudiag.profiling.formats.profiler_metadata import read_distributed_args
 from npudiag.safeio import is_regular, load_json, small_int
@@ -434,8 +435,13 @@ def _from_csv_or_json(data: str, path: Path, found: dict[str, list[tuple[str, in
     """A CSV counts when it has a data row after its header; a JSON when it is not empty."""
     if not is_regular(path):
         return
-    with open(path, "rb") as fh:
-        head = fh.read(1 << 20)
+    if path.suffix.lower() == ".csv":
+        read_header(path)  # what analyze's readers refuse (UTF-16, binary, a megabyte of columns) is unreadable here too
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20)
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     if path.suffix.lower() == ".csv":
         lines = [ln for ln in head.splitlines()[:2] if ln.strip()]
         if len(lines) < 2:
@@ -448,8 +454,11 @@ def _from_csv_or_json(data: str, path: Path, found: dict[str, list[tuple[str, in
 def _has_pmu(path: Path) -> bool:
     if not is_regular(path):
         return False
-    with open(path, "rb") as fh:
-        header = fh.readline(1 << 20).decode("utf-8-sig", "replace")
+    try:
+        with open(path, "rb") as fh:
+            header = fh.readline(1 << 20).decode("utf-8-sig", "replace")
+    except OSError:
+        return False
     return any(c.strip().strip('"').startswith(PMU_PREFIXES) for c in header.split(","))
 
 

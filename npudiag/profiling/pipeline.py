@@ -405,11 +405,7 @@ def _cluster_tables(dataset: Path, thr: float) -> tuple[dict[str, pa.Table], pa.
 
 def _cluster_summary(outputs: dict[str, pa.Table], steps: pa.Table, sources: dict[str, Any], out: Path, tables_at: Path, thr: float,
                      errors: list[str], warnings: list[str]) -> dict[str, Any]:  # fmt: skip
-    per_step = []
-    for step in sorted(set(steps["step"].to_pylist()), key=lambda s: (s is None, s)):
-        sub = steps.filter(pc.equal(steps["step"], step)) if step is not None else steps.filter(pc.is_null(steps["step"]))
-        median = {c: cl.phase_median(sub, c) for c in sub.column_names if c.endswith("_us")}
-        per_step.append({"step": step, "rows": sub.to_pylist(), "median": median})
+    per_step = cl.per_step(steps)
     comm_ops, links = outputs["cluster_comm_ops"], outputs["cluster_links"]
     return {
         "ranks": len(set(steps["rank"].to_pylist())),

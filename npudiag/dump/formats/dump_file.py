@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -144,22 +145,81 @@ def _check_size(path: Path, spec: TensorSpec) -> None:
         )
 
 
-def tensor_array(path: Path, spec: TensorSpec) -> np.ndarray | None:
-    """The tensor as numpy with its shape (memory-mapped), or None for dtypes kept raw."""
+class FileTensor:
+    """A tensor's elements read from its dump file when asked for (``os.pread``), never memory-mapped:
+    statistics read it block by block in bounded memory, ``np.asarray`` reads it whole. A file that
+    shrinks while it is read (truncated by another process) is an InputError at the short read, where
+    a memory map dies of SIGBUS (and left its staging folder and lock behind)."""
+
+    def __init__(self, path: Path, offset: int, stored: np.dtype, per: int, dtype: np.dtype, shape: tuple[int, ...], count: int) -> None:
+        self.path, self.offset, self.stored, self.per = path, offset, stored, per  # ``per`` stored values make one element
+        self.dtype, self.shape, self.size = dtype, shape, count
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    def reshape(self, *shape: Any) -> FileTensor | np.ndarray:
+        want = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        if tuple(want) in ((-1,), (self.size,)):  # the flat view: still read on demand
+            return FileTensor(self.path, self.offset, self.stored, self.per, self.dtype, (self.size,), self.size)
+        return np.asarray(self).reshape(*shape)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if self.ndim == 1 and isinstance(key, slice) and key.step in (None, 1):
+            start, stop, _ = key.indices(self.size)
+            return self._read(start, max(start, stop))
+        return np.asarray(self)[key]
+
+    def tobytes(self) -> bytes:
+        return np.asarray(self).tobytes()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self._read(0, self.size).reshape(self.shape)
+        return a if dtype is None else a.astype(dtype)
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        item = self.stored.itemsize * self.per
+        want = (stop - start) * item
+        buf = bytearray(want)
+        view, got = memoryview(buf), 0
+        at = self.offset + start * item
+        with open(self.path, "rb", buffering=0) as fh:
+            while got < want:
+                n = os.preadv(fh.fileno(), [view[got:]], at + got)
+                if n <= 0:
+                    raise InputError(self.path, f"the file ends at {at + got} bytes while a tensor is read there (it changed while "
+                                                "it was read)", offset=at + got)  # fmt: skip
+                got += n
+        raw = np.frombuffer(buf, self.stored)
+        if self.stored == np.uint16 and self.dtype == np.float32:  # bfloat16: the high half of a float32
+            return (raw.astype(np.uint32) << 16).view(np.float32)
+        if self.per == 2:  # complex32: pairs of float16
+            return raw.astype(np.float32).view(np.complex64)
+        return raw
+
+
+def tensor_array(path: Path, spec: TensorSpec) -> np.ndarray | FileTensor | None:
+    """The tensor with its shape, read from the file on demand (:class:`FileTensor`; ``np.asarray``
+    gives the array), or None for dtypes kept raw."""
     np_dtype = spec.numpy_dtype
     if np_dtype is None:
         return None
     if spec.size_bytes == 0:
         return np.zeros(spec.shape or (0,), np.float32 if np_dtype in ("bfloat16", "complex32") else np_dtype)
+    shape = tuple(spec.shape) if spec.shape else ()
     if np_dtype == "bfloat16":
-        raw = np.memmap(path, np.uint16, "r", spec.offset, spec.size_bytes // 2)
-        arr = (raw.astype(np.uint32) << 16).view(np.float32)
+        stored, per, dtype = np.dtype(np.uint16), 1, np.dtype(np.float32)
     elif np_dtype == "complex32":
-        raw = np.memmap(path, np.float16, "r", spec.offset, spec.size_bytes // 2).astype(np.float32)
-        arr = raw.view(np.complex64)
+        stored, per, dtype = np.dtype(np.float16), 2, np.dtype(np.complex64)
     else:
-        arr = np.memmap(path, np.dtype(np_dtype), "r", spec.offset, spec.size_bytes // np.dtype(np_dtype).itemsize)
-    return arr.reshape(spec.shape) if spec.shape else arr.reshape(())
+        stored = dtype = np.dtype(np_dtype)
+        per = 1
+    count = spec.size_bytes // (stored.itemsize * per)
+    return FileTensor(path, spec.offset, stored, per, dtype, shape, count)
 
 
 # -- formats ---------------------------------------------------------------------------------
@@ -199,6 +259,7 @@ def nd_to_fractal_nz(a: np.ndarray, h0: int = 16, w0: int = 16) -> np.ndarray:
 
 def to_original_shape(a: np.ndarray, spec: TensorSpec) -> tuple[np.ndarray, str]:
     """The tensor in its framework layout where the conversion is well defined; else as stored."""
+    a = np.asarray(a)
     fmt = spec.format_name
     orig = spec.original_shape
     if fmt == "NC1HWC0" and a.ndim == 5:

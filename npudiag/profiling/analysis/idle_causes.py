@@ -31,15 +31,13 @@ Each gap is given whole to one cause, so per step the idle time of the causes ad
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.profiling.analysis.context import rank_rows
-from npudiag.profiling.analysis.quantities import Timeline, idle_gaps
+from npudiag.profiling.analysis.step_breakdown import StepGaps
 from npudiag.profiling.analysis.timeline import merge
 
 SCHEMA = schemas.IDLE_CAUSES
@@ -220,26 +218,17 @@ def _causes(api: pa.Table, host_ops: pa.Table, gap_s: np.ndarray, gap_e: np.ndar
     return _attribute(gap_s + (gap_e - gap_s) // 2, gap_s, gap_e, _cann_calls(api), _framework_ops(host_ops))
 
 
-def idle_causes(tables: dict[str, pa.Table], timelines: list[tuple[Any, int | None, Timeline]]) -> pa.Table:
+def idle_causes(tables: dict[str, pa.Table], gaps: list[StepGaps]) -> pa.Table:
     """The ``idle_causes`` table: per rank, step, cause and kind (see the module's docstring), the
-    idle time and the number of gaps. ``timelines``: each (rank, step, Timeline) the step breakdown
-    was computed from (``step_breakdown.breakdown_and_timelines``), so the causes add up to its free time."""
-    gaps: dict = {}  # rank -> (steps, gap µs, gap start ns, gap end ns)
-    for rank, step, tl in timelines:
-        s, e = idle_gaps(tl)
-        base = tl.base
-        if not len(s):
-            continue
-        g = gaps.setdefault(rank, ([], [], [], []))
-        g[0].append(np.full(len(s), -1 if step is None else step, np.int64))
-        g[1].append(e - s)
-        g[2].append(base + np.rint(s * 1000.0).astype(np.int64))
-        g[3].append(base + np.rint(e * 1000.0).astype(np.int64))
+    idle time and the number of gaps. ``gaps``: each rank's gaps inside its steps, as the step
+    breakdown found them (``step_breakdown.breakdown_and_gaps``), so the causes add up to its free time."""
     api = tables.get("api_calls", schemas.empty("api_calls"))
     host_ops = tables.get("host_ops", schemas.empty("host_ops"))
     parts = []
-    for rank, (steps, lengths, starts, ends) in gaps.items():
-        step, length, gap_s, gap_e = (np.concatenate(x) for x in (steps, lengths, starts, ends))
+    for g in gaps:
+        if not len(g.step):
+            continue
+        rank, step, length, gap_s, gap_e = g.rank, g.step, g.length_us, g.start_ns, g.end_ns
         cause, kinds = _causes(rank_rows(api, rank), rank_rows(host_ops, rank), gap_s, gap_e)
         t = pa.table({"step": pa.array(step, pa.int64()), "cause": cause, "kind": kinds, "idle_us": length})
         t = t.group_by(["step", "cause", "kind"], use_threads=False).aggregate([("idle_us", "sum"), ("idle_us", "count")])

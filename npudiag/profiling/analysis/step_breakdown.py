@@ -17,7 +17,6 @@ time is the rank's span.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
+from npudiag.profiling import tasks
 from npudiag.profiling.analysis.context import rank_rows
-from npudiag.profiling.analysis.quantities import Timeline, phases, timeline
-from npudiag.profiling.analysis.timeline import base_ns
+from npudiag.profiling.analysis.timeline import base_ns, grouped_length, grouped_merge, intervals
 
 SCHEMA = schemas.STEP_BREAKDOWN
 # torch_npu computes Stage from absolute float64 µs, which resolve 0.25 µs at today's epoch: a Stage this
@@ -100,61 +99,53 @@ def assign_steps(kernels: pa.Table, copies: pa.Table, steps: pa.Table) -> tuple[
     return slots.ids, slots.kpos, (slots.at(row_ns(copies)) if copies.num_rows else np.zeros(0, np.int64))
 
 
-def _profiler_times(steps: pa.Table) -> dict[int, dict]:
-    """What the profile records of each step: its range (start, end µs), a duration, torch_npu's
-    Stage and Preparing."""
-    if steps.num_rows == 0:
-        return {}
-    out: dict[int, dict] = {}
-    cols = [steps[c].to_pylist() for c in ("step", "start_us", "end_us", "start_ns", "end_ns", "step_time_us", "stage_us", "preparing_us")]
-    for s, start, end, start_ns, end_ns, dur, stage, prep in zip(*cols):
-        if s is None or s in out:
-            continue
-        rec = {"stage": _ok(stage), "preparing": _ok(prep), "duration": _ok(dur)}
-        if start_ns is not None and end_ns is not None and end_ns >= start_ns:  # exact: the .db, a trace's text ts
-            rec["range_ns"] = (start_ns, end_ns)
-            rec["duration"] = (end_ns - start_ns) / 1000.0
-        elif _ok(start) is not None and end is not None and end == end and end >= start:
-            rec["range_ns"] = (round(start * 1000), round(end * 1000))
-            rec["duration"] = float(end) - float(start)
-        out[s] = rec
+@dataclass(frozen=True)
+class _Recorded:
+    """What the profile records of each step of one rank (arrays over its step ids; NaN / False where
+    it records nothing): its range in ns (exact where the file has ns), a duration, torch_npu's Stage
+    and Preparing. A step the table repeats: its first row."""
+
+    has_range: np.ndarray
+    lo_ns: np.ndarray
+    hi_ns: np.ndarray
+    duration: np.ndarray
+    stage: np.ndarray
+    preparing: np.ndarray
+
+
+def _ok(v: np.ndarray) -> np.ndarray:
+    """A recorded duration that can be one: finite, not negative, not absurd (NaN otherwise)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(v) & (v >= 0) & (np.abs(v) < 9e15), v, np.nan)
+
+
+def _recorded(steps: pa.Table, ids: list) -> _Recorded:
+    n = len(ids)
+    out = _Recorded(np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64), *(np.full(n, np.nan) for _ in range(3)))
+    if steps.num_rows == 0 or ids == [None]:
+        return out
+    at = pc.fill_null(pc.index_in(steps["step"], value_set=pa.array(ids, pa.int64())), -1).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(at >= 0)
+    rows = rows[np.unique(at[rows], return_index=True)[1]]  # the first row of each step
+    j = at[rows]
+    col = {c: pc.fill_null(steps[c], np.nan).to_numpy(zero_copy_only=False)[rows].astype(float)
+           for c in ("start_us", "end_us", "step_time_us", "stage_us", "preparing_us")}  # fmt: skip
+    start_ns, end_ns = (steps[c].take(pa.array(rows)) for c in ("start_ns", "end_ns"))
+    exact = pc.is_valid(start_ns).to_numpy(zero_copy_only=False) & pc.is_valid(end_ns).to_numpy(zero_copy_only=False)
+    sn, en = (pc.fill_null(x, 0).to_numpy(zero_copy_only=False).astype(np.int64) for x in (start_ns, end_ns))
+    exact &= en >= sn  # exact: the .db, a trace's text ts
+    start_ok = ~np.isnan(_ok(col["start_us"]))
+    with np.errstate(invalid="ignore"):
+        approx = ~exact & start_ok & np.isfinite(col["end_us"]) & (col["end_us"] >= col["start_us"])
+    out.stage[j], out.preparing[j], out.duration[j] = _ok(col["stage_us"]), _ok(col["preparing_us"]), _ok(col["step_time_us"])
+    out.has_range[j] = exact | approx
+    # in integers throughout: a float on the way would round today's ns timestamps to 256 ns
+    lo_approx = np.round(np.where(approx, col["start_us"], 0.0) * 1000).astype(np.int64)
+    hi_approx = np.round(np.where(approx, col["end_us"], 0.0) * 1000).astype(np.int64)
+    out.lo_ns[j] = np.where(exact, sn, np.where(approx, lo_approx, 0))
+    out.hi_ns[j] = np.where(exact, en, np.where(approx, hi_approx, 0))
+    out.duration[j] = np.where(exact, (en - sn) / 1000.0, np.where(approx, col["end_us"] - col["start_us"], out.duration[j]))
     return out
-
-
-def _ok(v) -> float | None:
-    return float(v) if v is not None and v == v and v >= 0 and abs(v) < 9e15 else None
-
-
-def _row(rank, step, k: pa.Table, c: pa.Table, base: int, rec: dict | None, tl: Timeline | None = None) -> dict:
-    tl = tl if tl is not None else timeline(k, c, base)
-    span = tl.span_us
-    before = 0.0
-    rec = rec or {}
-    if "range_ns" in rec and tl.first is not None:
-        # the recorded range, in µs after base like the tasks (exact integer ns first); widened to tasks outside it
-        lo, hi = (rec["range_ns"][0] - base) / 1000.0, (rec["range_ns"][1] - base) / 1000.0
-        start, end = min(lo, tl.first), max(hi, tl.last)
-        outside = tl.last > hi + TOLERANCE_US or tl.first < lo - TOLERANCE_US
-        step_time, source = (end - start, "extended") if outside else (hi - lo, "profiler_range")
-        before = tl.first - start
-    elif rec.get("duration") is not None:
-        profiler = rec["duration"]
-        step_time, source = (max(profiler, span), "step_trace") if profiler + TOLERANCE_US >= span else (span, "task_span")
-    else:
-        step_time, source = span, "kernels"
-    row = {
-        "rank": rank,
-        "step": step,
-        "start_us": tl.start_us(),
-        **phases(tl, step_time, before),
-        "stage_us": rec["stage"] if rec.get("stage") is not None else span,
-        "preparing_us": rec["preparing"] if rec.get("preparing") is not None else (before if "range_ns" in rec else None),
-        "kernels": k.num_rows,
-        "kernel_time_us": float(pc.sum(pc.fill_null(k["duration_us"], 0.0)).as_py() or 0.0) if k.num_rows else 0.0,
-        "profiler_step_time_us": rec.get("duration"),
-        "step_time_source": source,
-    }
-    return row
 
 
 def _ranks(*tables: pa.Table) -> list:
@@ -165,47 +156,121 @@ def _ranks(*tables: pa.Table) -> list:
     return sorted(seen, key=lambda r: (r is None, r))
 
 
+@dataclass(frozen=True)
+class StepGaps:
+    """One rank's device idle gaps inside its steps (between a step's first and last device task):
+    the gaps whose sum is each step's ``free_us`` (the idle causes split these)."""
+
+    rank: Any
+    step: np.ndarray  # the step of each gap (-1: a profile without steps)
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    length_us: np.ndarray
+
+
 def step_breakdown(tables: dict[str, pa.Table]) -> pa.Table:
-    return breakdown_and_timelines(tables)[0]
+    return breakdown_and_gaps(tables)[0]
 
 
-def breakdown_and_timelines(tables: dict[str, pa.Table]) -> tuple[pa.Table, list[tuple[Any, int | None, Timeline]]]:
-    """The breakdown, and each (rank, step)'s device timeline it was computed from (the idle causes
-    split the same timelines' gaps, so they add up to the same free time)."""
-    rows, timelines = [], []
-    for rank, step, k, c, base, rec in step_parts(tables):
-        tl = timeline(k, c, base)
-        rows.append(_row(rank, step, k, c, base, rec, tl))
-        timelines.append((rank, step, tl))
-    return (pa.Table.from_pylist(rows, schema=SCHEMA) if rows else SCHEMA.empty_table()), timelines
-
-
-def step_parts(tables: dict[str, pa.Table]) -> Iterator[tuple[Any, int | None, pa.Table, pa.Table, int, dict | None]]:
-    """Per rank and step: (rank, step, its kernels, its device copies, the rank's base ns, what the
-    profile records of the step). The partition every per-step quantity is computed over (the
-    breakdown, the idle causes), so they add up to the same steps."""
+def breakdown_and_gaps(tables: dict[str, pa.Table]) -> tuple[pa.Table, list[StepGaps]]:
+    """The breakdown, and each rank's gaps between device tasks inside its steps (the idle causes
+    split the same gaps, so they add up to the same free time). Every step of a rank at once: array
+    operations over the rank's tasks grouped by step, whatever the number of steps."""
     # only the columns the phases read: taking rows of the whole kernels table copied every string
     kernels = tables["kernels"].select(["rank", "step", "start_us", "start_ns", "duration_us", "task_class"])
     steps = tables["steps"]
     copies = tables["copies"].select(["rank", "side", "start_us", "start_ns", "duration_us"])
     if copies.num_rows:
         copies = copies.filter(pc.fill_null(pc.equal(copies["side"], "device"), False))
+    parts, gaps = [], []
     for rank in _ranks(kernels, copies):
-        k, c, st = rank_rows(kernels, rank), rank_rows(copies, rank), rank_rows(steps, rank)
-        base = base_ns(k, c)
-        ids, kpos, cpos = assign_steps(k, c, st)
-        if not ids:
-            yield rank, None, k, c, base, None
-            continue
-        profiler = _profiler_times(st)
-        korder = np.argsort(kpos, kind="stable")
-        kcut = np.searchsorted(kpos[korder], np.arange(len(ids) + 1))
-        corder = np.argsort(cpos, kind="stable")
-        ccut = np.searchsorted(cpos[corder], np.arange(len(ids) + 1))
-        for j, step in enumerate(ids):
-            ks = k.take(pa.array(korder[kcut[j] : kcut[j + 1]]))
-            cs = c.take(pa.array(corder[ccut[j] : ccut[j + 1]])) if c.num_rows else c
-            yield rank, step, ks, cs, base, profiler.get(step)
+        t, g = _rank_breakdown(rank, rank_rows(kernels, rank), rank_rows(copies, rank), rank_rows(steps, rank))
+        parts.append(t)
+        gaps.append(g)
+    return (pa.concat_tables(parts) if parts else SCHEMA.empty_table()), gaps
+
+
+def _rank_breakdown(rank: Any, k: pa.Table, c: pa.Table, st: pa.Table) -> tuple[pa.Table, StepGaps]:
+    """One rank's rows: the phases of :func:`npudiag.profiling.analysis.quantities.phases` for each of
+    its steps (one row, step null, where it has no steps)."""
+    base = base_ns(k, c)
+    slots = step_slots(k, st)
+    ids: list = slots.ids or [None]
+    n = len(ids)
+    kpos = slots.kpos if slots.ids else np.zeros(k.num_rows, np.int64)
+    cpos = (slots.at(row_ns(c)) if slots.ids else np.zeros(c.num_rows, np.int64)) if c.num_rows else np.zeros(0, np.int64)
+    ks, ke = intervals(k, base, keep_null=True)
+    ok = np.isfinite(ks) & np.isfinite(ke)
+    comm = tasks.communication_mask(k) if k.num_rows else np.zeros(0, bool)
+    cs, ce = intervals(c, base, keep_null=True)
+    cok = np.isfinite(cs) & np.isfinite(ce)
+    comp, com = ok & ~comm, ok & comm
+
+    def union(g: np.ndarray, s_: np.ndarray, e_: np.ndarray) -> tuple[np.ndarray, tuple]:
+        seg = grouped_merge(g, s_, e_)
+        return grouped_length(*seg, n), seg
+
+    computing, _ = union(kpos[comp], ks[comp], ke[comp])
+    communication, _ = union(kpos[com], ks[com], ke[com])
+    either, _ = union(kpos[ok], ks[ok], ke[ok])
+    busy, (seg_g, seg_s, seg_e) = union(np.concatenate([kpos[ok], cpos[cok]]), np.concatenate([ks[ok], cs[cok]]),
+                                        np.concatenate([ke[ok], ce[cok]]))  # fmt: skip
+    has = np.zeros(n, bool)
+    first, last = np.full(n, np.nan), np.full(n, np.nan)
+    if len(seg_g):
+        heads = np.concatenate([[0], np.flatnonzero(seg_g[1:] != seg_g[:-1]) + 1])
+        has[seg_g[heads]] = True
+        first[seg_g[heads]] = seg_s[heads]
+        last[seg_g[heads]] = np.maximum.reduceat(seg_e, heads)
+    span = np.where(has, last - first, 0.0)
+    overlapped = computing + communication - either  # |compute ∩ communication|
+    rec = _recorded(st, ids)  # without steps: one row, nothing recorded
+    ranged = rec.has_range & has
+    lo, hi = (rec.lo_ns - base) / 1000.0, (rec.hi_ns - base) / 1000.0
+    with np.errstate(invalid="ignore"):
+        outside = ranged & ((last > hi + TOLERANCE_US) | (first < lo - TOLERANCE_US))
+        fits = rec.duration + TOLERANCE_US >= span
+    start = np.fmin(lo, first)
+    timed = ~ranged & ~np.isnan(rec.duration)  # a duration only (torch_npu's Stage), or a range with no task in it
+    cases = [ranged & outside, ranged, timed & fits, timed]
+    step_time = np.select(cases, [np.fmax(hi, last) - start, hi - lo, np.fmax(rec.duration, span), span], span)
+    source = np.select(cases, ["extended", "profiler_range", "step_trace", "task_span"], "kernels")
+    before = np.where(ranged, first - start, 0.0)
+    count = np.bincount(kpos, minlength=n)[:n] if k.num_rows else np.zeros(n, np.int64)
+    dur = pc.fill_null(k["duration_us"], 0.0).to_numpy(zero_copy_only=False) if k.num_rows else np.zeros(0)
+    kernel_time = np.bincount(kpos, weights=dur, minlength=n)[:n] if k.num_rows else np.zeros(n)
+    cm_union = computing + communication - overlapped
+    cols = {
+        "rank": pa.array([rank] * n, pa.int32()),
+        "step": pa.array(ids, pa.int64()),
+        "start_us": pa.array(np.where(has, base / 1000.0 + np.where(has, first, 0.0), np.nan), pa.float64(), mask=~has),
+        "step_time_us": step_time,
+        "before_first_task_us": before,
+        "computing_us": computing,
+        "communication_us": communication,
+        "overlapped_us": overlapped,
+        "communication_not_overlapped_us": communication - overlapped,
+        "copy_not_overlapped_us": np.maximum(busy - cm_union, 0.0),
+        "free_us": np.maximum(span - busy, 0.0),
+        "after_last_task_us": np.maximum(step_time - before - span, 0.0),
+        "device_busy_us": busy,
+        "stage_us": np.where(np.isnan(rec.stage), span, rec.stage),
+        "preparing_us": pa.array(
+            np.where(np.isnan(rec.preparing), before, rec.preparing), pa.float64(), mask=np.isnan(rec.preparing) & ~rec.has_range
+        ),  # fmt: skip
+        "kernels": count.astype(np.int64),
+        "kernel_time_us": kernel_time,
+        "profiler_step_time_us": pa.array(rec.duration, pa.float64(), mask=np.isnan(rec.duration)),
+        "step_time_source": pa.array(source.tolist(), pa.string()),
+    }
+    table = pa.table(cols, schema=SCHEMA)
+    # the gaps between one step's busy segments: consecutive segments of the same step
+    inner = np.flatnonzero(seg_g[1:] == seg_g[:-1]) if len(seg_g) else np.zeros(0, np.int64)
+    gap_s, gap_e = seg_e[inner], seg_s[inner + 1]
+    step_of_gap = np.array([-1 if x is None else x for x in ids], np.int64)[seg_g[inner]] if len(inner) else np.zeros(0, np.int64)
+    gaps = StepGaps(rank, step_of_gap, base + np.rint(gap_s * 1000.0).astype(np.int64), base + np.rint(gap_e * 1000.0).astype(np.int64),
+                    gap_e - gap_s)  # fmt: skip
+    return table, gaps
 
 
 def step_time_warnings(breakdown: pa.Table, limit: int = 3) -> list[str]:

@@ -74,3 +74,40 @@ def covered_before(seg_start: np.ndarray, seg_end: np.ndarray, t: np.ndarray) ->
 def overlap_with(seg_start: np.ndarray, seg_end: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Per interval, how long it overlaps the (disjoint, sorted) segments."""
     return covered_before(seg_start, seg_end, ends) - covered_before(seg_start, seg_end, starts)
+
+
+def grouped_merge(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`merge` within each group at once: the merged segments (group, start, end), sorted by
+    group then start, every group's segments its own (intervals of two groups never merge). One
+    sort; a cumulative maximum carries over groups that begin after all earlier ones end (the usual
+    case: steps follow each other), and a group that begins before that is merged on its own."""
+    if len(starts) == 0:
+        empty = np.array([], float)
+        return np.array([], np.int64), empty, empty
+    order = np.lexsort((starts, group))
+    g, s = group[order], starts[order]
+    e = np.maximum(ends[order], s)
+    first = np.concatenate([[0], np.flatnonzero(g[1:] != g[:-1]) + 1])
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    new[first] = True  # a group never continues the one before
+    # a group whose first start lies before an earlier group's reach would take that reach for its own
+    before = np.concatenate([[-np.inf], reach[first[1:] - 1]])
+    late = np.flatnonzero(s[first] < before)
+    if len(late):
+        bounds = np.append(first, len(s))
+        for j in late:  # rare: groups that overlap in time (a step's work running into the next)
+            a, b = bounds[j], bounds[j + 1]
+            r = np.maximum.accumulate(e[a:b])
+            new[a + 1 : b] = s[a + 1 : b] > r[:-1]
+            reach[a:b] = r
+    idx = np.flatnonzero(new)
+    seg_end = np.maximum.reduceat(e, idx)
+    return g[idx], s[idx], seg_end
+
+
+def grouped_length(seg_group: np.ndarray, seg_start: np.ndarray, seg_end: np.ndarray, n: int) -> np.ndarray:
+    """The summed length of each group's segments (groups 0 .. n-1)."""
+    return np.bincount(seg_group, weights=seg_end - seg_start, minlength=n)[:n] if len(seg_group) else np.zeros(n)

@@ -44,12 +44,20 @@ class CsvText:
         return None
 
 
+MAX_HEADER_BYTES = 1 << 20  # a profiler CSV's header is a few hundred bytes (a few dozen columns)
+
+
 def read_header(path: Path) -> list[str]:
+    """The column names of a CSV; InputError for what no profiler writes as a header (empty, binary,
+    UTF-16, not UTF-8, longer than MAX_HEADER_BYTES): ``analyze`` and ``check`` refuse the same files."""
     try:
         with open(path, "rb") as fh:
-            first = fh.readline(1 << 20)
+            first = fh.readline(MAX_HEADER_BYTES + 1)
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror}") from None
+    if len(first) > MAX_HEADER_BYTES:
+        raise InputError(path, f"a header line longer than {MAX_HEADER_BYTES >> 20} MiB (tens of thousands of columns); a profiler CSV "
+                               "has a few dozen", line=1)  # fmt: skip
     if not first.strip():
         raise InputError(path, "empty file; expected a CSV header line", line=1)
     if b"\x00" in first:
