@@ -42,6 +42,8 @@ KERNELS = pa.schema(
         ("output_shapes", pa.string()),
         ("output_dtypes", pa.string()),
         ("output_formats", pa.string()),
+        ("connection_id", pa.int64()),  # the host call that launched it carries the same id (api_calls)
+        ("launched_by", pa.string()),  # the framework op the user's code called that issued it (aten::conv2d), by the profile's flows
     ]
 )
 
@@ -103,6 +105,7 @@ COPIES = pa.schema(
         ("thread_id", pa.int64()),
         ("mode", pa.string()),  # sync, async, unknown
         ("connection_id", pa.int64()),
+        ("launched_by", pa.string()),  # device copies: the framework op that issued it, as for kernels
     ]
 )
 
@@ -459,14 +462,33 @@ CLUSTER_COMM_WAITS = pa.schema(
     ]
 )
 
-# idle_causes.parquet: per rank, step and cause, the device idle time (gaps between device tasks inside
-# the step, whose sum is step_breakdown's free_us) and what the host was doing across each gap's middle
+# idle_gaps.parquet: one row per device gap of a step (before its first task, between tasks, after its last),
+# given to what delayed the launch of the task that ends it (npudiag.profiling.analysis.idle_causes)
+IDLE_GAPS = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("step", pa.int64()),  # null when the profile has no steps
+        ("place", pa.string()),  # before_first_task, between_tasks, after_last_task
+        ("start_ns", pa.int64()),  # exact; null for an after-last-task time of a step recorded as a duration only
+        ("start_us", pa.float64()),
+        ("idle_us", pa.float64()),
+        ("cause", pa.string()),  # the compile / CANN call on the launching thread, the sync call, the DataLoader range or the framework op
+        ("kind", pa.string()),  # op_compile, host_api, sync, dataloader, dispatch, none
+        ("next_task", pa.string()),  # the device task that ends the gap (kernel or copy): its name
+        ("launch_call", pa.string()),  # the CANN call that launched it (level@name; the one carrying its connection id)
+        ("launch_thread_id", pa.int64()),  # the thread of that call (with torch_npu's task queue: the dequeue thread)
+        ("launched_by", pa.string()),  # the framework op that issued it (kernels.launched_by)
+    ]
+)
+
+# idle_causes.parquet: idle_gaps summed per rank, step, cause and kind; per step the rows add up to the step
+# breakdown's before_first_task_us + free_us + after_last_task_us
 IDLE_CAUSES = pa.schema(
     [
         ("rank", pa.int32()),
         ("step", pa.int64()),  # null when the profile has no steps
-        ("cause", pa.string()),  # the innermost host call across the gap's middle, level@name; null: none recorded
-        ("kind", pa.string()),  # sync (host waiting on the device), dataloader, framework_op, host_api (another CANN call), none
+        ("cause", pa.string()),  # as idle_gaps.cause; null: nothing recorded says why
+        ("kind", pa.string()),  # op_compile, host_api, sync, dataloader, dispatch, none
         ("idle_us", pa.float64()),
         ("count", pa.int64()),  # gaps
     ]
@@ -671,6 +693,7 @@ TABLES: dict[str, pa.Schema] = {
     "findings": FINDINGS,
     "step_breakdown": STEP_BREAKDOWN,
     "finding_intervals": FINDING_INTERVALS,
+    "idle_gaps": IDLE_GAPS,
     "idle_causes": IDLE_CAUSES,
     "comm_links": COMM_LINKS,
     "comm_ops": COMM_OPS,

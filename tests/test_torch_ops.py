@@ -102,9 +102,30 @@ def test_torch_ops_of_a_real_trace_equal_a_recount_with_json(corpus: Path) -> No
     assert max(got.values(), key=lambda r: r["device_us"])["name"] == "aten::convolution_backward"
 
 
+def _db_queue(con: sqlite3.Connection) -> tuple[list[tuple], dict]:
+    """The .db's task queue: Dequeue rows (thread, start, end, correlation) and each correlation's
+    Enqueue (thread, start); an Enqueue and its Dequeue share a CONNECTION_IDS connection id."""
+    q = con.execute("SELECT id FROM ENUM_API_TYPE WHERE name = 'queue'").fetchone()[0]
+    rows = con.execute("SELECT p.globalTid, p.startNs, p.endNs, c.connectionId, s.value FROM PYTORCH_API p "
+                       "JOIN CONNECTION_IDS c ON c.id = p.connectionId JOIN STRING_IDS s ON s.id = p.name WHERE p.type = ?",
+                       (q,)).fetchall()  # fmt: skip
+    deq = [(r[0], int(r[1]), int(r[2]), r[3]) for r in rows if r[4].startswith("Dequeue")]
+    enq = {r[3]: (r[0], int(r[1])) for r in rows if r[4] == "Enqueue"}
+    return deq, enq
+
+
+def _relay(deq: list[tuple], enq: dict, thread, ns: int) -> tuple:
+    for t, s, e, corr in deq:
+        if t == thread and s <= ns <= e and corr in enq:
+            return enq[corr]
+    return thread, ns
+
+
 def test_torch_ops_of_a_real_db_equal_a_recount_with_sqlite(corpus: Path) -> None:
     """The .db export: PYTORCH_API rows of type op, their CONNECTION_IDS, the TASK rows with those
-    connection ids that are compute kernels (COMPUTE_TASK_INFO) or copies (MEMCPY tasks)."""
+    connection ids that are compute kernels (COMPUTE_TASK_INFO) or copies (MEMCPY tasks); a task no op
+    links to (the copies) was launched where its CANN_API call ran, and a launch inside the task
+    queue's Dequeue belongs to the op around the matching Enqueue."""
     unit = corpus / DB
     con = sqlite3.connect(next((unit / "ASCEND_PROFILER_OUTPUT").glob("ascend_pytorch_profiler_*.db")))
     op_type = con.execute("SELECT id FROM ENUM_API_TYPE WHERE name = 'op'").fetchone()[0]
@@ -112,21 +133,45 @@ def test_torch_ops_of_a_real_db_equal_a_recount_with_sqlite(corpus: Path) -> Non
                        "WHERE p.type = ?", (op_type,)).fetchall()  # fmt: skip
     ops = {r[0]: {"thread": r[3], "start": int(r[1]), "end": int(r[2]), "name": r[4], "children": 0, "device": 0.0, "kernels": 0}
            for r in rows}  # fmt: skip
+    device_work = "(t.globalTaskId IN (SELECT globalTaskId FROM COMPUTE_TASK_INFO) OR ty.value LIKE 'MEMCPY%')"
     links = con.execute(
-        "SELECT p.rowid, t.startNs, t.endNs FROM PYTORCH_API p JOIN CONNECTION_IDS c ON c.id = p.connectionId "
-        "JOIN TASK t ON t.connectionId = c.connectionId JOIN STRING_IDS ty ON ty.id = t.taskType "
-        "WHERE p.type = ? AND (t.globalTaskId IN (SELECT globalTaskId FROM COMPUTE_TASK_INFO) OR ty.value LIKE 'MEMCPY%')",
+        "SELECT p.rowid, t.startNs, t.endNs, t.connectionId FROM PYTORCH_API p JOIN CONNECTION_IDS c ON c.id = p.connectionId "
+        f"JOIN TASK t ON t.connectionId = c.connectionId JOIN STRING_IDS ty ON ty.id = t.taskType WHERE p.type = ? AND {device_work}",
         (op_type,),
     ).fetchall()
+    linked = {r[3] for r in links}
+    by_call = con.execute(
+        "SELECT t.startNs, t.endNs, t.connectionId, (SELECT a.globalTid FROM CANN_API a WHERE a.connectionId = t.connectionId "
+        "ORDER BY a.startNs, a.globalTid LIMIT 1), (SELECT min(a.startNs) FROM CANN_API a WHERE a.connectionId = t.connectionId) "
+        f"FROM TASK t JOIN STRING_IDS ty ON ty.id = t.taskType WHERE {device_work} AND t.connectionId IS NOT NULL"
+    ).fetchall()
+    deq, enq = _db_queue(con)
     con.close()
-    for rowid, start, end in links:
+    counted = 0
+    for rowid, start, end, _ in links:
         op = ops[rowid]
-        owner = op if "::" in op["name"] else (_innermost_framework(list(ops.values()), op["thread"], op["start"]) or op)
+        thread, ns = _relay(deq, enq, op["thread"], op["start"])
+        owner = (
+            op
+            if (thread, ns) == (op["thread"], op["start"]) and "::" in op["name"]
+            else _innermost_framework(list(ops.values()), thread, ns)
+        )
+        owner = owner or op
         owner["device"] += (int(end) - int(start)) / 1000
         owner["kernels"] += 1
+        counted += 1
+    for start, end, conn, thread, ns in by_call:
+        if conn in linked or thread is None:
+            continue
+        owner = _innermost_framework(list(ops.values()), *_relay(deq, enq, thread, int(ns)))
+        if owner is not None:
+            owner["device"] += (int(end) - int(start)) / 1000
+            owner["kernels"] += 1
+            counted += 1
     want = _per_name(list(ops.values()))
     got = {r["name"]: r for r in ingest([unit]).tables["torch_ops"].to_pylist()}
-    assert len(links) > 100 and sum(r["kernels"] for r in got.values()) == len(links)
+    assert len(links) > 100 and counted > len(links)  # the copies through their launch call
+    assert sum(r["kernels"] for r in got.values()) == counted
     assert set(got) == set(want)
     for name, w in want.items():
         assert (got[name]["calls"], got[name]["kernels"]) == (w["calls"], w["kernels"]), name

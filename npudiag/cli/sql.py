@@ -13,6 +13,8 @@ from npudiag.cli._out import VERBOSE, Say
 SQL_EXAMPLE = """\b
 Examples:
   npudiag sql npudiag-out/torch "SELECT op_type, sum(duration_us) AS us FROM kernels GROUP BY 1 ORDER BY 2 DESC LIMIT 5"
+  npudiag sql npudiag-out/torch "SHOW TABLES"
+  npudiag sql npudiag-out/torch "DESCRIBE idle_gaps"
   npudiag sql npudiag-out/torch "SELECT * FROM step_breakdown" --format csv"""
 
 

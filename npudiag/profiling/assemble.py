@@ -88,6 +88,7 @@ def device_copies(t: pa.Table) -> pa.Table:
             "stream_id": t["stream_id"],
             "mode": pa.repeat(pa.scalar("unknown"), n),
             "connection_id": _col(t, "connection_id", pa.int64()),
+            "launched_by": _col(t, "launched_by", pa.string()),
         }
     )
     return schemas.conform(out, schemas.COPIES)
@@ -128,6 +129,86 @@ def name_comm_tasks(comm_tasks: pa.Table, kernels: pa.Table) -> pa.Table:
     inside = (i >= 0) & (t <= e[np.maximum(i, 0)])
     found = ops["op_name"].take(pa.array(np.maximum(i, 0), pa.int64(), mask=~inside))  # null where no op holds it
     return _set(comm_tasks, "op_name", pc.coalesce(comm_tasks["op_name"], found))
+
+
+LAUNCH_COLUMNS = (("connection_id", pa.int64()), ("launched_by", pa.string()), ("launch_ns", pa.int64()))
+# a CSV's start of a communication op may differ from its trace event's by this much (a rounding: .563 vs .564 µs)
+COMM_START_SLACK_NS = 1000
+
+
+def launch_from_timeline(kernels: pa.Table, timeline: pa.Table, comm_ops: pa.Table | None = None) -> pa.Table:
+    """Kernel CSV rows (kernel_details, op_summary) with how each was launched, taken from the device
+    timeline of the same run (the trace): the task with the same exact start and task id (a CSV without
+    task ids: the same name) gives its connection id (the host call with that id launched it), the
+    framework op that issued it and the launch time; a communication op, the timeline's op of that name
+    starting within a microsecond. Where the CSV already says, the CSV wins; a task the timeline
+    repeats: its first row."""
+    if kernels.num_rows == 0:
+        return kernels
+    pos = np.full(kernels.num_rows, -1, np.int64)
+    sources = [t for t in (timeline, comm_ops) if t is not None and t.num_rows]
+    if not sources:
+        return kernels
+    wanted = ("start_ns", "task_id", "op_name", *(n for n, _ in LAUNCH_COLUMNS))
+    other = schemas.concat([t.select([c for c in wanted if c in t.column_names])
+                            for t in sources]) if len(sources) > 1 else sources[0]  # fmt: skip
+    for keys in (["start_ns", "task_id"], ["start_ns", "op_name"]):
+        if all(k in other.column_names and k in kernels.column_names for k in keys):
+            _match(kernels, other, keys, pos)
+    if comm_ops is not None and comm_ops.num_rows and "task_class" in kernels.column_names:
+        _match_comm(kernels, comm_ops, pos, timeline.num_rows if timeline is not None and len(sources) > 1 else 0)
+    if not (pos >= 0).any():
+        return kernels
+    found = pa.array(pos >= 0)
+    take = pa.array(np.maximum(pos, 0))
+    for name, type_ in LAUNCH_COLUMNS:
+        if name not in other.column_names:
+            continue
+        values = pc.if_else(found, pc.take(other[name], take), pa.nulls(kernels.num_rows, type_))
+        mine = kernels[name] if name in kernels.column_names else None
+        kernels = _set(kernels, name, values if mine is None else pc.coalesce(mine, values))
+    return kernels
+
+
+def _match(kernels: pa.Table, other: pa.Table, keys: list[str], pos: np.ndarray) -> None:
+    """``pos`` of each kernel row not matched yet: the first row of ``other`` with equal ``keys`` (no null)."""
+    valid = None
+    for k in keys:
+        v = pc.is_valid(other[k])
+        valid = v if valid is None else pc.and_(valid, v)
+    t = other.select(keys).append_column("o_row", pa.array(np.arange(other.num_rows))).filter(valid)
+    t = t.group_by(keys, use_threads=False).aggregate([("o_row", "min")])
+    k = kernels.select(keys).append_column("k_row", pa.array(np.arange(kernels.num_rows)))
+    j = k.join(t, keys, join_type="inner")
+    if j.num_rows:
+        k_row, o_row = j["k_row"].to_numpy(), j["o_row_min"].to_numpy()
+        free = pos[k_row] < 0
+        pos[k_row[free]] = o_row[free]
+
+
+def _match_comm(kernels: pa.Table, comm: pa.Table, pos: np.ndarray, offset: int) -> None:
+    """Communication kernels not matched yet: the op of the same name in ``comm`` (rows from ``offset`` in
+    the concatenated table) whose start is within COMM_START_SLACK_NS of theirs, the nearest."""
+    is_comm = pc.fill_null(pc.equal(kernels["task_class"], "communication"), False).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(is_comm & (pos < 0))
+    if not len(rows):
+        return
+    k = pa.table({"op_name": kernels["op_name"].take(pa.array(rows)), "k_row": rows,
+                  "k_ns": pc.fill_null(kernels["start_ns"].take(pa.array(rows)), 0)})  # fmt: skip
+    c = pa.table({"op_name": comm["op_name"], "o_row": np.arange(comm.num_rows) + offset, "o_ns": pc.fill_null(comm["start_ns"], 0)})
+    j = k.join(c, "op_name", join_type="inner")
+    if not j.num_rows:
+        return
+    gap = np.abs(j["k_ns"].to_numpy() - j["o_ns"].to_numpy())
+    j = (
+        j.append_column("gap", pa.array(gap))
+        .filter(pa.array(gap <= COMM_START_SLACK_NS))
+        .sort_by([("k_row", "ascending"), ("gap", "ascending")])
+    )
+    if j.num_rows:
+        k_row, o_row = j["k_row"].to_numpy(), j["o_row"].to_numpy()
+        first = np.r_[True, k_row[1:] != k_row[:-1]]
+        pos[k_row[first]] = o_row[first]
 
 
 def assign_steps_by_time(kernels: pa.Table, steps: pa.Table, launch_ns: pa.Array | None = None) -> pa.Table:

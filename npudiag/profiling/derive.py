@@ -14,13 +14,13 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.phases import phase
-from npudiag.profiling.analysis.idle_causes import idle_causes
+from npudiag.profiling.analysis.idle_causes import idle_causes, idle_gaps
 from npudiag.profiling.analysis.step_breakdown import breakdown_and_gaps, step_time_warnings
 from npudiag.profiling.analysis.window import Window
 from npudiag.profiling.rules import findings_table, run_rules
 from npudiag.profiling.rules.base import RuleContext, intervals_table
 
-DERIVED = ("hot_ops", "step_breakdown", "findings", "finding_intervals", "idle_causes")
+DERIVED = ("hot_ops", "step_breakdown", "findings", "finding_intervals", "idle_gaps", "idle_causes")
 
 
 def derive(
@@ -32,7 +32,8 @@ def derive(
     ctx = RuleContext(out)  # holds what the rules share with the tables here (hot ops, timelines)
     out["hot_ops"] = ctx.hot_ops()
     out["step_breakdown"], gaps = breakdown_and_gaps(out)
-    out["idle_causes"] = idle_causes(out, gaps)
+    out["idle_gaps"] = idle_gaps(out, gaps)
+    out["idle_causes"] = idle_causes(out["idle_gaps"])
     with phase("analyse: rules"):
         findings, skipped = run_rules(ctx, rule_options or {}, exclude=exclude)
     out["findings"] = findings_table(findings)

@@ -24,7 +24,14 @@ from npudiag.executors import LocalPool, default_workers
 from npudiag.phases import phase
 from npudiag.profiling import tasks
 from npudiag.profiling.analysis.copies import build_copies
-from npudiag.profiling.assemble import assign_steps_by_time, duplicate_steps, merge_steps, name_comm_tasks, split_tasks
+from npudiag.profiling.assemble import (
+    assign_steps_by_time,
+    duplicate_steps,
+    launch_from_timeline,
+    merge_steps,
+    name_comm_tasks,
+    split_tasks,
+)
 from npudiag.profiling.discover import Unit, assign_ranks, collection_folder, discover, duplicate_ranks, run_groups
 from npudiag.profiling.formats.profiler_metadata import read_distributed_args
 from npudiag.profiling.formats.registry import Read, appended, formats, levels, sources
@@ -249,6 +256,10 @@ def _device_tasks(r: _UnitReader) -> _DeviceTasks:
         # the CSV holds the kernels; the device timeline of the same run gives copies and the rest
         timeline = _first_kind(r, sources("device_timeline"), "tasks", "copies")
         if timeline is not None:
+            # the same files' communication ops: how the CSV's HCCL rows were launched
+            comm = _by_time([t.tables["comm_ops"] for k in sources("device_timeline") if k in r.unit.files
+                             for _, t in r.read(k) if t.rows("comm_ops")])  # fmt: skip
+            d.kernels = launch_from_timeline(d.kernels, timeline, comm)
             split = split_tasks(timeline, hccl_streams)
             d.copies, d.comm_tasks = split.device_copies, split.comm_tasks
             d.counts.append(split.counts)

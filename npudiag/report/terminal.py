@@ -257,7 +257,7 @@ def _step_bars(summary: dict[str, Any], console: Console) -> None:
     console.print(table(console, legend, cols + phase_cols, body))
 
 
-_KIND_WORDS = {"sync": "sync", "host_api": "host call"}
+_KIND_WORDS = {"sync": "sync", "host_api": "host call", "op_compile": "op compile", "dispatch": "issued late"}
 
 
 def idle_cause_items(idle: dict[str, Any]) -> list[str]:
@@ -265,7 +265,7 @@ def idle_cause_items(idle: dict[str, Any]) -> list[str]:
     out = []
     for c in idle.get("causes", []):
         if c["cause"] is None:
-            out.append(f"{fmt_us(c['idle_us'])} no host call recorded")
+            out.append(f"{fmt_us(c['idle_us'])} nothing recorded says why")
         else:
             out.append(f"{fmt_us(c['idle_us'])} {c['cause']} ({_KIND_WORDS.get(c['kind'], c['kind'])})")
     return out
@@ -276,12 +276,13 @@ def _idle_causes(summary: dict[str, Any], console: Console) -> None:
     if not idle.get("idle_us"):
         return
     lines = figure_lines(idle_cause_items(idle), console.width - 2, sep="  ·  ")
-    head = Text(f"Device idle inside steps {fmt_us(idle['idle_us'])}, by what the host was doing:", style="bold")
+    head = Text(f"Device idle in steps {fmt_us(idle['idle_us'])}, by cause:", style="bold")
     console.print(head)
     for line in lines:
         console.print(plain("  " + line))
     if idle.get("advice"):
-        console.print(Text("  most of it: " + idle["advice"], style="dim"))
+        source = f" (source: {idle['source']})" if idle.get("source") else ""
+        console.print(Text("  most of it: " + idle["advice"] + source, style="dim"))
 
 
 _RANGE_TITLES = {"module": "Modules", "mstx": "mstx ranges"}

@@ -233,14 +233,15 @@ def sync_positions(n: int, steps: int, per_step: int) -> np.ndarray:
     return np.array(sorted(set(out)), int)
 
 
-def _sync_events(start, dur, positions: np.ndarray, cann: int = 2711464191) -> list[dict]:
+def _sync_events(start, dur, positions: np.ndarray, cann: int = 2711464191, blocked_us: float = 0.0) -> list[dict]:
     """aclrtSynchronizeStream (with its nested Runtime@StreamSynchronize) on the host, returning
-    15 us after the kernel it waited for ends."""
+    15 us after the kernel it waited for ends, plus ``blocked_us`` more: the host held in the call
+    (waiting on an event of another stream or device) while this device idles."""
     ev: list[dict] = []
     for i in positions:
         end = float(start[i] + dur[i])
-        ev.append(_api_event(cann, "acl", "aclrtSynchronizeStream", "ACL_RTS", end - 30.0, 45.0, 0))
-        ev.append(_api_event(cann, "runtime", "StreamSynchronize", "StreamSynchronize", end - 29.0, 43.0, 0))
+        ev.append(_api_event(cann, "acl", "aclrtSynchronizeStream", "ACL_RTS", end - 30.0, 45.0 + blocked_us, 0))
+        ev.append(_api_event(cann, "runtime", "StreamSynchronize", "StreamSynchronize", end - 29.0, 43.0 + blocked_us, 0))
     return ev
 
 
@@ -641,7 +642,8 @@ def write_torch_profile(
     torch_npu writes it under Megatron (tensor/pipeline/data_parallel_size, world_size; ``rank`` is
     this rank's); ``aicore_freq`` writes the trace's AI Core Freq counter: (µs after the first
     kernel, MHz) per change; ``syncs_per_step`` plants that many aclrtSynchronizeStream calls inside every step, each
-    followed by ``sync_idle_us`` of device idle (at the kernels ``sync_positions`` names);
+    followed by ``sync_idle_us`` of device idle, three quarters of it with the host still in the call (at the kernels
+    ``sync_positions`` names);
     ``memory`` adds memory_record.csv and operator_memory.csv (text export only; its truth is in
     ``gt.memory``); ``mallocs_per_step`` plants that many aclrtMalloc + aclrtFree pairs at the start of every step;
     ``variation`` makes this one run of the ``seed`` workload among many (noise, a slower op);
@@ -724,7 +726,8 @@ def write_torch_profile(
         events += _profiler_step_events(ranges, 2647914 + rank)
         events += _alloc_events(start, step, mallocs_per_step, malloc_us)
         if syncs_per_step:
-            events += _sync_events(start, dur, sync_positions(kernels, steps, syncs_per_step))
+            # the host stays in each sync for most of the idle after it (a sync that covers at least half a gap is its cause)
+            events += _sync_events(start, dur, sync_positions(kernels, steps, syncs_per_step), blocked_us=0.75 * sync_idle_us)
         if aicore_freq:
             events += _freq_events(float(start[0]), aicore_freq)
         _write_trace(prof / "trace_view.json", events)

@@ -24,9 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from npudiag import schemas
 from npudiag.profiling.analysis.compare import diff_ops
 from npudiag.profiling.analysis.context import rank_rows
-from npudiag.profiling.analysis.idle_causes import main_cause
+from npudiag.profiling.analysis.idle_causes import device_tasks, main_cause
 from npudiag.profiling.analysis.step_breakdown import TOLERANCE_US
 from npudiag.schemas import CLUSTER_COMM_WAITS, CLUSTER_STAGES, CLUSTER_STEPS, SLOW_RANKS
 
@@ -427,7 +428,8 @@ def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None, hosts_of: Hos
             busy = _busy_in(mine, first, late["start_us"])
             idle = late["start_us"] - first - busy
             if api is not None and idle > 0:
-                cause, kind = main_cause(mine, rank_rows(api, late["rank"]), rank_rows(host_ops, late["rank"]), first, late["start_us"])
+                device = device_tasks(mine, schemas.empty("copies"))
+                cause, kind = main_cause(device, rank_rows(api, late["rank"]), rank_rows(host_ops, late["rank"]), first, late["start_us"])
         for r in g:
             out.append({"step": step, "op_name": op, "occurrence": n, "rank": r["rank"], "start_us": r["start_us"],
                         "wait_us": late["start_us"] - r["start_us"], "late_rank": late["rank"], "late_by_us": late["start_us"] - first,

@@ -1,35 +1,37 @@
-"""Why the device was idle: for every gap between device tasks inside a step (the gaps whose sum is the
-step's ``free_us``), what the host was doing.
+"""Why the device was idle: every gap of a step's device timeline (before its first task, between
+tasks, after its last), given to what delayed the launch of the task that ends it.
 
-Two kinds of host calls are looked at: framework ops (``host_ops``: torch_npu's cpu_op events, the
-.db's PYTORCH_API ops) and CANN API calls (``api_calls``, every level the profile holds: AscendCL,
-runtime, node, HCCL ...). For each gap:
+The task ending a gap (the first device task, kernel or copy, starting at or after the gap's end)
+was launched by a host call: the CANN call carrying its connection id (``Node@launch``,
+``aclrtMemcpyAsync`` ...), on its launching thread (with torch_npu's task queue, the dequeue
+thread); and it was issued by a framework op (the profile's flows: torch_npu's ``async_npu`` flow, the
+.db's CONNECTION_IDS). Each gap is given, in this order, to:
 
-1. the innermost framework op and the innermost CANN call running across the gap's middle (of those
-   covering it, the shortest; the first of equals in table order);
-2. where nothing runs there: a wait on the device that returned inside the gap (the last to return):
-   a synchronising CANN call, or a framework op that reads a device value (``aten::item`` ...),
-   together with the framework op across the CANN call's return (the op that issued it). The host
-   waited for the device to drain, so nothing was queued when it came back;
-3. else nothing.
+1. ``op_compile``: a compile call in progress on the launching thread across the gap's middle
+   (``aclopCompileAndExecute``, ``aclopCompile``, ``opCompile``, graph compiles: any CANN call
+   whose name says "compile"); the outermost one is named. Where the profile does not say which
+   call launched the task (no host call carries its connection id), a compile on any thread;
+2. ``host_api``: else another CANN call in progress there (not a synchronising one): the launching
+   thread was busy in the CANN runtime (an HCCL call, a long aclnn call); the outermost is named;
+3. ``sync``: a synchronising call (a CANN stream / device / event synchronisation or blocking copy,
+   or a framework op that reads a device value: ``aten::item``, ``aten::_local_scalar_dense`` ...),
+   on any thread, that overlaps at least half the gap; of those, the one overlapping most. (A call
+   covering half a gap covers its middle, so only the calls across the middle are candidates.);
+4. ``dataloader``: torch's ``enumerate(DataLoader)#...`` range across the gap's middle: the host was
+   fetching the next batch;
+5. ``dispatch``: the framework op that issued the task ending the gap (the outermost op of the
+   framework ops around its launch, aten::conv2d rather than the aten::_convolution inside): the
+   device waited for the framework to issue it;
+6. ``none``: nothing recorded says why (no launch link, no host call across it).
 
-The cause is the framework op where there is one (what the user wrote), else the CANN call
-(``level@name``), else null. The kind says what to do about it:
-
-- ``sync``: a synchronisation, a synchronous copy or a framework op that reads a device value.
-  Remove it from the loop (``.item()``, ``.cpu()``, blocking copies) or move it out of the step.
-- ``dataloader``: the host was inside a DataLoader fetch (torch's ``enumerate(DataLoader)#...``
-  range; the cause is that range, whatever ran within it). More workers, pinned memory, prefetching.
-- ``framework_op``: the host was inside a framework op that queued no device work in time.
-- ``host_api``: the host was inside another CANN call (a launch, an allocation): launch-bound.
-  Fuse small operators, capture the step as a graph.
-- ``none``: no host call was running: Python, data loading, or a level that was not collected.
-
-Each gap is given whole to one cause, so per step the idle time of the causes adds up to the step's
-``free_us`` exactly.
+Each gap goes whole to one cause, so per step the gaps add up to the step breakdown's
+before-first-task + free + after-last-task time exactly. The advice of each kind names its public
+source (``SOURCES``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -37,175 +39,281 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.profiling.analysis.context import rank_rows
-from npudiag.profiling.analysis.step_breakdown import StepGaps
+from npudiag.profiling.analysis.step_breakdown import WHERE, StepGaps, row_ns
 from npudiag.profiling.analysis.timeline import merge
 
 SCHEMA = schemas.IDLE_CAUSES
+GAPS = schemas.IDLE_GAPS
 # CANN calls that make the host wait for the device
 SYNC_CALLS = ("Synchronize", "StreamSync", "DeviceSync", "EventSync", "QueryEvent", "MemCopySync", "aclrtMemcpy")
 # framework ops that read a device value on the host, so they wait for the device to get there
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero", "aten::equal", "aten::masked_select")
+# a CANN call whose name holds this (any case) compiles: aclopCompile, aclopCompileAndExecute(V2), opCompile, graph compiles
+COMPILE = "compile"
 # torch's DataLoader wraps each __next__ in a range of this name ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")
 DATALOADER = "enumerate(DataLoader)"
-KINDS = ("sync", "dataloader", "framework_op", "host_api", "none")
-ADVICE = {
-    "sync": "the host waited on the device: remove synchronisations from the step (.item(), .cpu(), blocking copies, stream syncs)",
-    "dataloader": "the host was waiting for the next batch: more DataLoader workers, pin_memory=True, prefetch_factor, lighter transforms",
-    "framework_op": "the host was inside framework ops that queued no device work in time: fuse ops, capture the step as a graph",
-    "host_api": "the host was busy in other CANN calls (launch-bound): fuse small operators or capture the step as a graph",
-    "none": "no host call was recorded: Python, data loading or framework work",
+KINDS = ("op_compile", "host_api", "sync", "dataloader", "dispatch", "none")
+_HOST_BOUND = "MindStudio practical cases, 'Host Bound issue classification'"
+SOURCES = {
+    "op_compile": "Ascend Extension for PyTorch migration guide, 'operator binary configuration' (set_compile_mode)",
+    "host_api": _HOST_BOUND,
+    "sync": _HOST_BOUND,
+    "dataloader": "PyTorch Performance Tuning Guide, 'enable async data loading'",
+    "dispatch": _HOST_BOUND,
+    "none": None,
 }
-_PAIRS = 8_000_000  # (gap, call) pairs expanded at once: memory stays bounded when long calls span many gaps
+ADVICE = {
+    "op_compile": "the host compiled operators online while the device waited: where shapes change from step to step, use the "
+                  "precompiled binary operators (torch_npu.npu.set_compile_mode(jit_compile=False), with the binary operator "
+                  "package installed) or keep shapes static; compiles in the first steps only are warm-up",
+    "host_api": "the launching thread was inside another CANN call: look at that call (a collective, a long aclnn call) and "
+                "move it off the critical path",
+    "sync": "the host waited on the device: take synchronisations out of the step (.item(), .cpu(), blocking copies, "
+            "stream syncs) or merge them into one",
+    "dataloader": "the host was waiting for the next batch: more DataLoader workers, pin_memory=True, prefetching, lighter transforms",
+    "dispatch": "the device waited for the framework to issue work (host bound): fewer and fused operators, "
+                "TASK_QUEUE_ENABLE=2, CPU_AFFINITY_CONF=1 (core binding), graph mode",
+    "none": "nothing recorded says why: no launch link and no host call across the gap",
+}  # fmt: skip
+_PAIRS = 8_000_000  # (point, call) pairs expanded at once: memory stays bounded when long calls span many points
 
 
 def kind_of(name: str | None) -> str:
-    """The kind of the host call ``name`` (``level@api`` or an API name); ``none`` for no call."""
+    """The kind of a host call named ``name`` (``level@api`` or an API name) across a gap: compile,
+    sync or another CANN call; ``none`` for no call."""
     if name is None:
         return "none"
+    if COMPILE in name.lower():
+        return "op_compile"
     return "sync" if any(k in name for k in SYNC_CALLS) else "host_api"
 
 
-def innermost(times_ns: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
-    """For each time, the index of the shortest call with start <= time <= end (the first of
-    equals), -1 where none covers it (a NaN bound covers nothing). Any one unit for all three (ns
-    integers, us floats). Time and memory linear in the (time, covering call) pairs."""
-    best = np.full(len(times_ns), -1, np.int64)
-    if not len(times_ns) or not len(start_ns):
-        return best
-    order = np.argsort(times_ns, kind="stable")
-    ts = times_ns[order]
-    lo = np.searchsorted(ts, start_ns, "left")
-    hi = np.searchsorted(ts, end_ns, "right")
+def _covering_pairs(times: np.ndarray, start: np.ndarray, end: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Batches of (point, call) index pairs with start <= times[point] <= end, at most _PAIRS a batch
+    (at least one call's pairs). Time and memory linear in the pairs."""
+    if not len(times) or not len(start):
+        return
+    order = np.argsort(times, kind="stable")
+    ts = times[order]
+    lo = np.searchsorted(ts, start, "left")
+    hi = np.searchsorted(ts, end, "right")
     counts = np.maximum(hi - lo, 0)
     calls = np.nonzero(counts)[0]
-    best_len = np.full(len(ts), np.inf)  # ns or us: the lengths compare the same
-    best_call = np.full(len(ts), -1, np.int64)
     cum = np.cumsum(counts[calls])
     begin = 0
     while begin < len(calls):
-        # the calls whose pairs fit the budget (at least one)
-        end = max(begin + 1, int(np.searchsorted(cum, (cum[begin - 1] if begin else 0) + _PAIRS, "right")))
-        batch = calls[begin:end]
+        stop = max(begin + 1, int(np.searchsorted(cum, (cum[begin - 1] if begin else 0) + _PAIRS, "right")))
+        batch = calls[begin:stop]
         n = counts[batch]
         call_of = np.repeat(batch, n)
         pos = np.repeat(lo[batch], n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
-        length = (end_ns - start_ns)[call_of]
-        # per position, the shortest of this batch (then the earliest call), against the best so far
-        pick = np.lexsort((call_of, length, pos))
-        pos, call_of, length = pos[pick], call_of[pick], length[pick]
-        first = np.concatenate([[True], pos[1:] != pos[:-1]])
-        pos, call_of, length = pos[first], call_of[first], length[first]
-        better = (length < best_len[pos]) | ((length == best_len[pos]) & ((best_call[pos] < 0) | (call_of < best_call[pos])))
-        best_len[pos[better]] = length[better]
-        best_call[pos[better]] = call_of[better]
-        begin = end
-    best[order] = best_call
+        yield order[pos], call_of
+        begin = stop
+
+
+Score = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (points, calls) -> a score per pair
+
+
+def best_covering(times: np.ndarray, start: np.ndarray, end: np.ndarray, score: Score) -> np.ndarray:
+    """For each time, the index of the call covering it (start <= time <= end) with the highest
+    ``score(points, calls)`` (the first call of equals), -1 where none covers it (a NaN bound covers
+    nothing). Any one unit for the three."""
+    best = np.full(len(times), -1, np.int64)
+    best_score = np.full(len(times), -np.inf)
+    for point, call in _covering_pairs(times, start, end):
+        s = np.asarray(score(point, call), float)
+        pick = np.lexsort((call, -s, point))  # per point: the highest score, then the earliest call
+        point, call, s = point[pick], call[pick], s[pick]
+        first = np.concatenate([[True], point[1:] != point[:-1]])
+        point, call, s = point[first], call[first], s[first]
+        better = (s > best_score[point]) | ((s == best_score[point]) & ((best[point] < 0) | (call < best[point])))
+        best_score[point[better]] = s[better]
+        best[point[better]] = call[better]
     return best
 
 
-def returned_inside(gap_start_ns: np.ndarray, gap_end_ns: np.ndarray, end_ns: np.ndarray, eligible: np.ndarray) -> np.ndarray:
-    """For each gap, the index of the eligible call that returned last inside it (start <= end <= gap
-    end), -1 where none did."""
-    idx = np.nonzero(eligible)[0]
-    out = np.full(len(gap_start_ns), -1, np.int64)
-    if not len(idx) or not len(gap_start_ns):
-        return out
-    order = idx[np.argsort(end_ns[idx], kind="stable")]
-    ends = end_ns[order]
-    last = np.searchsorted(ends, gap_end_ns, "right") - 1  # the last return at or before the gap's end
-    ok = last >= 0
-    ok[ok] = ends[last[ok]] >= gap_start_ns[ok]
-    out[ok] = order[last[ok]]
-    return out
-
-
-def _ns(t: pa.Table) -> np.ndarray:
-    """Each row's start in exact ns where known, else from start_us."""
-    approx = np.rint(pc.fill_null(t["start_us"], np.nan).to_numpy(zero_copy_only=False) * 1000.0)
-    approx = np.where(np.isfinite(approx), approx, 0).astype(np.int64)
-    if "start_ns" not in t.column_names:
-        return approx
-    exact = t["start_ns"]
-    return np.where(pc.is_valid(exact).to_numpy(zero_copy_only=False), pc.fill_null(exact, 0).to_numpy(zero_copy_only=False), approx)
+def innermost(times: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each time, the index of the shortest call covering it (the first of equals), -1 where none."""
+    length = end - start
+    return best_covering(times, start, end, lambda _p, c: -length[c])
 
 
 def _ranges_ns(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """Each row's [start, end] in ns (a missing or negative duration: an instant)."""
-    start = _ns(t)
+    start = row_ns(t)
     dur = pc.fill_null(t["duration_us"], 0.0).to_numpy(zero_copy_only=False)
     return start, start + np.rint(np.where(np.isfinite(dur) & (dur > 0), dur, 0.0) * 1000.0).astype(np.int64)
 
 
-class _Calls:
-    """One rank's host calls of one source as ns ranges, with their labels and which of them wait on the device."""
+def _col(t: pa.Table, name: str, type_: pa.DataType) -> pa.ChunkedArray | pa.Array:
+    return t[name] if name in t.column_names else pa.nulls(t.num_rows, type_)
 
-    def __init__(self, table: pa.Table, labels: pa.Array | pa.ChunkedArray, sync: np.ndarray, loader: np.ndarray | None = None) -> None:
+
+def _ints(col: pa.ChunkedArray | pa.Array, missing: int = -1) -> np.ndarray:
+    return pc.fill_null(col, missing).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def device_tasks(kernels: pa.Table, copies: pa.Table) -> pa.Table:
+    """One rank's device tasks that can end a gap (kernels and device copies), by start: name, exact
+    start, connection id and the framework op that issued each."""
+    if copies.num_rows:
+        copies = copies.filter(pc.fill_null(pc.equal(copies["side"], "device"), False))
+    parts = []
+    for t, name in ((kernels, "op_name"), (copies, "name")):
+        if t.num_rows:
+            start, end = _ranges_ns(t)
+            parts.append(pa.table({"name": t[name], "start_ns": pa.array(start, pa.int64()), "end_ns": pa.array(end, pa.int64()),
+                                   "connection_id": _col(t, "connection_id", pa.int64()),
+                                   "launched_by": _col(t, "launched_by", pa.string())}, schema=_DEVICE))  # fmt: skip
+    if not parts:
+        return _DEVICE.empty_table()
+    return pa.concat_tables(parts).sort_by([("start_ns", "ascending")])
+
+
+_DEVICE = pa.schema([("name", pa.string()), ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("connection_id", pa.int64()),
+                     ("launched_by", pa.string())])  # fmt: skip
+
+
+class _Calls:
+    """One rank's host calls of one source as ns ranges, with their labels and threads."""
+
+    def __init__(self, table: pa.Table, labels: pa.Array | pa.ChunkedArray) -> None:
         self.start, self.end = _ranges_ns(table)
         self.labels = labels
-        self.sync = sync
-        self.loader = np.zeros(len(sync), bool) if loader is None else loader
+        self.thread = _ints(_col(table, "thread_id", pa.int64()))
 
     def label(self, which: np.ndarray) -> pa.Array:
         taken = pc.take(self.labels, pa.array(np.where(which >= 0, which, 0)))
         return pc.if_else(pa.array(which >= 0), taken, pa.nulls(len(which), pa.string()))
 
 
-def _cann_calls(api: pa.Table) -> _Calls | None:
-    if api.num_rows == 0:
-        return None
-    labels = pc.binary_join_element_wise(pc.fill_null(api["level"], ""), api["name"], "@")
-    waiting = [n for n in pc.unique(labels).to_pylist() if kind_of(n) == "sync"]  # per distinct label, not per call
-    sync = pc.fill_null(pc.is_in(labels, pa.array(waiting, pa.string())), False).to_numpy(zero_copy_only=False)
-    return _Calls(api, labels, sync)
+def _marks(labels: pa.Array | pa.ChunkedArray, test: Callable[[str], bool]) -> np.ndarray:
+    """``test`` of each label, called once per distinct label."""
+    hit = [n for n in pc.unique(labels).to_pylist() if n is not None and test(n)]
+    return pc.fill_null(pc.is_in(labels, pa.array(hit, pa.string())), False).to_numpy(zero_copy_only=False)
 
 
-def _framework_ops(ops: pa.Table) -> _Calls | None:
-    """The framework ops, less torch's ProfilerStep#N ranges (step markers that cover every gap)."""
-    if ops.num_rows:
-        ops = ops.filter(pc.invert(pc.fill_null(pc.starts_with(ops["name"], "ProfilerStep#"), False)))
-    if ops.num_rows == 0:
-        return None
-    names = pc.fill_null(ops["name"], "")
-    loader = pc.starts_with(names, DATALOADER).to_numpy(zero_copy_only=False)
-    return _Calls(ops, names, pc.is_in(names, pa.array(SYNC_OPS)).to_numpy(zero_copy_only=False), loader)
+def _by_start(calls: _Calls, idx: np.ndarray) -> np.ndarray:
+    """The calls ``idx`` in order of start (a search's first of equals is then the earliest)."""
+    return idx[np.argsort(calls.start[idx], kind="stable")]
 
 
-def _attribute(mid: np.ndarray, gap_s: np.ndarray, gap_e: np.ndarray, cann: _Calls | None, ops: _Calls | None) -> tuple[pa.Array, pa.Array]:
-    """Each gap's cause and kind (see the module's docstring), ``mid`` its middle."""
-    n = len(mid)
-    if cann is None and ops is None:  # no host call recorded: every gap's cause is none
-        return pa.nulls(n, pa.string()), _kinds(np.full(n, KINDS.index("none")))
-    none = np.full(n, -1, np.int64)
-    api_at = innermost(mid, cann.start, cann.end) if cann else none
-    op_at = innermost(mid, ops.start, ops.end) if ops else none
-    running = (api_at >= 0) | (op_at >= 0)
-    # nothing running across the middle: a wait on the device that returned inside the gap
-    api_ret = returned_inside(gap_s, gap_e, cann.end, cann.sync) if cann and not running.all() else none
-    op_ret = returned_inside(gap_s, gap_e, ops.end, ops.sync) if ops and not running.all() else none
-    api_ret, op_ret = np.where(running, -1, api_ret), np.where(running, -1, op_ret)
-    # the framework op that issued a CANN wait returning in the gap: the one across the wait's return
-    op_of_ret = np.full(n, -1, np.int64)
-    if cann and ops and (api_ret >= 0).any():
-        op_of_ret[api_ret >= 0] = innermost(cann.end[api_ret[api_ret >= 0]], ops.start, ops.end)
-    op_pick = np.where(op_at >= 0, op_at, np.where(op_ret >= 0, op_ret, op_of_ret))
-    api_pick = np.where(api_at >= 0, api_at, api_ret)
-    sync = np.zeros(n, bool)
-    if cann:
-        sync |= (api_pick >= 0) & cann.sync[np.maximum(api_pick, 0)]
-    if ops:
-        sync |= (op_pick >= 0) & ops.sync[np.maximum(op_pick, 0)]
-    # inside a DataLoader fetch (torch wraps __next__ in an "enumerate(DataLoader)#..." op): that op, whatever ran within it
+def _on_thread(points: np.ndarray, point_thread: np.ndarray, calls: _Calls, idx: np.ndarray) -> np.ndarray:
+    """For each point (ns) and its thread (-1: unknown), the longest of the calls ``idx`` of that
+    thread covering it, as an index into the calls; -1 where none."""
+    out = np.full(len(points), -1, np.int64)
+    known = point_thread >= 0
+    if not len(idx) or not known.any():
+        return out
+    # (thread, time) as one sortable key: the thread's code above the time's rank among all times (sorted
+    # arrays and binary search: np.unique's inverse cost 0.4 s for 300,000 gaps)
+    times = np.sort(np.concatenate([points[known], calls.start[idx], calls.end[idx]]))
+    threads = np.sort(calls.thread[idx])
+    threads = threads[np.r_[True, threads[1:] != threads[:-1]]]
+    width = len(times) + 1
+    p_code = np.searchsorted(threads, point_thread[known])
+    c_code = np.searchsorted(threads, calls.thread[idx])
+    no_call = threads[np.minimum(p_code, len(threads) - 1)] != point_thread[known]  # a thread with no call: a code no call has
+    p_code = np.where(no_call, len(threads) + 1, p_code)
+    p_key = p_code * width + np.searchsorted(times, points[known])
+    s_key = c_code * width + np.searchsorted(times, calls.start[idx])
+    e_key = c_code * width + np.searchsorted(times, calls.end[idx])
+    length = (calls.end - calls.start)[idx]
+    found = best_covering(p_key, s_key, e_key, lambda _p, c: length[c])
+    out[known] = np.where(found >= 0, idx[np.maximum(found, 0)], -1)
+    return out
+
+
+def attribute(device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s: np.ndarray, gap_e: np.ndarray) -> dict[str, pa.Array]:
+    """For the gaps [start, end] (ns) of one rank: cause, kind, the task ending each gap, the CANN
+    call that launched it, its thread and the framework op that issued it (the module's docstring).
+    ``device``: the rank's :func:`device_tasks`; ``api``, ``host_ops``: its CANN calls and framework ops."""
+    n = len(gap_s)
+    gap_s, gap_e = np.asarray(gap_s, np.int64), np.asarray(gap_e, np.int64)
+    mid = gap_s + (gap_e - gap_s) // 2
+    half = (gap_e - gap_s) / 2.0
+    # the task ending each gap: the first device task starting at or after the gap's end
+    dev_ns = device["start_ns"].to_numpy(zero_copy_only=False) if device.num_rows else np.zeros(0, np.int64)
+    nxt = np.searchsorted(dev_ns, gap_e, "left")
+    has_next = nxt < len(dev_ns)
+    take = pa.array(np.where(has_next, nxt, 0))
+    mask = pa.array(~has_next)
+
+    def of_next(col: str, type_: pa.DataType) -> pa.Array:
+        if not device.num_rows:
+            return pa.nulls(n, type_)
+        return pc.if_else(mask, pa.nulls(n, type_), pc.take(device[col], take))
+
+    next_task, conn, launched_by = of_next("name", pa.string()), of_next("connection_id", pa.int64()), of_next("launched_by", pa.string())
+    cann = _Calls(api, pc.binary_join_element_wise(pc.fill_null(api["level"], ""), api["name"], "@")) if api.num_rows else None
+    # the launch call: the CANN call with the task's connection id (of several, the one starting last: the launch itself)
+    launch = np.full(n, -1, np.int64)
+    if cann is not None:
+        ids = _ints(_col(api, "connection_id", pa.int64()), -(2**62))
+        has = np.flatnonzero(ids != -(2**62))
+        if len(has):
+            order = has[np.lexsort((cann.start[has], ids[has]))]
+            last = order[np.r_[ids[order][1:] != ids[order][:-1], True]]  # per id: its last-starting call
+            pos = pc.index_in(conn, value_set=pa.array(ids[last], pa.int64()))
+            found = pc.fill_null(pos, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+            launch = np.where(found >= 0, last[np.maximum(found, 0)], -1)
+    thread = np.where(launch >= 0, cann.thread[np.maximum(launch, 0)], -1) if cann is not None else np.full(n, -1, np.int64)
+    # (1, 2) the launching thread busy in a CANN call: a compile, else another call that is no sync
+    compiling = on_api = np.full(n, -1, np.int64)
+    sync_api = np.zeros(0, bool)
+    if cann is not None:
+        is_compile = _marks(cann.labels, lambda s: COMPILE in s.lower())
+        sync_api = _marks(cann.labels, lambda s: any(k in s for k in SYNC_CALLS))
+        compiling = _on_thread(mid, thread, cann, np.flatnonzero(is_compile))
+        if (thread < 0).any() and is_compile.any():  # the launch call unknown: a compile on any thread holds the launch
+            idx = _by_start(cann, np.flatnonzero(is_compile))
+            length = (cann.end - cann.start)[idx]
+            anywhere = best_covering(mid, cann.start[idx], cann.end[idx], lambda _p, c: length[c])
+            compiling = np.where(thread < 0, np.where(anywhere >= 0, idx[np.maximum(anywhere, 0)], -1), compiling)
+        on_api = _on_thread(mid, thread, cann, np.flatnonzero(~sync_api))
+    ops = None
+    if host_ops.num_rows:
+        named = pc.fill_null(host_ops["name"], "")
+        ops = _Calls(host_ops, named)
+        not_step = ~pc.starts_with(named, "ProfilerStep#").to_numpy(zero_copy_only=False)  # step markers cover every gap
+    # (3) a synchronising call overlapping at least half the gap (so across its middle), the one overlapping most
+    # of equal overlaps the CANN call, then the earliest to start
+    sync_ops = _marks(ops.labels, lambda s: s in SYNC_OPS) if ops else None
+    sources = ((cann, sync_api), (ops, sync_ops))
+    sync_calls = [(c, _by_start(c, np.flatnonzero(m))) for c, m in sources if c is not None and m is not None and m.any()]
+    sync_label = pa.nulls(n, pa.string())
+    sync_overlap = np.full(n, -np.inf)
+    for calls, idx in sync_calls:
+        s_, e_ = calls.start[idx], calls.end[idx]
+        found = best_covering(mid, s_, e_, lambda p, c, s_=s_, e_=e_: np.minimum(e_[c], gap_e[p]) - np.maximum(s_[c], gap_s[p]))
+        ov = np.where(found >= 0, np.minimum(e_[np.maximum(found, 0)], gap_e) - np.maximum(s_[np.maximum(found, 0)], gap_s), -np.inf)
+        better = (found >= 0) & (ov > sync_overlap)
+        sync_overlap = np.where(better, ov, sync_overlap)
+        sync_label = pc.if_else(pa.array(better), calls.label(np.where(found >= 0, idx[np.maximum(found, 0)], -1)), sync_label)
+    syncing = sync_overlap >= half
+    # (4) inside a DataLoader fetch
     loading = np.full(n, -1, np.int64)
-    if ops is not None and ops.loader.any():
-        idx = np.nonzero(ops.loader)[0]
-        found = innermost(mid, ops.start[idx], ops.end[idx])
-        loading = np.where(found >= 0, idx[np.maximum(found, 0)], -1)
-    loading = np.where(sync, -1, loading)
-    op_pick = np.where(loading >= 0, loading, op_pick)
-    op_label = ops.label(op_pick) if ops else pa.nulls(n, pa.string())
-    api_label = cann.label(api_pick) if cann else pa.nulls(n, pa.string())
-    cause = pc.coalesce(op_label, api_label)  # the framework op says what the user wrote
-    return cause, _kinds(np.select([sync, loading >= 0, op_pick >= 0, api_pick >= 0], [0, 1, 2, 3], 4))
+    if ops is not None:
+        loader = np.flatnonzero(pc.starts_with(ops.labels, DATALOADER).to_numpy(zero_copy_only=False) & not_step)
+        if len(loader):
+            found = innermost(mid, ops.start[loader], ops.end[loader])
+            loading = np.where(found >= 0, loader[np.maximum(found, 0)], -1)
+    dispatch = pc.is_valid(launched_by).to_numpy(zero_copy_only=False)
+    code = np.select([compiling >= 0, on_api >= 0, syncing, loading >= 0, dispatch], [0, 1, 2, 3, 4], 5)
+    on_thread = np.where(code == 0, compiling, np.where(code == 1, on_api, -1))
+    api_label = cann.label(on_thread) if cann is not None else pa.nulls(n, pa.string())
+    cause = pc.coalesce(api_label,
+                        pc.if_else(pa.array(code == 2), sync_label, pa.nulls(n, pa.string())),
+                        ops.label(np.where(code == 3, loading, -1)) if ops is not None else pa.nulls(n, pa.string()),
+                        pc.if_else(pa.array(code == 4), launched_by, pa.nulls(n, pa.string())))  # fmt: skip
+    return {
+        "cause": cause,
+        "kind": _kinds(code),
+        "next_task": next_task,
+        "launch_call": cann.label(launch) if cann is not None else pa.nulls(n, pa.string()),
+        "launch_thread_id": pa.array(thread, pa.int64(), mask=thread < 0),
+        "launched_by": launched_by,
+    }
 
 
 def _kinds(code: np.ndarray) -> pa.Array:
@@ -213,59 +321,72 @@ def _kinds(code: np.ndarray) -> pa.Array:
     return pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int8)), pa.array(KINDS)).cast(pa.string())
 
 
-def _causes(api: pa.Table, host_ops: pa.Table, gap_s: np.ndarray, gap_e: np.ndarray) -> tuple[pa.Array, pa.Array]:
-    """Cause and kind of each gap [start, end] (ns) on one rank, whose CANN calls and framework ops these are."""
-    return _attribute(gap_s + (gap_e - gap_s) // 2, gap_s, gap_e, _cann_calls(api), _framework_ops(host_ops))
-
-
-def idle_causes(tables: dict[str, pa.Table], gaps: list[StepGaps]) -> pa.Table:
-    """The ``idle_causes`` table: per rank, step, cause and kind (see the module's docstring), the
-    idle time and the number of gaps. ``gaps``: each rank's gaps inside its steps, as the step
-    breakdown found them (``step_breakdown.breakdown_and_gaps``), so the causes add up to its free time."""
+def idle_gaps(tables: dict[str, pa.Table], gaps: list[StepGaps]) -> pa.Table:
+    """The ``idle_gaps`` table: one row per device gap of each step (before its first task, between
+    tasks, after its last), with its cause, kind and the launch path of the task that ends it.
+    ``gaps``: each rank's gaps as the step breakdown found them (``step_breakdown.breakdown_and_gaps``)."""
+    kernels, copies = tables["kernels"], tables["copies"]
     api = tables.get("api_calls", schemas.empty("api_calls"))
     host_ops = tables.get("host_ops", schemas.empty("host_ops"))
     parts = []
     for g in gaps:
-        if not len(g.step):
+        n = len(g.step)
+        if not n:
             continue
-        rank, step, length, gap_s, gap_e = g.rank, g.step, g.length_us, g.start_ns, g.end_ns
-        cause, kinds = _causes(rank_rows(api, rank), rank_rows(host_ops, rank), gap_s, gap_e)
-        t = pa.table({"step": pa.array(step, pa.int64()), "cause": cause, "kind": kinds, "idle_us": length})
-        t = t.group_by(["step", "cause", "kind"], use_threads=False).aggregate([("idle_us", "sum"), ("idle_us", "count")])
+        placed = g.placed
+        found = attribute(device_tasks(rank_rows(kernels, g.rank), rank_rows(copies, g.rank)), rank_rows(api, g.rank),
+                          rank_rows(host_ops, g.rank), g.start_ns[placed], g.end_ns[placed])  # fmt: skip
+        cols = {}
+        for name, arr in found.items():  # a gap with no place in time (a step recorded as a duration only): nothing said of it
+            arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+            full = pa.nulls(n, arr.type) if name != "kind" else pa.array(["none"] * n, pa.string())
+            cols[name] = pc.replace_with_mask(full, pa.array(placed), arr) if placed.any() else full
+        start = pa.array(g.start_ns, pa.int64(), mask=~placed)
         parts.append(
             pa.table(
                 {
-                    "rank": pa.array([rank] * t.num_rows, pa.int32()),
-                    "step": pc.if_else(pc.equal(t["step"], -1), pa.nulls(t.num_rows, pa.int64()), t["step"]),
-                    "cause": t["cause"],
-                    "kind": t["kind"],
-                    "idle_us": t["idle_us_sum"],
-                    "count": t["idle_us_count"],
+                    "rank": pa.array([g.rank] * n, pa.int32()),
+                    "step": pa.array(g.step, pa.int64(), mask=g.step == -1),
+                    "place": pa.DictionaryArray.from_arrays(pa.array(g.where), pa.array(WHERE)).cast(pa.string()),
+                    "start_ns": start,
+                    "start_us": pa.array(g.start_ns / 1000.0, pa.float64(), mask=~placed),
+                    "idle_us": pa.array(g.length_us, pa.float64()),
+                    **cols,
                 },
-                schema=SCHEMA,
-            )  # fmt: skip
+                schema=GAPS,
+            )
         )
     if not parts:
+        return GAPS.empty_table()
+    return pa.concat_tables(parts)
+
+
+def idle_causes(gaps: pa.Table) -> pa.Table:
+    """The ``idle_causes`` table: ``idle_gaps`` summed per rank, step, cause and kind (the idle time
+    and the number of gaps), largest first in each step."""
+    if gaps.num_rows == 0:
         return SCHEMA.empty_table()
-    out = pa.concat_tables(parts)
+    t = gaps.select(["rank", "step", "cause", "kind", "idle_us"])
+    t = t.group_by(["rank", "step", "cause", "kind"], use_threads=False).aggregate([("idle_us", "sum"), ("idle_us", "count")])
+    out = pa.table({"rank": t["rank"], "step": t["step"], "cause": t["cause"], "kind": t["kind"], "idle_us": t["idle_us_sum"],
+                    "count": t["idle_us_count"]}, schema=SCHEMA)  # fmt: skip
     return out.sort_by([("rank", "ascending"), ("step", "ascending"), ("idle_us", "descending"), ("cause", "ascending")])
 
 
-def gap_causes(api: pa.Table, host_ops: pa.Table, gap_s_ns: np.ndarray, gap_e_ns: np.ndarray) -> tuple[list, list]:
-    """Cause and kind of each gap [start, end] (ns) on one rank, whose CANN calls and framework ops
-    these are (the attribution above), as lists."""
-    cause, kinds = _causes(api, host_ops, gap_s_ns, gap_e_ns)
-    return cause.to_pylist(), kinds.to_pylist()
+def gap_causes(device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s_ns: np.ndarray, gap_e_ns: np.ndarray) -> tuple[list, list]:
+    """Cause and kind of each gap [start, end] (ns) on one rank (the attribution above), as lists."""
+    found = attribute(device, api, host_ops, gap_s_ns, gap_e_ns)
+    return found["cause"].to_pylist(), found["kind"].to_pylist()
 
 
-def main_cause(kernels: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: float, hi_us: float) -> tuple[str | None, str | None]:
+def main_cause(device: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: float, hi_us: float) -> tuple[str | None, str | None]:
     """Of one rank's device idle time inside [lo_us, hi_us] (the stretch's gaps between its
-    ``kernels``, ends included), the cause and kind holding the most, by the attribution above;
-    (None, None) without idle time or host calls."""
-    if hi_us <= lo_us or (api.num_rows == 0 and host_ops.num_rows == 0):
+    ``device`` tasks (:func:`device_tasks`), ends included), the cause and kind holding the most,
+    by the attribution above; (None, None) without idle time or a cause."""
+    if hi_us <= lo_us:
         return None, None
     lo, hi = round(lo_us * 1000), round(hi_us * 1000)
-    start, end = _ranges_ns(kernels)
+    start, end = (device[c].to_numpy(zero_copy_only=False) for c in ("start_ns", "end_ns"))
     keep = (end > lo) & (start < hi)
     busy_s, busy_e = merge(np.clip(start[keep], lo, hi), np.clip(end[keep], lo, hi))
     # the stretch's gaps: the complement of the busy segments inside [lo, hi]
@@ -275,8 +396,8 @@ def main_cause(kernels: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: floa
     gap_s, gap_e = gap_s[ok], gap_e[ok]
     if not len(gap_s):
         return None, None
-    cause, kinds = _causes(api, host_ops, gap_s, gap_e)
-    t = pa.table({"cause": cause, "kind": kinds, "idle": gap_e - gap_s})
+    found = attribute(device, api, host_ops, gap_s, gap_e)
+    t = pa.table({"cause": found["cause"], "kind": found["kind"], "idle": gap_e - gap_s})
     t = t.filter(pc.is_valid(t["cause"]))
     if t.num_rows == 0:
         return None, None
@@ -293,7 +414,7 @@ def top_causes(table: pa.Table, limit: int = 5, *, host_calls: bool = True) -> d
     """The whole profile's idle time by cause (every rank and step summed), largest first, and by
     kind; ``host_calls``: whether the profile records CANN calls (else the advice says so)."""
     if table.num_rows == 0:
-        return {"idle_us": 0.0, "causes": [], "by_kind_us": {}, "advice": None}
+        return {"idle_us": 0.0, "causes": [], "by_kind_us": {}, "advice": None, "source": None}
     by = table.group_by(["cause", "kind"], use_threads=False).aggregate([("idle_us", "sum"), ("count", "sum")])
     by = by.sort_by([("idle_us_sum", "descending"), ("cause", "ascending")])
     kinds = table.group_by("kind", use_threads=False).aggregate([("idle_us", "sum")])
@@ -306,5 +427,6 @@ def top_causes(table: pa.Table, limit: int = 5, *, host_calls: bool = True) -> d
             for r in by.slice(0, limit).to_pylist()
         ],  # fmt: skip
         "by_kind_us": by_kind,
-        "advice": ADVICE[largest] + (NO_CALLS if largest == "none" and not host_calls else ""),  # the kind with the most idle time
+        "advice": ADVICE.get(largest, "") + (NO_CALLS if largest == "none" and not host_calls else ""),  # the kind with the most idle time
+        "source": SOURCES.get(largest),
     }

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from npudiag import schemas
 from npudiag.profiling.analysis.cluster import comm_waits
 from npudiag.profiling.analysis.context import rank_rows
-from npudiag.profiling.analysis.idle_causes import gap_causes
+from npudiag.profiling.analysis.idle_causes import device_tasks, gap_causes
 from npudiag.profiling.analysis.quantities import exposed_copy_segments, idle_gaps, timeline
 
 SCHEMA = pa.schema([("rank", pa.int32()), ("kind", pa.string()), ("start_us", pa.float64()), ("duration_us", pa.float64()),
@@ -43,7 +43,7 @@ def markers(tables: dict[str, pa.Table], min_gap_us: float = 1000.0) -> pa.Table
             if kind == "device idle" and len(s):
                 ns_s = tl.base + np.rint(s * 1000.0).astype(np.int64)
                 ns_e = tl.base + np.rint(e * 1000.0).astype(np.int64)
-                cause, ckind = gap_causes(rank_rows(api, rank), rank_rows(host_ops, rank), ns_s, ns_e)
+                cause, ckind = gap_causes(device_tasks(k, c), rank_rows(api, rank), rank_rows(host_ops, rank), ns_s, ns_e)
                 rows["cause"] += cause
                 rows["cause_kind"] += ckind
             else:

@@ -156,16 +156,23 @@ def _ranks(*tables: pa.Table) -> list:
     return sorted(seen, key=lambda r: (r is None, r))
 
 
+# where a device gap lies in its step
+WHERE = ("before_first_task", "between_tasks", "after_last_task")
+
+
 @dataclass(frozen=True)
 class StepGaps:
-    """One rank's device idle gaps inside its steps (between a step's first and last device task):
-    the gaps whose sum is each step's ``free_us`` (the idle causes split these)."""
+    """One rank's device idle gaps in its steps: before each step's first device task, between its
+    tasks (their sum is the step's ``free_us``) and after its last; per step they add up to
+    before_first_task + free + after_last_task. Sorted by step, then time."""
 
     rank: Any
     step: np.ndarray  # the step of each gap (-1: a profile without steps)
     start_ns: np.ndarray
     end_ns: np.ndarray
     length_us: np.ndarray
+    where: np.ndarray  # index into WHERE
+    placed: np.ndarray  # False: a step recorded as a duration only, whose after-last-task time has no place in time
 
 
 def step_breakdown(tables: dict[str, pa.Table]) -> pa.Table:
@@ -264,13 +271,32 @@ def _rank_breakdown(rank: Any, k: pa.Table, c: pa.Table, st: pa.Table) -> tuple[
         "step_time_source": pa.array(source.tolist(), pa.string()),
     }
     table = pa.table(cols, schema=SCHEMA)
-    # the gaps between one step's busy segments: consecutive segments of the same step
-    inner = np.flatnonzero(seg_g[1:] == seg_g[:-1]) if len(seg_g) else np.zeros(0, np.int64)
-    gap_s, gap_e = seg_e[inner], seg_s[inner + 1]
-    step_of_gap = np.array([-1 if x is None else x for x in ids], np.int64)[seg_g[inner]] if len(inner) else np.zeros(0, np.int64)
-    gaps = StepGaps(rank, step_of_gap, base + np.rint(gap_s * 1000.0).astype(np.int64), base + np.rint(gap_e * 1000.0).astype(np.int64),
-                    gap_e - gap_s)  # fmt: skip
+    after = cols["after_last_task_us"]
+    gaps = _gaps(rank, ids, base, (seg_g, seg_s, seg_e), first, last, before, after, ranged)
     return table, gaps
+
+
+def _gaps(rank: Any, ids: list, base: int, segments: tuple, first: np.ndarray, last: np.ndarray, before: np.ndarray, after: np.ndarray,
+          ranged: np.ndarray) -> StepGaps:  # fmt: skip
+    """The step's gaps (µs after ``base`` in, exact ns out): between consecutive busy segments of a
+    step; before its first task ([first - before, first]); after its last ([last, last + after]),
+    placed where the step has a recorded range with tasks in it, else a length only (a step recorded
+    as a duration, or one without device tasks)."""
+    seg_g, seg_s, seg_e = segments
+    inner = np.flatnonzero(seg_g[1:] == seg_g[:-1]) if len(seg_g) else np.zeros(0, np.int64)
+    b = np.flatnonzero(ranged & (before > 0))
+    a = np.flatnonzero(after > 0)
+    group = np.concatenate([seg_g[inner], b, a]).astype(np.int64)
+    start = np.concatenate([seg_e[inner], first[b] - before[b], last[a]])
+    end = np.concatenate([seg_s[inner + 1], first[b], last[a] + after[a]])
+    where = np.concatenate([np.full(len(inner), 1), np.zeros(len(b)), np.full(len(a), 2)]).astype(np.int8)
+    placed = np.concatenate([np.ones(len(inner) + len(b), bool), ranged[a]])
+    order = np.lexsort((start, group))
+    group, start, end, where, placed = group[order], start[order], end[order], where[order], placed[order]
+    step_ids = np.array([-1 if x is None else x for x in ids], np.int64)
+    start_ns, end_ns = (base + np.rint(np.where(placed, x, 0.0) * 1000.0).astype(np.int64) for x in (start, end))
+    length = np.where(placed, end - start, after[group] if len(group) else 0.0)
+    return StepGaps(rank, step_ids[group] if len(group) else np.zeros(0, np.int64), start_ns, end_ns, length, where, placed)
 
 
 def step_time_warnings(breakdown: pa.Table, limit: int = 3) -> list[str]:

@@ -37,7 +37,7 @@ from npudiag.profiling import tasks
 from npudiag.profiling.assemble import drop_bad_timing
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.registry import Format, of_object, register
-from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, db_launches, from_db, ns_of, range_table
+from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, Queue, db_launches, from_db, ns_of, range_table
 
 MAX_TEXT = 1 << 16  # characters kept of one STRING_IDS value (real names are far shorter)
 NO_RANK = 4294967295
@@ -278,14 +278,18 @@ def _read(db: _Db, rank: int | None) -> DbTables:
     # the device work framework ops launch: compute kernels and copies (not HCCL's sub-tasks)
     op_calls = _op_calls(db)
     launched = schemas.concat([task.filter(is_cti), rest.filter(pc.equal(classes, tasks.COPY))])
-    out.torch_ops = _torch_ops(db, rank, launched, op_calls)
+    out.torch_ops, conn_ids, launchers = _torch_ops(
+        db, rank, launched, op_calls, out.kernels.filter(pc.equal(out.kernels["task_class"], tasks.COMMUNICATION))
+    )
+    out.kernels = with_launched_by(out.kernels, conn_ids, launchers)
+    out.copies = with_launched_by(out.copies, conn_ids, launchers)
     out.host_ops = _host_ops(db, rank, op_calls)
     out.ranges = _ranges(db, rank, launched, op_calls)
     return out
 
 
 # ENUM_API_TYPE ids in every export seen (op, trace = python functions, mstx); the table says so where present
-_API_TYPES = {"op": 50001, "trace": 50003, "mstx": 50004}
+_API_TYPES = {"op": 50001, "queue": 50002, "trace": 50003, "mstx": 50004}
 
 
 def _op_calls(db: _Db, kind: str = "op") -> pa.Table | None:
@@ -310,13 +314,51 @@ def _links(db: _Db, task: pa.Table) -> tuple[pa.Table, pa.Table]:
     return links.filter(pc.is_valid(links["connectionId"])), t.filter(pc.is_valid(t["connectionId"]))
 
 
-def _torch_ops(db: _Db, rank: int | None, task: pa.Table, api: pa.Table | None) -> pa.Table:
-    """The op calls (``_op_calls``), linked to their tasks through CONNECTION_IDS."""
+def _torch_ops(
+    db: _Db, rank: int | None, task: pa.Table, api: pa.Table | None, comm_ops: pa.Table
+) -> tuple[pa.Table, np.ndarray, pa.Array]:
+    """The op calls (``_op_calls``), linked to their tasks through CONNECTION_IDS; and the framework op
+    that launched the tasks (and the communication ops) of each connection id."""
     if api is None or api.num_rows == 0:
-        return schemas.empty("torch_ops")
+        return schemas.empty("torch_ops"), np.zeros(0, np.int64), pa.array([], pa.string())
     keys, values = db.strings()
     names = dict(zip(keys.to_pylist(), values.to_pylist()))
-    return from_db(api, *_links(db, task), names, rank)
+    conn, launched = _links(db, task)
+    comm = None
+    if comm_ops.num_rows:
+        ops = comm_ops.filter(pc.is_valid(comm_ops["connection_id"]))
+        ns = ns_of(ops["start_ns"])
+        dur_ns = np.rint(pc.fill_null(ops["duration_us"], 0.0).to_numpy(zero_copy_only=False) * 1000).astype(np.int64)
+        t = pa.table({"connection_id": ops["connection_id"], "start_ns": ns, "end_ns": ns + dur_ns})
+        comm = (_links(db, t)[1], _api_launches(db, t))
+    return from_db(api, conn, launched, names, rank, _queue(db, conn, names), _api_launches(db, task), comm)
+
+
+def _queue(db: _Db, conn: pa.Table, names: dict[int, str]) -> Queue | None:
+    """torch_npu's task queue in the .db: PYTORCH_API rows of type queue, named Enqueue or
+    Dequeue@..., an Enqueue and its Dequeue sharing a CONNECTION_IDS connection id."""
+    rows = _op_calls(db, "queue")
+    if rows is None or rows.num_rows == 0 or conn.num_rows == 0:
+        return None
+    rows = rows.append_column("row", pa.array(np.arange(rows.num_rows)))
+    links = pa.table({"id": pc.cast(conn["id"], pa.int64()), "corr": pc.cast(conn["connectionId"], pa.int64())})
+    j = pa.table({"id": pc.cast(rows["connectionId"], pa.int64()), "row": rows["row"]}).join(links, "id", join_type="inner")
+    row, corr = j["row"].to_numpy(), j["corr"].to_numpy()
+    label = np.array([names.get(i, "") for i in rows["name"].to_pylist()], object)[row]
+    deq = np.char.startswith(label.astype(str), "Dequeue")
+    enq = label == "Enqueue"
+    thread, start, end = (ns_of(rows[c])[row] for c in ("globalTid", "startNs", "endNs"))
+    return Queue(thread[deq], start[deq], end[deq], corr[deq], thread[enq], start[enq], corr[enq])
+
+
+def with_launched_by(table: pa.Table, conn_ids: np.ndarray, names: pa.Array) -> pa.Table:
+    """``table`` (kernels or copies) with each row's ``launched_by`` set from its connection id."""
+    if table.num_rows == 0 or len(conn_ids) == 0:
+        return table
+    keep = pc.is_valid(names).to_numpy(zero_copy_only=False)
+    pos = pc.index_in(table["connection_id"], value_set=pa.array(conn_ids[keep], pa.int64()))
+    found = pc.take(names.filter(pa.array(keep)), pos)
+    return table.set_column(table.schema.get_field_index("launched_by"), "launched_by", pc.coalesce(table["launched_by"], found))
 
 
 # ENUM_MSTX_EVENT_TYPE: 0 marker, 1 push/pop, 2 start/end, 3 marker_ex; the ranges are 1 and 2
@@ -339,11 +381,11 @@ def _mstx_events(db: _Db) -> pa.Table | None:
     return t.filter(pc.fill_null(pc.greater_equal(t["endNs"], t["startNs"]), False))
 
 
-def _api_launches(db: _Db, task: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Where each task was launched from, by CANN_API's connection ids: the earliest API call with the
-    task's connection id (its thread and start) and the task's device time, us."""
+def _api_launches(db: _Db, task: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Where each task was launched from, by CANN_API's connection ids: the task's connection id, the
+    thread and start of the earliest API call with that id, and the task's device time, us."""
     if "CANN_API" not in db.present:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     api = db.read("CANN_API", {"s": "startNs", "tid": "globalTid", "connectionId": "connectionId"})
     api = api.filter(pc.and_(pc.is_valid(api["connectionId"]), pc.is_valid(api["s"])))
     first = api.group_by("connectionId", use_threads=False).aggregate([("s", "min")])
@@ -352,7 +394,7 @@ def _api_launches(db: _Db, task: pa.Table) -> tuple[np.ndarray, np.ndarray, np.n
     t = task.select(["connection_id", "start_ns", "end_ns"]).rename_columns(["connectionId", "start", "end"])
     j = t.join(first, "connectionId", join_type="inner")
     us = (ns_of(j["end"]) - ns_of(j["start"])) / 1000.0
-    return ns_of(j["tid_min"]), ns_of(j["s_min"]), us
+    return ns_of(j["connectionId"]), ns_of(j["tid_min"]), ns_of(j["s_min"]), us
 
 
 def _ranges(db: _Db, rank: int | None, task: pa.Table, ops: pa.Table | None) -> pa.Table:
@@ -370,10 +412,10 @@ def _ranges(db: _Db, rank: int | None, task: pa.Table, ops: pa.Table | None) -> 
     lt = lns = np.zeros(0, np.int64)
     k_us = np.zeros(0)
     if ops is not None and ops.num_rows:
-        owners, k_us = db_launches(ops, *_links(db, task))
+        owners, k_us, _ = db_launches(ops, *_links(db, task))
         lt, lns = ns_of(ops["globalTid"])[owners], ns_of(ops["startNs"])[owners]
     else:
-        lt, lns, k_us = _api_launches(db, task)
+        _, lt, lns, k_us = _api_launches(db, task)
     parts = []
     for kind, rows in found:
         names = db.text(rows["name"])
@@ -473,8 +515,7 @@ def _comm_ops(db: _Db, task: pa.Table, rank: int | None) -> pa.Table:
 
 
 def _empty_kernels() -> pa.Table:
-    t = schemas.empty("kernels")
-    return t.append_column("connection_id", pa.nulls(0, _INT))
+    return schemas.empty("kernels")
 
 
 def _copies(db: _Db, task: pa.Table, rank: int | None) -> pa.Table:

@@ -101,40 +101,78 @@ def _containing(thread: np.ndarray, start: np.ndarray, end: np.ndarray, t: np.nd
     return np.where(ok, cand, -1)
 
 
+@dataclass(frozen=True)
+class Launches:
+    """Framework op calls nested per thread, and the op each kernel launch belongs to: the innermost
+    framework op around its launch point (``owner``, -1 where none), and the outermost framework op of
+    the unbroken chain of framework ops above it (``outermost``): the op the user's code called
+    (aten::conv2d, not the aten::_convolution inside it)."""
+
+    dur: np.ndarray  # each op's host time, ns
+    parent: np.ndarray
+    owner: np.ndarray  # per launch
+    outermost: np.ndarray  # per launch
+
+
+def op_launches(
+    names: list[str], thread: np.ndarray, start: np.ndarray, end: np.ndarray,
+    launch_thread: np.ndarray, launch_ns: np.ndarray, owners: np.ndarray | None = None, queue: Queue | None = None,
+) -> Launches:  # fmt: skip
+    """The ops (``thread`` codes, ``start`` / ``end`` ns) nested, and the op of each launch (the thread
+    and time of each kernel's flow start); ``owners`` gives each kernel's op directly (the .db links
+    them) instead of the launch points. With a ``queue``, work launched from a worker's Dequeue belongs
+    to the op around the matching Enqueue."""
+    start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
+    thread = np.asarray(thread, np.int64)
+    dur = (end - start).astype(float)
+    n_launch = len(owners) if owners is not None else len(launch_ns)
+    if len(start) == 0:
+        none = np.full(n_launch, -1, np.int64)
+        return Launches(dur, np.zeros(0, np.int64), none, none)
+    start, end, launch_ns, queue = _ranked(start, end, np.asarray(launch_ns, np.int64), queue)
+    _depth, parent = _nesting(thread, start, end)
+    framework = pc.match_substring(pa.array(names, pa.string()), "::").to_numpy(zero_copy_only=False)
+    lt, lns = np.asarray(launch_thread, np.int64), launch_ns
+    if owners is not None:  # the op's own start stands for its launch point (-1: the launch point given); inside a Dequeue it is relayed
+        owners = np.asarray(owners, np.int64)
+        given = owners >= 0
+        lt = np.where(given, thread[np.maximum(owners, 0)], lt if len(lt) else -1)
+        lns = np.where(given, start[np.maximum(owners, 0)], lns if len(lns) else 0)
+    rt, rns = queue.relay(lt, lns) if queue is not None else (lt, lns)
+    owner = _owner(thread, start, end, parent, rt, rns)
+    if owners is not None:
+        moved = (rt != lt) | (rns != lns)
+        owner = np.where(moved | ~given, owner, owners)
+    owner = _framework_op(owner, parent, framework)
+    return Launches(dur, parent, owner, _outermost(owner, parent, framework))
+
+
 def torch_op_table(
     names: list[str], thread: np.ndarray, start: np.ndarray, end: np.ndarray,
     launch_thread: np.ndarray, launch_ns: np.ndarray, kernel_us: np.ndarray, rank: int | None,
     owners: np.ndarray | None = None, queue: Queue | None = None,
 ) -> pa.Table:  # fmt: skip
-    """TORCH_OPS from op calls (``thread`` codes, ``start`` / ``end`` ns) and launches (the thread and
-    time of each kernel's flow start, and the kernel's duration); ``owners`` gives each kernel's op
-    directly (the .db links them) instead of the launch points. With a ``queue``, work launched from
-    a worker's Dequeue belongs to the op around the matching Enqueue."""
+    """TORCH_OPS from op calls and launches (see :func:`op_launches`) and each launched kernel's duration."""
     if len(start) == 0:
         return TORCH_OPS.empty_table()
-    start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
-    thread = np.asarray(thread, np.int64)
-    dur = (end - start).astype(float)
-    start, end, launch_ns, queue = _ranked(start, end, np.asarray(launch_ns, np.int64), queue)
-    depth, parent = _nesting(thread, start, end)
-    child = np.bincount(parent[parent >= 0], weights=dur[parent >= 0], minlength=len(start))
+    return op_table(names, op_launches(names, thread, start, end, launch_thread, launch_ns, owners, queue), kernel_us, rank)
+
+
+def op_table(names: list[str], launches: Launches, kernel_us: np.ndarray, rank: int | None) -> pa.Table:
+    """TORCH_OPS: per op name, calls, host time (inclusive and self) and the device time and count of
+    the kernels launched from inside the op itself (``launches.owner``)."""
+    dur, parent = launches.dur, launches.parent
+    if len(dur) == 0:
+        return TORCH_OPS.empty_table()
+    child = np.bincount(parent[parent >= 0], weights=dur[parent >= 0], minlength=len(dur))
     self_ns = np.maximum(dur - child, 0.0)
-    device = np.zeros(len(start))
-    kernels = np.zeros(len(start), np.int64)
+    device = np.zeros(len(dur))
+    kernels = np.zeros(len(dur), np.int64)
     if len(kernel_us):
-        if owners is not None:  # the op's own start stands for its launch point; inside a Dequeue it is relayed
-            owners = np.asarray(owners, np.int64)
-            launch_thread, launch_ns = thread[owners], start[owners]
-        lt, lns = np.asarray(launch_thread, np.int64), launch_ns
-        rt, rns = queue.relay(lt, lns) if queue is not None else (lt, lns)
-        owner = _owner(thread, start, end, parent, rt, rns)
-        if owners is not None:
-            moved = (rt != lt) | (rns != lns)
-            owner = np.where(moved, owner, owners)
-        owner = _framework_op(owner, parent, pc.match_substring(pa.array(names, pa.string()), "::").to_numpy(zero_copy_only=False))
+        owner = launches.owner
         hit = owner >= 0
-        device = np.bincount(owner[hit], weights=np.asarray(kernel_us, float)[hit], minlength=len(start))
-        kernels = np.bincount(owner[hit], minlength=len(start))
+        device = np.bincount(owner[hit], weights=np.asarray(kernel_us, float)[hit], minlength=len(dur))
+        kernels = np.bincount(owner[hit], minlength=len(dur))
     t = pa.table({"name": pa.array(names, pa.string()), "dur": dur / 1000.0, "self": self_ns / 1000.0, "dev": device, "k": kernels})
     g = t.group_by("name", use_threads=False).aggregate([("dur", "count"), ("dur", "sum"), ("self", "sum"), ("dev", "sum"), ("k", "sum")])
     out = pa.table(
@@ -150,6 +188,16 @@ def torch_op_table(
         schema=TORCH_OPS,
     )
     return out.sort_by([("device_us", "descending"), ("name", "ascending")])
+
+
+def launched_by(names: list[str], launches: Launches) -> pa.Array:
+    """Per launch, the name of the framework op the user's code called that issued it (null where none)."""
+    idx = launches.outermost
+    labels = pa.array(names, pa.string())
+    if len(labels) == 0:
+        return pa.nulls(len(idx), pa.string())
+    taken = labels.take(pa.array(np.maximum(idx, 0)))
+    return pc.if_else(pa.array(idx >= 0), taken, pa.nulls(len(idx), pa.string()))
 
 
 def _ranked(start: np.ndarray, end: np.ndarray, launch_ns: np.ndarray, queue: Queue | None):
@@ -178,6 +226,21 @@ def _framework_op(owner: np.ndarray, parent: np.ndarray, framework: np.ndarray) 
     return np.where(cur >= 0, cur, owner)
 
 
+def _outermost(owner: np.ndarray, parent: np.ndarray, framework: np.ndarray) -> np.ndarray:
+    """Each launch's framework op moved up while its parent is a framework op too: the outermost op of
+    the chain (aten::conv2d > aten::convolution > aten::_convolution), below the first op that is not
+    one (a module, a Python function: the user's code). -1 stays -1, and so does a launch whose op is
+    no framework op."""
+    cur = np.where((owner >= 0) & framework[np.maximum(owner, 0)], owner, -1)
+    for _ in range(256):  # the nesting depth bounds the climb
+        up = parent[np.maximum(cur, 0)]
+        climb = (cur >= 0) & (up >= 0) & framework[np.maximum(up, 0)]
+        if not climb.any():
+            break
+        cur = np.where(climb, up, cur)
+    return cur
+
+
 def _owner(thread, start, end, parent, lt, lts) -> np.ndarray:
     """For each launch (thread, time), the innermost op of that thread around it; -1 when none."""
     comp = _composite(np.r_[thread, lt], np.r_[start, lts])
@@ -197,31 +260,62 @@ def _owner(thread, start, end, parent, lt, lts) -> np.ndarray:
     return cand
 
 
-def from_db(api: pa.Table, conn: pa.Table, task: pa.Table, names: dict[int, str], rank: int | None) -> pa.Table:
+Points = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # connection ids, threads, ns, device us
+
+
+def from_db(api: pa.Table, conn: pa.Table, task: pa.Table, names: dict[int, str], rank: int | None, queue: Queue | None = None,
+            launch_points: Points | None = None, comm: tuple[pa.Table, Points | None] | None = None,
+            ) -> tuple[pa.Table, np.ndarray, pa.Array]:  # fmt: skip
     """TORCH_OPS from the .db's PYTORCH_API rows of type op (startNs, endNs, globalTid, connectionId,
-    name id), CONNECTION_IDS (an op's id -> its connectionIds) and TASK (startNs, endNs, connectionId)."""
+    name id), CONNECTION_IDS (an op's id -> its connectionIds) and TASK (startNs, endNs, connectionId);
+    and the framework op that launched the tasks of each connection id (the ids, the op names).
+    ``launch_points`` place the launches of tasks no op links to (their CANN launch call; copies): the
+    op around the point, through the ``queue`` where the point lies in a Dequeue. ``comm``: the
+    communication ops (tasks and launch points) whose launching op is wanted too (not counted in the
+    ops' device time)."""
     if api.num_rows == 0:
-        return TORCH_OPS.empty_table()
+        return TORCH_OPS.empty_table(), np.zeros(0, np.int64), pa.array([], pa.string())
     start, end, thread = ns_of(api["startNs"]), ns_of(api["endNs"]), ns_of(api["globalTid"])
     label = [names.get(i, str(i)) for i in api["name"].to_pylist()]
-    owners, k_us = db_launches(api, conn, task)
-    return torch_op_table(label, thread, start, end, np.zeros(0), np.zeros(0), k_us, rank, owners=owners)
+    owners, lt, lns, k_us, conn_ids = _db_launch_rows(api, conn, task, launch_points)
+    counted = len(owners)
+    if comm is not None:
+        parts = _db_launch_rows(api, conn, *comm)
+        owners, lt, lns, k_us, conn_ids = (np.concatenate([a, b]) for a, b in zip((owners, lt, lns, k_us, conn_ids), parts))
+    launches = op_launches(label, thread, start, end, lt, lns, owners=owners, queue=queue)
+    mine = Launches(launches.dur, launches.parent, launches.owner[:counted], launches.outermost[:counted])
+    return op_table(label, mine, k_us[:counted], rank), conn_ids, launched_by(label, launches)
+
+
+def _db_launch_rows(api: pa.Table, conn: pa.Table, task: pa.Table, points: Points | None) -> tuple[np.ndarray, ...]:
+    """(owner op or -1, launch thread, launch ns, device us, connection id) of each task an op links to
+    (CONNECTION_IDS), then of each other task placed by ``points``."""
+    owners, k_us, conn_ids = db_launches(api, conn, task)
+    lt = lns = np.full(len(owners), -1, np.int64)
+    if points is not None:  # the tasks no op links to, launched where their CANN call ran
+        p_conn, p_thread, p_ns, p_us = points
+        extra = ~np.isin(p_conn, conn_ids)
+        owners = np.concatenate([owners, np.full(int(extra.sum()), -1, np.int64)])
+        lt, lns = np.concatenate([lt, p_thread[extra]]), np.concatenate([lns, p_ns[extra]])
+        k_us, conn_ids = np.concatenate([k_us, p_us[extra]]), np.concatenate([conn_ids, p_conn[extra]])
+    return owners, lt, lns, np.asarray(k_us, float), np.asarray(conn_ids, np.int64)
 
 
 def ns_of(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return pc.cast(col, pa.int64()).to_numpy(zero_copy_only=False)
 
 
-def db_launches(api: pa.Table, conn: pa.Table, task: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+def db_launches(api: pa.Table, conn: pa.Table, task: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each task an op of ``api`` launched (PYTORCH_API -> CONNECTION_IDS -> TASK connectionId): the
-    op's row index and the task's device time, us."""
+    op's row index, the task's device time, us, and its connection id."""
     op_index = pa.table({"id": pc.cast(api["connectionId"], pa.int64()), "op": pa.array(np.arange(api.num_rows))})
     links = pa.table({"id": pc.cast(conn["id"], pa.int64()), "connectionId": pc.cast(conn["connectionId"], pa.int64())})
     links = links.join(op_index, "id", join_type="inner")
     t = pa.table({"connectionId": pc.cast(task["connectionId"], pa.int64()), "startNs": ns_of(task["startNs"]),
                   "endNs": ns_of(task["endNs"])})  # fmt: skip
     tasks = t.join(links.select(["connectionId", "op"]), "connectionId", join_type="inner")
-    return tasks["op"].to_numpy(), (tasks["endNs"].to_numpy() - tasks["startNs"].to_numpy()) / 1000.0
+    us = (tasks["endNs"].to_numpy() - tasks["startNs"].to_numpy()) / 1000.0
+    return tasks["op"].to_numpy(), us, tasks["connectionId"].to_numpy()
 
 
 MODULE_PREFIX = "nn.Module: "  # torch_npu's python_function name of a module's forward (with_modules / with_stack)

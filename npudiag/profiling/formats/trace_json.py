@@ -39,7 +39,7 @@ from npudiag.profiling.formats import trace_fast
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.jsonstream import iter_events
 from npudiag.profiling.formats.registry import Format, Read, of_object, register
-from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, Queue, range_table, torch_op_table
+from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, Launches, Queue, launched_by, op_launches, op_table, range_table
 from npudiag.profiling.formats.trace_events import INT_ARGS, MISSING, SKIP_CATS, STORE, STR_ARGS, TEXT, code, exact_ns, num, store_chunk
 from npudiag.schemas import map_distinct
 
@@ -358,8 +358,10 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
     step_rows = py[_step_events(cols.text("name", py))] if len(py) else py
     streams = cols.num("i:stream", planes)
     plane_ids = _plane_ids(pid[planes], tid[planes], thread_names)
+    torch_tables, launchers, comm_launchers = torch.tables(cols, hw, ops, rank)
     parts = []
-    for build in (lambda: _task_table(cols, hw, rank, device_id, flows), lambda: _comm_op_table(cols, ops, rank, device_id),
+    for build in (lambda: _task_table(cols, hw, rank, device_id, flows, launchers),
+                  lambda: _comm_op_table(cols, ops, rank, device_id, comm_launchers),
                   lambda: _comm_task_table(cols, planes, plane_ids, rank), lambda: _api_table(cols, cann, rank)):  # fmt: skip
         if len(parts) == 3:  # the API calls and what follows need none of the device tasks' columns
             cols.drop(*(f"i:{k}" for k in ("model", "stream", "task", "size", "src", "dst", "plane")),
@@ -379,7 +381,7 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
         device_ids,
         warnings,
         _freq_table(freq, rank, device_id),
-        *torch.tables(cols, hw, rank),
+        *torch_tables,
     )
 
 
@@ -474,36 +476,60 @@ class _TorchOps:
         }, schema=schemas.HOST_OPS)  # fmt: skip
         return table.sort_by([("start_ns", "ascending")])
 
-    def tables(self, cols: _Final, hw: np.ndarray, rank) -> tuple[pa.Table, pa.Table, pa.Table]:
-        """TORCH_OPS, HOST_OPS and RANGES: the framework ops and modules with the kernels launched inside."""
+    def tables(
+        self, cols: _Final, hw: np.ndarray, comm: np.ndarray, rank
+    ) -> tuple[tuple[pa.Table, pa.Table, pa.Table], pa.Array | None, pa.Array | None]:
+        """TORCH_OPS, HOST_OPS and RANGES: the framework ops and modules with the kernels launched inside;
+        and per device task (``hw`` row) and per communication op (``comm`` row, the HCCL process's ops)
+        the framework op that issued it (None without framework ops)."""
         if not self.names and not self.module_names:
-            return schemas.empty("torch_ops"), schemas.empty("host_ops"), schemas.empty("ranges")
+            return (schemas.empty("torch_ops"), schemas.empty("host_ops"), schemas.empty("ranges")), None, None
         deq = np.array(self.queue["dequeue"], np.int64).reshape(-1, 4)
         enq = np.array(self.queue["enqueue"], np.int64).reshape(-1, 4)
         queue = Queue(deq[:, 0], deq[:, 1], deq[:, 2], deq[:, 3], enq[:, 0], enq[:, 1], enq[:, 3])
         both = [f for f in self.starts if f in self.ends]
-        # each flow's kernel: the device task starting at the flow's end, on the same stream thread
-        kernels = pa.table({"pid": cols.pid[hw], "tid": cols.tid[hw], "ns": cols.num("ts_ns", hw), "us": cols.num("dur", hw)})
-        # device work only: compute kernels and copies, not communication sub-tasks or syncs
-        kind, _ = tasks.classify(cols.text("type", hw), cols.text("name", hw))
-        kernels = kernels.filter(pc.is_in(kind, pa.array([tasks.COMPUTE, tasks.COPY])))
         launches = pa.table({"pid": [self.ends[f][0] for f in both], "tid": [self.ends[f][1] for f in both],
                              "ns": [self.ends[f][2] for f in both], "lt": [self.starts[f][0] for f in both],
                              "lns": [self.starts[f][1] for f in both]},
                             schema=pa.schema([(c, pa.int64()) for c in ("pid", "tid", "ns", "lt", "lns")]))  # fmt: skip
-        j = launches.join(kernels, ["pid", "tid", "ns"], join_type="inner")
+
+        def flows_to(rows: np.ndarray, keep: pa.Array | None) -> pa.Table:
+            """Each flow's task: the one starting at the flow's end, on the same stream thread."""
+            t = pa.table({"pid": cols.pid[rows], "tid": cols.tid[rows], "ns": cols.num("ts_ns", rows), "us": cols.num("dur", rows),
+                          "row": np.arange(len(rows))})  # fmt: skip
+            return launches.join(t.filter(keep) if keep is not None else t, ["pid", "tid", "ns"], join_type="inner")
+
+        # device work only: compute kernels and copies, not communication sub-tasks or syncs
+        kind, _ = tasks.classify(cols.text("type", hw), cols.text("name", hw))
+        j = flows_to(hw, pc.is_in(kind, pa.array([tasks.COMPUTE, tasks.COPY])))
+        jc = flows_to(comm, None)  # the communication ops: who issued them, their time not counted in the ops
         lt, lns, k_us = j["lt"].to_numpy(), j["lns"].to_numpy(), np.nan_to_num(j["us"].to_numpy(zero_copy_only=False))
         ops = schemas.empty("torch_ops")
+        launchers = comm_launchers = None
         if self.names:
-            ops = torch_op_table(self.names, np.frombuffer(self.thread, np.int64), np.frombuffer(self.start, np.int64),
-                                 np.frombuffer(self.end, np.int64), lt, lns, k_us, rank, queue=queue)  # fmt: skip
+            thread, start, end = (np.frombuffer(a, np.int64) for a in (self.thread, self.start, self.end))
+            found = op_launches(
+                self.names, thread, start, end, np.r_[lt, jc["lt"].to_numpy()], np.r_[lns, jc["lns"].to_numpy()], queue=queue
+            )
+            n = j.num_rows
+            ops = op_table(self.names, Launches(found.dur, found.parent, found.owner[:n], found.outermost[:n]), k_us, rank)
+            names = launched_by(self.names, found)
+            launchers = _per_row(len(hw), j["row"].to_numpy(), names.slice(0, n))
+            comm_launchers = _per_row(len(comm), jc["row"].to_numpy(), names.slice(n))
         ranges = schemas.empty("ranges")
         if self.module_names:
             tids = np.array([tid for (_pid, tid) in self.threads], np.int64)  # thread code -> tid (codes are insertion order)
             m_thread = np.frombuffer(self.modules[0], np.int64)
             ranges = range_table("trace", "module", self.module_names, m_thread, tids[m_thread], np.frombuffer(self.modules[1], np.int64),
                                  np.frombuffer(self.modules[2], np.int64), lt, lns, k_us, rank, queue=queue)  # fmt: skip
-        return ops, self.intervals(rank), ranges
+        return (ops, self.intervals(rank), ranges), launchers, comm_launchers
+
+
+def _per_row(n: int, rows: np.ndarray, values: pa.Array) -> pa.Array:
+    """``values`` (one per join row) placed at their ``rows`` of ``n``; a row two flows reach (a repeated
+    event): its first; rows none reach: null."""
+    at, first = np.unique(rows, return_index=True)
+    return pc.take(values.take(pa.array(first, pa.int64())), pc.index_in(pa.array(np.arange(n)), value_set=pa.array(at)))
 
 
 def _freq_table(samples: list[tuple[int, float, float]], rank, device_id) -> pa.Table:
@@ -593,7 +619,7 @@ def _model(cols: _Final, rows: np.ndarray) -> pa.Array:
     return _int_col(np.where(model == NO_MODEL_ID, MISSING, model))
 
 
-def _task_table(cols: _Final, rows: np.ndarray, rank, device_id, flows: dict[int, int]) -> pa.Table:
+def _task_table(cols: _Final, rows: np.ndarray, rank, device_id, flows: dict[int, int], launchers: pa.Array | None) -> pa.Table:
     conn = _take_int(cols, "connection", rows)
     launch = None
     if flows:
@@ -612,12 +638,13 @@ def _task_table(cols: _Final, rows: np.ndarray, rank, device_id, flows: dict[int
             "size_bytes": _int_col(_take_int(cols, "size", rows)),
             "direction": map_distinct(cols.text("operation", rows), lambda op: _OPERATION.get((op or "").lower(), "unknown")),
             "launch_ns": _int_col(launch) if launch is not None else pa.nulls(len(rows), pa.int64()),
+            "launched_by": launchers if launchers is not None else pa.nulls(len(rows), pa.string()),
         }
     )
     return schemas.conform(table, schemas.KERNELS, keep_extra=True)
 
 
-def _comm_op_table(cols: _Final, rows: np.ndarray, rank, device_id) -> pa.Table:
+def _comm_op_table(cols: _Final, rows: np.ndarray, rank, device_id, launchers: pa.Array | None) -> pa.Table:
     n = len(rows)
     table = pa.table(
         {
@@ -626,6 +653,7 @@ def _comm_op_table(cols: _Final, rows: np.ndarray, rank, device_id) -> pa.Table:
             "task_type": pa.repeat(pa.scalar("HCCL"), n),
             "task_class": pa.repeat(pa.scalar("communication"), n),
             "connection_id": _int_col(_take_int(cols, "connection", rows)),
+            "launched_by": launchers if launchers is not None else pa.nulls(n, pa.string()),
         }
     )
     return schemas.conform(table, schemas.KERNELS, keep_extra=True)
