@@ -455,10 +455,11 @@ CLUSTER_COMM_WAITS = pa.schema(
         ("wait_us", pa.float64()),  # latest entry - this rank's entry: how long it waited for the last rank
         ("late_rank", pa.int32()),  # the rank that entered last
         ("late_by_us", pa.float64()),  # latest entry - earliest entry: the longest any rank waited for it
-        ("late_busy_us", pa.float64()),  # on the late rank, its device busy time (kernels) in that stretch
-        ("late_idle_us", pa.float64()),  # and its device idle time there (host-side work: what held it up)
-        ("late_host_cause", pa.string()),  # the host call most of that idle time went to (idle_causes' attribution)
-        ("late_host_kind", pa.string()),  # its kind: sync, framework_op, host_api
+        ("late_busy_us", pa.float64()),  # on the late rank, its device computing time in that stretch (null: no kernel data)
+        ("late_comm_us", pa.float64()),  # its communication there, not overlapped by compute
+        ("late_idle_us", pa.float64()),  # and its device idle time there (what held it up: late_host_cause)
+        ("late_host_cause", pa.string()),  # what most of that idle time went to (idle_gaps' rule)
+        ("late_host_kind", pa.string()),  # its kind: op_compile, host_api, sync, dataloader, dispatch
     ]
 )
 

@@ -380,19 +380,48 @@ def test_comm_waits_name_the_late_rank_and_what_it_did() -> None:
     rows = {r["rank"]: r for r in w.to_pylist()}
     assert [rows[r]["wait_us"] for r in (0, 1, 2)] == [300.0, 250.0, 0.0]
     assert {r["late_rank"] for r in rows.values()} == {2} and rows[0]["late_by_us"] == 300.0
-    assert rows[0]["late_busy_us"] == 130.0 and rows[0]["late_idle_us"] == 170.0
+    assert rows[0]["late_busy_us"] == 130.0 and rows[0]["late_comm_us"] == 0.0 and rows[0]["late_idle_us"] == 170.0
     (top,) = late_ranks(w)
     assert top["late_rank"] == 2 and top["ranks_waiting"] == 2 and top["late_by_us"] == 300.0
-    # its host meanwhile: idle 100-120 (nothing), 200-250 in aten::nonzero (a sync), 300-400 in aten::add
+    # its host meanwhile: idle 100-120 (nothing), 200-250 in aten::nonzero (a sync holding the whole gap),
+    # 300-400 in aten::add (which launched nothing: no cause)
     host_ops = schemas.conform(pa.table({"rank": pa.array([2, 2], pa.int32()), "name": ["aten::nonzero", "aten::add"],
                                          "start_us": [195.0, 290.0], "duration_us": [60.0, 115.0]}), schemas.HOST_OPS)  # fmt: skip
     api = schemas.empty("api_calls")
     w = comm_waits(ops, lambda ranks: kernels.filter(pa.compute.is_in(kernels["rank"], pa.array(ranks, pa.int32()))),
                    lambda ranks: (api, host_ops))  # fmt: skip
     late = next(r for r in w.to_pylist() if r["rank"] == 0)
-    assert (late["late_host_cause"], late["late_host_kind"]) == ("aten::add", "framework_op")  # 100 us against 50
+    assert (late["late_host_cause"], late["late_host_kind"]) == ("aten::nonzero", "sync")
     (top,) = late_ranks(w)
-    assert top["late_host_cause"] == "aten::add"
+    assert top["late_host_cause"] == "aten::nonzero"
+
+
+def test_a_late_rank_without_kernel_data_gets_no_device_numbers_and_collectives_are_not_compute() -> None:
+    """Ranks 0 and 1 enter at 100 and 400 us. Rank 1 late: a compute kernel 120-200 and its previous
+    all-reduce 150-350 (communication): 80 us computed, 150 us communicated, 70 us idle. With no kernel
+    rows for rank 1: no device numbers, and the report says there is no kernel data."""
+    import pyarrow as pa
+    from rich.console import Console
+
+    from npudiag import schemas
+    from npudiag.profiling.analysis.cluster import comm_waits, late_ranks
+    from npudiag.report.cluster_report import render_comm_terminal
+
+    ops = pa.table({"rank": pa.array([0, 1], pa.int32()), "step": ["step1"] * 2, "kind": ["collective"] * 2,
+                    "op_name": ["hcom_allReduce__2"] * 2, "start_us": [100.0, 400.0]})  # fmt: skip
+    ops = schemas.conform(ops, schemas.TABLES["comm_ops"])
+    kernels = pa.table({"rank": pa.array([1, 1], pa.int32()), "start_us": [120.0, 150.0], "duration_us": [80.0, 200.0],
+                        "task_class": ["compute", "communication"]})  # fmt: skip
+    (late,) = [r for r in comm_waits(ops, lambda ranks: kernels).to_pylist() if r["rank"] == 0]
+    assert (late["late_busy_us"], late["late_comm_us"], late["late_idle_us"]) == (80.0, 150.0, 70.0)
+    w = comm_waits(ops, lambda ranks: kernels.slice(0, 0))
+    (late,) = [r for r in w.to_pylist() if r["rank"] == 0]
+    assert late["late_busy_us"] is None and late["late_comm_us"] is None and late["late_idle_us"] is None
+    console = Console(width=100, record=True)
+    summary = {"links": [], "slow_links": [], "late_ranks": late_ranks(w), "wait_skew": []}
+    render_comm_terminal(summary, console)
+    text = " ".join(console.export_text().split())
+    assert "no kernel data for rank 1" in text and "ran no kernel" not in text and "idle" not in text
 
 
 def _entries(run: Path) -> dict:
@@ -495,3 +524,25 @@ def test_cluster_says_where_its_phases_come_from_and_where_analyze_differs(tmp_p
     text = run_cli("cluster", level1, "--out", tmp_path / "o", "--force", env={"COLUMNS": "200"}).stdout
     assert "Phases from the profiler's step_trace_time.csv for rank 0" in text and "analyze counts free" in text
     assert "task span" in text and " stage " not in text.split("Phases")[0]
+
+
+def test_one_late_rank_in_the_summary_and_the_table_and_an_unprofiled_peer_is_said() -> None:
+    """A 2-rank .db shape: rank 1 enters 3.498 ms after rank 0, and both then wait ~85 ms (for a rank
+    not profiled), so rank 0's recorded wait is the smaller one. The late rank is the one that entered
+    last (rank 1) in the table and in the summary, and the table says every profiled rank waited."""
+    import pyarrow as pa
+    from rich.console import Console
+
+    from npudiag import schemas
+    from npudiag.profiling.analysis.cluster import comm_waits, late_ranks, wait_skew
+    from npudiag.report.cluster_report import render_comm_terminal
+
+    ops = pa.table({"rank": pa.array([0, 1], pa.int32()), "step": ["step1"] * 2, "kind": ["collective"] * 2,
+                    "op_name": ["hcom_allReduce__9"] * 2, "start_us": [1000.0, 4498.0], "wait_us": [85100.0, 88600.0]})  # fmt: skip
+    ops = schemas.conform(ops, schemas.TABLES["comm_ops"])
+    (skew,) = wait_skew(ops)
+    (top,) = late_ranks(comm_waits(ops))
+    assert skew["late_rank"] == top["late_rank"] == 1 and skew["peer_not_profiled"] and skew["late_wait_us"] == 88600.0
+    console = Console(width=100, record=True)
+    render_comm_terminal({"links": [], "slow_links": [], "late_ranks": [], "wait_skew": [skew]}, console)
+    assert "every profiled rank waited, on a rank not in the data" in " ".join(console.export_text().split())

@@ -151,9 +151,13 @@ def test_every_step_at_once_equals_one_step_at_a_time() -> None:
             for key in ("computing_us", "communication_us", "overlapped_us", "communication_not_overlapped_us", "copy_not_overlapped_us",
                         "device_busy_us", "free_us"):  # fmt: skip
                 assert r[key] == pytest.approx(p[key], rel=1e-9, abs=1e-6), (key, r, p)
-            # the free time of the step's own span, and its gaps add up to it
+            # the free time of the step's own span is its gaps between tasks; with those before the first
+            # and after the last task, the gaps add up to before + free + after
             mine = [g for g in gaps if g.rank == r["rank"]]
+            between = sum(float(x.length_us[(x.step == r["step"]) & (x.where == 1)].sum()) for x in mine)
+            assert between == pytest.approx(r["free_us"], rel=1e-9, abs=1e-6)
             idle = sum(float(x.length_us[x.step == r["step"]].sum()) for x in mine)
-            assert idle == pytest.approx(r["free_us"], rel=1e-9, abs=1e-6)
+            want = r["before_first_task_us"] + r["free_us"] + r["after_last_task_us"]
+            assert idle == pytest.approx(want, rel=1e-9, abs=1e-6)
 
     check()

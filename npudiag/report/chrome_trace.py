@@ -268,30 +268,70 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
         ts = clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000))
         yield {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": row["duration_us"] or 0.0, "args": args}
 
-    kernel_cols = ["rank", "stream_id", "op_name", "task_type", "start_us", "start_ns", "duration_us"]
-    for row in tables["kernels"].select(kernel_cols).to_pylist():
-        if row["start_us"] is not None:
-            yield from device_event(row, row["op_name"] or "", {"Task Type": row["task_type"]})
-    copy_cols = ["rank", "side", "stream_id", "name", "size_bytes", "direction", "start_us", "start_ns", "duration_us"]
-    for row in tables["copies"].select(copy_cols).to_pylist():
-        if row["side"] == "device" and row["start_us"] is not None:
-            yield from device_event(row, row["name"] or "MEMCPY", {"size(B)": row["size_bytes"], "direction": row["direction"]})
-    for row in tables["api_calls"].select(["rank", "level", "name", "thread_id", "start_us", "start_ns", "duration_us"]).to_pylist():
+    launches: dict[tuple[Any, int], tuple[int, int, float]] = {}  # (rank, connection id) -> the launching call's pid, tid, ts
+    api_cols = ["rank", "level", "name", "thread_id", "start_us", "start_ns", "duration_us", "connection_id"]
+    for row in tables["api_calls"].select(api_cols).to_pylist():
         if row["start_us"] is None:
             continue
         pid = 2000 + (row["rank"] or 0)
-        tid = row["thread_id"] or 0
+        tid, args = _thread(row["thread_id"])
         yield from meta(pid, None, f"Host rank {row['rank']}", "p")
         yield from meta(pid, tid, f"Thread {tid}", "t")
-        yield {
-            "ph": "X",
-            "name": f"{row['level']}@{row['name']}",
-            "pid": pid,
-            "tid": tid,
-            "ts": clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000)),
-            "dur": row["duration_us"] or 0.0,
-        }
+        ts = clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000))
+        if row["connection_id"] is not None:
+            args["connection_id"] = row["connection_id"]
+            launches[(row["rank"], row["connection_id"])] = (pid, tid, ts)
+        yield {"ph": "X", "name": f"{row['level']}@{row['name']}", "pid": pid, "tid": tid, "ts": ts, "dur": row["duration_us"] or 0.0,
+               "args": args}  # fmt: skip
+    host_ops = tables.get("host_ops")
+    if host_ops is not None and host_ops.num_rows:  # framework ops (a .db's PYTORCH_API), a process of their own per rank
+        for row in host_ops.select(["rank", "name", "thread_id", "start_us", "start_ns", "duration_us"]).to_pylist():
+            if row["start_us"] is None:
+                continue
+            pid = 3000 + (row["rank"] or 0)
+            tid, args = _thread(row["thread_id"])
+            yield from meta(pid, None, f"Framework rank {row['rank']}", "p")
+            yield from meta(pid, tid, f"Thread {tid}", "t")
+            ts = clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000))
+            yield {"ph": "X", "name": row["name"] or "", "pid": pid, "tid": tid, "ts": ts, "dur": row["duration_us"] or 0.0, "args": args}
+    flow = 0
+
+    def link(row: dict, pid: int, tid: int, ts: float):
+        """A flow from the host call carrying the task's connection id to the task."""
+        nonlocal flow
+        start = launches.get((row["rank"], row.get("connection_id")))
+        if start is None:
+            return
+        flow += 1
+        yield {"ph": "s", "cat": "HostToDevice", "name": "HostToDevice", "id": flow, "pid": start[0], "tid": start[1], "ts": start[2]}
+        yield {"ph": "f", "bp": "e", "cat": "HostToDevice", "name": "HostToDevice", "id": flow, "pid": pid, "tid": tid, "ts": ts}
+
+    kernel_cols = ["rank", "stream_id", "op_name", "task_type", "start_us", "start_ns", "duration_us", "connection_id", "launched_by"]
+    for row in tables["kernels"].select([c for c in kernel_cols if c in tables["kernels"].column_names]).to_pylist():
+        if row["start_us"] is not None:
+            args = {"Task Type": row["task_type"]}
+            if row.get("launched_by"):
+                args["launched_by"] = row["launched_by"]
+            events = list(device_event(row, row["op_name"] or "", args))
+            yield from events
+            yield from link(row, events[-1]["pid"], events[-1]["tid"], events[-1]["ts"])
+    copy_cols = ["rank", "side", "stream_id", "name", "size_bytes", "direction", "start_us", "start_ns", "duration_us", "connection_id"]
+    for row in tables["copies"].select([c for c in copy_cols if c in tables["copies"].column_names]).to_pylist():
+        if row["side"] == "device" and row["start_us"] is not None:
+            events = list(device_event(row, row["name"] or "MEMCPY", {"size(B)": row["size_bytes"], "direction": row["direction"]}))
+            yield from events
+            yield from link(row, events[-1]["pid"], events[-1]["tid"], events[-1]["ts"])
     yield from _marks(meta, marks, findings, clock)
+
+
+def _thread(thread_id: int | None) -> tuple[int, dict[str, Any]]:
+    """A host thread's track id a viewer keeps apart: the id itself, or for a .db's globalTid (process
+    id above the thread id) its low 32 bits, with the original in the args."""
+    if thread_id is None:
+        return 0, {}
+    if 0 <= thread_id < 2**32:
+        return thread_id, {}
+    return thread_id & 0xFFFFFFFF, {"thread_id": str(thread_id)}
 
 
 def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]], clock: _Clock):

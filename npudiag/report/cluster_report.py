@@ -141,18 +141,21 @@ def render_comm_terminal(s: dict[str, Any], console: Console) -> None:
         link = f"slow link {r['src_rank']}->{r['dst_rank']} ({r['transport']}, {r['op_name']}): {_gbps(r['bandwidth_gbps'])} GB/s"
         console.print(plain(f"{link}, {r['ratio'] * 100:.0f}% of the median {_gbps(r['median_bandwidth_gbps'])} GB/s", style="red"))
     for r in s.get("late_ranks", [])[:5]:
-        doing = ""
+        doing = f"; no kernel data for rank {r['late_rank']}"
         if r["late_idle_us"] is not None:
-            kernels = f"{fmt_us(r['late_busy_us'])} of kernels" if r["late_busy_us"] else "no kernel"
-            host = " (host work, or waiting itself)"
+            comm = f", communicated {fmt_us(r['late_comm_us'])}" if r.get("late_comm_us") else ""
+            host = ""
             if r.get("late_host_cause"):
-                host = f", mostly in {r['late_host_cause']} ({r['late_host_kind']})"
-            doing = f"; meanwhile its device ran {kernels} and was idle {fmt_us(r['late_idle_us'])}{host}"
+                host = f", mostly held up by {r['late_host_cause']} ({r['late_host_kind']})"
+            doing = f"; meanwhile its device computed {fmt_us(r['late_busy_us'])}{comm} and was idle {fmt_us(r['late_idle_us'])}{host}"
         console.print(plain(f"rank {r['late_rank']} made {r['ranks_waiting']} rank(s) wait {fmt_us(r['late_by_us'])} in {r['step']} "
                             f"({r['op_name']}){doing}", style="yellow"))  # fmt: skip
     if s["wait_skew"]:
         cols = [Col("step", "fixed", 2), Col("op", "name", 0, min_width=12), Col("ranks", priority=3), Col("max wait", priority=0),
                 Col("min wait", priority=1), Col("late rank", priority=0)]  # fmt: skip
-        rows = [[r["step"], r["op_name"], str(r["ranks"]), fmt_us(r["max_wait_us"]), fmt_us(r["min_wait_us"]), str(r["late_rank"])]
-                for r in s["wait_skew"][:10]]  # fmt: skip
-        console.print(table(console, "Collectives with the widest wait-time spread (others waited for the late rank)", cols, rows))
+        shown = s["wait_skew"][:10]
+        rows = [[r["step"], r["op_name"], str(r["ranks"]), fmt_us(r["max_wait_us"]), fmt_us(r["min_wait_us"]),
+                 str(r["late_rank"]) + (" *" if r.get("peer_not_profiled") else "")] for r in shown]  # fmt: skip
+        console.print(table(console, "Collectives with the widest wait-time spread (late rank: the one that entered last)", cols, rows))
+        if any(r.get("peer_not_profiled") for r in shown):
+            console.print(plain("  * the late rank waited 1 ms or more too: every profiled rank waited, on a rank not in the data"))

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
+from npudiag.profiling import tasks
 from npudiag.profiling.analysis.compare import diff_ops
 from npudiag.profiling.analysis.context import rank_rows
 from npudiag.profiling.analysis.idle_causes import device_tasks, main_cause
@@ -356,9 +357,14 @@ def link_summary(links: pa.Table) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: -(r["bytes"] or 0))
 
 
+# the rank that entered a collective last waited this long or more itself: it waited on a peer the data does not hold
+PEER_WAIT_US = 1000.0
+
+
 def wait_skew(ops: pa.Table, top: int = 10) -> list[dict[str, Any]]:
-    """Per collective (step, op) seen on several ranks: the spread of wait time. The rank that waited
-    least is the one the others waited for (it arrived last)."""
+    """Per collective (step, op) seen on several ranks: the spread of wait time and the late rank, the
+    one that entered it last (the same definition as :func:`comm_waits`); ``peer_not_profiled`` where
+    that rank waited PEER_WAIT_US or more too (every profiled rank waited: on a rank not in the data)."""
     if ops.num_rows == 0:
         return []
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -370,9 +376,12 @@ def wait_skew(ops: pa.Table, top: int = 10) -> list[dict[str, Any]]:
         if len(rs) < 2:
             continue
         waits = [r["wait_us"] for r in rs]
-        late = min(rs, key=lambda r: r["wait_us"])
+        entered = [r for r in rs if r["start_us"] is not None]
+        late = max(entered, key=lambda r: (r["start_us"], r["rank"])) if entered else None
         out.append({"step": step, "op_name": op, "ranks": len(rs), "max_wait_us": max(waits), "min_wait_us": min(waits),
-                    "skew_us": max(waits) - min(waits), "late_rank": late["rank"]})  # fmt: skip
+                    "skew_us": max(waits) - min(waits), "late_rank": late["rank"] if late else None,
+                    "late_wait_us": late["wait_us"] if late else None,
+                    "peer_not_profiled": bool(late and late["wait_us"] >= PEER_WAIT_US)})  # fmt: skip
     out.sort(key=lambda r: -r["skew_us"])
     return out[:top]
 
@@ -422,18 +431,23 @@ def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None, hosts_of: Hos
     for (step, op, n), g in groups.items():
         late = max(g, key=lambda r: (r["start_us"], r["rank"]))
         first = min(r["start_us"] for r in g)
-        busy = idle = cause = kind = None
-        if kernels is not None:
-            mine = kernels.filter(pc.fill_null(pc.equal(kernels["rank"], late["rank"]), False))
-            busy = _busy_in(mine, first, late["start_us"])
-            idle = late["start_us"] - first - busy
+        busy = comm = idle = cause = kind = None
+        mine = kernels.filter(pc.fill_null(pc.equal(kernels["rank"], late["rank"]), False)) if kernels is not None else None
+        if mine is not None and mine.num_rows:  # a rank without kernel data: nothing said of its device
+            # computing, and communication where no compute runs: the collectives themselves are not compute
+            compute = mine.filter(~tasks.communication_mask(mine)) if "task_class" in mine.column_names else mine
+            busy = _busy_in(compute, first, late["start_us"])
+            either = _busy_in(mine, first, late["start_us"])
+            comm = either - busy
+            idle = late["start_us"] - first - either
             if api is not None and idle > 0:
                 device = device_tasks(mine, schemas.empty("copies"))
                 cause, kind = main_cause(device, rank_rows(api, late["rank"]), rank_rows(host_ops, late["rank"]), first, late["start_us"])
         for r in g:
             out.append({"step": step, "op_name": op, "occurrence": n, "rank": r["rank"], "start_us": r["start_us"],
                         "wait_us": late["start_us"] - r["start_us"], "late_rank": late["rank"], "late_by_us": late["start_us"] - first,
-                        "late_busy_us": busy, "late_idle_us": idle, "late_host_cause": cause, "late_host_kind": kind})  # fmt: skip
+                        "late_busy_us": busy, "late_comm_us": comm, "late_idle_us": idle, "late_host_cause": cause,
+                        "late_host_kind": kind})  # fmt: skip
     return pa.Table.from_pylist(out, schema=CLUSTER_COMM_WAITS) if out else CLUSTER_COMM_WAITS.empty_table()
 
 
@@ -448,7 +462,8 @@ def late_ranks(waits: pa.Table, top: int = 5) -> list[dict[str, Any]]:
         if r["rank"] == r["late_rank"]:
             late.append(r)
     late.sort(key=lambda r: -r["late_by_us"])
-    keys = ("step", "op_name", "late_rank", "late_by_us", "late_busy_us", "late_idle_us", "late_host_cause", "late_host_kind")
+    keys = ("step", "op_name", "late_rank", "late_by_us", "late_busy_us", "late_comm_us", "late_idle_us", "late_host_cause",
+            "late_host_kind")  # fmt: skip
     return [{**{k: r[k] for k in keys}, "ranks_waiting": waiting[(r["step"], r["op_name"], r["occurrence"])]} for r in late[:top]]
 
 

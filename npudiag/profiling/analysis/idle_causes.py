@@ -162,7 +162,8 @@ def device_tasks(kernels: pa.Table, copies: pa.Table) -> pa.Table:
     for t, name in ((kernels, "op_name"), (copies, "name")):
         if t.num_rows:
             start, end = _ranges_ns(t)
-            parts.append(pa.table({"name": t[name], "start_ns": pa.array(start, pa.int64()), "end_ns": pa.array(end, pa.int64()),
+            parts.append(pa.table({"name": _col(t, name, pa.string()), "start_ns": pa.array(start, pa.int64()),
+                                   "end_ns": pa.array(end, pa.int64()),
                                    "connection_id": _col(t, "connection_id", pa.int64()),
                                    "launched_by": _col(t, "launched_by", pa.string())}, schema=_DEVICE))  # fmt: skip
     if not parts:

@@ -21,6 +21,7 @@ from npudiag.profiling.rules import (
     alloc_in_loop,
     bandwidth,
     block_dim,
+    comm_peer_wait,
     device_idle,
     dynamic_shape,
     fusion_candidates,
@@ -54,7 +55,7 @@ __all__ = [
 
 RULES = (sync_copy, unoverlapped_copy, small_copies, alloc_in_loop, device_idle, single_stream, aicpu_ops, hot_op,
          memory_fragmentation, memory_peak_op, alloc_churn, sync_stream, aicore_freq, fusion_candidates,
-         small_packets, dynamic_shape, block_dim, bandwidth)  # fmt: skip
+         small_packets, dynamic_shape, block_dim, bandwidth, comm_peer_wait)  # fmt: skip
 RuleFn = Callable[[RuleContext, dict[str, float]], list[Finding]]
 
 
