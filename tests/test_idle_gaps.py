@@ -172,7 +172,7 @@ def test_every_gap_of_a_real_trace_is_recomputed_from_the_json(corpus: Path, tmp
     if profile == LEVEL1:  # the largest gaps are op compilations (aclopCompileAndExecute on torch_npu's dequeue thread)
         top = sorted((r for r in rows if r["place"] == "between_tasks"), key=lambda r: -r["idle_us"])[:2]
         assert [(r["kind"], r["cause"]) for r in top] == [("op_compile", "acl@aclopCompileAndExecute")] * 2
-        assert kinds["op_compile"] > 5000 and kinds["dispatch"] > kinds["op_compile"]
+        assert kinds["op_compile"] > 5000 and kinds["dispatch"] > kinds["op_compile"] and kinds["sync"] > 0 and kinds["host_api"] > 0
         assert {r["place"] for r in rows} == {"before_first_task", "between_tasks", "after_last_task"}
 
 
@@ -381,3 +381,50 @@ def test_the_worked_sql_questions_answer_as_documented(corpus: Path, tmp_path: P
         r = run_cli(*args)
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip() == shown.strip(), command
+
+
+def test_sqlite_sidecars_are_part_of_the_db(corpus: Path, tmp_path: Path) -> None:
+    """A .db's -shm / -wal / -journal files (SQLite writes them beside a database it has open) are no
+    input of their own: check says nothing of them."""
+    import shutil
+
+    prof = tmp_path / "rank1_ascend_pt"
+    shutil.copytree(corpus / DB, prof)
+    out = prof / "ASCEND_PROFILER_OUTPUT"
+    for suffix in ("-shm", "-wal", "-journal"):
+        (out / f"ascend_pytorch_profiler_1.db{suffix}").write_bytes(b"\0" * 64)
+    r = run_cli("check", prof, env={"COLUMNS": "120"})
+    assert r.returncode == 0, r.stderr
+    assert "-shm" not in r.stdout + r.stderr and "-wal" not in r.stdout + r.stderr and "-journal" not in r.stdout + r.stderr
+
+
+def test_check_lists_the_ranks_not_profiled(corpus: Path, tmp_path: Path) -> None:
+    """The ranks a profile's communication names (communication_matrix.json's "src-dst" link keys, the
+    .db's COMMUNICATION_TASK_INFO ranks) and its world size, less the ranks profiled, as a JSON list."""
+    matrix = json.loads((corpus / LEVEL1 / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json").read_text())
+    named = {int(r) for kinds in matrix.values() for groups in kinds.values() for links in groups.values()
+             for key in links if "-" in key for r in key.split("-")}  # fmt: skip
+    con = sqlite3.connect(next((corpus / DB / "ASCEND_PROFILER_OUTPUT").glob("ascend_pytorch_profiler_*.db")))
+    peers = {r for (r,) in con.execute("SELECT srcRank FROM COMMUNICATION_TASK_INFO UNION SELECT dstRank FROM COMMUNICATION_TASK_INFO")}
+    con.close()
+    for profile, own, ranks in ((LEVEL1, 0, named), (DB, 1, {r for r in peers if r < 4294967295})):
+        r = run_cli("check", corpus / profile, "--json")
+        assert r.returncode == 0, r.stderr
+        want = sorted(ranks - {own})
+        assert json.loads(r.stdout)["ranks_not_profiled"] == want and len(want) == 7, profile
+        text = run_cli("check", corpus / profile, env={"COLUMNS": "100"}).stdout
+        assert "not profiled: rank(s) " + ", ".join(map(str, want)) in " ".join(text.split())
+
+
+def test_a_bare_torch_npu_trace_is_torch_npus(corpus: Path, tmp_path: Path) -> None:
+    """A torch_npu trace given alone (renamed, outside its *_ascend_pt folder) is classified by what it
+    holds: framework ops (cpu_op events) make it torch_npu's, and the switches check names are torch_npu's."""
+    import shutil
+
+    shutil.copy(corpus / LEVEL1 / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", tmp_path / "trace.json")
+    r = run_cli("check", tmp_path / "trace.json", "--json")
+    assert r.returncode == 0, r.stderr
+    (p,) = json.loads(r.stdout)["profiles"]
+    assert p["kind"] == "torch_npu"
+    memory = next(d for d in p["data"] if d["data"] == "memory")
+    assert memory["status"] == "not collected" and memory["note"] == "profile_memory=True"

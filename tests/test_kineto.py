@@ -77,14 +77,69 @@ def test_compare_a_gpu_baseline_with_an_npu_run_at_the_torch_level(tmp_path: Pat
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     rows = {x["key"]: x for x in doc["ops"]["rows"]}
-    assert doc["ops"]["match_by"] == "torch" and {"aten::addmm", "aten::cudnn_convolution"} <= set(rows)
+    assert doc["ops"]["match_by"] == "torch" and {"aten::addmm", "aten::_convolution", "aten::relu_"} <= set(rows)
     base = doc["totals"]["baseline"]
-    assert base["kernels"] is None and base["kernel_time_us"] is None  # a GPU side has no NPU totals
+    assert base["kernels"] is None and base["kernel_time_us"] is None and base["steps"] == 0  # a GPU side has no NPU totals
     assert doc["totals"]["current"]["kernels"] == 191
     expected = _recount(json.loads(GPU.read_text())["traceEvents"])  # the GPU side's device time is the recount's
-    for name in ("aten::addmm", "aten::cudnn_convolution"):
-        assert abs(rows[name]["base_total_us"] - expected[name][2]) < 1e-6 and rows[name]["base_count"] == expected[name][0]
-    assert rows["aten::cudnn_convolution"]["status"] == "removed"  # the NPU runs its convolutions as other ops
+    assert abs(rows["aten::addmm"]["base_total_us"] - expected["aten::addmm"][2]) < 1e-6
+    assert rows["aten::addmm"]["base_count"] == expected["aten::addmm"][0]
+    # cuDNN's convolution is the ATen _convolution the NPU's kernels go to, CUDA's clamp_min_ the relu_ it runs
+    assert "aten::cudnn_convolution" not in rows and "aten::clamp_min_" not in rows
+    for aten, backend in (("aten::_convolution", "aten::cudnn_convolution"), ("aten::relu_", "aten::clamp_min_")):
+        assert rows[aten]["status"] == "both" and rows[aten]["base_count"] == expected[aten][0]
+        assert abs(rows[aten]["base_total_us"] - expected[aten][2] - expected[backend][2]) < 1e-6 and expected[backend][2] > 0
+
+
+def _with_steps(tmp_path: Path, n: int, cat: str) -> Path:
+    """The GPU trace as torch.profiler writes it with a schedule: ProfilerStep#101.. ranges over the ops."""
+    doc = json.loads(GPU.read_text())
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    t0, t1 = min(e["ts"] for e in ops), max(e["ts"] + e["dur"] for e in ops)
+    span = (t1 - t0) // n
+    for i in range(n):
+        doc["traceEvents"].append({"ph": "X", "cat": cat, "name": f"ProfilerStep#{101 + i}", "pid": ops[0]["pid"], "tid": ops[0]["tid"],
+                                   "ts": t0 + i * span, "dur": span - 1, "args": {}})  # fmt: skip
+    folder = tmp_path / "gpu"
+    folder.mkdir()
+    (folder / "host.pt.trace.json").write_text(json.dumps(doc))
+    return folder
+
+
+@pytest.mark.parametrize("cat", ["user_annotation", "cpu_op"])
+def test_a_gpu_run_of_more_steps_is_compared_per_step(tmp_path: Path, cat: str) -> None:
+    """Five ProfilerStep ranges on the GPU side, one step on the NPU side: the steps are read, and the
+    framework ops are compared per step (the GPU side's counts and times divided by 5)."""
+    if not NPU.is_dir():
+        pytest.skip(f"corpus not present at {CORPUS} (set NPUDIAG_CORPUS)")
+    gpu = _with_steps(tmp_path, 5, cat)
+    r = run_cli("compare", gpu, NPU, "--level", "torch", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["totals"]["baseline"]["steps"] == 5 and doc["totals"]["current"]["steps"] == 1
+    assert any("per step" in w for w in doc["warnings"])
+    rows = {x["key"]: x for x in doc["ops"]["rows"]}
+    expected = _recount(json.loads(GPU.read_text())["traceEvents"])
+    assert abs(rows["aten::addmm"]["base_total_us"] - expected["aten::addmm"][2] / 5) < 1e-6
+    assert rows["aten::addmm"]["base_count"] == pytest.approx(expected["aten::addmm"][0] / 5)
+    npu_ops = {x["name"]: x for x in run_cli_tables(NPU)}
+    assert rows["aten::addmm"]["cur_total_us"] == pytest.approx(npu_ops["aten::addmm"]["device_us"])  # one step: unchanged
+
+
+def run_cli_tables(path: Path) -> list[dict]:
+    from npudiag.profiling.ingest import ingest
+
+    return ingest([path]).tables["torch_ops"].to_pylist()
+
+
+def test_a_step_window_is_refused_where_it_cannot_apply(tmp_path: Path) -> None:
+    if not NPU.is_dir():
+        pytest.skip(f"corpus not present at {CORPUS} (set NPUDIAG_CORPUS)")
+    gpu = _with_steps(tmp_path, 5, "user_annotation")
+    for level in ("torch", "module"):
+        r = run_cli("compare", gpu, NPU, "--level", level, "--steps", "50:50")
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--steps" in r.stderr, (level, r.stderr)
+    assert "whole run" in run_cli("compare", NPU, NPU, "--level", "torch", "--steps", "50:50").stderr
 
 
 def test_a_gpu_trace_needs_the_torch_level(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def test_every_kind_is_one_entry_with_a_reader_and_its_tables() -> None:
     # every role's precedence is a strict order or a level read together, never ambiguous by accident
     assert registry.sources("device_tasks")[:3] == ("kernel_details", "op_summary", "db")
     assert registry.levels("memory_timeline") == [("memory_record", "npu_module_mem", "npu_mem"), ("db",)]
-    assert registry.sources("steps") == ("step_trace", "analysis_db", "db", "step_trace_json", "trace")
+    assert registry.sources("steps") == ("step_trace", "analysis_db", "db", "kineto", "step_trace_json", "trace")
 
 
 def test_a_trace_of_any_name_is_the_trace_format(tmp_path: Path) -> None:

@@ -25,6 +25,8 @@ KNOWN_UNREAD = re.compile(
     r"|communication_statistic|hccl_statistic|fusion_op|aicpu|msprof_tx|ai_core_utilization"
     r"|data_preprocess|cluster_|hbm|llc|pcie|hccs|nic|roce|soc_pmu|dvpp|ddr|cpu_usage|sys_mem|host_)[\w]*\.(csv|json|db)$"
 )
+# SQLite's own files beside a .db it has open (shared memory, write-ahead log, rollback journal): part of the .db, no input
+SQLITE_SIDECAR = re.compile(r"\.db-(shm|wal|journal)$")
 MAX_DEPTH = 8
 DEVICE_DIR = re.compile(r"device_([0-9]{1,9})")  # msprof's device_N folders (ASCII digits, bounded)
 
@@ -48,6 +50,8 @@ class Unit:
         """File ``path`` under its kind; with ``sniff``, a CSV or JSON of unknown name is recognised by
         its content (a CSV's header, a JSON's Chrome-trace shape), and one that fits nothing is noted."""
         kind = classify(path.name)
+        if kind is None and SQLITE_SIDECAR.search(path.name):
+            return False
         if kind is None and KNOWN_UNREAD.match(path.name):
             self.unread.append(path)
             return False

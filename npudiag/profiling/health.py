@@ -32,6 +32,7 @@ from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.profiling import discover as disc
 from npudiag.profiling import releases
+from npudiag.profiling.formats.communication import read_matrix
 from npudiag.profiling.formats.csvtext import read_header
 from npudiag.profiling.formats.kineto import read_kineto
 from npudiag.profiling.formats.profiler_metadata import read_distributed_args
@@ -172,6 +173,7 @@ class ProfileHealth:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     world_size: int | None = None
+    peer_ranks: set[int] = field(default_factory=set)  # the ranks its communication names (links, sub-tasks)
 
 
 @dataclass
@@ -182,6 +184,8 @@ class HealthResult:
     collection_problems: list[str]  # of the profiles together: missing or doubled ranks, mixed versions
     errors: list[str]  # paths that could not be read at all
     warnings: list[str]
+    # ranks of the job (its recorded world size, the ranks its communication names) that no profile is of
+    ranks_not_profiled: list[int] = field(default_factory=list)
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -208,6 +212,7 @@ class HealthResult:
             "collection_problems": self.collection_problems,
             "errors": self.errors,
             "warnings": self.warnings,
+            "ranks_not_profiled": self.ranks_not_profiled,
             "profiles": [
                 {"path": str(p.path), "kind": p.kind, "rank": p.rank, "world_size": p.world_size, "versions": p.versions,
                  "config": p.config, "problems": p.problems, "notes": p.notes,
@@ -234,7 +239,52 @@ def check(paths: Iterable[str | Path]) -> HealthResult:
             errors.append(f"{path}: no profile found (no *_ascend_pt or PROF_* folder, no profiler file)")
         units.extend(found)
     profiles = [_profile(u) for u in units]
-    return HealthResult(profiles, _collection_problems(units, profiles), errors, warnings)
+    return HealthResult(profiles, _collection_problems(units, profiles), errors, warnings, _not_profiled(profiles))
+
+
+def _not_profiled(profiles: list[ProfileHealth]) -> list[int]:
+    """The ranks the profiles' own records name (their world size, the peers of their communication) that
+    no profile is of; empty where no profile declares its rank."""
+    ranks = {p.rank for p in profiles if p.rank is not None}
+    if not ranks:
+        return []
+    named: set[int] = set()
+    for p in profiles:
+        named |= p.peer_ranks
+        if p.world_size and p.world_size <= _MAX_WORLD:
+            named |= set(range(p.world_size))
+    return sorted(named - ranks)
+
+
+_MAX_WORLD = 1 << 20  # a recorded world size above this is no job's
+_NO_RANK = 4294967295  # HCCL's "no rank"
+
+
+def _peer_ranks(u: disc.Unit) -> set[int]:
+    """The ranks one profile's communication names: communication_matrix.json's link ends, the .db's
+    COMMUNICATION_TASK_INFO source and destination ranks."""
+    out: set[int] = set()
+    for path in u.files.get("communication_matrix", []):
+        try:
+            t = read_matrix(path, u.rank)
+        except (InputError, pa.ArrowException, ValueError, TypeError, OverflowError, UnicodeDecodeError, OSError, RecursionError):
+            continue  # its read errors are the data rows' to say
+        for col in ("src_rank", "dst_rank"):
+            out |= {r for r in t[col].to_pylist() if r is not None}
+    for path in u.files.get("db", []):
+        try:
+            con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        except sqlite3.Error:
+            continue
+        try:
+            if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'COMMUNICATION_TASK_INFO'").fetchone():
+                rows = con.execute("SELECT srcRank FROM COMMUNICATION_TASK_INFO UNION SELECT dstRank FROM COMMUNICATION_TASK_INFO")
+                out |= {r for (r,) in rows if isinstance(r, int)}
+        except sqlite3.Error:
+            pass
+        finally:
+            con.close()
+    return {r for r in out if 0 <= r < _NO_RANK and r <= _MAX_WORLD}
 
 
 def _collection_problems(units: list[disc.Unit], profiles: list[ProfileHealth]) -> list[str]:
@@ -302,6 +352,8 @@ def _profile(u: disc.Unit) -> ProfileHealth:
                 p.data.append(DataRow(data, UNREADABLE, found_in=f.name, note=str(exc)))
     if u.unexported:
         p.problems.append(u.unexported)
+    if u.kind == "file" and "trace" in u.files and "kineto" not in u.files and [n for w, n in found["framework_ops"] if n]:
+        p.kind = "torch_npu"  # a bare trace with framework ops (cpu_op events) is torch_npu's, whatever its name
     expected = _expected(p)
     for d in DATA:
         where = found[d.name]
@@ -318,7 +370,7 @@ def _profile(u: disc.Unit) -> ProfileHealth:
                 _judge_flows(row, flows, p)
             p.data.append(row)
             continue
-        switch = d.torch_switch if u.kind == "torch_npu" else d.msprof_switch
+        switch = d.torch_switch if p.kind == "torch_npu" else d.msprof_switch
         if expected.get(d.name):
             p.data.append(DataRow(d.name, MISSING, note=f"the configuration asked for it ({expected[d.name]}); none found"))
             p.problems.append(f"no {d.what}, though {expected[d.name]}")
@@ -326,6 +378,7 @@ def _profile(u: disc.Unit) -> ProfileHealth:
             p.data.append(DataRow(d.name, NOT_COLLECTED, note=switch))
     for path, why in u.not_read:
         p.notes.append(f"{path.name}: {why}")
+    p.peer_ranks = _peer_ranks(u)
     return p
 
 

@@ -25,7 +25,7 @@ from npudiag.executors import choose_backend
 from npudiag.output import OutputFolder, atomic_write, csv_cell, dumps, json_safe, npudiag_manifest
 from npudiag.phases import phase
 from npudiag.profiling.analysis import cluster as cl
-from npudiag.profiling.analysis.compare import LEVELS, compare_totals, diff_ops, matched
+from npudiag.profiling.analysis.compare import HOST_LEVELS, LEVELS, compare_totals, diff_ops, matched, steps_per_run
 from npudiag.profiling.analysis.gate import GateConfig, check_alpha, check_min_delta, check_top_ops, judge, load_config, parse_percent
 from npudiag.profiling.analysis.markers import markers
 from npudiag.profiling.analysis.metrics import canonical_metric, known_metric
@@ -474,11 +474,22 @@ def compare(
         raise OptionError(f"level must be one of {', '.join(LEVELS)}, not {level!r}", "level")
 
     window = window_option(steps, time)
+    if level == "torch" and window.active:
+        raise OptionError("--steps / --time cut device tasks by step; --level torch compares torch_ops, each framework op's "
+                          "totals over the whole run: leave the window out or compare --level kernel", "steps")  # fmt: skip
     base, cur = _sides(baseline, current, progress, window, need_kernels=level == "kernel")
     bt, ct = [r.tables for r in base], [r.tables for r in cur]
-    diff = diff_ops(bt, ct, by=by, shapes=shapes, level=level)
+    per_step = None
+    if level in HOST_LEVELS:  # sides that recorded different numbers of steps: per step (means)
+        counts = (steps_per_run(bt), steps_per_run(ct))
+        if None not in counts and counts[0] != counts[1]:
+            per_step = counts
+    diff = diff_ops(bt, ct, by=by, shapes=shapes, level=level, per_step=per_step)
     share = matched(diff)
     warnings = [w for r in base + cur for w in r.warnings]
+    if per_step is not None:
+        warnings.append(f"the sides recorded {per_step[0]:g} and {per_step[1]:g} step(s) per run: framework ops are compared per "
+                        "step (each side's counts and times divided by its steps)")  # fmt: skip
     if level == "torch" and not diff.num_rows:
         warnings.append("no framework ops on either side (torch_ops comes from torch_npu's trace_view.json cpu_op events or "
                         "the .db's PYTORCH_API; msprof-only profiles have none)")  # fmt: skip

@@ -59,12 +59,15 @@ def load_run(
         tables, manifest = load_outputs(path)
         warnings, earlier = [], [f"{path}: {w}" for w in manifest.get("warnings", [])]
         if window.active:  # the tables as read, cut, then derived again as analyze would have
+            _cuttable(path, tables)
             tables = _analysed({n: t for n, t in tables.items() if n in READ_TABLES}, window, rule_options, path).tables
             manifest = {**manifest, "window": {"steps": window.steps, "time_us": window.time_us}}
     else:
         profile = ingest([path], hash_inputs=False)
         if not any(f.used_for for f in profile.inputs):
             raise InputError(path, profile.errors[0] if profile.errors else "no profiler data found")
+        if window.active:
+            _cuttable(path, profile.tables)
         done = _analysed(profile.tables, window, rule_options, path)
         tables = done.tables
         row_counts = {name: t.num_rows for name, t in profile.tables.items()}
@@ -78,6 +81,13 @@ def load_run(
         if tables.get("torch_ops") is None or tables["torch_ops"].num_rows == 0:
             raise InputError(path, "neither NPU kernels nor framework ops (cpu_op) in this profile; nothing to compare")
     return Run(path, tables, manifest, warnings, earlier)
+
+
+def _cuttable(path: Path, tables: dict[str, pa.Table]) -> None:
+    """A step / time window cuts a run by its device tasks: a run without them (a PyTorch GPU trace) cannot be cut."""
+    if tables["kernels"].num_rows == 0:
+        raise OptionError(f"--steps / --time cut a run by its device tasks, and {path} has none (a PyTorch GPU trace "
+                          "cannot be cut): leave the window out", "steps")  # fmt: skip
 
 
 def _holds_profile(folder: Path) -> bool:

@@ -41,6 +41,10 @@ def render(result: Any, console: Console) -> None:
         console.print()
     for text in result.collection_problems:
         console.print(Text("problem: ", style="red") + plain(text))
+    if result.ranks_not_profiled:
+        missing = result.ranks_not_profiled
+        shown = ", ".join(map(str, missing[:32])) + (f" and {len(missing) - 32} more" if len(missing) > 32 else "")
+        console.print(plain(f"not profiled: rank(s) {shown} (named by the profiles' world size or communication)", style="dim"))
     n = len(result.problems)
     if n:
         bad = sum(1 for p in result.profiles if p.problems)

@@ -21,6 +21,20 @@ from npudiag.profiling.analysis.summary import per_rank
 
 LEVELS = ("kernel", "torch", "module")
 HOST_LEVELS = ("torch", "module")  # the levels whose rows carry host time
+# backend ops of a GPU run (a Kineto trace) and the ATen op an Ascend run's kernels go to for the same
+# work: torch dispatches conv2d to cuDNN's op under aten::_convolution and relu_ to clamp_min_ on CUDA,
+# where torch_npu's kernels belong to aten::_convolution and aten::relu_ themselves. A GPU side's op of
+# these names is counted as the ATen op (its calls are the ATen op's; a clamp_min_ of the user's own is
+# counted under relu_ too).
+BACKEND_OPS = {
+    "aten::cudnn_convolution": "aten::_convolution",
+    "aten::cudnn_convolution_transpose": "aten::_convolution",
+    "aten::cudnn_batch_norm": "aten::native_batch_norm",
+    "aten::cudnn_batch_norm_backward": "aten::native_batch_norm_backward",
+    "aten::miopen_convolution": "aten::_convolution",
+    "aten::miopen_batch_norm": "aten::native_batch_norm",
+    "aten::clamp_min_": "aten::relu_",
+}
 
 
 def _aggregate(runs: Sequence[dict[str, pa.Table]], by: str, shapes: bool, level: str = "kernel") -> pa.Table:
@@ -34,7 +48,7 @@ def _aggregate(runs: Sequence[dict[str, pa.Table]], by: str, shapes: bool, level
             parts.append(pa.table({"key": r["path"], "n": pa.repeat(pa.scalar(1.0), r.num_rows), "d": pc.fill_null(r["device_us"], 0.0),
                                    "h": pc.fill_null(r["duration_us"], 0.0)}))  # fmt: skip
         elif level == "torch":
-            o = t.get("torch_ops", schemas.empty("torch_ops"))
+            o = gpu_as_aten(t.get("torch_ops", schemas.empty("torch_ops")), t)
             parts.append(pa.table({"key": o["name"], "n": o["calls"].cast(pa.float64()), "d": pc.fill_null(o["device_us"], 0.0),
                                    "h": pc.fill_null(o["host_self_us"], 0.0)}))  # fmt: skip
         else:
@@ -46,6 +60,29 @@ def _aggregate(runs: Sequence[dict[str, pa.Table]], by: str, shapes: bool, level
     n = float(len(runs))
     host = pc.divide(g["h_sum"], n) if level in HOST_LEVELS else pa.nulls(g.num_rows, pa.float64())
     return pa.table({"key": g["key"], "count": pc.divide(g["n_sum"], n), "total": pc.divide(g["d_sum"], n), "host": host})
+
+
+def gpu_as_aten(ops: pa.Table, tables: dict[str, pa.Table]) -> pa.Table:
+    """A GPU run's torch_ops (its host ops came from a Kineto trace) with BACKEND_OPS renamed to their
+    ATen op; the renamed rows keep their calls only where the ATen op has no row of its own."""
+    host = tables.get("host_ops")
+    if ops.num_rows == 0 or host is None or host.num_rows == 0 or not pc.any(pc.equal(host["source"], "kineto")).as_py():
+        return ops
+    backend = pc.is_in(ops["name"], pa.array(list(BACKEND_OPS)))
+    if not pc.any(backend).as_py():
+        return ops
+    target = pc.fill_null(pc.take(pa.array(list(BACKEND_OPS.values())), pc.index_in(ops["name"], pa.array(list(BACKEND_OPS)))), "")
+    present = pc.is_in(target, ops["name"])
+    calls = pc.if_else(pc.and_(backend, present), pa.scalar(0, pa.int64()), ops["calls"])
+    return ops.set_column(ops.schema.get_field_index("name"), "name", pc.if_else(backend, target, ops["name"])).set_column(
+        ops.schema.get_field_index("calls"), "calls", calls
+    )
+
+
+def steps_per_run(runs: Sequence[dict[str, pa.Table]]) -> float | None:
+    """A side's recorded steps per run (its steps table), None where a run records none."""
+    counts = [t["steps"]["step"].drop_null().unique().__len__() if "steps" in t and t["steps"].num_rows else 0 for t in runs]
+    return float(sum(counts) / len(counts)) if counts and all(counts) else None
 
 
 def outermost(diff: pa.Table) -> pa.Array:
@@ -63,12 +100,16 @@ def diff_ops(
     by: str = "type",
     shapes: bool = False,
     level: str = "kernel",
+    per_step: tuple[float, float] | None = None,
 ) -> pa.Table:
     """One row per op group on either side, sorted by the absolute change of total time. ``level``
     "torch" matches framework ops (torch_ops: aten::mm ...) with the device time of their kernels
-    and their host self time, instead of kernels by type or name."""
+    and their host self time, instead of kernels by type or name. ``per_step``: each side's steps per
+    run, its counts and times divided by them (sides that recorded different numbers of steps)."""
     b = _aggregate(base, by, shapes, level)
     c = _aggregate(cur, by, shapes, level)
+    if per_step is not None:
+        b, c = (_divided(t, n) for t, n in zip((b, c), per_step))
     j = b.join(c, "key", join_type="full outer", left_suffix="_b", right_suffix="_c")
     bc, cc = pc.fill_null(j["count_b"], 0.0), pc.fill_null(j["count_c"], 0.0)
     bt, ct = pc.fill_null(j["total_b"], 0.0), pc.fill_null(j["total_c"], 0.0)
@@ -108,6 +149,11 @@ def diff_ops(
     out = out.append_column("_abs", pc.abs(delta))
     out = out.sort_by([("_abs", "descending"), ("key", "ascending")]).drop_columns(["_abs"])
     return schemas.conform(out, schemas.DIFF)
+
+
+def _divided(t: pa.Table, n: float) -> pa.Table:
+    """An aggregate's counts and times per step (``n`` steps per run)."""
+    return pa.table({"key": t["key"], **{c: pc.divide(t[c], n) for c in ("count", "total", "host")}})
 
 
 def matched(diff: pa.Table) -> dict[str, float | None]:
@@ -151,6 +197,9 @@ def _side_totals(runs: Sequence[dict[str, pa.Table]]) -> dict[str, Any]:
     }
     if n and all(t["kernels"].num_rows == 0 for t in runs):  # framework ops only (a PyTorch GPU trace): no NPU totals
         out.update(dict.fromkeys(_DEVICE_TOTALS))
+        host = np.array([v for t in runs if "steps" in t for v in t["steps"]["step_time_us"].to_pylist() if v is not None], float)
+        if len(host):  # its steps are torch.profiler's ProfilerStep ranges: the host's step time
+            out.update(steps=len(host), step_time_median_us=float(np.median(host)), step_time_mean_us=float(host.mean()))
     return out
 
 

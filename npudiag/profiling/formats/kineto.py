@@ -28,6 +28,7 @@ from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, range_table, torc
 from npudiag.profiling.formats.trace_events import MISSING, NS_LIMIT, code, exact_ns, num
 
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")  # torch.profiler's step ranges (cpu_op, or user_annotation in newer versions)
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 # the first key of Kineto's trace object (a torch_npu / msprof trace starts with its events)
 HEAD = re.compile(rb'^\s*\{\s*"(schemaVersion|deviceProperties|distributedInfo|record_shapes|trace_id)"\s*:')
@@ -64,6 +65,7 @@ class _Ranges:
 
 def read_kineto(path: Path, rank: int | None = None) -> Read:
     ops, modules = _Ranges(), _Ranges()
+    steps: list[tuple[int, int, int]] = []  # ProfilerStep#N: (N, start ns, end ns)
     threads: dict[tuple[int, int], int] = {}
     launches: dict[int, tuple[int, int]] = {}  # correlation -> (thread code, ns) of the runtime call
     dev_corr, dev_us = array("q"), array("d")  # each device task: its launch's correlation, its time in us
@@ -72,7 +74,7 @@ def read_kineto(path: Path, rank: int | None = None) -> Read:
         if ev.get("ph") != "X":
             continue
         cat = ev.get("cat")
-        if cat not in LAUNCH_CATS and cat not in DEVICE_CATS and cat != "cpu_op" and cat != "python_function":
+        if cat not in LAUNCH_CATS and cat not in DEVICE_CATS and cat != "cpu_op" and cat != "python_function" and cat != "user_annotation":
             continue
         t, d = num(ev.get("ts")), num(ev.get("dur"))
         if t != t or d != d or d < 0 or d > 1e12:
@@ -93,7 +95,11 @@ def read_kineto(path: Path, rank: int | None = None) -> Read:
         thread = threads.setdefault((code(ev.get("pid")), code(ev.get("tid"))), len(threads))
         name = ev.get("name")
         name = name if name.__class__ is str else str(name)
-        if cat == "cpu_op":
+        if name.startswith("ProfilerStep#") and (m := _STEP.match(name)) is not None:  # cpu_op or user_annotation by version
+            steps.append((int(m.group(1)), s, s + dns))
+            if cat == "cpu_op":
+                ops.add(thread, s, dns, name)
+        elif cat == "cpu_op":
             ops.add(thread, s, dns, name)
         elif cat == "python_function":
             if name.startswith(MODULE_PREFIX):
@@ -124,7 +130,27 @@ def read_kineto(path: Path, rank: int | None = None) -> Read:
     warnings = [f"{path}: {skipped:,} event(s) without a usable ts / dur were skipped"] if skipped else []
     if not ops.names:
         warnings.append(f"{path}: a PyTorch (Kineto) trace with no cpu_op events; record it with torch.profiler's CPU activity")
-    return Read({"torch_ops": torch_ops, "host_ops": host_ops, "ranges": ranges}, warnings)
+    return Read({"torch_ops": torch_ops, "host_ops": host_ops, "ranges": ranges, "steps": _steps(steps, rank)}, warnings)
+
+
+def _steps(found: list[tuple[int, int, int]], rank: int | None) -> pa.Table:
+    """STEPS from torch.profiler's ProfilerStep#N ranges (the first of a step recorded twice)."""
+    if not found:
+        return schemas.empty("steps")
+    first: dict[int, tuple[int, int]] = {}
+    for n, s, e in sorted(found, key=lambda x: (x[1], x[0])):
+        first.setdefault(n, (s, e))
+    ids = sorted(first)
+    start = np.array([first[i][0] for i in ids], np.int64)
+    end = np.array([first[i][1] for i in ids], np.int64)
+    k = len(ids)
+    table = pa.table({
+        "source": pa.array(["kineto"] * k, pa.string()), "rank": pa.array([rank] * k, pa.int32()), "step": pa.array(ids, pa.int64()),
+        "start_us": pa.array(start / 1000.0, pa.float64()), "end_us": pa.array(end / 1000.0, pa.float64()),
+        "start_ns": pa.array(start, pa.int64()), "end_ns": pa.array(end, pa.int64()),
+        "step_time_us": pa.array((end - start) / 1000.0, pa.float64()),
+    })  # fmt: skip
+    return schemas.conform(table, schemas.STEPS)
 
 
 register(
@@ -132,9 +158,9 @@ register(
         "kineto",
         re.compile(r"^[^/]*\.pt\.trace\.json(\.gz)?$"),
         read_kineto,
-        ("torch_ops", "host_ops", "ranges"),
+        ("torch_ops", "host_ops", "ranges", "steps"),
         content=HEAD,
-        sources={"torch_ops": 2, "host_ops": 2, "ranges": 2},
+        sources={"torch_ops": 2, "host_ops": 2, "ranges": 2, "steps": 2},
         description="PyTorch profiler (Kineto) trace of a GPU run: framework ops and modules with their kernels' device time",
     )
 )
