@@ -11,16 +11,31 @@ value, and the option in ``option`` so the CLI can name its flag); :class:`ToolE
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 
-def _text(value: object) -> str:
-    """A path or message as text any stream or JSON writer can encode: bytes of a file name that
-    are not UTF-8 (kept by Python as lone surrogates) become U+FFFD."""
+def text_of(value: object) -> str:
+    """A path or message as text any stream or JSON writer can encode: the bytes of a file name that
+    are not UTF-8 (kept by Python as lone surrogates) shown escaped (``plog_\\xff.log``), so two such
+    names stay apart and the user can type the name back; the file itself is read by its real path."""
     s = str(value)
-    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in s) if not s.isascii() else s
+    return s if s.isascii() or not _SURROGATE.search(s) else _SURROGATE.sub(_escaped, s)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(m: re.Match[str]) -> str:
+    """A byte the file system gave that is not UTF-8 (surrogateescape's U+DC80..U+DCFF) as ``\\xNN``;
+    any other lone surrogate as U+FFFD."""
+    c = ord(m.group())
+    return f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else "\ufffd"
+
+
+_text = text_of
 
 
 class NpudiagError(Exception):

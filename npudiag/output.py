@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from npudiag.errors import InputError, OutputError, writing
+from npudiag.errors import InputError, OutputError, text_of, writing
 from npudiag.safeio import JsonLiteral, load_json, safe_name, small_int
 from npudiag.version import SCHEMA_VERSION, __version__
 
@@ -88,6 +88,8 @@ def strict(obj: Any, where: str = "$", found: list[str] | None = None) -> Any:
     :class:`JsonLiteral` is kept, to be written as its text."""
     if isinstance(obj, JsonLiteral):
         return _Raw(obj.text)
+    if isinstance(obj, str):  # a name from the file system that is not UTF-8: escaped, never unencodable
+        return text_of(obj)
     if isinstance(obj, float):
         if math.isfinite(obj):
             return obj
@@ -95,7 +97,7 @@ def strict(obj: Any, where: str = "$", found: list[str] | None = None) -> Any:
             found.append(f"{where}: {obj!r}")
         return None
     if isinstance(obj, dict):
-        return {k: strict(v, f"{where}.{k}", found) for k, v in obj.items()}
+        return {text_of(k) if isinstance(k, str) else k: strict(v, f"{where}.{k}", found) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [strict(v, f"{where}[{i}]", found) for i, v in enumerate(obj)]
     return obj
@@ -110,7 +112,7 @@ def dumps(obj: Any, *, indent: int | None = 2, ascii_only: bool = False, found: 
         if isinstance(o, _Raw):
             raws.append(o.text)
             return f"\x00raw{len(raws) - 1}\x00"
-        return str(o)
+        return text_of(o)
 
     text = json.dumps(strict(obj, found=found), indent=indent, ensure_ascii=ascii_only, default=default, allow_nan=False)
     if raws:
@@ -127,7 +129,7 @@ INVISIBLE = re.compile(
 
 def json_safe(obj: Any) -> Any:
     """``obj`` as plain JSON values (what :func:`dumps` writes, parsed back): the results' ``to_dict()``."""
-    return json.loads(json.dumps(strict(obj), ensure_ascii=False, default=str))
+    return json.loads(json.dumps(strict(obj), ensure_ascii=False, default=text_of))
 
 
 def escape_invisible(text: str) -> str:

@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from npudiag.errors import InputError
+from npudiag.errors import InputError, text_of  # noqa: F401 - text_of is this module's API too
 
 
 class JsonLiteral(float):
@@ -168,7 +168,6 @@ def inside(path: Path, folder: Path) -> bool:
         return False
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _ASCII_INT = re.compile(r"[+-]?[0-9]{1,19}")
 
 
@@ -192,13 +191,6 @@ def fit_int(value: int | None, bits: int = 63) -> int | None:
     if value is None or -(1 << bits) <= value < (1 << bits):
         return value
     return None
-
-
-def text_of(value: str | Path) -> str:
-    """A name from the file system as text every writer can encode: bytes that are not UTF-8 (kept
-    by Python as lone surrogates) become U+FFFD."""
-    s = str(value)
-    return _SURROGATE.sub("\ufffd", s) if _SURROGATE.search(s) else s
 
 
 def sha256_of(path: Path) -> str:

@@ -341,3 +341,28 @@ def test_check_refuses_what_analyze_refuses(tmp_path: Path) -> None:
         doc = json.loads(c.stdout)
         rows = [d for p in doc["profiles"] for d in p["data"] if d["data"] == "kernels"]
         assert any(d["status"] == "unreadable" and "kernel_details.csv" in (d["found_in"] or "") for d in rows), rows
+
+
+def test_names_that_are_not_utf8_are_read_and_shown_escaped(tmp_path: Path) -> None:
+    """A file or folder name whose bytes are not UTF-8 (Linux allows any bytes but / and NUL): read like
+    any other, shown with the byte escaped (\\xff), never an internal error."""
+    import numpy as np
+
+    from npudiag.testing.dump_writer import Tensor, dump_file_name, write_dump_file
+
+    logs = Path(os.fsdecode(bytes(tmp_path) + b"/logs_\xff"))
+    logs.mkdir()
+    (logs / os.fsdecode(b"plog-4242_\xfe.log")).write_text(
+        "[ERROR] HCCL(4242,python3):2026-03-18-10:33:52.113.650 [hccl_socket_manager.cc:624] [18744]   |  comm error, device[1]\n"
+    )
+    r = run_cli("logs", "parse", logs, "-o", tmp_path / "lo", "--json")
+    assert r.returncode == 0 and "internal error" not in r.stderr, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["first_error"]["file"].endswith("logs_\\xff/plog-4242_\\xfe.log") and doc["first_error"]["device_id"] == 1
+    dumps = Path(os.fsdecode(bytes(tmp_path) + b"/dump_\xff"))
+    dumps.mkdir()
+    name = dump_file_name("Relu", os.fsdecode(b"relu\xfd"), 2, 2, 1700000000000001)
+    write_dump_file(dumps / name, "relu", [Tensor(np.ones((2, 2), np.float32))], [Tensor(np.ones((2, 2), np.float32))])
+    r = run_cli("dump", "parse", dumps, "-o", tmp_path / "do")
+    assert r.returncode == 0 and "internal error" not in r.stderr, r.stderr
+    assert "relu\\xfd" in r.stdout

@@ -172,3 +172,37 @@ def test_a_gzip_compressed_trace_reads_the_same(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         read_kineto(cut, 0)
     assert "cut.pt.trace.json.gz" in exc.value.one_line() and "\n" not in exc.value.one_line()
+
+
+def test_kineto_is_kineto_whatever_its_first_key(tmp_path: Path) -> None:
+    """A harness may put its own key first (a real H100 trace starts with "metadata"); Kineto's keys or a
+    GPU event category anywhere in the head make it Kineto, an Ascend trace in the object form does not."""
+    doc = json.loads(GPU.read_text())
+    moved = tmp_path / "trace.json"
+    moved.write_text(json.dumps({"metadata": {"harness": "bench"}, **doc}))
+    assert kind_by_content(moved) == "kineto"
+    gpu = [e for e in doc["traceEvents"] if e.get("cat") in ("kernel", "cuda_runtime")]
+    bare = {"traceEvents": gpu + [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]}  # no Kineto key, GPU events
+    (tmp_path / "events.json").write_text(json.dumps(bare))
+    assert kind_by_content(tmp_path / "events.json") == "kineto"
+    npu = json.loads((NPU / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text()) if NPU.is_dir() else []
+    if npu:  # framework ops alone say nothing of the device: a Chrome trace, read as torch_npu's / msprof's
+        (tmp_path / "npu.json").write_text(json.dumps({"traceEvents": npu}))
+        assert kind_by_content(tmp_path / "npu.json") == "trace"
+
+
+def test_a_2021_trace_reads_its_old_categories_as_todays(tmp_path: Path) -> None:
+    """torch 1.8 / 1.9 Kineto named the categories Operator, Runtime, Kernel, Memcpy, Memset (Kineto's
+    TensorBoard plugin reads both spellings as one); the same events under those names give the same ops."""
+    doc = json.loads(GPU.read_text())
+    old = {"cpu_op": "Operator", "cuda_runtime": "Runtime", "kernel": "Kernel", "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}
+    events = [{**e, "cat": old.get(e.get("cat"), e.get("cat"))} for e in doc["traceEvents"]]
+    assert sum(e.get("cat") == "Operator" for e in events) > 0
+    path = tmp_path / "old.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    r = read_kineto(path, 0)
+    assert not any("no cpu_op events" in w for w in r.warnings)
+    expected = _recount(doc["traceEvents"])  # the recount of the same events under today's names
+    t = r.tables["torch_ops"]
+    got = dict(zip(t["name"].to_pylist(), zip(t["calls"].to_pylist(), t["kernels"].to_pylist(), strict=True), strict=True))
+    assert got == {n: (c, k) for n, (c, k, _) in expected.items()}

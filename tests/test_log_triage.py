@@ -332,3 +332,59 @@ def test_cr_in_a_line_splits_like_the_reader() -> None:
 
 def _raw_lines_of(text: str) -> list[str]:
     return io.StringIO(text, newline="").readlines()
+
+
+# HCCL's link error table as HcclSocketManager::PrintErrorConnection writes it (the CANN HCCL
+# troubleshooting page's example), for two workers: each names its own logical device and rank
+_HCCL_HEAD = "[ERROR] HCCL({pid},python3):2026-03-18-10:33:52.113.{us} [hccl_socket_manager.cc:{src}] [{tid}]"
+_HCCL_LINES = (
+    (403, 797, "[Wait][LinkEstablish]wait socket establish timeout, role[1] rank[{rank}] timeout[120 s]"),
+    (454, 861, "[Wait][LinksEstablishCompleted] is failed. ret[9]."),
+    (646, 623, "   _________________________LINK_ERROR_INFO___________________________"),
+    (650, 624, "   |  comm error, device[{device}]"),
+    (
+        653,
+        626,
+        "   |  dest_ip(user_rank)  |   dest_port   |  src_ip(user_rank)   |   src_port   |   MyRole   |   Status   |    TlsStatus   |",
+    ),
+    (706, 583, "   |  192.0.2.199({peer}) | 16666 | 192.0.3.198({rank}) | 3234403008 | client | time out | DISABLE |"),
+)
+_HCCL_WORKER = "".join(_HCCL_HEAD.replace("{us}", f"{us:03d}").replace("{src}", str(src)) + text + "\n" for us, src, text in _HCCL_LINES)
+
+
+def test_hccl_link_errors_name_their_device_and_rank(tmp_path: Path) -> None:
+    """Each record of a worker's plog takes the device and rank HCCL states once for the process; the
+    root cause names both workers' devices and ranks; recounted here with re from the lines."""
+    import re
+
+    logs = tmp_path / "plog"
+    logs.mkdir()
+    workers = [(17528, 18744, 2, 2, 3), (17529, 18745, 3, 3, 2)]  # pid, tid, device, rank, peer
+    for pid, tid, device, rank, peer in workers:
+        (logs / f"plog-{pid}_20260318103352113.log").write_text(_HCCL_WORKER.format(pid=pid, tid=tid, device=device, rank=rank, peer=peer))
+    texts = [p.read_text() for p in sorted(logs.iterdir())]
+    stated = {(int(re.search(r"HCCL\((\d+)", t).group(1)), int(re.search(r"comm error, device\[(\d+)\]", t).group(1)),
+               int(re.search(r"rank\[(\d+)\] timeout", t).group(1))) for t in texts}  # fmt: skip
+    assert stated == {(pid, device, rank) for pid, _, device, rank, _ in workers}
+    assert both_log_paths_agree(texts, 2) >= 1  # the vectorised and the line parser read the same device / rank
+    run_ = read_logs(find_sources(str(logs), []), None)
+    t = run_.problems
+    got = set(zip(t["pid"].to_pylist(), t["device_id"].to_pylist(), t["rank"].to_pylist(), strict=True))
+    assert got == stated  # every record of a worker: its device and rank
+    kb = load_kb()
+    summary = summarise(t, triage_table(t, kb), kb, run_.totals)
+    assert summary["root_cause"]["device_ids"] == [2, 3] and summary["root_cause"]["ranks"] == [2, 3]
+    assert (summary["first_error"]["device_id"], summary["first_error"]["rank"]) == (2, 2)
+
+
+def test_the_corpus_hccl_link_error_names_device_0_rank_0() -> None:
+    path = CORPUS_ROOT / "logs" / "fixture_mindcluster_faultdiag_plog-59420_20250124110314898.log"
+    if not path.is_file():
+        pytest.skip(f"corpus not found at {CORPUS_ROOT} (set NPUDIAG_CORPUS)")
+    text = path.read_text()
+    device = int(text.split("comm error, device[")[1].split("]")[0])
+    local = int(text.split("|  124.0.0.11(1)   |   124.0.0.21(")[1].split(")")[0])  # src_ip(rank_id): this rank
+    run_ = read_logs(find_sources(str(path), []), None)
+    kb = load_kb()
+    summary = summarise(run_.problems, triage_table(run_.problems, kb), kb, run_.totals)
+    assert summary["root_cause"]["device_ids"] == [device] == [0] and summary["root_cause"]["ranks"] == [local] == [0]

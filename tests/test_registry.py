@@ -86,6 +86,51 @@ def test_every_kind_is_one_entry_with_a_reader_and_its_tables() -> None:
     assert registry.sources("steps") == ("step_trace", "analysis_db", "db", "kineto", "step_trace_json", "trace")
 
 
+WIDGETS = pa.schema([("source", pa.string()), ("rank", pa.int32()), ("name", pa.string()), ("size_bytes", pa.int64())])
+
+
+def _read_widgets(path: Path, rank: int | None) -> Read:
+    """A made-up format with a table npudiag has never heard of: ``name,size`` rows."""
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return Read({"widgets": pa.table({"source": ["widgets"] * len(rows), "rank": pa.array([rank] * len(rows), pa.int32()),
+                                      "name": [r["name"] for r in rows], "size_bytes": [int(r["size"]) for r in rows]},
+                                     schema=WIDGETS)})  # fmt: skip
+
+
+def test_a_new_table_is_one_registry_line_read_written_and_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader with a table of its own: its module (here, the function above) and one registry line;
+    ingest reads the table whole, analyze writes it, check reports its data with analyze's count."""
+    from npudiag.profiling import health
+
+    monkeypatch.setitem(schemas.TABLES, "widgets", WIDGETS)
+    registry.register(Format("widget_csv", re.compile(r"^widgets[^/]*\.csv$"), _read_widgets, ("widgets",),
+                             sources={"widgets": 0}, reports={"widgets": "widgets"}))  # fmt: skip
+    try:
+        folder = tmp_path / "prof"
+        folder.mkdir()
+        (folder / "widgets_0.csv").write_text("name,size\nbolt,8\nnut,4\nwasher,2\n")
+        assert "widgets" in registry.read_tables() and "widgets" in registry.whole_roles()
+        result = npudiag.analyze([folder], tmp_path / "out")
+        assert not result.errors, result.errors
+        assert {Path(f.path).name: f.used_for for f in result.inputs} == {"widgets_0.csv": ["widgets"]}
+        written = pq.read_table(tmp_path / "out" / "widgets.parquet")
+        assert written.num_rows == 3 and written["size_bytes"].to_pylist() == [8, 4, 2]
+        (p,) = health.check([folder]).profiles
+        row = next(d for d in p.data if d.data == "widgets")
+        assert (row.status, row.rows, row.found_in) == ("present", 3, "widgets_0.csv")
+    finally:
+        registry.unregister("widget_csv")
+
+
+def test_a_role_nothing_reads_or_a_table_without_data_fails_at_registration() -> None:
+    with pytest.raises(ValueError, match="nothing would read it"):
+        registry.register(Format("orphan", re.compile(r"^orphan\.csv$"), _read_widgets, ("steps",), sources={"gadgets": 0}))
+    with pytest.raises(ValueError, match="no kind of data"):
+        registry.register(Format("orphan", re.compile(r"^orphan\.csv$"), _read_widgets, ("gadgets",), sources={"gadgets": 0}))
+    assert "orphan" not in registry.formats()
+
+
 def test_a_trace_of_any_name_is_the_trace_format(tmp_path: Path) -> None:
     p = tmp_path / "renamed.json"
     p.write_text('[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": "1.0", "dur": 1}]')

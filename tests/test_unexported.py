@@ -135,17 +135,20 @@ def test_processes_that_each_see_device_0_side_by_side_are_ranks_not_runs(tmp_pa
     src = _raw_prof(tmp_path / "one", env)
     from npudiag.testing.generate import write_msprof_profile
 
-    gt = write_msprof_profile(tmp_path / "gen", kernels=300, copies=0)
+    t0 = 1_765_000_000_000_000
+    # each process's own tasks: the same program, started 0.5 s apart (no two processes share task times)
+    gts = {"A": write_msprof_profile(tmp_path / "genA", kernels=300, copies=0, t0_us=t0 + 1_000.5),
+           "B": write_msprof_profile(tmp_path / "genB", kernels=300, copies=0, t0_us=t0 + 501_000.25)}  # fmt: skip
 
     def place(name: str, begin_us: int, end_us: int) -> Path:
         prof = tmp_path / "job" / name
         shutil.copytree(src, prof)
+        gt = gts[name[-16]]
         shutil.copytree(Path(gt.profile_dir) / "mindstudio_profiler_output", prof / "mindstudio_profiler_output")
         (prof / "device_0" / "start_info.0").write_text(json.dumps({"collectionDateBegin": "", "collectionTimeBegin": str(begin_us)}))
         (prof / "device_0" / "end_info.0").write_text(json.dumps({"collectionDateEnd": "", "collectionTimeEnd": str(end_us)}))
         return prof
 
-    t0 = 1_765_000_000_000_000
     place("PROF_000001_20261206100000000_AAAAAAAAAAAAAAAA", t0, t0 + 60_000_000)
     place("PROF_000001_20261206100000500_BBBBBBBBBBBBBBBB", t0 + 500_000, t0 + 61_000_000)
     r = run_cli("analyze", tmp_path / "job", "--out", tmp_path / "o", "--json")

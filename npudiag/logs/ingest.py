@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -142,6 +143,7 @@ def read_logs(
         run(None)
     # one chunk: triage runs dozens of kernels over it, each paying per chunk (one per file before)
     table = pa.Table.from_batches(problems, schema=LOG_EVENTS).combine_chunks() if problems else LOG_EVENTS.empty_table()
+    table = of_the_process(table)
     totals = {
         "files": len(files),
         "lines": lines,
@@ -158,6 +160,29 @@ def read_logs(
     if dropped:
         totals["note"] = f"triage looked at the first {MAX_PROBLEM_ROWS:,} error records; {dropped:,} later ones are only counted"
     return LogsRun(table, totals, errors, first_records)
+
+
+def of_the_process(table: pa.Table) -> pa.Table:
+    """The device and rank of a record that states none, from the other records of its process (file and
+    pid) where they state exactly one: a plog's process runs on one device as one rank, and HCCL states
+    them once (its LINK_ERROR_INFO table, a socket timeout) for the records around. A process whose
+    records name two devices or two ranks is left as each record states."""
+    if not table.num_rows:
+        return table
+    rows = table.select(["file", "pid"]).append_column("i", pa.array(np.arange(table.num_rows)))
+    for col in ("device_id", "rank"):
+        if table[col].null_count in (0, table.num_rows):
+            continue
+        g = table.group_by(["file", "pid"]).aggregate([(col, "count_distinct"), (col, "min")])
+        one = g.filter(pc.equal(g[f"{col}_count_distinct"], 1)).select(["file", "pid", f"{col}_min"])
+        if not one.num_rows:
+            continue
+        hit = rows.join(one, ["file", "pid"], join_type="inner")
+        fill = np.full(table.num_rows, -1, np.int64)
+        fill[hit["i"].to_numpy()] = hit[f"{col}_min"].to_numpy(zero_copy_only=False)
+        stated = pa.array(fill, pa.int64(), mask=fill < 0).cast(table.schema.field(col).type)
+        table = table.set_column(table.schema.get_field_index(col), col, pc.coalesce(table[col], stated))
+    return table
 
 
 def _value_counts(arr: pa.Array) -> tuple[list[str], list[int]]:

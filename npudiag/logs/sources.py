@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from npudiag.errors import InputError
+from npudiag.errors import InputError, text_of
 from npudiag.logs.archive import MAX_ARCHIVE_BYTES, MAX_MEMBERS, check_members, is_archive, members_of, open_archive
 from npudiag.logs.formats.ascend_log import LogContext
 from npudiag.logs.formats.log_common import BLANK_RUN, BlankRun
@@ -51,7 +51,7 @@ def context_for(name: str) -> LogContext:
     """What the path ``name`` (slash-separated) says about its records."""
     parts = [p for p in name.replace("\\", "/").split("/") if p]
     base = parts[-1] if parts else name
-    ctx = LogContext(name)
+    ctx = LogContext(text_of(name))  # a name that is not UTF-8 shown escaped (the file is opened by its real path)
     dirs = parts[:-1]
     if (m := PLOG_NAME.search(base)) is not None:
         ctx.origin, ctx.pid = "host", int(m.group(1))
@@ -302,7 +302,7 @@ def find_sources(path: str, warnings: list[str], max_archive_bytes: int = MAX_AR
         for m in _zip_members(p, max_archive_bytes):
             if not m.is_dir() and LOG_NAME.search(posixpath.basename(m.filename)):
                 ctx = context_for(m.filename)
-                ctx.file = f"{p}!{m.filename}"
+                ctx.file = text_of(f"{p}!{m.filename}")
                 out.append(LogSource(ctx, _zip_lines(p, m.filename), m.file_size))
         if not out:
             raise InputError(p, "no log files (*.log, *.txt) in the zip archive")
@@ -315,7 +315,7 @@ def find_sources(path: str, warnings: list[str], max_archive_bytes: int = MAX_AR
         for m in members:
             if m.isfile() and LOG_NAME.search(posixpath.basename(m.name)):
                 ctx = context_for(m.name)
-                ctx.file = f"{p}!{m.name}"
+                ctx.file = text_of(f"{p}!{m.name}")
                 out.append(LogSource(ctx, stream.lines(m.name, m.offset), m.size))
         if not out:
             raise InputError(p, "no log files (*.log, *.txt) in the archive")

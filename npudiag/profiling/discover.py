@@ -45,6 +45,7 @@ class Unit:
 
     # files in the profile that match no format by name or content, with the reason
     not_read: list[tuple[Path, str]] = field(default_factory=list)
+    declared_rank: int | None = None  # the rank its own records declare (``rank`` may be given one when it declares none)
 
     def add(self, path: Path, *, sniff: bool = False) -> bool:
         """File ``path`` under its kind; with ``sniff``, a CSV or JSON of unknown name is recognised by
@@ -110,7 +111,7 @@ def kind_by_content(path: Path) -> str | None:
         return None
     head = head.removeprefix(b"\xef\xbb\xbf")
     for kind, fmt in formats().items():
-        if fmt.content is not None and fmt.content.match(head):
+        if fmt.content is not None and fmt.content(head):
             return kind
     if not (_TRACE_START.match(head) and _TRACE_EVENT.search(head)):
         return None
@@ -447,6 +448,8 @@ def assign_ranks(units: list[Unit]) -> list[str]:
     taken: set[int] = set()
     nxt = 0
     for u in units:
+        if u.declared_rank is None:
+            u.declared_rank = u.rank
         if u.rank is not None and u.rank not in taken:
             taken.add(u.rank)
             continue

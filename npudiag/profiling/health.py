@@ -6,10 +6,10 @@ would have recorded it); raw data not yet exported; the torch_npu / CANN version
 configuration it records; ranks missing from the world size, ranks declared twice, ranks profiled
 with different versions; host-to-device flows that do not resolve.
 
-It reads headers and indexes, not every event: CSV headers and their first data row, ``.db`` table
-row counts (sqlite3), the small metadata JSON files, and a trace JSON by a DuckDB aggregation over
-only the event fields ``ph``, ``cat``, ``name``, ``pid``, ``id`` (the JSON text is scanned, never
-turned into Python objects).
+It reads each profile with the readers ``analyze`` uses (the format registry's), so a count here is
+the count ``analyze`` gives for the same rank: kernels are the rows of its kernels table, framework
+ops of host_ops, host API calls of api_calls; a format added to the registry is reported as the kind
+of data its tables are. The versions and configuration come from the small metadata JSON files.
 
 What each torch_npu profiler level records is from the ProfilerLevel reference
 (hiascend.com/document/detail/zh/Pytorch/710/apiref/torchnpuCustomsapi/context/torch_npu-profiler-ProfilerLevel.md):
@@ -20,22 +20,21 @@ Runtime API and AI CPU data.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.profiling import discover as disc
 from npudiag.profiling import releases
-from npudiag.profiling.formats.communication import read_matrix
-from npudiag.profiling.formats.csvtext import read_header
-from npudiag.profiling.formats.kineto import read_kineto
+from npudiag.profiling.formats import registry
 from npudiag.profiling.formats.profiler_metadata import read_distributed_args
+from npudiag.profiling.ingest import InputFile, UnitResult, file_records, read_units
 from npudiag.safeio import is_regular, load_json, small_int
 
 # statuses of one kind of data in one profile
@@ -82,73 +81,15 @@ DATA = (
 )
 DATA_BY_NAME = {d.name: d for d in DATA}
 
-# .db tables (ascend_pytorch_profiler_N.db / msprof_*.db, and analysis.db) that hold each kind
-DB_TABLES = {
-    "kernels": ("TASK", "COMPUTE_TASK_INFO"),
-    "host_api": ("CANN_API",),
-    "framework_ops": ("PYTORCH_API",),
-    "flows": ("CONNECTION_IDS",),
-    "steps": ("STEP_TIME", "StepTraceTime"),
-    "memory": ("MEMORY_RECORD", "OP_MEMORY", "NPU_MEM", "NPU_OP_MEM", "NPU_MODULE_MEM"),
-    "communication": ("COMMUNICATION_OP", "COMMUNICATION_TASK_INFO", "CommAnalyzerTime"),
-    "aicore_metrics": ("TASK_PMU_INFO",),
-    "frequency": ("AICORE_FREQ",),
-}
-# file kinds (the format registry's) and the data their presence means
-FILE_KINDS = {
-    "kernel_details": "kernels", "op_summary": "kernels", "task_time": "kernels", "task_time_json": "kernels",
-    "api_statistic": "host_api", "step_trace": "steps", "step_trace_json": "steps",
-    "memory_record": "memory", "operator_memory": "memory", "npu_module_mem": "memory", "npu_mem": "memory",
-    "communication": "communication", "communication_matrix": "communication", "hccl_json": "communication",
+# the table whose rows count each kind of data, as analyze reads them (the first of a kind's tables
+# that holds rows; a kind the registry adds for a new table is counted by that table)
+COUNTED_BY = {
+    "kernels": ("kernels",), "host_api": ("api_calls",), "framework_ops": ("host_ops", "torch_ops"), "modules": ("ranges",),
+    "steps": ("steps",), "memory": ("memory_timeline", "op_memory"), "communication": ("comm_ops", "comm_tasks", "comm_links"),
+    "frequency": ("aicore_freq",),
 }  # fmt: skip
-# flow categories that tie host work to device tasks: torch_npu's op -> kernel, CANN's API -> task
-FLOW_CATS = ("async_npu", "HostToDevice")
-# trace processes (process_name metadata) and the data their complete events are
-TRACE_PROCESSES = {"Ascend Hardware": "kernels", "CANN": "host_api", "HCCL": "communication", "Communication": "communication"}
-# PMU columns of kernel_details / op_summary (the tail --aic-metrics adds)
+# PMU columns of the kernels table (the tail --aic-metrics adds to kernel_details / op_summary, a .db's TASK_PMU_INFO)
 PMU_PREFIXES = ("aicore_time", "aic_", "aiv_", "cube_utilization", "vec_", "mac_", "mte", "scalar_", "ub_", "l2_", "main_mem")
-
-_TRACE_SCAN = """
-CREATE TEMP TABLE g AS
-WITH ev AS (
-  SELECT ph, cat, CAST(pid AS VARCHAR) AS pid,
-         CASE WHEN ph IN ('s', 'f') AND cat IN $flow_cats THEN CAST(id AS VARCHAR) END AS fid,
-         CASE WHEN ph = 'M' AND name = 'process_name' THEN json_extract_string(args, '$.name') END AS pname,
-         CASE WHEN ph = 'X' THEN json_extract_string(args, '$.connection_id') END AS conn,
-         ph = 'X' AND cat = 'cpu_op' AS cpu_op,
-         ph = 'X' AND starts_with(name, 'ProfilerStep#') AS step,
-         ph = 'X' AND cat = 'python_function' AND starts_with(name, 'nn.Module: ') AS module
-  FROM $events
-)
-SELECT ph, CASE WHEN fid IS NOT NULL THEN cat END AS cat, pid, fid, pname, conn, cpu_op, step, module, count(*) AS n
-FROM ev GROUP BY ALL
-"""
-# the events of a bare JSON array (torch_npu, msprof), each at most 4 MiB as the trace readers allow
-_ARRAY = """read_json($path, format = 'array', maximum_object_size = 4194304,
-                 columns = {ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'JSON', id: 'JSON', args: 'JSON'})"""
-# the events of the {"traceEvents": [...]} form (the whole object is one JSON value: read whole, up to OBJECT_FORM_BYTES)
-_OBJECT = """(SELECT e->>'ph' AS ph, e->>'cat' AS cat, e->>'name' AS name, e->'pid' AS pid, e->'id' AS id, e->'args' AS args
-                 FROM (SELECT unnest(traceEvents) AS e FROM read_json($path, format = 'auto', maximum_object_size = $size,
-                                                                     columns = {traceEvents: 'JSON[]'})))"""
-OBJECT_FORM_BYTES = 1 << 30
-# events by kind and process (g holds a row per flow id and per connection id besides)
-_TRACE_EVENTS = "SELECT ph, pid, pname, cpu_op, step, module, sum(n)::BIGINT FROM g WHERE fid IS NULL GROUP BY ALL"
-# flow ids: how many, how many with both a start and an end, and the starts
-_TRACE_FLOWS = """
-SELECT count(*), count(*) FILTER (WHERE s > 0 AND f > 0), coalesce(sum(s), 0)::BIGINT FROM (
-  SELECT cat, fid, sum(n) FILTER (WHERE ph = 's') AS s, sum(n) FILTER (WHERE ph = 'f') AS f FROM g WHERE fid IS NOT NULL GROUP BY ALL)
-"""
-# connection ids on complete events: how many, and how many tie a CANN API call to an Ascend Hardware task
-_TRACE_LINKS = """
-WITH names AS (SELECT DISTINCT pid, pname FROM g WHERE pname IS NOT NULL)
-SELECT count(*), count(*) FILTER (WHERE host AND device) FROM (
-  SELECT conn, bool_or(names.pname = 'CANN') AS host, bool_or(names.pname = 'Ascend Hardware') AS device
-  FROM g LEFT JOIN names USING (pid) WHERE g.conn IS NOT NULL GROUP BY conn)
-"""
-
-
-class NotChecked(Exception):
-    """A file this check leaves alone (a note, not a problem)."""
 
 
 @dataclass
@@ -224,7 +165,8 @@ class HealthResult:
 
 def check(paths: Iterable[str | Path]) -> HealthResult:
     """The health of the profiles under ``paths``. A path with no profile in it is an error (the
-    caller's exit 2); problems are what the user should fix before analysing."""
+    caller's exit 2); problems are what the user should fix before analysing. Each profile is read by
+    the readers analyze uses (:func:`npudiag.profiling.ingest.read_units`), so every count is analyze's."""
     errors: list[str] = []
     warnings: list[str] = []
     units: list[disc.Unit] = []
@@ -238,7 +180,9 @@ def check(paths: Iterable[str | Path]) -> HealthResult:
         if not found:
             errors.append(f"{path}: no profile found (no *_ascend_pt or PROF_* folder, no profiler file)")
         units.extend(found)
-    profiles = [_profile(u) for u in units]
+    record = file_records(units)
+    results, failed = read_units(units, record)
+    profiles = [_profile(u, results.get(i), failed.get(i), record) for i, u in enumerate(units)]
     return HealthResult(profiles, _collection_problems(units, profiles), errors, warnings, _not_profiled(profiles))
 
 
@@ -260,30 +204,16 @@ _MAX_WORLD = 1 << 20  # a recorded world size above this is no job's
 _NO_RANK = 4294967295  # HCCL's "no rank"
 
 
-def _peer_ranks(u: disc.Unit) -> set[int]:
-    """The ranks one profile's communication names: communication_matrix.json's link ends, the .db's
-    COMMUNICATION_TASK_INFO source and destination ranks."""
+def _peer_ranks(tables: dict[str, pa.Table]) -> set[int]:
+    """The ranks one profile's communication names: the ends of its links (communication_matrix.json)
+    and of its communication tasks (a trace's planes, a .db's COMMUNICATION_TASK_INFO)."""
     out: set[int] = set()
-    for path in u.files.get("communication_matrix", []):
-        try:
-            t = read_matrix(path, u.rank)
-        except (InputError, pa.ArrowException, ValueError, TypeError, OverflowError, UnicodeDecodeError, OSError, RecursionError):
-            continue  # its read errors are the data rows' to say
-        for col in ("src_rank", "dst_rank"):
-            out |= {r for r in t[col].to_pylist() if r is not None}
-    for path in u.files.get("db", []):
-        try:
-            con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-        except sqlite3.Error:
+    for name in ("comm_links", "comm_tasks"):
+        t = tables.get(name)
+        if t is None or not t.num_rows:
             continue
-        try:
-            if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'COMMUNICATION_TASK_INFO'").fetchone():
-                rows = con.execute("SELECT srcRank FROM COMMUNICATION_TASK_INFO UNION SELECT dstRank FROM COMMUNICATION_TASK_INFO")
-                out |= {r for (r,) in rows if isinstance(r, int)}
-        except sqlite3.Error:
-            pass
-        finally:
-            con.close()
+        for col in ("src_rank", "dst_rank"):
+            out |= {r for r in pc.unique(t[col]).to_pylist() if r is not None}
     return {r for r in out if 0 <= r < _NO_RANK and r <= _MAX_WORLD}
 
 
@@ -321,53 +251,55 @@ def _job_problems(units: list[disc.Unit], profiles: list[ProfileHealth]) -> list
     return out
 
 
-def _profile(u: disc.Unit) -> ProfileHealth:
+def _profile(u: disc.Unit, res: UnitResult | None, failed: str | None, record: dict[Path, InputFile]) -> ProfileHealth:
     p = ProfileHealth(u.path, u.kind, u.rank)
     _read_metadata(u, p)
-    found: dict[str, list[tuple[str, int | None]]] = {d.name: [] for d in DATA}  # data -> (where, rows)
-    flows: dict[str, int] = {}
-    stats: dict[str, list[tuple[str, int | None]]] = {"kernels": []}  # per-type totals only
+    if failed:
+        p.problems.append(failed)
+    tables = {name: schemas.concat(ts) for name, ts in res.parts.items() if ts} if res is not None else {}
+    used: dict[str, list[str]] = {}  # kind of data -> the files it was read from
     for kind, files in sorted(u.files.items()):
+        fmt = registry.get(kind)
         for f in files:
-            try:
-                if kind in ("db", "analysis_db"):
-                    _from_db(f, found)
-                elif kind in ("trace",):
-                    flows = _add_flows(flows, _from_trace(f, found))
-                elif kind == "kineto":  # a GPU run: its framework ops are what npudiag reads of it
-                    found["framework_ops"].append((f.name, read_kineto(f).tables["host_ops"].num_rows))
-                    p.notes.append(f"{f.name}: a PyTorch (Kineto) trace of a GPU run; npudiag reads its framework ops "
-                                   "and their kernels' time, a baseline for compare --level torch; no NPU data is expected")  # fmt: skip
-                elif kind in FILE_KINDS:
-                    _from_csv_or_json(FILE_KINDS[kind], f, found)
-                elif kind == "op_statistic":
-                    _from_csv_or_json("kernels", f, stats)
-                if kind in ("kernel_details", "op_summary") and _has_pmu(f):
-                    found["aicore_metrics"].append((f.name, None))
-            except NotChecked as exc:
-                p.notes.append(str(exc))
-            except InputError as exc:
-                p.problems.append(f"{f.name}: {exc}")
-                data = FILE_KINDS.get(kind, "kernels" if kind == "op_statistic" else kind)
-                p.data.append(DataRow(data, UNREADABLE, found_in=f.name, note=str(exc)))
+            rec = record[f]
+            if rec.error is not None:
+                why = rec.error[len(str(f)) :].lstrip(":").strip() if rec.error.startswith(str(f)) else rec.error
+                p.problems.append(f"{f.name}{'' if why.startswith('(') else ':'} {why}")
+                data = next((d for d in map(registry.data_of, fmt.yields) if d), kind)
+                p.data.append(DataRow(data, UNREADABLE, found_in=f.name, note=why))
+            for table in rec.used_for:
+                data = registry.data_of(table)
+                if data and f.name not in used.setdefault(data, []):
+                    used[data].append(f.name)
+    if "kineto" in u.files:
+        p.notes.append("a PyTorch (Kineto) trace of a GPU run; npudiag reads its framework ops and their kernels' time, "
+                       "a baseline for compare --level torch; no NPU data is expected")  # fmt: skip
+    if res is not None:
+        p.notes.extend(w.removeprefix(f"{u.path}: ") for w in res.warnings)
     if u.unexported:
         p.problems.append(u.unexported)
-    if u.kind == "file" and "trace" in u.files and "kineto" not in u.files and [n for w, n in found["framework_ops"] if n]:
+    if u.kind == "file" and "trace" in u.files and "kineto" not in u.files and _rows(tables, "host_ops"):
         p.kind = "torch_npu"  # a bare trace with framework ops (cpu_op events) is torch_npu's, whatever its name
     expected = _expected(p)
-    for d in DATA:
-        where = found[d.name]
-        if not where and d.name == "kernels" and stats["kernels"]:
-            files = ", ".join(w for w, _ in stats["kernels"])
-            p.data.append(DataRow(d.name, PARTIAL, found_in=files, note="totals per operator type only; no per-kernel file"))
+    for d in (*DATA, *_added_data()):
+        rows = _count(d.name, tables, res)
+        where = ", ".join(sorted(used.get(d.name, [])))
+        totals = [n for n in used.get(d.name, []) if _from_totals(n, u)]
+        if not rows and totals:
+            what = "operator type" if d.name == "kernels" else "name"
+            p.data.append(DataRow(d.name, PARTIAL, found_in=", ".join(totals), note=f"totals per {what} only; no per-row file"))
             if expected.get(d.name):
-                p.problems.append(f"only totals per operator type ({files}); no per-kernel file (kernel_details.csv, op_summary, .db)")
+                p.problems.append(f"only totals per {what} ({', '.join(totals)}); no file with one row per {d.what}")
             continue
-        if where:
-            counts = [n for _, n in where if n is not None]
-            row = DataRow(d.name, PRESENT, max(counts) if counts else None, _where(w for w, _ in where))
-            if d.name == "flows" and flows:
-                _judge_flows(row, flows, p)
+        if rows:
+            row = DataRow(d.name, PRESENT, rows, where)
+            if d.name == "flows" and res is not None:
+                _judge_flows(row, res.links, p)
+            p.data.append(row)
+            continue
+        if d.name == "flows" and res is not None and res.links.get("flow_ids"):
+            row = DataRow(d.name, PRESENT, 0, ", ".join(sorted(used.get("kernels", []))))
+            _judge_flows(row, res.links, p)
             p.data.append(row)
             continue
         switch = d.torch_switch if p.kind == "torch_npu" else d.msprof_switch
@@ -378,8 +310,55 @@ def _profile(u: disc.Unit) -> ProfileHealth:
             p.data.append(DataRow(d.name, NOT_COLLECTED, note=switch))
     for path, why in u.not_read:
         p.notes.append(f"{path.name}: {why}")
-    p.peer_ranks = _peer_ranks(u)
+    p.peer_ranks = _peer_ranks(tables)
     return p
+
+
+def _added_data() -> tuple[Data, ...]:
+    """The kinds of data formats registered beyond npudiag's own report (a reader's new table)."""
+    known = {d.name for d in DATA}
+    added = {f.reports[t]: f.kind for f in registry.formats().values() for t in f.yields if f.reports.get(t) not in (None, *known)}
+    how = "(see the format's reader)"
+    return tuple(Data(name, f"{name} ({kind} files)", how, how) for name, kind in added.items())
+
+
+def _from_totals(name: str, u: disc.Unit) -> bool:
+    return any(registry.get(kind).totals for kind, files in u.files.items() if any(f.name == name for f in files))
+
+
+def _rows(tables: dict[str, pa.Table], name: str) -> int:
+    t = tables.get(name)
+    return 0 if t is None else t.num_rows
+
+
+def _count(data: str, tables: dict[str, pa.Table], res: UnitResult | None) -> int:
+    """The rows of one kind of data as analyze reads them (its first table that holds any)."""
+    kernels = tables.get("kernels")
+    if data == "modules":
+        t = tables.get("ranges")
+        return 0 if t is None else pc.sum(pc.equal(t["kind"], "module")).as_py() or 0
+    if data == "aicore_metrics":  # kernels with a PMU ratio
+        cols = [c for c in kernels.column_names if c.startswith(PMU_PREFIXES)] if kernels is not None else []
+        if not cols:
+            return 0
+        any_valid = pc.is_valid(kernels[cols[0]])
+        for c in cols[1:]:
+            any_valid = pc.or_(any_valid, pc.is_valid(kernels[c]))
+        return pc.sum(any_valid).as_py() or 0
+    if data == "flows":  # device tasks tied to the host call or framework op that launched them
+        return sum(_launched(tables.get(n), tables.get("api_calls")) for n in ("kernels", "copies"))
+    names = COUNTED_BY.get(data) or tuple(t for t in registry.read_tables() if registry.data_of(t) == data)
+    return next((n for n in (_rows(tables, name) for name in names) if n), 0)
+
+
+def _launched(t: pa.Table | None, api: pa.Table | None) -> int:
+    if t is None or not t.num_rows:
+        return 0
+    tied = pc.is_valid(t["launched_by"]) if "launched_by" in t.column_names else pa.repeat(False, t.num_rows)
+    if "connection_id" in t.column_names and api is not None and api.num_rows:
+        calls = api["connection_id"].filter(pc.is_valid(api["connection_id"]))
+        tied = pc.or_(tied, pc.fill_null(pc.is_in(t["connection_id"], value_set=pc.unique(calls)), False))
+    return pc.sum(tied).as_py() or 0
 
 
 def _where(places) -> str:
@@ -460,123 +439,15 @@ def _expected(p: ProfileHealth) -> dict[str, str]:
     return out
 
 
-def _from_db(path: Path, found: dict[str, list[tuple[str, int | None]]]) -> None:
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error as exc:
-        raise InputError(path, f"not a readable SQLite database ({exc})") from None
-    try:
-        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        for data, tables in DB_TABLES.items():
-            for t in tables:
-                if t in names:
-                    n = con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]  # t is one of ours, not the file's
-                    if n:
-                        found[data].append((f"{path.name}:{t}", n))
-        if {"PYTORCH_API", "STRING_IDS"} <= names:  # module forwards: python-function rows named "nn.Module: ..."
-            n = con.execute("SELECT count(*) FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name "
-                            "WHERE s.value LIKE 'nn.Module: %'").fetchone()[0]  # fmt: skip
-            if n:
-                found["modules"].append((f"{path.name}:PYTORCH_API", n))
-    except sqlite3.Error as exc:
-        raise InputError(path, f"not a readable SQLite database ({exc})") from None
-    finally:
-        con.close()
-
-
-def _from_csv_or_json(data: str, path: Path, found: dict[str, list[tuple[str, int | None]]]) -> None:
-    """A CSV counts when it has a data row after its header; a JSON when it is not empty."""
-    if not is_regular(path):
-        return
-    if path.suffix.lower() == ".csv":
-        read_header(path)  # what analyze's readers refuse (UTF-16, binary, a megabyte of columns) is unreadable here too
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(1 << 20)
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    if path.suffix.lower() == ".csv":
-        lines = [ln for ln in head.splitlines()[:2] if ln.strip()]
-        if len(lines) < 2:
-            return
-    elif not head.strip(b" \t\r\n[]{}"):
-        return
-    found[data].append((path.name, None))
-
-
-def _has_pmu(path: Path) -> bool:
-    if not is_regular(path):
-        return False
-    try:
-        with open(path, "rb") as fh:
-            header = fh.readline(1 << 20).decode("utf-8-sig", "replace")
-    except OSError:
-        return False
-    return any(c.strip().strip('"').startswith(PMU_PREFIXES) for c in header.split(","))
-
-
-def _from_trace(path: Path, found: dict[str, list[tuple[str, int | None]]]) -> dict[str, int]:
-    """Counts from a Chrome trace: complete events per process kind, cpu_op and ProfilerStep# events;
-    returns the host-to-device links: flow events (torch_npu's op -> kernel, CANN's API -> task) and
-    the connection ids that tie a CANN API call to a device task."""
-    import duckdb
-
-    try:
-        with open(path, "rb") as fh:
-            first = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-        events = _ARRAY
-        if first.startswith(b"{"):  # {"traceEvents": [...]}
-            size = path.stat().st_size
-            if size > OBJECT_FORM_BYTES:
-                raise NotChecked(f"{path.name}: a {{\"traceEvents\": [...]}} trace over {OBJECT_FORM_BYTES >> 20} MiB is not checked "
-                                 "('npudiag analyze' reads it)")  # fmt: skip
-            events = _OBJECT.replace("$size", str(size + 1024))
-        con = duckdb.connect()
-        try:
-            cats = "(" + ", ".join(f"'{c}'" for c in FLOW_CATS) + ")"
-            con.execute(_TRACE_SCAN.replace("$events", events).replace("$flow_cats", cats), {"path": str(path)})
-            rows = con.execute(_TRACE_EVENTS).fetchall()
-            ids, resolved, starts = con.execute(_TRACE_FLOWS).fetchone()
-            conns, linked = con.execute(_TRACE_LINKS).fetchone()
-        finally:
-            con.close()
-    except duckdb.Error as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(path, f"not a readable trace JSON array ({first_line[:200]})") from None
-    names = {pid: pname for ph, pid, pname, *_ in rows if ph == "M" and pname is not None and pid is not None}
-    per: dict[str, int] = {}
-    for ph, pid, _pname, cpu, step, module, n in rows:
-        if ph == "X":
-            data = "framework_ops" if cpu else "modules" if module else TRACE_PROCESSES.get(names.get(pid, ""), "")
-            if step:
-                per["steps"] = per.get("steps", 0) + n
-            if data:
-                per[data] = per.get(data, 0) + n
-        elif ph == "C" and names.get(pid) == "AI Core Freq":
-            per["frequency"] = per.get("frequency", 0) + n
-    for data, n in per.items():
-        if n:
-            found[data].append((path.name, n))
-    if starts or linked:
-        found["flows"].append((path.name, starts or linked))
-    return {"ids": ids, "resolved": resolved, "conns": conns, "linked": linked}
-
-
-def _add_flows(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
-    return {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
-
-
-def _judge_flows(row: DataRow, flows: dict[str, int], p: ProfileHealth) -> None:
-    ids, resolved = flows.get("ids", 0), flows.get("resolved", 0)
-    linked = flows.get("linked", 0)
+def _judge_flows(row: DataRow, links: dict[str, int], p: ProfileHealth) -> None:
+    """A trace's flow ids with both ends; none resolving is a problem (operators cannot be tied to kernels)."""
+    ids, resolved = links.get("flow_ids", 0), links.get("flows_both_ends", 0)
     notes = []
     if ids:
         notes.append(f"{resolved:,} of {ids:,} flow ids have both ends")
         if ids > resolved and resolved:
             notes.append(f"{ids - resolved:,} one end only (cut by the collection window)")
-    if linked:
-        notes.append(f"{linked:,} connection ids tie a CANN call to a device task")
-    row.note = "; ".join(notes)
-    if ids and not resolved and not linked:
+    row.note = "; ".join(x for x in (row.note, *notes) if x)
+    if ids and not resolved and not row.rows:
         row.status = PARTIAL
         p.problems.append(f"none of {ids:,} host-to-device flows resolves (a start with its end): operators cannot be tied to kernels")

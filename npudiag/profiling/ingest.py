@@ -34,8 +34,9 @@ from npudiag.profiling.assemble import (
 )
 from npudiag.profiling.discover import Unit, assign_ranks, collection_folder, discover, duplicate_ranks, run_groups
 from npudiag.profiling.formats.profiler_metadata import read_distributed_args
-from npudiag.profiling.formats.registry import Read, appended, formats, levels, sources
+from npudiag.profiling.formats.registry import Read, appended, formats, levels, read_tables, sources, whole_roles
 from npudiag.profiling.op_names import fill_op_types
+from npudiag.profiling.same_run import repeated_exports, same_collection_note
 from npudiag.profiling.tasks import merge_counts
 from npudiag.safeio import sha256_of
 
@@ -147,10 +148,7 @@ class UnitResult:
     warnings: list[str]
     errors: list[str]
     record: dict[Path, InputFile]
-
-
-READ_TABLES = ("kernels", "api_calls", "op_statistic", "api_statistic", "steps", "copies", "comm_links", "comm_ops", "comm_tasks", "ranges",
-               "comm_bandwidth", "memory_timeline", "op_memory", "aicore_freq", "device_info", "torch_ops", "host_ops")  # fmt: skip
+    links: dict[str, int] = field(default_factory=dict)  # the traces' host-to-device flow ids (Read.links), summed
 
 
 def _by_time(tables: list[pa.Table]) -> pa.Table | None:
@@ -296,7 +294,7 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
     """Everything one unit (rank) contributes; runs in a worker process for multi-rank inputs."""
     warnings: list[str] = []
     errors: list[str] = []
-    parts: dict[str, list[pa.Table]] = {name: [] for name in READ_TABLES}
+    parts: dict[str, list[pa.Table]] = {name: [] for name in read_tables()}
     r = _UnitReader(u, record, warnings, errors, progress)
     d = _device_tasks(r)
     if d.unknown:
@@ -328,16 +326,12 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
     if steps.num_rows:
         parts["steps"].append(steps)
     # tables one source gives whole: the best precedence level that holds rows (the text exports
-    # before a .db's or analysis.db's copy of the same data)
-    for name, role in (("comm_links", "comm_links"), ("comm_ops", "comm_ops"), ("comm_bandwidth", "comm_ops"),
-                       ("memory_timeline", "memory_timeline"), ("op_memory", "op_memory")):  # fmt: skip
-        parts[name].extend(r.first_level(role, name))
+    # before a .db's or analysis.db's copy of the same data); every such role of the registry
+    for role in whole_roles():
+        parts[role].extend(r.first_level(role, role))
     freq = r.first_level("aicore_freq", "aicore_freq")
     if freq:  # several msprof_*.json slices of one run each carry their part; a sample in two is kept once
         parts["aicore_freq"].append(freq[0] if len(freq) == 1 else _first_of_each(pa.concat_tables(freq)))
-    parts["torch_ops"].extend(r.first_level("torch_ops", "torch_ops"))
-    parts["host_ops"].extend(r.first_level("host_ops", "host_ops"))
-    parts["ranges"].extend(r.first_level("ranges", "ranges"))
     for fmt in appended():  # statistics and device facts: every file's rows, side by side
         for p, t in r.reads((fmt.kind,)):
             for name in fmt.yields:
@@ -346,7 +340,11 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
     copies = build_copies(d.copies, api)
     if copies.num_rows:
         parts["copies"].append(copies)
-    return UnitResult(parts, _unit_info(u, d, parts, warnings), warnings, errors, record)
+    links: dict[str, int] = {}
+    for reads in r._cache.values():
+        for _, t in reads:
+            links = {k: links.get(k, 0) + t.links.get(k, 0) for k in links.keys() | t.links.keys()}
+    return UnitResult(parts, _unit_info(u, d, parts, warnings), warnings, errors, record, links)
 
 
 def _unit_info(u: Unit, d: _DeviceTasks, parts: dict[str, list[pa.Table]], warnings: list[str]) -> dict[str, Any]:
@@ -399,7 +397,7 @@ def _fill(table: pa.Table, name: str, value, type_: pa.DataType) -> pa.Table:
 def conform_parts(parts: dict[str, list[pa.Table]]) -> dict[str, pa.Table]:
     """The read tables, each in its declared schema (an empty table where nothing was read)."""
     tables = {}
-    for name in READ_TABLES:
+    for name in read_tables():
         schema = schemas.TABLES[name]
         ps = parts.get(name, [])
         tables[name] = schemas.conform(schemas.concat(ps), schema, keep_extra=(name == "kernels")) if ps else schemas.empty(name)
@@ -460,6 +458,11 @@ def find_units(paths: list[Path], follow_symlinks: bool = False, runs: str = "la
             warnings.append(f"{where}: {len(group)} runs of the same process ({names}) read as {len(group)} ranks (--runs all)")
     duplicates = {r: [str(u.path) for u in us] for r, us in duplicate_ranks(units).items()}
     warnings.extend(assign_ranks(units))
+    return Found(units, file_records(units), warnings, errors, duplicates)
+
+
+def file_records(units: list[Unit]) -> dict[Path, InputFile]:
+    """One record per file of ``units``: its kind, rank and size; what it is used for is filled as it is read."""
     record: dict[Path, InputFile] = {}
     for u in units:
         for kind, files in u.files.items():
@@ -469,11 +472,56 @@ def find_units(paths: list[Path], follow_symlinks: bool = False, runs: str = "la
                 except OSError:
                     size = 0
                 record[f] = InputFile(str(f), kind, u.rank, size)
-    return Found(units, record, warnings, errors, duplicates)
+    return record
 
 
 def _read_unit_job(job: tuple[Unit, dict[Path, InputFile]]) -> UnitResult:
     return read_unit(job[0], job[1], None)
+
+
+def read_units(
+    units: list[Unit], record: dict[Path, InputFile], progress: Progress | None = None
+) -> tuple[dict[int, UnitResult], dict[int, str]]:
+    """Each unit read (:func:`read_unit`), in a local process pool when there are several; ``record`` is
+    updated with what each file was used for. Returns the results and, by unit index, why a unit failed."""
+    results: dict[int, UnitResult] = {}
+    failed: dict[int, str] = {}
+    workers = default_workers(len(units)) if len(units) > 1 else 1
+    if workers > 1:
+        jobs = [(u, {f: record[f] for fs in u.files.values() for f in fs}) for u in units]
+        for i, res in LocalPool(workers).run(_read_unit_job, jobs):
+            if isinstance(res, BaseException):
+                failed[i] = f"{units[i].path}: reading this rank failed ({type(res).__name__}: {res})"
+                continue
+            record.update(res.record)
+            if progress is not None:
+                progress(sum(r.size_bytes for r in res.record.values()))
+            results[i] = res
+    else:
+        for i, u in enumerate(units):
+            results[i] = read_unit(u, record, progress)
+    return results, failed
+
+
+def _read_once(units: list[Unit], results: dict[int, UnitResult], record: dict[Path, InputFile], warnings: list[str]) -> None:
+    """Two exports of one collection (see :mod:`npudiag.profiling.same_run`) are one rank: the richer
+    reading stays, the others are dropped from ``results``, their files marked unused, a line says which."""
+    idx = sorted(results)
+    if len(idx) < 2:
+        return
+    richness = []
+    for i in idx:
+        parts = results[i].parts
+        k = [t for t in parts.get("kernels", []) if t.num_rows]
+        richness.append((sum(1 for ts in parts.values() if any(t.num_rows for t in ts)), max((t.num_columns for t in k), default=0),
+                         sum(t.num_rows for t in k)))  # fmt: skip
+    for rep in repeated_exports([results[i].parts.get("kernels", []) for i in idx], richness, [units[i].declared_rank for i in idx]):
+        drop, keep = units[idx[rep.dropped]], units[idx[rep.kept]]
+        res = results.pop(idx[rep.dropped])
+        for f in res.record:
+            record[f].used_for = []
+        results[idx[rep.kept]].info.setdefault("same_collection_as", []).append(str(drop.path))
+        warnings.append(same_collection_note(drop.path, keep.path, rep))
 
 
 def _hashed(path: Path) -> str:
@@ -497,29 +545,15 @@ def ingest(
     if total is not None:
         total(sum(r.size_bytes for r in record.values()))
 
-    parts: dict[str, list[pa.Table]] = {name: [] for name in READ_TABLES}
+    parts: dict[str, list[pa.Table]] = {name: [] for name in read_tables()}
     hashes: dict[Path, Future[str]] = {}
     pool = ThreadPoolExecutor(max_workers=1) if hash_inputs and record else None
     if pool is not None:
         hashes = {p: pool.submit(_hashed, p) for p in record}
 
-    results: dict[int, UnitResult] = {}
-    failed: dict[int, str] = {}
-    workers = default_workers(len(units)) if len(units) > 1 else 1
-    if workers > 1:
-        jobs = [(u, found.record_of(u)) for u in units]
-        for i, res in LocalPool(workers).run(_read_unit_job, jobs):
-            if isinstance(res, BaseException):
-                failed[i] = f"{units[i].path}: reading this rank failed ({type(res).__name__}: {res})"
-                continue
-            record.update(res.record)
-            if progress is not None:
-                progress(sum(r.size_bytes for r in res.record.values()))
-            results[i] = res
-    else:
-        for i, u in enumerate(units):
-            results[i] = read_unit(u, record, progress)
+    results, failed = read_units(units, record, progress)
     errors.extend(failed[i] for i in sorted(failed))
+    _read_once(units, results, record, warnings)
     unit_info = []
     for i in sorted(results):
         res = results[i]

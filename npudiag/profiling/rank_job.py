@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from npudiag import schemas
 from npudiag.errors import OptionError, OutputError
@@ -27,14 +28,21 @@ from npudiag.profiling.analysis.summary import DATA_TABLES, SummaryParts
 from npudiag.profiling.analysis.window import CutError, Window, WindowError
 from npudiag.profiling.derive import analyse
 from npudiag.profiling.discover import Unit
-from npudiag.profiling.ingest import READ_ERRORS, READ_TABLES, Found, InputFile, as_input_error, conform_parts, read_unit
+from npudiag.profiling.formats.registry import read_tables
+from npudiag.profiling.ingest import READ_ERRORS, Found, InputFile, as_input_error, conform_parts, read_unit
 from npudiag.profiling.rules import PROFILE_WIDE, PROFILE_WIDE_RULES, findings_table, options_for, sort_findings
 from npudiag.profiling.rules.base import Skipped
+from npudiag.profiling.same_run import repeated_exports, same_collection_note
 from npudiag.safeio import sha256_of
 from npudiag.store import TableSet, analysis_manifest, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
 
 # the tables written per rank; hot_ops is one file for the whole profile
-RANK_TABLES = (*READ_TABLES, "findings", "finding_intervals", "step_breakdown", "idle_gaps", "idle_causes")
+DERIVED_RANK_TABLES = ("findings", "finding_intervals", "step_breakdown", "idle_gaps", "idle_causes")
+
+
+def rank_tables() -> tuple[str, ...]:
+    """The tables a rank's task writes: every read table (the registry's), then the derived ones."""
+    return (*read_tables(), *DERIVED_RANK_TABLES)
 
 
 @dataclass
@@ -87,7 +95,7 @@ def run_rank(job: RankJob) -> RankOutcome:
         raise RuntimeError(as_input_error(unit.path, exc).one_line()) from None
     tables, skipped = done.tables, done.skipped
     res.warnings.extend(done.warnings)
-    for name in RANK_TABLES:
+    for name in rank_tables():
         if tables[name].num_rows:
             write_partition(staging, name, unit.rank, tables[name])
     return RankOutcome(res.info, res.record, res.warnings, res.errors, row_counts, SummaryParts.of(tables), skipped, partials)
@@ -153,19 +161,21 @@ def analyze_ranks(
         elif isinstance(res, BaseException):
             unit = found.units[i]
             failed[i] = f"{unit.path}: this rank failed and was left out ({type(res).__name__}: {res})"
-            for name in RANK_TABLES:  # what it wrote before it failed must not look like a result
+            for name in rank_tables():  # what it wrote before it failed must not look like a result
                 shutil.rmtree(partition_path(staging, name, unit.rank).parent, ignore_errors=True)
         else:
             outcomes[i] = res
         if on_rank is not None:
             on_rank(1)
+    repeats = _repeated_exports(found, outcomes, staging)
     if outside and not outcomes and not failed:
         raise OptionError(f"{next(iter(outside.values()))} (on every rank)", window.option)
     ordered = [outcomes[i] for i in sorted(outcomes)]
     record = dict(found.record)
     warnings, errors = list(found.warnings), list(found.errors)
     warnings.extend(f"{found.units[i].path}: rank {found.units[i].rank} left out: {outside[i]}" for i in sorted(outside))
-    row_counts = {name: 0 for name in READ_TABLES}
+    warnings.extend(repeats)
+    row_counts = {name: 0 for name in read_tables()}
     for o in ordered:
         record.update(o.record)
         warnings.extend(o.warnings)
@@ -187,11 +197,41 @@ def analyze_ranks(
     return RanksResult(parts, skipped, list(record.values()), [o.info for o in ordered], warnings, errors, row_counts, backend.name)
 
 
+def _repeated_exports(found: Found, outcomes: dict[int, RankOutcome], staging: Path) -> list[str]:
+    """Two exports of one collection read as two ranks (see :mod:`npudiag.profiling.same_run`): the
+    richer stays, the other's tables are removed from the staging folder and its outcome dropped."""
+    idx = sorted(outcomes)
+    if len(idx) < 2:
+        return []
+    kernels, richness = [], []
+    for i in idx:
+        files = sorted(partition_path(staging, "kernels", found.units[i].rank).parent.glob("*.parquet"))
+        tables = []
+        for f in files:
+            names = pq.read_schema(f).names
+            tables.append(pq.read_table(f, columns=[c for c in ("stream_id", "task_id", "start_ns", "device_id") if c in names]))
+        kernels.append(tables)
+        counts = outcomes[i].row_counts
+        columns = len(pq.read_schema(files[0]).names) if files else 0
+        richness.append((sum(1 for n in counts.values() if n), columns, counts.get("kernels", 0)))
+    notes = []
+    for rep in repeated_exports(kernels, richness, [found.units[i].declared_rank for i in idx]):
+        gone, kept = idx[rep.dropped], idx[rep.kept]
+        drop, keep = found.units[gone], found.units[kept]
+        for name in rank_tables():
+            shutil.rmtree(partition_path(staging, name, drop.rank).parent, ignore_errors=True)
+        for rec in outcomes.pop(gone).record.values():
+            rec.used_for = []
+        outcomes[kept].info.setdefault("same_collection_as", []).append(str(drop.path))
+        notes.append(same_collection_note(drop.path, keep.path, rep))
+    return notes
+
+
 def summary_parts_of_dataset(out: Path) -> SummaryParts | None:
     """The summary parts of a partitioned ``--out`` folder, holding one rank in memory at a time
     (``npudiag report`` on a cluster); None when the folder is not partitioned. Every rank with
     data in any table counts, as in ``analyze``."""
-    ranks = sorted({r for name in RANK_TABLES for r in dataset_ranks(out, name)})
+    ranks = sorted({r for name in rank_tables() for r in dataset_ranks(out, name)})
     if not ranks:
         return None
     parts = []

@@ -20,7 +20,8 @@ from npudiag.output import OutputFolder, npudiag_manifest, write_manifest
 from npudiag.profiling.analysis.window import CutError, Window, WindowError
 from npudiag.profiling.derive import analyse
 from npudiag.profiling.discover import discover, is_msprof_folder, is_torch_folder, run_groups
-from npudiag.profiling.ingest import READ_TABLES, ingest
+from npudiag.profiling.formats.registry import read_tables
+from npudiag.profiling.ingest import ingest
 from npudiag.store import analysis_manifest, load_outputs, write_table
 
 
@@ -60,7 +61,7 @@ def load_run(
         warnings, earlier = [], [f"{path}: {w}" for w in manifest.get("warnings", [])]
         if window.active:  # the tables as read, cut, then derived again as analyze would have
             _cuttable(path, tables)
-            tables = _analysed({n: t for n, t in tables.items() if n in READ_TABLES}, window, rule_options, path).tables
+            tables = _analysed({n: t for n, t in tables.items() if n in read_tables()}, window, rule_options, path).tables
             manifest = {**manifest, "window": {"steps": window.steps, "time_us": window.time_us}}
     else:
         profile = ingest([path], hash_inputs=False)

@@ -162,6 +162,7 @@ def _plan(
     syncs_per_step: int = 0,
     sync_idle_us: float = 0.0,
     fusible: Fusible | None = None,
+    t0: float = 1764246877073569.640,
 ):
     rng = np.random.default_rng(seed)
     weights = np.array([m[4] for m in OP_MIX], float)
@@ -180,7 +181,6 @@ def _plan(
         gaps[sync_positions(n, steps, syncs_per_step)] = sync_idle_us  # the device waits for the host after each sync
     if fusible is not None:
         kinds, dur, gaps = fusible.plant(kinds, dur, gaps, (np.arange(n) * steps // max(n, 1)) + 1)
-    t0 = 1764246877073569.640
     start = np.round(t0 + np.cumsum(np.concatenate([[0.0], (dur + gaps)[:-1]])), 3)
     step = (np.arange(n) * steps // max(n, 1)) + 1
     return kinds, start, dur, gaps, step
@@ -754,14 +754,16 @@ def write_msprof_profile(
     mallocs_per_iteration: int = 0,
     malloc_us: float = 300.0,
     syncs_per_iteration: int = 0,
+    t0_us: float | None = None,
 ) -> GroundTruth:
     """``small_copies`` plants async 1 KiB H2D copies of 5 µs; ``idle_gaps`` plants device gaps of ``idle_gap_us``;
     ``loop_iterations`` with ``mallocs_per_iteration``: an AscendCL program's loop without step markers (msprof
     records none for it), each iteration's kernels a slice of the profile's, with that many aclrtMalloc +
     aclrtFree pairs at its start and ``syncs_per_iteration`` aclrtSynchronizeStream calls inside it (``gt.loop``);
     ``device_info`` (AI Cores, vector cores) writes device_0/info.json.0 as msprof does (every compute
-    kernel of the generator runs on 40 blocks)."""
-    kinds, start, dur, gaps, step = _plan(kernels, seed, 1, idle_gaps, idle_gap_us)
+    kernel of the generator runs on 40 blocks); ``t0_us``: when the first task starts (a run of msprof
+    records the time it ran; two runs never share their task times)."""
+    kinds, start, dur, gaps, step = _plan(kernels, seed, 1, idle_gaps, idle_gap_us, **({"t0": t0_us} if t0_us is not None else {}))
     gt = _truth("msprof", kinds, dur)
     folder = out / "PROF_000001_20260605155111872_NPUDIAGGENERATEDAA"
     mso = folder / "mindstudio_profiler_output"

@@ -88,7 +88,8 @@ def write_export(prof, kernels):
     from npudiag.testing.generate import write_msprof_profile
 
     with tempfile.TemporaryDirectory() as tmp:
-        gt = write_msprof_profile(Path(tmp), kernels=kernels, seed=3, copies=5)
+        # the tasks start when this run runs, as a real collection's do (two runs never share task times)
+        gt = write_msprof_profile(Path(tmp), kernels=kernels, seed=3, copies=5, t0_us=round(time.time() * 1e6, 3))
         src = Path(gt.profile_dir) / "mindstudio_profiler_output"
         shutil.copytree(src, prof / "mindstudio_profiler_output")
 

@@ -27,12 +27,14 @@ from npudiag.logs.formats import plog_fast
 from npudiag.logs.formats.log_common import (  # noqa: F401 - CODE_MODULES, error_codes, MAX_MESSAGE_CHARS are this module's API too
     CANN_CODE,
     CODE_MODULES,
+    DEVICE_IN_TEXT,
     KERNEL_LEVEL_RE,
     LEVELS,
     MAX_CONTINUATION_LINES,
     MAX_MESSAGE_CHARS,
     PLOG,
     PLOG_TS,
+    RANK_IN_TEXT,
     TSCH_RE,
     BlankRun,
     LogContext,
@@ -121,8 +123,8 @@ _BRACKET_TID = re.compile(r"^\s*\[(\d+)\]")
 _TDT = re.compile(r"^\[(\w+)\]\[tid:(\d+)\]")
 _PROF_TID = re.compile(r"^ >>> \(tid:(\d+)\)")
 _FUNC_FILE_LINE = re.compile(r"\[FUNC:(\w+)\]\[FILE:([^\]]+)\]\[LINE:(\d+)\]")
-_DEVICE_IN_TEXT = re.compile(r"device\((?:chipId:)?(\d+)|\bdevice_id=(\d+)|\bdeviceId[=\[](\d+)|\bdevId[:=] ?(\d+)")
-_RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
+_DEVICE_IN_TEXT = re.compile(DEVICE_IN_TEXT)
+_RANK_IN_TEXT = re.compile(RANK_IN_TEXT)
 
 
 def detect_prefix(lines: list[str]) -> str | None:
@@ -277,7 +279,7 @@ class LogParser:
             rec.device_id = next((int(g) for g in m.groups() if g is not None), None) if m else ctx.device_id
         if rec.rank is None:
             m = _RANK_IN_TEXT.search(msg)
-            rec.rank = int(m.group(1)) if m else ctx.rank
+            rec.rank = next((int(g) for g in m.groups() if g is not None), None) if m else ctx.rank
         if rec.src_file is None and (m := _FUNC_FILE_LINE.search(msg)):
             rec.function, rec.src_file, rec.src_line = m.group(1), m.group(2), int(m.group(3))
         c = self._cols

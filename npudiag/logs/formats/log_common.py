@@ -71,6 +71,15 @@ TSCH_RE = re.compile(TSCH_CONTENT)
 # the kernel's own level inside a line the device's klogd forwarded into a plog-format file:
 # "[EVENT] KERNEL(1396,None):... [klogd.c:248][2204.894988] [ascend] [ERROR] [devdrv] ..."
 KERNEL_LEVEL = r"\[ascend\] \[(?P<lv>ERROR|WARNING|WARN|INFO|DEBUG|EVENT)\]"
+# the device and rank a line states (RE2 and Python re alike; named groups d and r). HCCL's
+# LINK_ERROR_INFO table names this process's logical device ("comm error, device[N]") and, in its rows,
+# the peer and this rank ("| dest_ip(user_rank) | [dest_port |] src_ip(user_rank) | ..."); its socket
+# timeout names this rank ("wait socket establish timeout, role[R] rank[N]", HcclSocketManager's userRank_)
+DEVICE_IN_TEXT = r"(?:device\((?:chipId:)?|\bdevice_id=|\bdeviceId[=\[]|\bdevId[:=] ?|comm error, device\[)(?P<d>\d+)"
+RANK_IN_TEXT = (
+    r"\[Rank (?P<r>\d+)\]|wait socket establish timeout, role\[\d+\] rank\[(?P<r2>\d+)\]"
+    r"|^\s*(?:\[\d+\])?\s*\|\s*[0-9A-Fa-f.:]+\(\d+\)\s*\|(?:\s*\d+\s*\|)?\s*[0-9A-Fa-f.:]+\((?P<r3>\d+)\)\s*\|"
+)
 KERNEL_LEVEL_RE = re.compile(KERNEL_LEVEL)
 
 CANN_CODE = r"[EWI][0-9A-Z]\d{4}"

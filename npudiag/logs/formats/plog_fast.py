@@ -14,12 +14,14 @@ import pyarrow.compute as pc
 
 from npudiag.logs.formats.log_common import (
     CODE_HINT_RE2,
+    DEVICE_IN_TEXT,
     KERNEL_LEVEL,
     MAX_CONTINUATION_LINES,
     MAX_MESSAGE_CHARS,
     PLOG_LEVEL,
     PLOG_TS,
     QUIET_LEVELS,
+    RANK_IN_TEXT,
     TSCH_CONTENT,
     LogContext,
     cap_message,
@@ -44,8 +46,6 @@ _TID_RT = r"^(?P<tid>\d+) (?P<func>\w+):"
 _TID_TDT = r"^\[(?P<func>\w+)\]\[tid:(?P<tid>\d+)\]"
 _TID_BRACKET = r"^\s*\[(?P<tid>\d+)\]"
 _TID_PROF = r"^ >>> \(tid:(?P<tid>\d+)\)"
-_DEVICE = r"(?:device\((?:chipId:)?|\bdevice_id=|\bdeviceId[=\[]|\bdevId[:=] ?)(?P<d>\d+)"
-_RANK = r"\[Rank (?P<r>\d+)\]"
 _FUNC_FILE_LINE = r"\[FUNC:(?P<f>\w+)\]\[FILE:(?P<file>[^\]]+)\]\[LINE:(?P<line>\d+)\]"
 
 
@@ -62,6 +62,17 @@ def _extract_where(arr: pa.Array, literal: str, pattern: str, name: str) -> pa.A
     if hits == 0:
         return out
     values = _field(pc.extract_regex(arr.filter(mask), pattern), name)
+    return pc.replace_with_mask(out, mask, values)
+
+
+def _rank_in_text(message: pa.Array) -> pa.Array:
+    """The rank a line states (RANK_IN_TEXT's alternatives), run only on lines that could state one."""
+    mask = pc.fill_null(pc.match_substring_regex(message, r"\[Rank |rank\[|\(\d+\)\s*\|"), False)
+    out = pa.nulls(len(message), pa.int64())
+    if not pc.any(mask).as_py():
+        return out
+    found = pc.extract_regex(message.filter(mask), RANK_IN_TEXT)
+    values = pc.coalesce(*(_int(_field(found, g), 31) for g in ("r", "r2", "r3")))
     return pc.replace_with_mask(out, mask, values)
 
 
@@ -175,8 +186,8 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> pa.R
     if ctx.device_id is not None:
         device = pa.array(np.full(n, ctx.device_id, np.int32))
     else:
-        device = pc.cast(_int(_extract_where(message, "dev", _DEVICE, "d"), 31), pa.int32())
-    rank = pc.cast(_int(_extract_where(message, "[Rank ", _RANK, "r"), 31), pa.int32())
+        device = pc.cast(_int(_extract_where(message, "dev", DEVICE_IN_TEXT, "d"), 31), pa.int32())
+    rank = pc.cast(_rank_in_text(message), pa.int32())
     if ctx.rank is not None:
         rank = pc.fill_null(rank, ctx.rank)
     loud = pc.invert(pc.fill_null(pc.is_in(level, pa.array(list(QUIET_LEVELS))), False))

@@ -73,6 +73,8 @@ def per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
                 "rank": rank,
                 "kernels": k.num_rows,
                 "start_us": start,
+                "start_ns": tl.start_ns(),
+                "end_ns": tl.end_ns(),
                 "span_us": span,
                 "busy_us": busy,
                 "busy_pct": 100.0 * busy / span if span > 0 else None,
@@ -247,9 +249,9 @@ def summary_from_parts(
     per_rank = parts.per_rank
     rank_spans = sum(r["span_us"] for r in per_rank)
     busy = sum(r["busy_us"] for r in per_rank)
-    starts = [r["start_us"] for r in per_rank if r["start_us"] is not None]
-    ends = [r["start_us"] + r["span_us"] for r in per_rank if r["start_us"] is not None]
-    wall = max(ends) - min(starts) if starts else 0.0
+    starts = [r["start_ns"] for r in per_rank if r["start_ns"] is not None]
+    ends = [r["end_ns"] for r in per_rank if r["end_ns"] is not None]
+    wall = (max(ends) - min(starts)) / 1000.0 if starts and ends else 0.0  # exact ns, as each rank's span
     hot_all = parts.hot_ops
     hot = hot_all.filter(pc.equal(hot_all["group_by"], by))
     present = parts.ranks_present

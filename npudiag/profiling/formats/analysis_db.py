@@ -174,6 +174,6 @@ register(
         re.compile(r"^analysis\.db$"),
         lambda path, rank: Read(*read_analysis_db(path, rank)),
         ("steps", "comm_ops", "comm_links", "comm_bandwidth"),
-        sources={"steps": 1, "comm_links": 1, "comm_ops": 1},
+        sources={"steps": 1, "comm_links": 1, "comm_ops": 1, "comm_bandwidth": 1},
     )
 )

@@ -38,5 +38,6 @@ register(
         ("api_statistic",),
         headers=(frozenset({"API Name", "Level", "Time(us)", "Count"}),),
         append=True,
+        totals=True,
     )
 )

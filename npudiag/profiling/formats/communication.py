@@ -170,6 +170,6 @@ register(
         re.compile(r"^communication(_\d+)?\.json$"),
         lambda path, rank: Read(*read_communication_tables(path, rank)),
         ("comm_ops", "comm_bandwidth"),
-        sources={"comm_ops": 0},
+        sources={"comm_ops": 0, "comm_bandwidth": 0},
     )
 )

@@ -30,8 +30,22 @@ from npudiag.profiling.formats.trace_events import MISSING, NS_LIMIT, code, exac
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")  # torch.profiler's step ranges (cpu_op, or user_annotation in newer versions)
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-# the first key of Kineto's trace object (a torch_npu / msprof trace starts with its events)
-HEAD = re.compile(rb'^\s*\{\s*"(schemaVersion|deviceProperties|distributedInfo|record_shapes|trace_id)"\s*:')
+# Kineto's own keys of the trace object, and the categories only a GPU run's events have (today's and
+# the 2021 names); a torch_npu / msprof trace is an array, or carries Ascend's process names
+_KINETO_KEY = re.compile(rb'"(?:schemaVersion|deviceProperties|distributedInfo)"\s*:')
+_GPU_CAT = re.compile(rb'"cat"\s*:\s*"(?:cuda_runtime|cuda_driver|kernel|gpu_memcpy|gpu_memset|Runtime|Kernel|Memcpy|Memset)"')
+_ASCEND = re.compile(rb'"(?:Ascend Hardware|async_npu|HostToDevice)"')
+# the 2021 category names (torch 1.8 / 1.9 Kineto) and the current ones they are read as (Kineto's
+# TensorBoard plugin reads both the same way, by lower-cased name)
+OLD_CATS = {"operator": "cpu_op", "runtime": "cuda_runtime", "kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
+
+
+def is_kineto(head: bytes) -> bool:
+    """A JSON object with ``traceEvents`` and torch.profiler's marks (its own keys, or GPU events), in
+    any key order (a harness may put its own ``metadata`` first), and nothing of Ascend's."""
+    if head.lstrip()[:1] != b"{" or b'"traceEvents"' not in head or _ASCEND.search(head):
+        return False
+    return bool(_KINETO_KEY.search(head) or _GPU_CAT.search(head))
 
 
 def _ns(ts: object, as_float: float) -> int:
@@ -74,6 +88,8 @@ def read_kineto(path: Path, rank: int | None = None) -> Read:
         if ev.get("ph") != "X":
             continue
         cat = ev.get("cat")
+        if cat.__class__ is str and cat[:1].isupper():  # a 2021 trace's category
+            cat = OLD_CATS.get(cat.lower(), cat)
         if cat not in LAUNCH_CATS and cat not in DEVICE_CATS and cat != "cpu_op" and cat != "python_function" and cat != "user_annotation":
             continue
         t, d = num(ev.get("ts")), num(ev.get("dur"))
@@ -159,7 +175,7 @@ register(
         re.compile(r"^[^/]*\.pt\.trace\.json(\.gz)?$"),
         read_kineto,
         ("torch_ops", "host_ops", "ranges", "steps"),
-        content=HEAD,
+        content=is_kineto,
         sources={"torch_ops": 2, "host_ops": 2, "ranges": 2, "steps": 2},
         description="PyTorch profiler (Kineto) trace of a GPU run: framework ops and modules with their kernels' device time",
     )

@@ -481,8 +481,71 @@ def _compute_kernels(db: _Db, task: pa.Table, cti: pa.Table, pos: pa.Array, rank
         "context_id": pc.cast(task["context_id"], pa.string()),
         "connection_id": task["connection_id"],
         **text,
+        **_pmu_columns(db, task),
     }
     return schemas.conform(pa.table(cols), schemas.KERNELS, keep_extra=True)
+
+
+def _pmu_column(metric: str) -> tuple[str, float]:
+    """A TASK_PMU_INFO metric's column in the text export's naming, and the factor to its unit: times
+    are in ns in the .db (aic_total_time is within a few % of the task's endNs - startNs) and in µs in
+    kernel_details.csv (``aic_mte2_time(us)`` -> ``aic_mte2_time_us``); ratios, rates and cycles as they are."""
+    named = {"aic_total_time": "aicore_time", "aiv_total_time": "aiv_time"}
+    if metric.endswith("_time"):
+        return named.get(metric, metric) + "_us", 1e-3
+    return metric, 1.0
+
+
+def _occurrence(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """For each row, how many rows of the same key come before it in ``order`` (0 for the first)."""
+    ranked = order[np.argsort(keys[order], kind="stable")]
+    sorted_keys = keys[ranked]
+    first = np.r_[0, np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1]
+    starts = np.repeat(first, np.diff(np.r_[first, len(ranked)]))
+    out = np.empty(len(keys), np.int64)
+    out[ranked] = np.arange(len(ranked)) - starts
+    return out
+
+
+def _pmu_columns(db: _Db, task: pa.Table) -> dict[str, pa.Array]:
+    """TASK_PMU_INFO (one row per task and metric: globalTaskId, name, value) as one column per metric,
+    joined by globalTaskId. A globalTaskId some TASK rows share (the same task run again) takes its
+    metric groups in order, where it has exactly as many as it has runs; otherwise its metrics stay null."""
+    if "TASK_PMU_INFO" not in db.present or not task.num_rows:
+        return {}
+    pmu = db.read("TASK_PMU_INFO", {"gid": "globalTaskId", "name": "name", "value": "value"}, floats=("value",))
+    pmu = pmu.filter(pc.and_(pc.is_valid(pmu["gid"]), pc.is_valid(pmu["name"])))
+    if not pmu.num_rows:
+        return {}
+    gid = task["gid"].to_numpy(zero_copy_only=False)
+    valid = ~pc.is_null(task["gid"]).to_numpy(zero_copy_only=False)
+    gid = np.where(valid, gid, -1)
+    runs = _occurrence(gid, np.argsort(task["start_ns"].to_numpy(zero_copy_only=False), kind="stable"))
+    uniq, per_gid = np.unique(gid, return_counts=True)
+    here = pa.table({"gid": pa.array(gid), "k": pa.array(runs), "row": pa.array(np.arange(len(gid)))})
+    out: dict[str, pa.Array] = {}
+    names = db.text(pmu["name"])
+    metric_ids = pmu["name"].to_numpy(zero_copy_only=False)
+    text_of = dict(zip(metric_ids.tolist(), names.to_pylist(), strict=True))
+    for metric_id in sorted(set(metric_ids.tolist())):
+        metric = text_of[metric_id]
+        if metric is None:
+            continue
+        rows = pmu.filter(pc.equal(pmu["name"], metric_id))
+        g = rows["gid"].to_numpy(zero_copy_only=False)
+        k = _occurrence(g, np.arange(len(g)))
+        mg, mcount = np.unique(g, return_counts=True)
+        # only where the groups of a task id match its runs one to one
+        runs_of = dict(zip(uniq.tolist(), per_gid.tolist(), strict=True))
+        ok = {int(x) for x, c in zip(mg.tolist(), mcount.tolist(), strict=True) if runs_of.get(x) == c}
+        keep = np.isin(g, np.fromiter(ok, np.int64, len(ok)))
+        side = pa.table({"gid": pa.array(g[keep]), "k": pa.array(k[keep]), "v": rows["value"].filter(pa.array(keep))})
+        joined = here.join(side, ["gid", "k"], join_type="inner")
+        column, factor = _pmu_column(metric)
+        values = np.full(len(gid), np.nan)
+        values[joined["row"].to_numpy()] = joined["v"].to_numpy(zero_copy_only=False) * factor
+        out[column] = pa.array(values, pa.float64(), mask=np.isnan(values))
+    return out
 
 
 def _comm_ops(db: _Db, task: pa.Table, rank: int | None) -> pa.Table:

@@ -39,5 +39,6 @@ register(
         ("op_statistic",),
         headers=(frozenset({"OP Type", "Core Type", "Count", "Total Time(us)"}),),
         append=True,
+        totals=True,
     )
 )

@@ -3,9 +3,12 @@
 Each reader module ends with ``register(Format(...))``: the kind, how a file of it is recognised
 (its name; a CSV's header or a JSON's content when the name says nothing), the tables it yields in
 one shape (:class:`Read`), and where it stands among the formats that give the same data
-(``sources``: role -> precedence, lower first). Discovery, ingest, the summary and ``check`` ask
-this registry; nothing else lists formats. Adding a reader is one module plus its entry in
-:data:`MODULES` (docs/development.md has a worked example).
+(``sources``: role -> precedence, lower first), and the kind of data ``check`` reports each table
+as (``reports``; the canonical tables' kinds are :data:`DATA_OF_TABLE`). Discovery, ingest, the
+summary and ``check`` ask this registry; nothing else lists formats. The tables ingest reads
+(:func:`read_tables`) and the roles it routes whole (:func:`whole_roles`) are derived from it, and
+registering a role nothing reads, or a table with no kind of data, fails at once. Adding a reader is
+one module plus its entry in :data:`MODULES` (docs/development.md has a worked example).
 """
 
 from __future__ import annotations
@@ -35,6 +38,26 @@ MODULES = (
 )
 
 
+# the roles ingest routes itself (the device tasks split by class, the step merge, the host calls beside
+# a .db's tasks, the frequency samples kept once); every other role is a table read whole from the best
+# precedence level whose files hold rows (see whole_roles)
+ROUTED_ROLES = frozenset({"device_tasks", "kernel_csv", "device_timeline", "hccl", "hccl_streams", "steps", "api_calls", "aicore_freq"})
+# tables ingest derives from the read ones (the device tasks split; copies joined to their host calls)
+DERIVED_TABLES = ("kernels", "copies", "comm_tasks", "api_calls")
+# the kind of data ``check`` reports each canonical table as (None: facts, not data a switch records)
+DATA_OF_TABLE: dict[str, str | None] = {
+    "tasks": "kernels", "kernels": "kernels", "copies": "kernels", "op_statistic": "kernels",
+    "api_calls": "host_api", "api_statistic": "host_api",
+    "host_ops": "framework_ops", "torch_ops": "framework_ops",
+    "ranges": "modules",
+    "steps": "steps",
+    "memory_timeline": "memory", "op_memory": "memory",
+    "comm_ops": "communication", "comm_tasks": "communication", "comm_links": "communication", "comm_bandwidth": "communication",
+    "aicore_freq": "frequency",
+    "device_info": None,
+}  # fmt: skip
+
+
 @dataclass
 class Read:
     """What one file gave, the same shape for every format: tables by name (the canonical tables of
@@ -45,6 +68,7 @@ class Read:
     warnings: list[str] = field(default_factory=list)
     hccl_streams: frozenset[int] = frozenset()  # the streams of a trace's HCCL process
     task_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # a .db's tasks by class and type
+    links: dict[str, int] = field(default_factory=dict)  # a trace's host-to-device flow ids, and those with both ends
 
     def rows(self, name: str) -> int:
         t = self.tables.get(name)
@@ -67,10 +91,12 @@ class Format:
     yields: tuple[str, ...]
     headers: tuple[frozenset[str], ...] = ()
     trace_content: bool = False
-    content: re.Pattern[bytes] | None = None  # a JSON of unknown name whose first 64 KiB match this is this kind
+    content: Callable[[bytes], bool] | None = None  # a JSON of unknown name whose first 64 KiB this accepts is this kind
     sources: dict[str, int] = field(default_factory=dict)
     append: bool = False
     description: str = ""
+    totals: bool = False
+    reports: dict[str, str] = field(default_factory=dict)
 
 
 _FORMATS: dict[str, Format] = {}
@@ -81,6 +107,12 @@ def register(fmt: Format) -> Format:
     """Add ``fmt`` (a reader module calls this when imported; a test may add its own)."""
     if not re.fullmatch(r"[a-z][a-z0-9_]*", fmt.kind):
         raise ValueError(f"format kind {fmt.kind!r}: lower-case letters, digits and _")
+    for table in fmt.yields:
+        if table not in DATA_OF_TABLE and table not in fmt.reports:
+            raise ValueError(f"format {fmt.kind}: table {table!r} has no kind of data for check (give it in reports)")
+    for role in fmt.sources:
+        if role not in ROUTED_ROLES and role not in fmt.yields:
+            raise ValueError(f"format {fmt.kind}: role {role!r} is neither routed by ingest nor a table it yields (nothing would read it)")
     _FORMATS[fmt.kind] = fmt
     return fmt
 
@@ -118,6 +150,32 @@ def levels(role: str) -> list[tuple[str, ...]]:
     return [tuple(v) for _, v in sorted(out.items())]
 
 
+def whole_roles() -> tuple[str, ...]:
+    """The roles that are tables read whole (the best precedence level holding rows), in registry order."""
+    out: dict[str, None] = {}
+    for f in formats().values():
+        out.update((r, None) for r in f.sources if r not in ROUTED_ROLES)
+    return tuple(out)
+
+
+def read_tables() -> tuple[str, ...]:
+    """Every table ingest gives: the derived ones, then each registered format's, in registry order."""
+    out: dict[str, None] = dict.fromkeys(DERIVED_TABLES)
+    for f in formats().values():
+        out.update((t, None) for t in f.yields if t != "tasks")
+    return tuple(out)
+
+
+def data_of(table: str) -> str | None:
+    """The kind of data ``check`` reports ``table`` as."""
+    if table in DATA_OF_TABLE:
+        return DATA_OF_TABLE[table]
+    for f in formats().values():
+        if table in f.reports:
+            return f.reports[table]
+    return None
+
+
 def appended() -> tuple[Format, ...]:
     return tuple(f for f in formats().values() if f.append)
 
@@ -136,4 +194,5 @@ def of_object(obj: Any, names: tuple[str, ...]) -> Read:
         list(getattr(obj, "warnings", [])),
         frozenset(getattr(obj, "hccl_streams", ()) or ()),
         dict(getattr(obj, "task_counts", {}) or {}),
+        dict(getattr(obj, "links", {}) or {}),
     )

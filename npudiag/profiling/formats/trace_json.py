@@ -74,6 +74,9 @@ class TraceTables:
     torch_ops: pa.Table = field(default_factory=lambda: schemas.empty("torch_ops"))
     host_ops: pa.Table = field(default_factory=lambda: schemas.empty("host_ops"))
     ranges: pa.Table = field(default_factory=lambda: schemas.empty("ranges"))
+    # host-to-device flows (torch_npu's async_npu op -> kernel, CANN's HostToDevice call -> task): how many
+    # flow ids, and how many have both a start and an end
+    links: dict[str, int] = field(default_factory=dict)
 
 
 class _Columns:
@@ -233,6 +236,7 @@ class _Reading:
         self.cols = _Columns()
         self.bad_ts = 0
         self.flows: dict[int, int] = {}  # HostToDevice flow id (the connection id) -> host launch time, ns
+        self.flow_ids = _FlowIds()  # every host-to-device flow's id and end, for check's count of those with both ends
         self.skip_pids: set[object] = set()  # processes already named and not needed (Overlap Analysis, HBM, ...)
         self.freq: list[tuple[int, float, float]] = []  # "AI Core Freq" counter samples: (exact ns, us, MHz)
         self.torch = _TorchOps()  # torch_npu's cpu_op events and the torch_to_npu flows from them to kernels
@@ -271,6 +275,8 @@ class _Reading:
             cols.add(ev, t)
         elif ph == "s":
             cat = ev.get("cat")
+            if cat == "HostToDevice" or cat == "async_npu":
+                self.flow_ids.add(cat, ev.get("id"), end=False)
             if cat == "HostToDevice":
                 fid, t = code(ev.get("id")), num(ev.get("ts"))
                 if fid != MISSING and t == t:
@@ -278,7 +284,10 @@ class _Reading:
             elif cat == "async_npu":
                 torch.add_flow(ev, cols, end=False)
         elif ph == "f":
-            if ev.get("cat") == "async_npu":
+            cat = ev.get("cat")
+            if cat == "HostToDevice" or cat == "async_npu":
+                self.flow_ids.add(cat, ev.get("id"), end=True)
+            if cat == "async_npu":
                 torch.add_flow(ev, cols, end=True)
         elif ph == "C":
             if ev.get("name") == AICORE_FREQ and isinstance(ev.get("args"), dict):
@@ -382,7 +391,39 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
         warnings,
         _freq_table(freq, rank, device_id),
         *torch_tables,
+        _links(state),
     )
+
+
+def _links(state: _Reading) -> dict[str, int]:
+    return state.flow_ids.counts()
+
+
+class _FlowIds:
+    """The ids of the flow starts and ends of each category, as 8-byte codes (an id no int64 holds,
+    such as torch_npu's 20-digit HostToDevice ids, kept by its text)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[tuple[str, bool], array] = {}
+        self.texts: dict[tuple[str, bool], set[str]] = {}
+
+    def add(self, cat: str, fid: object, end: bool) -> None:
+        c = code(fid)
+        if c != MISSING and not isinstance(fid, float):
+            self.codes.setdefault((cat, end), array("q")).append(c)
+        elif fid is not None:
+            self.texts.setdefault((cat, end), set()).add(str(fid))
+
+    def counts(self) -> dict[str, int]:
+        ids = both = starts = 0
+        for cat in sorted({c for c, _ in (*self.codes, *self.texts)}):
+            s = np.unique(np.frombuffer(self.codes.get((cat, False), array("q")), np.int64))
+            f = np.unique(np.frombuffer(self.codes.get((cat, True), array("q")), np.int64))
+            ts, tf = self.texts.get((cat, False), set()), self.texts.get((cat, True), set())
+            ids += len(np.union1d(s, f)) + len(ts | tf)
+            both += len(np.intersect1d(s, f, assume_unique=True)) + len(ts & tf)
+            starts += len(s) + len(ts)
+        return {"flow_ids": ids, "flows_both_ends": both, "flow_starts": starts} if ids else {}
 
 
 class _TorchOps:
