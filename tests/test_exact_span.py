@@ -44,6 +44,48 @@ def test_spans_of_a_db_are_its_integer_ns(corpus: Path) -> None:
     assert Decimal(repr(s["profile"]["span_us"])) == exact == Decimal(repr(rank["span_us"]))
 
 
+def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def _length(intervals: list[tuple[int, int]]) -> int:
+    return sum(e - s for s, e in intervals)
+
+
+def test_every_time_figure_of_a_db_is_its_integer_ns(corpus: Path) -> None:
+    """Busy, computing, communication and copies not overlapped, kernel time: unions and sums of the
+    .db's integer ns, recounted with sqlite3 and exact integers; npudiag's µs within a nanosecond's
+    thousandth (float addition of exact relative µs)."""
+    folder = corpus / DB
+    (db,) = folder.glob("ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_*.db")
+    con = sqlite3.connect(db)
+    cti = "SELECT globalTaskId FROM COMPUTE_TASK_INFO"
+    compute = con.execute(f"SELECT startNs, endNs FROM TASK WHERE globalTaskId IN ({cti})").fetchall()
+    comm = con.execute("SELECT startNs, endNs FROM COMMUNICATION_OP").fetchall()
+    copies = con.execute(f"SELECT t.startNs, t.endNs FROM TASK t JOIN STRING_IDS s ON s.id = t.taskType "
+                         f"WHERE s.value LIKE 'MEMCPY%' AND t.globalTaskId NOT IN ({cti})").fetchall()  # fmt: skip
+    con.close()
+    busy = _length(_union(compute + comm + copies))
+    computing = _length(_union(compute))
+    compute_or_comm = _length(_union(compute + comm))
+    expected = {
+        "busy_us": busy,
+        "computing_us": computing,
+        "communication_not_overlapped_us": compute_or_comm - computing,
+        "copy_not_overlapped_us": busy - compute_or_comm,
+        "kernel_time_us": sum(e - s for s, e in compute + comm),
+    }
+    (rank,) = _summary(folder)["per_rank"]
+    for key, ns in expected.items():
+        assert abs(Decimal(repr(rank[key])) - Decimal(ns) / 1000) < Decimal("0.000001"), (key, rank[key], ns)
+
+
 def test_the_profile_span_is_the_rank_span_to_the_ns(corpus: Path) -> None:
     """The text export's µs carry three decimals at 1.7e15 µs: a float sum of absolute µs is off by up to
     0.25 µs; the profile's span is computed from exact ns like each rank's."""

@@ -74,11 +74,12 @@ KERNEL_LEVEL = r"\[ascend\] \[(?P<lv>ERROR|WARNING|WARN|INFO|DEBUG|EVENT)\]"
 # the device and rank a line states (RE2 and Python re alike; named groups d and r). HCCL's
 # LINK_ERROR_INFO table names this process's logical device ("comm error, device[N]") and, in its rows,
 # the peer and this rank ("| dest_ip(user_rank) | [dest_port |] src_ip(user_rank) | ..."); its socket
-# timeout names this rank ("wait socket establish timeout, role[R] rank[N]", HcclSocketManager's userRank_)
+# timeout names this rank ("wait socket establish timeout, role[R] rank[N]", HcclSocketManager's userRank_).
+# Each repetition is followed by a character it cannot match, so no input backtracks (tests/test_hostile.py).
 DEVICE_IN_TEXT = r"(?:device\((?:chipId:)?|\bdevice_id=|\bdeviceId[=\[]|\bdevId[:=] ?|comm error, device\[)(?P<d>\d+)"
 RANK_IN_TEXT = (
     r"\[Rank (?P<r>\d+)\]|wait socket establish timeout, role\[\d+\] rank\[(?P<r2>\d+)\]"
-    r"|^\s*(?:\[\d+\])?\s*\|\s*[0-9A-Fa-f.:]+\(\d+\)\s*\|(?:\s*\d+\s*\|)?\s*[0-9A-Fa-f.:]+\((?P<r3>\d+)\)\s*\|"
+    r"|^\s*(?:\[\d+\]\s*)?\|\s*[0-9A-Fa-f.:]+\(\d+\)\s*\|\s*(?:\d+\s*\|\s*)?[0-9A-Fa-f.:]+\((?P<r3>\d+)\)"
 )
 KERNEL_LEVEL_RE = re.compile(KERNEL_LEVEL)
 
