@@ -683,6 +683,40 @@ AICORE_FREQ = pa.schema(
     ]
 )
 
+# op_perf.parquet: one row per compute kernel, how fast it ran against the chip's peak and what bounds it
+# (npudiag.profiling.analysis.op_perf has the formulas and thresholds with their sources)
+OP_PERF = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("step", pa.int64()),
+        ("start_ns", pa.int64()),
+        ("op_name", pa.string()),
+        ("op_type", pa.string()),
+        ("task_type", pa.string()),
+        ("dtype_class", pa.string()),  # fp16 (FLOAT16, BF16), int8, fp32, ... of its first input
+        ("duration_us", pa.float64()),
+        ("flops", pa.int64()),  # floating-point operations (multiply and add are two)
+        ("flops_source", pa.string()),  # shape (the op's formula over its recorded shapes), cube_fops (ArithmeticUtilization)
+        ("flops_note", pa.string()),  # why flops is null
+        ("shape_flops", pa.int64()),  # the shape formula's count, beside a measured cube_fops
+        ("moved_bytes", pa.float64()),
+        ("bytes_source", pa.string()),  # memory_metrics (main memory read + write), shapes (inputs + outputs x dtype size)
+        ("achieved_tflops", pa.float64()),  # flops / duration
+        ("peak_tflops", pa.float64()),  # given, or AI Cores x clock x ops per cycle
+        ("mfu_pct", pa.float64()),  # 100 x achieved_tflops / peak_tflops
+        ("flops_per_byte", pa.float64()),  # arithmetic intensity: flops / moved_bytes
+        ("bound", pa.string()),  # cube, cube+mte2, mte2, mte3, fixpipe, vector, vector+memory, scalar, latency, none; null without ratios
+        ("aic_mac_ratio", pa.float64()),
+        ("aic_mte2_ratio", pa.float64()),
+        ("aic_fixpipe_ratio", pa.float64()),
+        ("aic_scalar_ratio", pa.float64()),
+        ("aiv_vec_ratio", pa.float64()),
+        ("aiv_mte2_ratio", pa.float64()),
+        ("aiv_mte3_ratio", pa.float64()),
+        ("aiv_scalar_ratio", pa.float64()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "kernels": KERNELS,
     "api_calls": API_CALLS,
@@ -695,6 +729,7 @@ TABLES: dict[str, pa.Schema] = {
     "step_breakdown": STEP_BREAKDOWN,
     "finding_intervals": FINDING_INTERVALS,
     "idle_gaps": IDLE_GAPS,
+    "op_perf": OP_PERF,
     "idle_causes": IDLE_CAUSES,
     "comm_links": COMM_LINKS,
     "comm_ops": COMM_OPS,

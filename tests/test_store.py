@@ -46,7 +46,7 @@ def test_declared_schemas_have_units_in_names() -> None:
     for name, schema in schemas.TABLES.items():
         for field in schema:
             if pa.types.is_floating(field.type) and field.name not in ("variance",):
-                assert field.name.endswith(("_us", "_pct", "_bytes", "_gbps", "_mhz")), (name, field.name)
+                assert field.name.endswith(("_us", "_pct", "_bytes", "_gbps", "_mhz", "_tflops", "_per_byte", "_ratio")), (name, field.name)
 
 
 def test_absent_columns_share_one_zero_buffer_cut_to_each_length() -> None:

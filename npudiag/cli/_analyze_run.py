@@ -81,6 +81,7 @@ def run_analyze(
     html_out: Path | None = None,
     rule_file: Path | None = None,
     rule_opt: list[str] = (),  # type: ignore[assignment]
+    peak_tflops: str | None = None,
     force: bool = False,
     scheduler: str | None = None,
     dask: bool = False,
@@ -91,6 +92,10 @@ def run_analyze(
     """Read profiler output into Parquet tables, print the summary, say what went wrong (typer.Exit 2)."""
     try:
         rules = _rule_options(rule_file, rule_opt)
+        if peak_tflops is not None:
+            from npudiag.profiling.analysis.op_perf import peak_option
+
+            rules.setdefault("op_efficiency", {}).update(peak_option(peak_tflops))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     err = Console(stderr=True)

@@ -46,6 +46,9 @@ def analyze(
     html_out: Path = typer.Option(None, "--html", help="Also write one self-contained HTML page of the summary and plots."),
     rule_file: Path = typer.Option(None, "--rule-file", help="TOML file of rule options ([sync_copy] min_bytes = 65536); --rule-opt wins."),
     rule_opt: list[str] = typer.Option([], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."),
+    peak_tflops: str = typer.Option(
+        None, "--peak-tflops", help="The chip's peak for MFU: one number, or per dtype (fp16=295,int8=590); else from device info."
+    ),
     force: bool = FORCE,
     scheduler: str = typer.Option(
         None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT); inputs and --out on shared storage."
@@ -67,6 +70,6 @@ def analyze(
     run_analyze(
         paths, out, top=top, by=by.value, json_out=json_out, say=Say(quiet, verbose), steps=steps, start_step=start_step,
         stop_step=stop_step, time_window=time_window, chrome_trace=chrome_trace, html_out=html_out, rule_file=rule_file,
-        rule_opt=rule_opt, force=force, scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks, export=export,
-        runs=runs.value,
+        rule_opt=rule_opt, peak_tflops=peak_tflops, force=force, scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks,
+        export=export, runs=runs.value,
     )  # fmt: skip

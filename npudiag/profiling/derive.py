@@ -15,12 +15,13 @@ import pyarrow as pa
 
 from npudiag.phases import phase
 from npudiag.profiling.analysis.idle_causes import idle_causes, idle_gaps
+from npudiag.profiling.analysis.op_perf import op_perf
 from npudiag.profiling.analysis.step_breakdown import breakdown_and_gaps, step_time_warnings
 from npudiag.profiling.analysis.window import Window
-from npudiag.profiling.rules import findings_table, run_rules
+from npudiag.profiling.rules import findings_table, options_for, run_rules
 from npudiag.profiling.rules.base import RuleContext, intervals_table
 
-DERIVED = ("hot_ops", "step_breakdown", "findings", "finding_intervals", "idle_gaps", "idle_causes")
+DERIVED = ("hot_ops", "step_breakdown", "findings", "finding_intervals", "idle_gaps", "idle_causes", "op_perf")
 
 
 def derive(
@@ -34,6 +35,7 @@ def derive(
     out["step_breakdown"], gaps = breakdown_and_gaps(out)
     out["idle_gaps"] = idle_gaps(out, gaps)
     out["idle_causes"] = idle_causes(out["idle_gaps"])
+    out["op_perf"] = op_perf(out, options_for("op_efficiency", rule_options))  # the rule's peak and thresholds
     with phase("analyse: rules"):
         findings, skipped = run_rules(ctx, rule_options or {}, exclude=exclude)
     out["findings"] = findings_table(findings)

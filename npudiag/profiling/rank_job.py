@@ -37,7 +37,7 @@ from npudiag.safeio import sha256_of
 from npudiag.store import TableSet, analysis_manifest, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
 
 # the tables written per rank; hot_ops is one file for the whole profile
-DERIVED_RANK_TABLES = ("findings", "finding_intervals", "step_breakdown", "idle_gaps", "idle_causes")
+DERIVED_RANK_TABLES = ("findings", "finding_intervals", "step_breakdown", "idle_gaps", "idle_causes", "op_perf")
 
 
 def rank_tables() -> tuple[str, ...]:

@@ -123,6 +123,7 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
         console.print(table(console, title, cols, rows, caption=f"task types: {legend}" if legend else None))
     else:
         console.print(Text("No device kernels found.", style="yellow"))
+    _efficiency(summary, console)
 
     cp = summary["copies"]
     if cp["by_direction"]:
@@ -151,6 +152,19 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
         line = Text("tables written to ")
         line.append_text(plain(summary["out"], style="bold"))
         console.print(line)
+
+
+def _efficiency(summary: dict[str, Any], console: Console) -> None:
+    """Operator efficiency, where an op type's FLOPs are known (op_perf): achieved TFLOPS, MFU, bound."""
+    rows = [r for r in summary.get("op_efficiency") or [] if r.get("tflops") is not None]
+    if not rows:
+        return
+    cols = [Col("op type", "name", 0, min_width=12), Col("count", priority=3), Col("total", priority=2), Col("TFLOPS", priority=0),
+            Col("MFU", priority=0), Col("bound", "name", 1, min_width=5)]  # fmt: skip
+    body = [[r["op_type"], f"{r['kernels']:,}", fmt_us(r["total_us"]), f"{r['tflops']:.1f}",
+             fmt_pct(r["mfu_pct"]) if r.get("mfu_pct") is not None else "-", r.get("bound") or "-"] for r in rows]  # fmt: skip
+    caption = None if any(r.get("mfu_pct") is not None for r in rows) else "MFU needs the peak: --peak-tflops"
+    console.print(table(console, "Operator efficiency (FLOPs from shapes)", cols, body, caption=caption))
 
 
 MEMORY_HEADERS = ["rank", "allocator", "peak allocated", "reserved", "unused", "step", "op at peak", "process"]

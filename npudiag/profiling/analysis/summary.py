@@ -7,7 +7,7 @@ exactly the same summary from the Parquet files of an earlier run.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -165,6 +165,52 @@ def _findings(findings: pa.Table) -> list[dict[str, Any]]:
 _COPY_COLUMNS = ["side", "direction", "mode", "size_bytes", "duration_us"]
 
 
+_SUMS = ("duration_us", "flops", "flops_us", "mfu_us", "mfu_weight_us")
+_EFFICIENCY = pa.schema([("op_type", pa.string()), ("bound", pa.string()), ("kernels", pa.int64()), *((n, pa.float64()) for n in _SUMS)])
+
+
+def efficiency_sums(perf: pa.Table) -> pa.Table:
+    """Per op type and bound, sums that add up over ranks: kernels, time, FLOPs (and the time of the
+    kernels they are known for), MFU x time and the time of the kernels MFU is known for."""
+    if not perf.num_rows:
+        return _EFFICIENCY.empty_table()
+    dur = pc.fill_null(perf["duration_us"], 0.0)
+    known_f, known_m = pc.is_valid(perf["flops"]), pc.is_valid(perf["mfu_pct"])
+    t = pa.table({
+        "op_type": pc.fill_null(perf["op_type"], "(none)"), "bound": perf["bound"], "duration_us": dur,
+        "flops": pc.fill_null(pc.cast(perf["flops"], pa.float64()), 0.0), "flops_us": pc.if_else(known_f, dur, 0.0),
+        "mfu_us": pc.if_else(known_m, pc.multiply(pc.fill_null(perf["mfu_pct"], 0.0), dur), 0.0),
+        "mfu_weight_us": pc.if_else(known_m, dur, 0.0),
+    })  # fmt: skip
+    g = t.group_by(["op_type", "bound"], use_threads=False).aggregate([("duration_us", "count"), *((n, "sum") for n in _SUMS)])
+    cols = {"op_type": g["op_type"], "bound": g["bound"], "kernels": g["duration_us_count"], **{n: g[f"{n}_sum"] for n in _SUMS}}
+    return pa.table(cols, schema=_EFFICIENCY)
+
+
+def op_efficiency(sums: pa.Table, top: int) -> list[dict[str, Any]]:
+    """Per op type whose FLOPs or bound are known, most time first: kernels, time, achieved TFLOPS over
+    the kernels with FLOPs, MFU weighted by time (null without a peak), and the bound holding most time."""
+    if not sums.num_rows:
+        return []
+    g = sums.group_by("op_type", use_threads=False).aggregate([("kernels", "sum"), *((n, "sum") for n in _SUMS)])
+    bounds = sums.filter(pc.is_valid(sums["bound"])).group_by(["op_type", "bound"], use_threads=False).aggregate([("duration_us", "sum")])
+    main: dict[str, tuple[str, float]] = {}
+    for op, b, us in zip(bounds["op_type"].to_pylist(), bounds["bound"].to_pylist(), bounds["duration_us_sum"].to_pylist(), strict=True):
+        if op not in main or us > main[op][1]:
+            main[op] = (b, us)
+    rows = []
+    for r in g.sort_by([("duration_us_sum", "descending")]).to_pylist():
+        if not r["flops_us_sum"] and r["op_type"] not in main:
+            continue
+        rows.append({
+            "op_type": r["op_type"], "kernels": r["kernels_sum"], "total_us": r["duration_us_sum"],
+            "tflops": r["flops_sum"] / (r["flops_us_sum"] * 1e6) if r["flops_us_sum"] else None,
+            "mfu_pct": r["mfu_us_sum"] / r["mfu_weight_us_sum"] if r["mfu_weight_us_sum"] else None,
+            "bound": main.get(r["op_type"], (None, 0.0))[0],
+        })  # fmt: skip
+    return rows[:top]
+
+
 @dataclass
 class SummaryParts:
     """What the summary needs from a table set, in a form that adds up over ranks
@@ -184,6 +230,7 @@ class SummaryParts:
     memory: list[dict[str, Any]]
     idle_causes: pa.Table
     ranges: pa.Table
+    efficiency: pa.Table = field(default_factory=lambda: efficiency_sums(schemas.empty("op_perf")))
 
     @classmethod
     def of(cls, tables: dict[str, pa.Table]) -> SummaryParts:
@@ -206,6 +253,7 @@ class SummaryParts:
             memory=memory_by_rank(tables),
             idle_causes=tables.get("idle_causes", schemas.empty("idle_causes")),
             ranges=tables.get("ranges", schemas.empty("ranges")),
+            efficiency=efficiency_sums(tables.get("op_perf", schemas.empty("op_perf"))),
         )
 
     @classmethod
@@ -233,6 +281,7 @@ class SummaryParts:
             memory=sorted((m for p in parts for m in p.memory), key=lambda m: (m["rank"] is None, m["rank"])),
             idle_causes=schemas.concat([p.idle_causes for p in parts]),
             ranges=schemas.concat([p.ranges for p in parts]),
+            efficiency=pa.concat_tables([p.efficiency for p in parts]),
         )
 
 
@@ -283,6 +332,7 @@ def summary_from_parts(
         "per_rank": per_rank,
         "task_types": _task_types(parts.task_types),
         "hot_ops": {"by": by, "total_groups": hot.num_rows, "top": hot.slice(0, top).to_pylist()},
+        "op_efficiency": op_efficiency(parts.efficiency, top),
         "copies": _copies(parts.copies),
         "steps": _steps(parts.step_breakdown),
         "step_breakdown": parts.step_breakdown.slice(0, 50).to_pylist(),

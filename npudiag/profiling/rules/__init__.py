@@ -28,6 +28,7 @@ from npudiag.profiling.rules import (
     hot_op,
     memory_fragmentation,
     memory_peak_op,
+    op_efficiency,
     single_stream,
     small_copies,
     small_packets,
@@ -55,7 +56,7 @@ __all__ = [
 
 RULES = (sync_copy, unoverlapped_copy, small_copies, alloc_in_loop, device_idle, single_stream, aicpu_ops, hot_op,
          memory_fragmentation, memory_peak_op, alloc_churn, sync_stream, aicore_freq, fusion_candidates,
-         small_packets, dynamic_shape, block_dim, bandwidth, comm_peer_wait)  # fmt: skip
+         small_packets, dynamic_shape, block_dim, bandwidth, comm_peer_wait, op_efficiency)  # fmt: skip
 RuleFn = Callable[[RuleContext, dict[str, float]], list[Finding]]
 
 

@@ -1,0 +1,159 @@
+"""Operator efficiency (op_perf.parquet, the op_efficiency rule): FLOPs from the export's own shapes,
+TFLOPS, MFU against the peak, the bound from the pipe ratios; every number recounted from the raw
+kernel_details.csv with the csv module."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from npudiag.profiling.analysis.op_perf import peak_option, shape_flops
+from npudiag.testing.generate import write_msprof_profile
+
+from .helpers import run_cli
+
+RANK0 = "msinsight-st-cann83rc1-level2-4rank/rank_0_ascend_pt"
+DB = "msinsight-pytorch-db-rank1/level1/rank1_ascend_pt"
+PEAK = 20 * 1800e6 * 8192 / 1e12  # 20 AI Cores at 1800 MHz, 16x16x16 FP16 / BF16 per core per cycle: 294.912
+
+
+def _mnk(a: list[int], out: list[int]) -> int:
+    """2·M·N·K written out: output [M, N]; K the dim of A that is not M."""
+    m, n = out[-2], out[-1]
+    k = a[1] if a[0] == m else a[0]
+    return 2 * m * n * k
+
+
+def test_matmul_flops_tflops_mfu_and_bound_equal_a_recount(corpus: Path, tmp_path: Path) -> None:
+    r = run_cli("analyze", corpus / RANK0, "-o", tmp_path / "o", "--peak-tflops", f"bf16={PEAK}", "--quiet")
+    assert r.returncode == 0, r.stderr
+    perf = pq.read_table(tmp_path / "o" / "op_perf.parquet").to_pylist()
+    with open(corpus / RANK0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", newline="", encoding="utf-8-sig") as fh:
+        rows = [x for x in csv.DictReader(fh) if x["Type"] in ("MatMulV2", "MatMulV3")]
+    assert len([x for x in rows if x["Type"] == "MatMulV3"]) == 280
+    got = {(p["start_ns"], p["op_type"]): p for p in perf if p["op_type"] in ("MatMulV2", "MatMulV3")}
+    assert len(got) == len(rows)
+    mfu, mac = [], []
+    for x in rows:
+        a, _ = ([int(d) for d in s.split(",")] for s in x["Input Shapes"].strip('"').split(";"))
+        out = [int(d) for d in x["Output Shapes"].strip('"').split(",")]
+        start_ns = int(x["Start Time(us)"].replace(".", "")) if "." in x["Start Time(us)"] else int(x["Start Time(us)"]) * 1000
+        p = got[(start_ns, x["Type"])]
+        flops = _mnk(a, out)
+        dur = float(x["Duration(us)"])
+        assert p["flops"] == flops and p["flops_source"] == "shape" and p["dtype_class"] == "fp16"
+        assert p["achieved_tflops"] == pytest.approx(flops / (dur * 1e6), rel=1e-12)
+        assert p["mfu_pct"] == pytest.approx(100 * flops / (dur * 1e6) / PEAK, rel=1e-9)
+        m2, mte2 = float(x["aic_mac_ratio"]), float(x["aic_mte2_ratio"])
+        want = "cube+mte2" if m2 >= 0.8 and mte2 >= 0.95 else "cube" if m2 >= 0.8 else "mte2" if mte2 >= 0.95 else None
+        assert p["bound"] == (want or ("latency" if dur < 20 else "none")), (x["Name"], m2, mte2, dur)
+        mfu.append(p["mfu_pct"])
+        mac.append(m2)
+    r_mfu_mac = float(np.corrcoef(mfu, mac)[0, 1])
+    assert r_mfu_mac > 0.9, r_mfu_mac  # 0.968 on this run: MFU from shapes tracks the cube's own busy ratio
+    summary = json.loads(run_cli("report", tmp_path / "o", "--json").stdout)
+    (v3,) = [e for e in summary["op_efficiency"] if e["op_type"] == "MatMulV3"]
+    v3_rows = [x for x in rows if x["Type"] == "MatMulV3"]
+    total_us = sum(float(x["Duration(us)"]) for x in v3_rows)
+    assert v3["kernels"] == 280 and v3["total_us"] == pytest.approx(total_us)
+    flops = sum(_mnk([int(d) for d in x["Input Shapes"].strip('"').split(";")[0].split(",")],
+                     [int(d) for d in x["Output Shapes"].strip('"').split(",")]) for x in v3_rows)  # fmt: skip
+    assert v3["tflops"] == pytest.approx(flops / (total_us * 1e6)) and v3["mfu_pct"] == pytest.approx(100 * flops / (total_us * 1e6) / PEAK)
+
+
+def test_op_types_without_a_formula_say_why(corpus: Path, tmp_path: Path) -> None:
+    r = run_cli("analyze", corpus / RANK0, "-o", tmp_path / "o", "--quiet")
+    assert r.returncode == 0, r.stderr
+    perf = pq.read_table(tmp_path / "o" / "op_perf.parquet").to_pylist()
+    fa = [p for p in perf if p["op_type"] == "FlashAttentionScore"]
+    assert fa and all(p["flops"] is None and "layout" in p["flops_note"] for p in fa)
+    add = [p for p in perf if p["op_type"] == "Add"]
+    assert add and all(p["flops"] is None and p["flops_note"] == "no formula for this op type" for p in add)
+    assert all(p["mfu_pct"] is None for p in perf)  # no peak given and no device info in this export
+    assert "MFU needs the peak: --peak-tflops" in run_cli("report", tmp_path / "o").stdout
+
+
+def test_a_db_export_gives_the_same_columns(corpus: Path, tmp_path: Path) -> None:
+    r = run_cli("analyze", corpus / DB, "-o", tmp_path / "o", "--quiet")
+    assert r.returncode == 0, r.stderr
+    perf = pq.read_table(tmp_path / "o" / "op_perf.parquet")
+    assert perf.num_rows == 187 and perf.schema.names == pq.read_schema(tmp_path / "o" / "op_perf.parquet").names
+    rows = perf.to_pylist()
+    assert sum(p["aic_mac_ratio"] is not None or p["aiv_vec_ratio"] is not None for p in rows) > 150  # TASK_PMU_INFO's ratios
+    assert {p["bound"] for p in rows} >= {"latency", "vector+memory", "mte2"}
+
+
+def test_the_peak_comes_from_the_device_info(tmp_path: Path) -> None:
+    """msprof's info.json: ai_core_num x aic_frequency x 8192 (FP16) per cycle."""
+    gt = write_msprof_profile(tmp_path / "p", kernels=200, copies=0, device_info=(20, 40))
+    info = sorted(Path(gt.profile_dir).glob("device_*/info.json.*"))[0]
+    doc = json.loads(info.read_text())
+    dev = doc["DeviceInfo"][0]
+    mhz = float(dev["aic_frequency"])
+    r = run_cli("analyze", gt.profile_dir, "-o", tmp_path / "o", "--quiet")
+    assert r.returncode == 0, r.stderr
+    perf = pq.read_table(tmp_path / "o" / "op_perf.parquet").to_pylist()
+    fp16 = [p for p in perf if p["dtype_class"] == "fp16"]
+    want = int(dev["ai_core_num"]) * mhz * 1e6 * 8192 / 1e12
+    assert fp16 and all(p["peak_tflops"] == pytest.approx(want) for p in fp16)
+    known = [p for p in fp16 if p["flops"] is not None]
+    assert known and all(p["mfu_pct"] == pytest.approx(100 * p["achieved_tflops"] / p["peak_tflops"]) for p in known)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("295", {"peak_tflops": 295.0}), ("bf16=295,int8=590", {"peak_tflops_fp16": 295.0, "peak_tflops_int8": 590.0})],
+)
+def test_peak_option(text: str, want: dict) -> None:
+    assert peak_option(text) == want
+
+
+@pytest.mark.parametrize("text", ["x", "fp8=3", "0", "inf", "bf16="])
+def test_a_bad_peak_is_one_line(tmp_path: Path, text: str) -> None:
+    r = run_cli("analyze", tmp_path, "--peak-tflops", text)
+    assert r.returncode == 2 and "--peak-tflops" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("op", "shapes", "out", "fmt", "flops"),
+    [
+        ("MatMulV3", "4096,1024;4096,1024", "4096,4096", "ND;ND", 2 * 4096 * 4096 * 1024),
+        ("MatMulV2", "1024,4096;1024,2048", "4096,2048", "ND;ND", 2 * 4096 * 2048 * 1024),  # A stored transposed
+        ("BatchMatMulV2", "8,128,64;8,64,256", "8,128,256", "ND;ND", 2 * 8 * 128 * 256 * 64),
+        ("MatMulV2", "4,8,16,16;8,4,16,16", "8,8,16,16", "FRACTAL_NZ;FRACTAL_NZ", 2 * 128 * 128 * 64),
+        ("Conv2D", "8,64,56,56;128,64,3,3", "8,128,56,56", "NCHW;NCHW", 2 * 8 * 128 * 56 * 56 * 64 * 3 * 3),
+    ],
+)
+def test_formulas(op: str, shapes: str, out: str, fmt: str, flops: int) -> None:
+    got, note = shape_flops(op, shapes, out, fmt)
+    assert got == flops and not note
+    assert math.isfinite(got)
+
+
+def test_op_efficiency_names_the_time_spent_below_the_mfu_threshold(corpus: Path, tmp_path: Path) -> None:
+    r = run_cli("analyze", corpus / RANK0, "-o", tmp_path / "o", "--json", "--peak-tflops", str(PEAK),
+                "--rule-opt", "op_efficiency.low_mfu=0.7", "--rule-opt", "op_efficiency.min_share=0.01")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    found = [f for f in doc["findings"] if f["rule_id"] == "op_efficiency"]
+    with open(corpus / RANK0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", newline="", encoding="utf-8-sig") as fh:
+        rows = list(csv.DictReader(fh))
+    total = sum(float(x["Duration(us)"]) for x in rows)
+    low: dict[str, float] = {}
+    for x in rows:
+        if x["Type"] not in ("MatMulV2", "MatMulV3"):
+            continue
+        a = [int(d) for d in x["Input Shapes"].strip('"').split(";")[0].split(",")]
+        out = [int(d) for d in x["Output Shapes"].strip('"').split(",")]
+        dur = float(x["Duration(us)"])
+        if _mnk(a, out) / (dur * 1e6) / PEAK < 0.7:
+            low[x["Type"]] = low.get(x["Type"], 0.0) + dur
+    want = {t: us for t, us in low.items() if us >= 0.01 * total}
+    assert want and {f["evidence"]["op_type"]: f["evidence"]["low_mfu_us"] for f in found} == {t: round(us, 3) for t, us in want.items()}
+    assert all(f["time_lost_us"] is None and "MFU" in f["title"] for f in found)
