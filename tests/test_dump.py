@@ -391,3 +391,36 @@ def test_exception_dump_is_authored_alone_and_checked_as_cann_runs_it(tmp_path: 
     assert "watcher mode takes no model_name" in run_cli("dump", "check", watcher).stderr
     env = run_cli("dump", "check", acl, env={"ASCEND_DUMP_SCENE": "aic_err_brief_dump"})
     assert env.returncode == 0 and "ASCEND_DUMP_SCENE" in env.stderr and "decides over" in env.stderr
+
+
+@pytest.mark.parametrize(
+    ("section", "code", "words"),
+    [
+        # CANN adump's DumpConfigConverter tests: these are refused with the error code named
+        ({"dump_path": "./", "dump_level": "kernel", "dump_list": [{"opname_range": [{"begin": "op1", "end": "op2"}]}]}, "EP0005",
+         'needs dump_level "op"'),
+        ({"dump_path": "./", "dump_level": "op", "dump_list": [{"opname_range": [{"begin": "op1", "end": "op2"}]}]}, "EP0001",
+         "needs the entry's model_name"),
+        ({"dump_path": "./", "dump_level": "op", "dump_list": [{"model_name": "m", "opname_range": [{"begin": "", "end": "op2"}]}]},
+         "EP0003", "begin and end must name ops"),
+        ({"dump_path": "./", "dump_level": "kernel", "dump_list": [{"model_name": "m", "optype_blacklist": [{"name": "t"}]}]}, "EP0005",
+         'needs dump_level "op"'),
+        ({"dump_path": "./", "dump_list": [{"model_name": "m", "layer": []}]}, "EP0001", "layer: empty"),
+        # aclmdlSetDump's reference: dump_path is required for a model or single-op dump
+        ({"dump_list": [{"model_name": "ResNet-50"}], "dump_mode": "output"}, "EP0001", "needs dump_path"),
+    ],
+)  # fmt: skip
+def test_dump_check_refuses_what_cann_refuses(tmp_path: Path, section: dict, code: str, words: str) -> None:
+    acl = tmp_path / "acl.json"
+    acl.write_text(json.dumps({"dump": section}))
+    r = run_cli("dump", "check", acl)
+    assert r.returncode == 2, r.stdout + r.stderr  # a config CANN refuses is bad input
+    text = " ".join((r.stdout + r.stderr).split())
+    assert words in text and code in text
+
+
+def test_dump_check_passes_an_op_level_range_with_its_model(tmp_path: Path) -> None:
+    acl = tmp_path / "acl.json"
+    entry = {"model_name": "m", "opname_range": [{"begin": "op1", "end": "op2"}]}
+    acl.write_text(json.dumps({"dump": {"dump_path": str(tmp_path), "dump_level": "op", "dump_list": [entry]}}))
+    assert run_cli("dump", "check", acl).returncode == 0

@@ -291,6 +291,10 @@ def test_msprof_switch_table_is_the_one_msprof_checks() -> None:
         ("--storage-limit=100MB", "from 200 to 4294967295"),
         ("--output=/tmp/x", "use --collect-dir"),
         ("--msproftx", "needs a value"),
+        ("--sys-lp-freq=1000", "from 1 to 100"),  # msprof: "the range is 1 to 100Hz"
+        ("--aic-metrics=Custom:0x1,0x2,0x3,0x4,0x5,0x6,0x7,0x8,0x9", "1 to 8 registers"),
+        ("--aic-metrics=Custom:0xab,PipeUtilization", "not a register number"),
+        ("--aiv-metrics=Custom:0x0", "outside 0x1 - 0x7FFFFFFF"),
     ],
 )
 def test_msprof_arg_is_checked_before_anything_runs(tmp_path: Path, arg: str, why: str) -> None:
@@ -301,6 +305,15 @@ def test_msprof_arg_is_checked_before_anything_runs(tmp_path: Path, arg: str, wh
 def test_todays_switches_pass_through_and_the_standin_takes_them(env: dict[str, str], tmp_path: Path) -> None:
     args = ["--task-memory=on", "--ge-api=l1", "--msproftx=on", "--mstx-domain-include=train", "--aic-metrics=PipeStallCycle",
             "--host-sys=cpu,mem", "--storage-limit=500MB", "--task-trace=l2"]  # fmt: skip
+    r = run_cli("profile", *[f"--msprof-arg={a}" for a in args], "--collect-dir", tmp_path / "p", "--no-analyze",
+                "--", sys.executable, tmp_path / "app.py", cwd=tmp_path, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert _msprof_calls(env)[0][1 : 1 + len(args)] == args
+
+
+def test_custom_pmu_registers_pass_and_the_standin_takes_them(env: dict[str, str], tmp_path: Path) -> None:
+    """msprof's command-line reference: --aic-metrics=Custom:0x49,0x8,0x15,0x1b,0x64,0x10 (hexadecimal or decimal)."""
+    args = ["--aic-metrics=Custom:0x49,0x8,0x15,0x1b,0x64,0x10", "--aiv-metrics=Custom:73,8", "--sys-lp-freq=100"]
     r = run_cli("profile", *[f"--msprof-arg={a}" for a in args], "--collect-dir", tmp_path / "p", "--no-analyze",
                 "--", sys.executable, tmp_path / "app.py", cwd=tmp_path, env=env)  # fmt: skip
     assert r.returncode == 0, r.stderr

@@ -115,7 +115,8 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
     """Problems with an acl.json ``dump`` section, one line each (empty when CANN would accept it)."""
     if not isinstance(d, dict):
         return ["dump: must be a JSON object"]
-    problems = [f"dump.{k}: unknown key (CANN accepts {', '.join(sorted(DUMP_KEYS))})" for k in d if k not in DUMP_KEYS]
+    known = ", ".join(sorted(DUMP_KEYS))
+    problems = [f"dump.{k}: unknown key, which CANN ignores (a typo? it reads {known})" for k in d if k not in DUMP_KEYS]
     for k, allowed in VALUES.items():
         if k in d and (not isinstance(d[k], str) or d[k] not in allowed):
             problems.append(f"dump.{k}: {d[k]!r} is not one of {', '.join(sorted(allowed))}")
@@ -172,11 +173,15 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
                     problems.append(f"dump.dump_list[{i}]: must be an object")
                     continue
                 problems += [
-                    f"dump.dump_list[{i}].{k}: unknown key (CANN accepts {', '.join(sorted(LIST_KEYS))})" for k in e if k not in LIST_KEYS
+                    f"dump.dump_list[{i}].{k}: unknown key, which CANN ignores (it reads {', '.join(sorted(LIST_KEYS))})"
+                    for k in e
+                    if k not in LIST_KEYS
                 ]
                 layer = e.get("layer")
                 if layer is not None and (not isinstance(layer, list) or any(not isinstance(x, str) or not x for x in layer)):
                     problems.append(f"dump.dump_list[{i}].layer: must be a list of op names")
+                elif layer == []:
+                    problems.append(f"dump.dump_list[{i}].layer: empty (CANN error EP0001); leave it out to dump every op of the model")
                 # model_name may be omitted: the named layers are then dumped in every model (CANN dump docs)
                 mn = e.get("model_name")
                 if mn is not None and (not isinstance(mn, str) or not mn):
@@ -189,11 +194,23 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
                         not isinstance(bl, list) or len(bl) > 100 or any(not isinstance(b, dict) or "name" not in b for b in bl)
                     ):
                         problems.append(f'dump.dump_list[{i}].{key}: at most 100 {{"name": ..., "pos": [...]}} objects')
+                    if bl is not None and d.get("dump_level") != "op":
+                        problems.append(f'dump.dump_list[{i}].{key}: needs dump_level "op" (CANN error EP0005)')
                 rng = e.get("opname_range")
                 if rng is not None and (
                     not isinstance(rng, list) or any(not isinstance(r, dict) or {"begin", "end"} - set(r) for r in rng)
                 ):
                     problems.append(f'dump.dump_list[{i}].opname_range: a list of {{"begin": op, "end": op}}')
+                elif rng is not None:
+                    if d.get("dump_level") != "op":
+                        problems.append(f'dump.dump_list[{i}].opname_range: needs dump_level "op" (CANN error EP0005)')
+                    if not e.get("model_name"):
+                        problems.append(f"dump.dump_list[{i}].opname_range: needs the entry's model_name (CANN error EP0001)")
+                    if any(not r.get("begin") or not r.get("end") for r in rng):
+                        problems.append(f"dump.dump_list[{i}].opname_range: begin and end must name ops (CANN error EP0003)")
+    models = [e for e in _list(d.get("dump_list")) if isinstance(e, dict) and e]
+    if (models or d.get("dump_op_switch") == "on") and "dump_scene" not in d and "dump_path" not in d:
+        problems.append("dump.dump_path: a model or single-op dump needs dump_path (CANN error EP0001)")
     nothing = d.get("dump_op_switch", "off") == "off" and not d.get("dump_list") and d.get("dump_debug") != "on"
     if nothing and "dump_scene" not in d and "dump_kernel_data" not in d:
         problems.append(

@@ -34,11 +34,14 @@ class Switch:
     items: tuple[str, ...] = ()
     what: str = ""
     mb: bool = False  # the number is written with MB after it
+    custom: bool = False  # also Custom:<register>,... (the PMU metric switches)
 
     def check(self, value: str) -> str | None:
         """Why ``value`` is not accepted, or None."""
         if value == "":
             return f"--{self.name} needs a value"
+        if self.custom and value.startswith("Custom:"):
+            return _custom_registers(self.name, value)
         if self.values and value not in self.values:
             return f"--{self.name}={value}: expected one of {', '.join(self.values)}"
         number = value.removesuffix("MB") if self.mb else value
@@ -50,6 +53,29 @@ class Switch:
             if bad:
                 return f"--{self.name}={value}: {bad[0]!r} is not one of {', '.join(self.items)}"
         return None
+
+
+# Custom PMU registers (msprof's command-line reference, "aic-metrics": Custom:0x49,0x8,0x15,0x1b,0x64,0x10;
+# at most 8 registers, each in [0x1, 0x7FFFFFFF], hexadecimal or decimal, not mixed with a metric group)
+MAX_CUSTOM_REGISTERS = 8
+MAX_CUSTOM_REGISTER = 0x7FFFFFFF
+
+
+def _custom_registers(name: str, value: str) -> str | None:
+    items = value.removeprefix("Custom:").split(",")
+    if not 1 <= len(items) <= MAX_CUSTOM_REGISTERS or items == [""]:
+        return f"--{name}={value}: Custom: takes 1 to {MAX_CUSTOM_REGISTERS} registers, comma-separated"
+    for item in items:
+        item = item.strip()
+        if re.fullmatch(r"0[xX][0-9a-fA-F]{1,8}", item):
+            n = int(item, 16)
+        elif re.fullmatch(r"[0-9]{1,10}", item):
+            n = int(item)
+        else:
+            return f"--{name}={value}: {item!r} is not a register number (hexadecimal 0x49 or decimal 73; no metric group after Custom:)"
+        if not 1 <= n <= MAX_CUSTOM_REGISTER:
+            return f"--{name}={value}: register {item} is outside 0x1 - 0x7FFFFFFF"
+    return None
 
 
 def _on_off(*names: str, what: str = "") -> list[Switch]:
@@ -74,9 +100,9 @@ SWITCHES: dict[str, Switch] = {
         Switch("duration", low=1, high=4294967295, what="seconds of collection"),
         # what the device records
         Switch("aic-mode", ("task-based", "sample-based")),
-        Switch("aic-metrics", AIC_METRICS),
+        Switch("aic-metrics", AIC_METRICS, custom=True),
         Switch("aiv-mode", ("task-based", "sample-based")),
-        Switch("aiv-metrics", AIC_METRICS),
+        Switch("aiv-metrics", AIC_METRICS, custom=True),
         Switch("npu-events", what="raw PMU events"),
         Switch("sys-devices", what="all, or device ids 0,1,..."),
         Switch("llc-profiling", ("read", "write", "capacity", "bandwidth"), what="read/write; capacity/bandwidth on some chips"),
@@ -124,7 +150,7 @@ SWITCHES: dict[str, Switch] = {
         _freq("sys-cpu-freq", 1, 50),
         _freq("sys-interconnection-freq", 1, 50),
         _freq("host-sys-usage-freq", 1, 50),
-        _freq("sys-lp-freq", 1, 10000),
+        _freq("sys-lp-freq", 1, 100),  # Hz (ArgsManager::AddLowPowerArgs: "the range is 1 to 100Hz")
         # the host
         Switch("host-sys", items=("cpu", "mem", "disk", "network", "osrt", "numa", "threads-sync", "cache")),
         Switch("host-sys-pid", low=0, high=2147483647),

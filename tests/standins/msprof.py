@@ -36,11 +36,14 @@ METRICS = {
     "PipeStallCycle",
     "ScalarRatio",
 }
+# or Custom: with 1 - 8 PMU registers, hexadecimal or decimal (msprof's command-line reference)
+_REGISTER = r"(0[xX][0-9a-fA-F]{1,8}|[0-9]{1,10})"
+PMU_METRICS = re.compile(rf"^({'|'.join(sorted(METRICS))}|Custom:{_REGISTER}(,{_REGISTER}){{0,7}})$")
 LEVELS = {"on", "off", "l0", "l1", "l2", "l3"}
 MODES = {"task-based", "sample-based"}
 OPTIONS = {
     "output": ANY, "storage-limit": re.compile(r"^\d+MB$"), "application": ANY, "environment": ANY, "dynamic": ON_OFF, "pid": INT,
-    "delay": INT, "duration": INT, "aic-mode": MODES, "aic-metrics": METRICS, "aiv-mode": MODES, "aiv-metrics": METRICS,
+    "delay": INT, "duration": INT, "aic-mode": MODES, "aic-metrics": PMU_METRICS, "aiv-mode": MODES, "aiv-metrics": PMU_METRICS,
     "npu-events": ANY, "sys-devices": re.compile(r"^(all|\d+(,\d+)*)$"), "llc-profiling": {"read", "write", "capacity", "bandwidth"},
     "python-path": ANY, "summary-format": {"csv", "json"}, "type": {"text", "db"}, "reports": ANY, "sys-mem-serviceflow": ANY,
     "optype": ANY, "rule": re.compile(r"^(communication|communication_matrix)(,(communication|communication_matrix))*$"),
@@ -78,6 +81,8 @@ def parse(argv):
             die(f"Argument --{name}: invalid value {value!r}")
         if name == "storage-limit" and not 200 <= int(value[:-2]) <= 4294967295:
             die("Argument --storage-limit out of range [200, 4294967295]")
+        if name == "sys-lp-freq" and not 1 <= int(value) <= 100:
+            die("Argument --sys-lp-freq out of range [1, 100]")
         opts[name] = value
         i += 1
     return opts, argv[i:]
