@@ -292,6 +292,8 @@ TRIAGE = pa.schema(
         ("causes", pa.string()),  # JSON list
         ("checks", pa.string()),  # JSON list
         ("fix", pa.string()),
+        ("source", pa.string()),  # the public source(s) the entry's facts come from
+        ("advice", pa.string()),  # "from the source", or "general advice for the <category> category" (a generated entry)
         ("follows_from", pa.string()),  # kb_id of an earlier-listed finding whose rule chain leads to this one (not a root cause)
     ]
 )

@@ -388,3 +388,25 @@ def test_the_corpus_hccl_link_error_names_device_0_rank_0() -> None:
     kb = load_kb()
     summary = summarise(run_.problems, triage_table(run_.problems, kb), kb, run_.totals)
     assert summary["root_cause"]["device_ids"] == [device] == [0] and summary["root_cause"]["ranks"] == [local] == [0]
+
+
+def test_every_finding_names_its_source_and_whose_advice_it_is() -> None:
+    """triage.parquet / --json / the terminal: each match says where its facts come from; an entry generated
+    from the code catalogue says its fix is its category's general advice, not the source's."""
+    files = sorted((CORPUS_ROOT / "logs").glob("*.log"))
+    if not files:
+        pytest.skip(f"corpus not found at {CORPUS_ROOT} (set NPUDIAG_CORPUS)")
+    kb = load_kb()
+    generated = seen = 0
+    for path in files:
+        run_ = read_logs(find_sources(str(path), []), None)
+        t = triage_table(run_.problems, kb)
+        for f in t.to_pylist():
+            seen += 1
+            assert f["source"], (path.name, f["kb_id"])
+            if f["kb_id"].startswith("code-"):
+                generated += 1
+                assert f["advice"].startswith("general advice for the "), f
+            else:
+                assert f["advice"] == "from the source", f
+    assert seen > 20 and generated > 0

@@ -46,6 +46,9 @@ class KbEntry:
     levels: tuple[str, ...] = ()  # information levels (EVENT...) this entry also matches; others never do
     source: str = ""
     leads_to: tuple[str, ...] = ()  # ids of the entries whose findings follow from this one (rule chains)
+    # where meaning / checks / fix come from: "" for an entry written from its sources; for an entry generated
+    # from the code catalogue, the category whose general advice it carries (the source names the code only)
+    general: str = ""
 
 
 _REQUIRED = ("id", "title", "meaning", "fix", "example")
@@ -144,6 +147,7 @@ def _catalogue_entries(categories: dict[str, dict[str, Any]], hand: list[KbEntry
                 cat["fix"],
                 example,
                 source=r["source"],
+                general=cat["id"],
             )  # fmt: skip
         )
     return out
@@ -282,6 +286,8 @@ def triage_table(events: pa.Table, kb: list[KbEntry]) -> pa.Table:
                 "causes": json.dumps(list(e.causes), ensure_ascii=False),
                 "checks": json.dumps(list(e.checks), ensure_ascii=False),
                 "fix": e.fix,
+                "source": e.source,
+                "advice": f"general advice for the {e.general} category" if e.general else "from the source",
                 "follows_from": None,
             }
         )

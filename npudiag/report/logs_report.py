@@ -110,6 +110,11 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
                 body.append("\n")
         body.append("fix: ", style="bold green")
         body.append_text(plain(root["fix"]))
+        if root.get("advice", "").startswith("general"):
+            body.append_text(plain(f" ({root['advice']}: the source names the code, not this fix)", style="dim"))
+        if root.get("source"):
+            body.append("\nfrom: ", style="dim")
+            body.append_text(plain(root["source"], style="dim"))
         kind = {"device_fault": "earliest device fault", "cause": "earliest known failure", "symptom": "earliest consequence seen"}.get(
             root["role"], "earliest known failure"
         )
