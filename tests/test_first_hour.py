@@ -132,7 +132,7 @@ def test_real_names_wrap_at_their_boundaries(tmp_path: Path, width: int) -> None
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert all(len(x) <= width for x in lines)
-    hot = r.stdout.split("Hot operators")[1].split("Memory copies")[0].splitlines()
+    hot = r.stdout.split("Hot operators")[1].split("Memory copies")[0].split("Operator efficiency")[0].splitlines()
     assert len(hot) <= 20 + 8, len(hot)  # a line per op (20 shown) but a few, the title, the header, the legend (33 before)
     kernels = ingest([DB_RANKS]).tables["kernels"]
     names = set(pc.unique(kernels["op_type"]).drop_null().to_pylist()) | set(pc.unique(kernels["task_type"]).drop_null().to_pylist())
