@@ -161,12 +161,16 @@ def tensor_bytes(in_shapes: str | None, in_dtypes: str | None, out_shapes: str |
 
 def _per_distinct(keys: pa.Table, fn: Callable[..., Any], out_type: pa.DataType) -> pa.Array:
     """``fn`` once per distinct row of ``keys`` (text columns; a null is passed as ""), taken back to every row."""
-    keys = pa.table({c: pc.fill_null(keys[c], "") for c in keys.column_names})
-    g = keys.group_by(keys.column_names, use_threads=False).aggregate([])
-    values = pa.array([fn(*row) for row in zip(*(g[c].to_pylist() for c in keys.column_names), strict=True)], out_type)
-    idx = pa.table({**{c: keys[c] for c in keys.column_names}, "_i": np.arange(keys.num_rows)})
-    at = idx.join(g.append_column("_g", pa.array(np.arange(g.num_rows))), keys.column_names, join_type="inner").sort_by("_i")["_g"]
-    return values.take(at.combine_chunks())
+    cols = [pc.fill_null(keys[c], "") for c in keys.column_names]
+    joined = pc.binary_join_element_wise(*cols, _SEP) if len(cols) > 1 else cols[0]
+    enc = pc.dictionary_encode(joined).combine_chunks() if isinstance(joined, pa.ChunkedArray) else pc.dictionary_encode(joined)
+    n = len(cols)
+    parts = [key.split(_SEP) for key in enc.dictionary.to_pylist()]
+    values = pa.array([fn(*p) if len(p) == n else None for p in parts], out_type)  # a separator inside a value: unread
+    return values.take(enc.indices)
+
+
+_SEP = "\x1f"  # between the key columns of one row (a unit separator: no shape, dtype or op name holds one)
 
 
 def _col(t: pa.Table, name: str, type_: pa.DataType = pa.float64()) -> pa.Array:
