@@ -157,3 +157,20 @@ def test_op_efficiency_names_the_time_spent_below_the_mfu_threshold(corpus: Path
     want = {t: us for t, us in low.items() if us >= 0.01 * total}
     assert want and {f["evidence"]["op_type"]: f["evidence"]["low_mfu_us"] for f in found} == {t: round(us, 3) for t, us in want.items()}
     assert all(f["time_lost_us"] is None and "MFU" in f["title"] for f in found)
+
+
+def test_the_html_report_draws_the_roofline(corpus: Path, tmp_path: Path) -> None:
+    """One point per op type with FLOPs and bytes, at its summary TFLOPS, under the peak line."""
+    import re
+
+    page = tmp_path / "r.html"
+    r = run_cli("analyze", corpus / RANK0, "-o", tmp_path / "o", "--peak-tflops", str(PEAK), "--html", page, "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [e for e in json.loads(r.stdout)["op_efficiency"] if e["tflops"] and e["flops_per_byte"]]
+    html = page.read_text()
+    svg = html[html.index('aria-label="roofline"') :].split("</svg>")[0]
+    titles = re.findall(r"<title>([^<]+)</title>", svg)
+    assert sorted(t.split(":")[0] for t in titles) == sorted(e["op_type"] for e in rows) == ["MatMulV2", "MatMulV3"]
+    for e in rows:
+        assert any(t.startswith(f"{e['op_type']}: {e['tflops']:.1f} TFLOPS") for t in titles)
+    assert f"peak {PEAK:.1f} TFLOPS" in svg

@@ -6,6 +6,7 @@ the copy timeline), so it opens offline, in a mail attachment or a CI artifact v
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,53 @@ def _copy_timeline(copies: pa.Table, width: int = 700, height: int = 60) -> str:
     return "".join(parts)
 
 
+def _roofline(rows: list[dict[str, Any]], width: int = 700, height: int = 360) -> str:
+    """Achieved TFLOPS against FLOPs per byte, one point per op type, both axes logarithmic, with the
+    peak as the compute roof. The memory roof (the chip's bandwidth) is not in any profile, so it is
+    not drawn: a point far below the roof at low intensity is bound by memory traffic."""
+    pts = [r for r in rows if r.get("tflops") and r.get("flops_per_byte")]
+    if not pts:
+        return ""
+    peak = max((r.get("peak_tflops") or 0.0) for r in pts)
+    xs = [math.log10(r["flops_per_byte"]) for r in pts]
+    ys = [math.log10(r["tflops"]) for r in pts] + ([math.log10(peak)] if peak else [])
+    x0, x1 = math.floor(min(xs)) - 0.5, math.ceil(max(xs)) + 0.5
+    y0, y1 = math.floor(min(ys)) - 0.5, math.ceil(max(ys)) + 0.5
+    left, bottom, right, top = 60, height - 40, width - 20, 20
+
+    def px(v: float) -> float:
+        return left + (v - x0) / (x1 - x0) * (right - left)
+
+    def py(v: float) -> float:
+        return bottom - (v - y0) / (y1 - y0) * (bottom - top)
+
+    parts = [f'<svg role="img" aria-label="roofline" width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
+             f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>']  # fmt: skip
+    for d in range(math.ceil(x0), math.floor(x1) + 1):
+        parts.append(f'<text x="{px(d) - 10:.1f}" y="{bottom + 14}">1e{d}</text>')
+    for d in range(math.ceil(y0), math.floor(y1) + 1):
+        parts.append(f'<text x="{left - 40}" y="{py(d) + 4:.1f}">1e{d}</text>')
+    parts.append(f'<text x="{(left + right) / 2 - 60:.0f}" y="{height - 6}">FLOPs per byte (log)</text>')
+    parts.append(f'<text x="4" y="{top - 6}">TFLOPS (log)</text>')
+    if peak:
+        y = py(math.log10(peak))
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#c00" stroke-dasharray="4 3"/>')
+        parts.append(f'<text x="{right - 150}" y="{y - 4:.1f}" fill="#c00">peak {peak:.1f} TFLOPS</text>')
+    placed: list[tuple[float, float]] = []  # label positions so far: a label near another moves down a line
+    for r, x in sorted(zip(pts, xs, strict=True), key=lambda p: -p[0]["tflops"]):
+        cx, cy = px(x), py(math.log10(r["tflops"]))
+        mfu = f", MFU {fmt_pct(r['mfu_pct'])}" if r.get("mfu_pct") is not None else ""
+        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="#0b6e99"><title>{_e(r["op_type"])}: '
+                     f'{r["tflops"]:.1f} TFLOPS{_e(mfu)}</title></circle>')  # fmt: skip
+        ly = cy + 4
+        while any(abs(ly - y) < 12 and abs(cx - x_) < 120 for x_, y in placed):
+            ly += 12
+        placed.append((cx, ly))
+        parts.append(f'<text x="{cx + 7:.1f}" y="{ly:.1f}">{_e(r["op_type"])}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
     prof = summary["profile"]
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>npudiag: {_e(summary.get('title'))}</title>"]
@@ -150,6 +198,19 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
             left=2,
         )
     )
+    eff = [r for r in summary.get("op_efficiency") or [] if r.get("tflops") is not None]
+    if eff:
+        out.append("<h2>Operator efficiency (FLOPs from shapes)</h2>")
+        out.append(
+            _table(
+                ["op type", "count", "total", "TFLOPS", "MFU", "FLOPs / byte", "bound"],
+                [[_e(r["op_type"]), f"{r['kernels']:,}", _e(fmt_us(r["total_us"])), f"{r['tflops']:.1f}",
+                  _e(fmt_pct(r["mfu_pct"])) if r.get("mfu_pct") is not None else "-",
+                  f"{r['flops_per_byte']:.1f}" if r.get("flops_per_byte") else "-", _e(r.get("bound") or "-")] for r in eff],
+                left=1,
+            )
+        )  # fmt: skip
+        out.append(_roofline(eff))
     cp = summary["copies"]
     host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
     out.append(f"<h2>Memory copies ({cp['count']:,} on the device{host})</h2>")

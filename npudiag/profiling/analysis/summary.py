@@ -165,8 +165,9 @@ def _findings(findings: pa.Table) -> list[dict[str, Any]]:
 _COPY_COLUMNS = ["side", "direction", "mode", "size_bytes", "duration_us"]
 
 
-_SUMS = ("duration_us", "flops", "flops_us", "mfu_us", "mfu_weight_us")
-_EFFICIENCY = pa.schema([("op_type", pa.string()), ("bound", pa.string()), ("kernels", pa.int64()), *((n, pa.float64()) for n in _SUMS)])
+_SUMS = ("duration_us", "flops", "flops_us", "roofline_flops", "flops_moved_bytes", "mfu_us", "mfu_weight_us")
+_EFFICIENCY = pa.schema([("op_type", pa.string()), ("bound", pa.string()), ("kernels", pa.int64()), *((n, pa.float64()) for n in _SUMS),
+                         ("peak_tflops", pa.float64())])  # fmt: skip
 
 
 def efficiency_sums(perf: pa.Table) -> pa.Table:
@@ -176,14 +177,22 @@ def efficiency_sums(perf: pa.Table) -> pa.Table:
         return _EFFICIENCY.empty_table()
     dur = pc.fill_null(perf["duration_us"], 0.0)
     known_f, known_m = pc.is_valid(perf["flops"]), pc.is_valid(perf["mfu_pct"])
+    both = pc.and_(known_f, pc.is_valid(perf["moved_bytes"]))
     t = pa.table({
         "op_type": pc.fill_null(perf["op_type"], "(none)"), "bound": perf["bound"], "duration_us": dur,
         "flops": pc.fill_null(pc.cast(perf["flops"], pa.float64()), 0.0), "flops_us": pc.if_else(known_f, dur, 0.0),
         "mfu_us": pc.if_else(known_m, pc.multiply(pc.fill_null(perf["mfu_pct"], 0.0), dur), 0.0),
         "mfu_weight_us": pc.if_else(known_m, dur, 0.0),
+        # the bytes of the kernels whose FLOPs are known and bytes too: their FLOPs per byte (the roofline's x)
+        "roofline_flops": pc.if_else(both, pc.fill_null(pc.cast(perf["flops"], pa.float64()), 0.0), 0.0),
+        "flops_moved_bytes": pc.if_else(both, pc.fill_null(perf["moved_bytes"], 0.0), 0.0),
+        "peak_tflops": perf["peak_tflops"],
     })  # fmt: skip
-    g = t.group_by(["op_type", "bound"], use_threads=False).aggregate([("duration_us", "count"), *((n, "sum") for n in _SUMS)])
-    cols = {"op_type": g["op_type"], "bound": g["bound"], "kernels": g["duration_us_count"], **{n: g[f"{n}_sum"] for n in _SUMS}}
+    g = t.group_by(["op_type", "bound"], use_threads=False).aggregate(
+        [("duration_us", "count"), *((n, "sum") for n in _SUMS), ("peak_tflops", "max")]
+    )
+    cols = {"op_type": g["op_type"], "bound": g["bound"], "kernels": g["duration_us_count"], **{n: g[f"{n}_sum"] for n in _SUMS},
+            "peak_tflops": g["peak_tflops_max"]}  # fmt: skip
     return pa.table(cols, schema=_EFFICIENCY)
 
 
@@ -192,7 +201,7 @@ def op_efficiency(sums: pa.Table, top: int) -> list[dict[str, Any]]:
     the kernels with FLOPs, MFU weighted by time (null without a peak), and the bound holding most time."""
     if not sums.num_rows:
         return []
-    g = sums.group_by("op_type", use_threads=False).aggregate([("kernels", "sum"), *((n, "sum") for n in _SUMS)])
+    g = sums.group_by("op_type", use_threads=False).aggregate([("kernels", "sum"), *((n, "sum") for n in _SUMS), ("peak_tflops", "max")])
     bounds = sums.filter(pc.is_valid(sums["bound"])).group_by(["op_type", "bound"], use_threads=False).aggregate([("duration_us", "sum")])
     main: dict[str, tuple[str, float]] = {}
     for op, b, us in zip(bounds["op_type"].to_pylist(), bounds["bound"].to_pylist(), bounds["duration_us_sum"].to_pylist(), strict=True):
@@ -206,6 +215,9 @@ def op_efficiency(sums: pa.Table, top: int) -> list[dict[str, Any]]:
             "op_type": r["op_type"], "kernels": r["kernels_sum"], "total_us": r["duration_us_sum"],
             "tflops": r["flops_sum"] / (r["flops_us_sum"] * 1e6) if r["flops_us_sum"] else None,
             "mfu_pct": r["mfu_us_sum"] / r["mfu_weight_us_sum"] if r["mfu_weight_us_sum"] else None,
+            # FLOPs per byte over the kernels whose FLOPs and bytes are known, and the peak they ran against
+            "flops_per_byte": r["roofline_flops_sum"] / r["flops_moved_bytes_sum"] if r["flops_moved_bytes_sum"] else None,
+            "peak_tflops": r["peak_tflops_max"],
             "bound": main.get(r["op_type"], (None, 0.0))[0],
         })  # fmt: skip
     return rows[:top]
