@@ -159,22 +159,41 @@ def tensor_bytes(in_shapes: str | None, in_dtypes: str | None, out_shapes: str |
     return float(total)
 
 
-def _per_distinct(keys: pa.Table, fn: Callable[..., Any], out_type: pa.DataType) -> pa.Array:
-    """``fn`` once per distinct row of ``keys`` (text columns; a null is passed as ""), taken back to every row."""
-    cols = [pc.fill_null(keys[c], "") for c in keys.column_names]
-    joined = pc.binary_join_element_wise(*cols, _SEP) if len(cols) > 1 else cols[0]
-    enc = pc.dictionary_encode(joined).combine_chunks() if isinstance(joined, pa.ChunkedArray) else pc.dictionary_encode(joined)
-    n = len(cols)
-    parts = [key.split(_SEP) for key in enc.dictionary.to_pylist()]
-    values = pa.array([fn(*p) if len(p) == n else None for p in parts], out_type)  # a separator inside a value: unread
-    return values.take(enc.indices)
+def _encoded(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
+    """A text column as dictionary indices (a null is "") and its distinct values."""
+    arr = pc.fill_null(arr, "")
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    enc = pc.dictionary_encode(arr)
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
 
 
-_SEP = "\x1f"  # between the key columns of one row (a unit separator: no shape, dtype or op name holds one)
+def _per_distinct(cols: list[tuple[np.ndarray, list[Any]]], fn: Callable[..., Any]) -> tuple[np.ndarray, list[Any]]:
+    """``fn`` once per distinct combination of the encoded ``cols``: per row the index of its combination, and
+    the values of ``fn`` by combination (one pass of np.unique per column, never a Python loop over rows)."""
+    key = np.zeros(len(cols[0][0]), np.int64)
+    for idx, values in cols:
+        key = key * max(len(values), 1) + idx
+        uniq, key = np.unique(key, return_inverse=True)  # dense again: the product stays below rows x distinct values
+    firsts = np.zeros(len(uniq), np.int64)
+    firsts[key[::-1]] = np.arange(len(key) - 1, -1, -1)  # a row of each combination
+    out = [fn(*(values[idx[i]] for idx, values in cols)) for i in firsts.tolist()]
+    return key, out
 
 
-def _col(t: pa.Table, name: str, type_: pa.DataType = pa.float64()) -> pa.Array:
-    return pc.cast(t[name], type_).combine_chunks() if name in t.column_names else pa.nulls(t.num_rows, type_)
+def _take(values: list[Any], at: np.ndarray, type_: pa.DataType) -> pa.Array:
+    return pa.array(values, type_).take(pa.array(at))
+
+
+def _num(t: pa.Table, name: str) -> np.ndarray:
+    """A float column as numpy, NaN for null or absent."""
+    if name not in t.column_names:
+        return np.full(t.num_rows, np.nan)
+    return pc.cast(t[name], pa.float64()).to_numpy().astype(float)
+
+
+def _col(t: pa.Table, name: str, type_: pa.DataType = pa.float64()) -> pa.Array | pa.ChunkedArray:
+    return pc.cast(t[name], type_) if name in t.column_names else pa.nulls(t.num_rows, type_)
 
 
 _PEAK_CLASSES = {"bf16": "fp16", "float16": "fp16", "fp16": "fp16", "int8": "int8", "fp32": "fp32", "float32": "fp32"}
@@ -230,12 +249,14 @@ def peaks(tables: dict[str, pa.Table], options: dict[str, float]) -> dict[Any, d
     return out
 
 
-def _peak_per_row(rank: pa.Array, dclass: pa.Array, peak_of: dict[Any, dict[str, float]]) -> pa.Array:
-    rows = [(r, c, v) for r, by in peak_of.items() for c, v in by.items()]
-    table = pa.table({"rank": pa.array([r for r, _, _ in rows], pa.int32()), "cls": pa.array([c for _, c, _ in rows], pa.string()),
-                      "peak": pa.array([v for _, _, v in rows], pa.float64())})  # fmt: skip
-    idx = pa.table({"rank": rank, "cls": dclass, "_i": np.arange(len(rank))})
-    return idx.join(table, ["rank", "cls"], join_type="left outer").sort_by("_i")["peak"].combine_chunks()
+def _peak_per_row(rank: np.ndarray, dclass: np.ndarray, classes: list[Any], peak_of: dict[Any, dict[str, float]]) -> np.ndarray:
+    out = np.full(len(rank), np.nan)
+    for r, by in peak_of.items():
+        on_rank = rank == (-1 if r is None else r)
+        for c, v in by.items():
+            if c in classes:
+                out[on_rank & (dclass == classes.index(c))] = v
+    return out
 
 
 def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None) -> pa.Table:
@@ -244,71 +265,89 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
     k = tables["kernels"]
     if not k.num_rows:
         return schemas.empty("op_perf")
-    k = k.filter(pc.fill_null(pc.equal(k["task_class"], tasks.COMPUTE), False))
+    wanted = {"rank", "step", "start_ns", "op_name", "op_type", "task_type", "duration_us", "input_shapes", "output_shapes",
+              "input_formats", "input_dtypes", "output_dtypes", "aic_cube_fops", *_RATIOS, *_READ, *_WRITE}  # fmt: skip
+    compute = pc.fill_null(pc.equal(k["task_class"], tasks.COMPUTE), False)
+    k = k.select([c for c in k.column_names if c in wanted]).filter(compute)  # only the columns read: a filter copies each
     if not k.num_rows:
         return schemas.empty("op_perf")
-    text = {c: _col(k, c, pa.string()) for c in ("op_type", "input_shapes", "output_shapes", "input_formats", "input_dtypes",
-                                                   "output_dtypes", "task_type")}  # fmt: skip
-    keys = pa.table({c: text[c] for c in ("op_type", "input_shapes", "output_shapes", "input_formats")})
-    by_shape = _per_distinct(keys, shape_flops, pa.struct([("f", pa.int64()), ("n", pa.string())]))
-    shape_f, note = pc.struct_field(by_shape, "f"), pc.struct_field(by_shape, "n")
+    enc = {c: _encoded(_col(k, c, pa.string())) for c in ("op_type", "input_shapes", "output_shapes", "input_formats",
+                                                           "input_dtypes", "output_dtypes", "task_type")}  # fmt: skip
+    at, by_shape = _per_distinct([enc[c] for c in ("op_type", "input_shapes", "output_shapes", "input_formats")], shape_flops)
+    shape_f = _take([f for f, _ in by_shape], at, pa.int64())
     cube_fops = pc.cast(pc.round(_col(k, "aic_cube_fops")), pa.int64())
     flops = pc.coalesce(cube_fops, shape_f)
-    source = pc.if_else(pc.is_valid(cube_fops), "cube_fops", pc.if_else(pc.is_valid(shape_f), "shape", pa.scalar(None, pa.string())))
-    read, write = (pc.coalesce(*[_col(k, c) for c in names]) for names in (_READ, _WRITE))
-    measured = pc.multiply(pc.add(read, write), 1024.0)
-    by_tensors = _per_distinct(pa.table({c: text[c] for c in ("input_shapes", "input_dtypes", "output_shapes", "output_dtypes")}),
-                               tensor_bytes, pa.float64())  # fmt: skip
-    nbytes = pc.coalesce(measured, by_tensors)
-    none = pa.scalar(None, pa.string())
-    bytes_source = pc.if_else(pc.is_valid(measured), "memory_metrics", pc.if_else(pc.is_valid(by_tensors), "shapes", none))
-    dur = _col(k, "duration_us")
-    ops = pc.cast(flops, pa.float64())
-    tflops = pc.if_else(pc.greater(dur, 0), pc.divide(ops, pc.multiply(dur, 1e6)), pa.scalar(None, pa.float64()))
-    dclass = _per_distinct(pa.table({"d": text["input_dtypes"]}), lambda d: DTYPE_CLASS.get(_dtype(d.split(";")[0])) if d else None,
-                           pa.string())  # fmt: skip
-    peak = _peak_per_row(_col(k, "rank", pa.int32()), dclass, peaks(tables, opts))
-    mfu = pc.if_else(pc.greater(peak, 0), pc.multiply(pc.divide(tflops, peak), 100.0), pa.scalar(None, pa.float64()))
-    intensity = pc.if_else(pc.greater(nbytes, 0), pc.divide(ops, nbytes), pa.scalar(None, pa.float64()))
-    ratios = {r: _col(k, r) for r in _RATIOS}
-    bound = _bound(text["op_type"], text["task_type"], dur, ratios, opts)
+    has_cube, has_shape = pc.is_valid(cube_fops).to_numpy(zero_copy_only=False), pc.is_valid(shape_f).to_numpy(zero_copy_only=False)
+    source = _labels(np.where(has_cube, 0, np.where(has_shape, 1, -1)), ["cube_fops", "shape"])
+    notes = [n or None for _, n in by_shape]
+    note = pc.if_else(pc.is_valid(flops), pa.scalar(None, pa.string()), _take(notes, at, pa.string()))
+    read, write = (np.fmax.reduce([_num(k, c) for c in names]) for names in (_READ, _WRITE))  # whichever the export names
+    measured = (read + write) * 1024.0
+    bat, by_tensors = _per_distinct([enc[c] for c in ("input_shapes", "input_dtypes", "output_shapes", "output_dtypes")], tensor_bytes)
+    shaped = np.array([np.nan if b is None else b for b in by_tensors], float)[bat]
+    nbytes = np.where(np.isnan(measured), shaped, measured)
+    bytes_source = _labels(np.where(~np.isnan(measured), 0, np.where(~np.isnan(shaped), 1, -1)), ["memory_metrics", "shapes"])
+    dur = _num(k, "duration_us")
+    ops = pc.cast(flops, pa.float64()).to_numpy(zero_copy_only=False).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tflops = np.where(dur > 0, ops / (dur * 1e6), np.nan)
+        dat, dclasses = _per_distinct([enc["input_dtypes"]], lambda d: DTYPE_CLASS.get(_dtype(d.split(";")[0])) if d else None)
+        cls_values = sorted({c for c in dclasses if c})
+        dcode = np.array([cls_values.index(c) if c else -1 for c in dclasses], np.int64)[dat]
+        rank = pc.fill_null(_col(k, "rank", pa.int32()), -1).to_numpy().astype(np.int64)
+        peak = _peak_per_row(rank, dcode, cls_values, peaks(tables, opts))
+        mfu = np.where(peak > 0, 100.0 * tflops / peak, np.nan)
+        intensity = np.where(nbytes > 0, ops / nbytes, np.nan)
+    ratios = {r: _num(k, r) for r in _RATIOS}
+    bound = _bound(enc["op_type"], enc["task_type"], dur, ratios, opts)
     out = pa.table({
         "rank": _col(k, "rank", pa.int32()), "step": _col(k, "step", pa.int64()), "start_ns": _col(k, "start_ns", pa.int64()),
-        "op_name": _col(k, "op_name", pa.string()), "op_type": text["op_type"], "task_type": text["task_type"],
-        "dtype_class": dclass, "duration_us": dur, "flops": flops, "flops_source": source,
-        "flops_note": pc.if_else(pc.is_valid(flops), pa.scalar(None, pa.string()), note), "shape_flops": shape_f,
-        "moved_bytes": nbytes, "bytes_source": bytes_source, "achieved_tflops": tflops, "peak_tflops": peak, "mfu_pct": mfu,
-        "flops_per_byte": intensity, "bound": bound, **ratios,
+        "op_name": _col(k, "op_name", pa.string()), "op_type": _col(k, "op_type", pa.string()),
+        "task_type": _col(k, "task_type", pa.string()),
+        "dtype_class": _labels(dcode, cls_values), "duration_us": _floats(dur), "flops": flops, "flops_source": source,
+        "flops_note": note, "shape_flops": shape_f, "moved_bytes": _floats(nbytes), "bytes_source": bytes_source,
+        "achieved_tflops": _floats(tflops), "peak_tflops": _floats(peak), "mfu_pct": _floats(mfu), "flops_per_byte": _floats(intensity),
+        "bound": bound, **{n: _floats(v) for n, v in ratios.items()},
     })  # fmt: skip
     return schemas.conform(out, schemas.OP_PERF)
 
 
-def _bound(op_type: pa.Array, task_type: pa.Array, dur: pa.Array, r: dict[str, pa.Array], o: dict[str, float]) -> pa.Array:
+def _floats(v: np.ndarray) -> pa.Array:
+    return pa.array(v, pa.float64(), mask=np.isnan(v))
+
+
+def _labels(codes: np.ndarray, labels: list[str]) -> pa.Array:
+    """Text from small codes (-1: null), one take from the labels."""
+    return pa.array(labels, pa.string()).take(pa.array(codes, pa.int64(), mask=codes < 0))
+
+
+_VERDICTS = ["cube", "cube+mte2", "mte2", "mte3", "fixpipe", "vector", "vector+memory", "scalar", "latency", "none"]
+
+
+def _bound(op_type: tuple[np.ndarray, list[Any]], task_type: tuple[np.ndarray, list[Any]], dur: np.ndarray, r: dict[str, np.ndarray],
+           o: dict[str, float]) -> pa.Array:  # fmt: skip
     """The bound verdict per kernel (the module docstring's thresholds); null where no ratio is recorded."""
+    v = {name: i for i, name in enumerate(_VERDICTS)}
 
-    def ge(name: str, key: str) -> pa.Array:
-        return pc.fill_null(pc.greater_equal(r[name], o[key]), False)
+    def ge(name: str, key: str) -> np.ndarray:
+        return np.nan_to_num(r[name], nan=-1.0) >= o[key]
 
-    is_cube = pc.and_(pc.fill_null(pc.equal(task_type, "AI_CORE"), False),
-                      pc.fill_null(pc.match_substring(pc.utf8_lower(op_type), "matmul"), False))  # fmt: skip
-    is_fa = pc.fill_null(pc.is_in(op_type, pa.array(FA_TYPES)), False)
-    is_vec = pc.fill_null(pc.is_in(task_type, pa.array(["AI_VECTOR_CORE", "MIX_AIV"])), False)
-    vec_total = pc.add(pc.add(pc.fill_null(r["aiv_vec_ratio"], 0.0), pc.fill_null(r["aiv_mte2_ratio"], 0.0)),
-                       pc.fill_null(r["aiv_mte3_ratio"], 0.0))  # fmt: skip
-    any_ratio = pc.is_valid(r["aic_mac_ratio"])
-    for name in _RATIOS[1:]:
-        any_ratio = pc.or_(any_ratio, pc.is_valid(r[name]))
-    none = pa.scalar(None, pa.string())
+    t_idx, t_values = task_type
+    o_idx, o_values = op_type
+    is_cube = np.array([t == "AI_CORE" for t in t_values], bool)[t_idx] & np.array(["matmul" in x.lower() for x in o_values], bool)[o_idx]
+    is_fa = np.array([x in FA_TYPES for x in o_values], bool)[o_idx]
+    is_vec = np.array([t in ("AI_VECTOR_CORE", "MIX_AIV") for t in t_values], bool)[t_idx]
+    vec_total = sum(np.nan_to_num(r[n]) for n in ("aiv_vec_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio"))
+    any_ratio = np.any([~np.isnan(r[n]) for n in _RATIOS], axis=0)
     mac, mte2 = ge("aic_mac_ratio", "cube_mac"), ge("aic_mte2_ratio", "cube_mte2")
-    cube = pc.if_else(pc.and_(mac, mte2), "cube+mte2", pc.if_else(mac, "cube", pc.if_else(mte2, "mte2", none)))
-    fa = pc.if_else(ge("aic_mte2_ratio", "fa_mte2"), "mte2", pc.if_else(ge("aic_fixpipe_ratio", "fa_fixpipe"), "fixpipe",
-                    pc.if_else(ge("aiv_vec_ratio", "fa_vec"), "vector", none)))  # fmt: skip
-    vec = pc.if_else(pc.greater_equal(vec_total, o["vector_total"]), "vector+memory",
-                     pc.if_else(ge("aiv_mte2_ratio", "vector_pipe"), "mte2", pc.if_else(ge("aiv_mte3_ratio", "vector_pipe"), "mte3",
-                                pc.if_else(ge("aiv_vec_ratio", "vector_pipe"), "vector", none))))  # fmt: skip
-    scalar = pc.if_else(pc.or_(ge("aic_scalar_ratio", "scalar"), ge("aiv_scalar_ratio", "scalar")), "scalar", none)
-    verdict = pc.if_else(is_cube, cube, pc.if_else(is_fa, fa, pc.if_else(is_vec, vec, none)))
-    verdict = pc.coalesce(verdict, scalar)
-    short = pc.fill_null(pc.less(dur, o["latency_us"]), False)
-    rest = pc.if_else(short, "latency", "none")
-    return pc.if_else(any_ratio, pc.coalesce(verdict, rest), none)
+    cube = np.select([mac & mte2, mac, mte2], [v["cube+mte2"], v["cube"], v["mte2"]], -1)
+    fa = np.select([ge("aic_mte2_ratio", "fa_mte2"), ge("aic_fixpipe_ratio", "fa_fixpipe"), ge("aiv_vec_ratio", "fa_vec")],
+                   [v["mte2"], v["fixpipe"], v["vector"]], -1)  # fmt: skip
+    vec = np.select([vec_total >= o["vector_total"], ge("aiv_mte2_ratio", "vector_pipe"), ge("aiv_mte3_ratio", "vector_pipe"),
+                     ge("aiv_vec_ratio", "vector_pipe")], [v["vector+memory"], v["mte2"], v["mte3"], v["vector"]], -1)  # fmt: skip
+    scalar = np.where(ge("aic_scalar_ratio", "scalar") | ge("aiv_scalar_ratio", "scalar"), v["scalar"], -1)
+    verdict = np.select([is_cube, is_fa, is_vec], [cube, fa, vec], -1)
+    verdict = np.where(verdict >= 0, verdict, scalar)
+    rest = np.where(np.nan_to_num(dur, nan=np.inf) < o["latency_us"], v["latency"], v["none"])
+    verdict = np.where(verdict >= 0, verdict, rest)
+    return _labels(np.where(any_ratio, verdict, -1), _VERDICTS)

@@ -275,18 +275,26 @@ class _Reading:
             cols.add(ev, t)
         elif ph == "s":
             cat = ev.get("cat")
-            if cat == "HostToDevice" or cat == "async_npu":
-                self.flow_ids.add(cat, ev.get("id"), end=False)
             if cat == "HostToDevice":
                 fid, t = code(ev.get("id")), num(ev.get("ts"))
                 if fid != MISSING and t == t:
                     self.flows[fid] = exact_ns(ev.get("ts"), t)
+                elif fid == MISSING:
+                    self.flow_ids.odd(cat, ev.get("id"), end=False)
             elif cat == "async_npu":
                 torch.add_flow(ev, cols, end=False)
+                if code(ev.get("id")) == MISSING:
+                    self.flow_ids.odd(cat, ev.get("id"), end=False)
         elif ph == "f":
             cat = ev.get("cat")
-            if cat == "HostToDevice" or cat == "async_npu":
-                self.flow_ids.add(cat, ev.get("id"), end=True)
+            if cat == "HostToDevice":
+                fid = code(ev.get("id"))
+                if fid != MISSING:
+                    self.flow_ids.h2d_ends.append(fid)
+                else:
+                    self.flow_ids.odd(cat, ev.get("id"), end=True)
+            elif cat == "async_npu" and code(ev.get("id")) == MISSING:
+                self.flow_ids.odd(cat, ev.get("id"), end=True)
             if cat == "async_npu":
                 torch.add_flow(ev, cols, end=True)
         elif ph == "C":
@@ -396,34 +404,36 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
 
 
 def _links(state: _Reading) -> dict[str, int]:
-    return state.flow_ids.counts()
+    """Flow ids of both kinds, and those with both ends: the HostToDevice starts are the reader's launch
+    table, the async_npu starts and ends the framework ops' (torch_ops); ids no int64 holds by their text."""
+    f = state.flow_ids
+    pairs = [
+        (np.fromiter(state.flows, np.int64, len(state.flows)), np.unique(np.frombuffer(f.h2d_ends, np.int64))),
+        (np.fromiter(state.torch.starts, np.int64, len(state.torch.starts)),
+         np.fromiter(state.torch.ends, np.int64, len(state.torch.ends))),
+    ]  # fmt: skip
+    ids = both = starts = 0
+    for s, e in pairs:
+        ids += len(np.union1d(s, e))
+        both += len(np.intersect1d(s, e))
+        starts += len(s)
+    for cat in {c for c, _ in f.texts}:
+        ts, te = f.texts.get((cat, False), set()), f.texts.get((cat, True), set())
+        ids, both, starts = ids + len(ts | te), both + len(ts & te), starts + len(ts)
+    return {"flow_ids": ids, "flows_both_ends": both, "flow_starts": starts} if ids else {}
 
 
 class _FlowIds:
-    """The ids of the flow starts and ends of each category, as 8-byte codes (an id no int64 holds,
-    such as torch_npu's 20-digit HostToDevice ids, kept by its text)."""
+    """The flow ends of HostToDevice flows (8-byte codes) and, of both categories, the ids no int64 holds
+    (torch_npu's 20-digit HostToDevice ids), kept by their text, for check's count of flows with both ends."""
 
     def __init__(self) -> None:
-        self.codes: dict[tuple[str, bool], array] = {}
+        self.h2d_ends = array("q")
         self.texts: dict[tuple[str, bool], set[str]] = {}
 
-    def add(self, cat: str, fid: object, end: bool) -> None:
-        c = code(fid)
-        if c != MISSING and not isinstance(fid, float):
-            self.codes.setdefault((cat, end), array("q")).append(c)
-        elif fid is not None:
+    def odd(self, cat: str, fid: object, end: bool) -> None:
+        if fid is not None:
             self.texts.setdefault((cat, end), set()).add(str(fid))
-
-    def counts(self) -> dict[str, int]:
-        ids = both = starts = 0
-        for cat in sorted({c for c, _ in (*self.codes, *self.texts)}):
-            s = np.unique(np.frombuffer(self.codes.get((cat, False), array("q")), np.int64))
-            f = np.unique(np.frombuffer(self.codes.get((cat, True), array("q")), np.int64))
-            ts, tf = self.texts.get((cat, False), set()), self.texts.get((cat, True), set())
-            ids += len(np.union1d(s, f)) + len(ts | tf)
-            both += len(np.intersect1d(s, f, assume_unique=True)) + len(ts & tf)
-            starts += len(s) + len(ts)
-        return {"flow_ids": ids, "flows_both_ends": both, "flow_starts": starts} if ids else {}
 
 
 class _TorchOps:
