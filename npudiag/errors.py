@@ -35,9 +35,6 @@ def _escaped(m: re.Match[str]) -> str:
     return f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else "\ufffd"
 
 
-_text = text_of
-
-
 class NpudiagError(Exception):
     """Base of every error npudiag reports to its user; ``exit_code`` is what the CLI exits with."""
 
@@ -58,8 +55,8 @@ class InputError(NpudiagError):
         line: int | None = None,
         offset: int | None = None,
     ) -> None:
-        self.path = _text(path)
-        self.problem = _text(problem)
+        self.path = text_of(path)
+        self.problem = text_of(problem)
         self.line = line
         self.offset = offset
         super().__init__(self.one_line())
@@ -80,8 +77,8 @@ class OutputError(NpudiagError):
     """An output that cannot be written (a read-only or missing parent, no space): one line, exit 2."""
 
     def __init__(self, path: str | Path, reason: str) -> None:
-        self.path = _text(path)
-        self.reason = _text(reason)
+        self.path = text_of(path)
+        self.reason = text_of(reason)
         super().__init__(self.one_line())
 
     def __reduce__(self):

@@ -120,15 +120,20 @@ def _brute(times, s, e):
     return np.array(out)
 
 
+def _random_calls(rng: np.random.Generator) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """Up to 40 calls (start, end ns) and up to 60 points in time around them."""
+    n = int(rng.integers(0, 40))
+    s = rng.integers(0, 1000, n).astype(np.int64)
+    e = s + rng.integers(0, 300, n).astype(np.int64)
+    return n, s, e, rng.integers(-10, 1300, int(rng.integers(0, 60))).astype(np.int64)
+
+
 @pytest.mark.parametrize("budget", [3, 8_000_000])
 def test_innermost_equals_brute_force(monkeypatch: pytest.MonkeyPatch, budget: int) -> None:
     monkeypatch.setattr(ic, "_PAIRS", budget)
     rng = np.random.default_rng(7)
     for _ in range(30):
-        n = int(rng.integers(0, 40))
-        s = rng.integers(0, 1000, n).astype(np.int64)
-        e = s + rng.integers(0, 300, n).astype(np.int64)
-        times = rng.integers(-10, 1300, int(rng.integers(0, 60))).astype(np.int64)
+        _, s, e, times = _random_calls(rng)
         assert ic.innermost(times, s, e).tolist() == _brute(times, s, e).tolist()
 
 
@@ -138,10 +143,7 @@ def test_best_covering_equals_brute_force(monkeypatch: pytest.MonkeyPatch, budge
     monkeypatch.setattr(ic, "_PAIRS", budget)
     rng = np.random.default_rng(11)
     for _ in range(30):
-        n = int(rng.integers(0, 40))
-        s = rng.integers(0, 1000, n).astype(np.int64)
-        e = s + rng.integers(0, 300, n).astype(np.int64)
-        times = rng.integers(-10, 1300, int(rng.integers(0, 60))).astype(np.int64)
+        n, s, e, times = _random_calls(rng)
         weight = rng.integers(0, 5, n)
 
         def score(p, c, times=times, weight=weight, s=s):

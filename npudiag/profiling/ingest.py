@@ -36,7 +36,7 @@ from npudiag.profiling.discover import Unit, assign_ranks, collection_folder, di
 from npudiag.profiling.formats.profiler_metadata import read_distributed_args
 from npudiag.profiling.formats.registry import Read, appended, formats, levels, read_tables, sources, whole_roles
 from npudiag.profiling.op_names import fill_op_types
-from npudiag.profiling.same_run import repeated_exports, same_collection_note
+from npudiag.profiling.same_run import may_repeat, repeated_exports, same_collection_note
 from npudiag.profiling.tasks import merge_counts
 from npudiag.safeio import sha256_of
 
@@ -507,7 +507,8 @@ def _read_once(units: list[Unit], results: dict[int, UnitResult], record: dict[P
     """Two exports of one collection (see :mod:`npudiag.profiling.same_run`) are one rank: the richer
     reading stays, the others are dropped from ``results``, their files marked unused, a line says which."""
     idx = sorted(results)
-    if len(idx) < 2:
+    ranks = [units[i].declared_rank for i in idx]
+    if len(idx) < 2 or not may_repeat(ranks):
         return
     richness = []
     for i in idx:
@@ -515,7 +516,7 @@ def _read_once(units: list[Unit], results: dict[int, UnitResult], record: dict[P
         k = [t for t in parts.get("kernels", []) if t.num_rows]
         richness.append((sum(1 for ts in parts.values() if any(t.num_rows for t in ts)), max((t.num_columns for t in k), default=0),
                          sum(t.num_rows for t in k)))  # fmt: skip
-    for rep in repeated_exports([results[i].parts.get("kernels", []) for i in idx], richness, [units[i].declared_rank for i in idx]):
+    for rep in repeated_exports([results[i].parts.get("kernels", []) for i in idx], richness, ranks):
         drop, keep = units[idx[rep.dropped]], units[idx[rep.kept]]
         res = results.pop(idx[rep.dropped])
         for f in res.record:

@@ -32,7 +32,7 @@ from npudiag.profiling.formats.registry import read_tables
 from npudiag.profiling.ingest import READ_ERRORS, Found, InputFile, as_input_error, conform_parts, read_unit
 from npudiag.profiling.rules import PROFILE_WIDE, PROFILE_WIDE_RULES, findings_table, options_for, sort_findings
 from npudiag.profiling.rules.base import Skipped
-from npudiag.profiling.same_run import repeated_exports, same_collection_note
+from npudiag.profiling.same_run import may_repeat, repeated_exports, same_collection_note
 from npudiag.safeio import sha256_of
 from npudiag.store import TableSet, analysis_manifest, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
 
@@ -201,7 +201,8 @@ def _repeated_exports(found: Found, outcomes: dict[int, RankOutcome], staging: P
     """Two exports of one collection read as two ranks (see :mod:`npudiag.profiling.same_run`): the
     richer stays, the other's tables are removed from the staging folder and its outcome dropped."""
     idx = sorted(outcomes)
-    if len(idx) < 2:
+    ranks = [found.units[i].declared_rank for i in idx]
+    if len(idx) < 2 or not may_repeat(ranks):
         return []
     kernels, richness = [], []
     for i in idx:
@@ -215,7 +216,7 @@ def _repeated_exports(found: Found, outcomes: dict[int, RankOutcome], staging: P
         columns = len(pq.read_schema(files[0]).names) if files else 0
         richness.append((sum(1 for n in counts.values() if n), columns, counts.get("kernels", 0)))
     notes = []
-    for rep in repeated_exports(kernels, richness, [found.units[i].declared_rank for i in idx]):
+    for rep in repeated_exports(kernels, richness, ranks):
         gone, kept = idx[rep.dropped], idx[rep.kept]
         drop, keep = found.units[gone], found.units[kept]
         for name in rank_tables():

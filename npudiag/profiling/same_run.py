@@ -40,6 +40,13 @@ class _Unit:
     rank: int | None  # declared
 
 
+def may_repeat(ranks: list[int | None]) -> bool:
+    """Whether two of the units whose declared ranks these are could be one collection: never when each
+    declares a rank of its own (every torch_npu rank folder does), so callers skip reading for the check."""
+    declared = [r for r in ranks if r is not None]
+    return len(declared) < len(ranks) or len(set(declared)) < len(declared)
+
+
 def _unit(kernels: list[pa.Table], rank: int | None) -> _Unit | None:
     parts = [t for t in kernels if t.num_rows and "start_ns" in t.column_names]
     if not parts:

@@ -268,32 +268,30 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
         ts = clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000))
         yield {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": row["duration_us"] or 0.0, "args": args}
 
+    def host_event(row: dict, base: int, label: str, name: str):
+        """A host call or framework op on its rank's process (``base`` + rank), its thread a track."""
+        pid = base + (row["rank"] or 0)
+        tid, args = _thread(row["thread_id"])
+        if row.get("connection_id") is not None:
+            args["connection_id"] = row["connection_id"]
+        yield from meta(pid, None, f"{label} rank {row['rank']}", "p")
+        yield from meta(pid, tid, f"Thread {tid}", "t")
+        ts = clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000))
+        yield {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": row["duration_us"] or 0.0, "args": args}
+
     launches: dict[tuple[Any, int], tuple[int, int, float]] = {}  # (rank, connection id) -> the launching call's pid, tid, ts
     api_cols = ["rank", "level", "name", "thread_id", "start_us", "start_ns", "duration_us", "connection_id"]
     for row in tables["api_calls"].select(api_cols).to_pylist():
-        if row["start_us"] is None:
-            continue
-        pid = 2000 + (row["rank"] or 0)
-        tid, args = _thread(row["thread_id"])
-        yield from meta(pid, None, f"Host rank {row['rank']}", "p")
-        yield from meta(pid, tid, f"Thread {tid}", "t")
-        ts = clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000))
-        if row["connection_id"] is not None:
-            args["connection_id"] = row["connection_id"]
-            launches[(row["rank"], row["connection_id"])] = (pid, tid, ts)
-        yield {"ph": "X", "name": f"{row['level']}@{row['name']}", "pid": pid, "tid": tid, "ts": ts, "dur": row["duration_us"] or 0.0,
-               "args": args}  # fmt: skip
+        if row["start_us"] is not None:
+            events = list(host_event(row, 2000, "Host", f"{row['level']}@{row['name']}"))
+            yield from events
+            if row["connection_id"] is not None:
+                launches[(row["rank"], row["connection_id"])] = (events[-1]["pid"], events[-1]["tid"], events[-1]["ts"])
     host_ops = tables.get("host_ops")
     if host_ops is not None and host_ops.num_rows:  # framework ops (a .db's PYTORCH_API), a process of their own per rank
         for row in host_ops.select(["rank", "name", "thread_id", "start_us", "start_ns", "duration_us"]).to_pylist():
-            if row["start_us"] is None:
-                continue
-            pid = 3000 + (row["rank"] or 0)
-            tid, args = _thread(row["thread_id"])
-            yield from meta(pid, None, f"Framework rank {row['rank']}", "p")
-            yield from meta(pid, tid, f"Thread {tid}", "t")
-            ts = clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000))
-            yield {"ph": "X", "name": row["name"] or "", "pid": pid, "tid": tid, "ts": ts, "dur": row["duration_us"] or 0.0, "args": args}
+            if row["start_us"] is not None:
+                yield from host_event(row, 3000, "Framework", row["name"] or "")
     flow = 0
 
     def link(row: dict, pid: int, tid: int, ts: float):
