@@ -293,7 +293,8 @@ TRIAGE = pa.schema(
         ("checks", pa.string()),  # JSON list
         ("fix", pa.string()),
         ("source", pa.string()),  # the public source(s) the entry's facts come from
-        ("advice", pa.string()),  # "from the source", or "general advice for the <category> category" (a generated entry)
+        ("advice", pa.string()),  # "from the source", or "general advice for the <category> category" (the source has no fix)
+        ("applies_to", pa.string()),  # the CANN / torch_npu releases the source text is from (null where not recorded)
         ("follows_from", pa.string()),  # kb_id of an earlier-listed finding whose rule chain leads to this one (not a root cause)
     ]
 )

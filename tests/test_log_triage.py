@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+from importlib import resources
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,6 +20,7 @@ from npudiag.logs.ingest import read_logs
 from npudiag.logs.sources import find_sources
 from npudiag.logs.triage import load_kb, match_entries, summarise, triage_table
 from npudiag.schemas import LOG_EVENTS
+from npudiag.tomlfile import read_toml
 
 from .conftest import CORPUS_ROOT
 from .helpers import both_log_paths_agree
@@ -391,13 +393,16 @@ def test_the_corpus_hccl_link_error_names_device_0_rank_0() -> None:
 
 
 def test_every_finding_names_its_source_and_whose_advice_it_is() -> None:
-    """triage.parquet / --json / the terminal: each match says where its facts come from; an entry generated
-    from the code catalogue says its fix is its category's general advice, not the source's."""
+    """triage.parquet / --json / the terminal: each match says where its facts come from and the release of
+    that text; an entry generated from the code catalogue gives the code's own fix where its source has one
+    (recounted here from code_advice.toml with the TOML reader) and says "general advice" only where not."""
     files = sorted((CORPUS_ROOT / "logs").glob("*.log"))
     if not files:
         pytest.skip(f"corpus not found at {CORPUS_ROOT} (set NPUDIAG_CORPUS)")
+    with resources.as_file(resources.files("npudiag.logs") / "code_advice.toml") as p:
+        worded = {c for a in read_toml(Path(p))["advice"] if a.get("fix") for c in a["codes"]}
     kb = load_kb()
-    generated = seen = 0
+    generated = own = seen = 0
     for path in files:
         run_ = read_logs(find_sources(str(path), []), None)
         t = triage_table(run_.problems, kb)
@@ -406,7 +411,13 @@ def test_every_finding_names_its_source_and_whose_advice_it_is() -> None:
             assert f["source"], (path.name, f["kb_id"])
             if f["kb_id"].startswith("code-"):
                 generated += 1
-                assert f["advice"].startswith("general advice for the "), f
+                code = f["kb_id"][5:].upper()
+                assert f["applies_to"], f
+                if code in worded:
+                    own += 1
+                    assert f["advice"] == "from the source", f
+                else:
+                    assert f["advice"].startswith("general advice for the "), f
             else:
                 assert f["advice"] == "from the source", f
-    assert seen > 20 and generated > 0
+    assert seen > 20 and generated > 0 and own > 0

@@ -47,8 +47,9 @@ class KbEntry:
     source: str = ""
     leads_to: tuple[str, ...] = ()  # ids of the entries whose findings follow from this one (rule chains)
     # where meaning / checks / fix come from: "" for an entry written from its sources; for an entry generated
-    # from the code catalogue, the category whose general advice it carries (the source names the code only)
+    # from the code catalogue whose source gives no solution for the code, the category whose general advice it carries
     general: str = ""
+    applies_to: str = ""  # the CANN / torch_npu releases the source text is from ("" where not recorded)
 
 
 _REQUIRED = ("id", "title", "meaning", "fix", "example")
@@ -98,20 +99,46 @@ def load_kb(path: Path | None = None) -> list[KbEntry]:
     categories = {c["id"]: c for c in data.get("category", [])}
     members: dict[str, list[str]] = {}
     if categories:
-        entries += _catalogue_entries(categories, entries, links, members)
+        if any(c.get("leads_to") for c in categories.values()):
+            raise ValueError("knowledge base categories take no leads_to: a chain needs a source or a real log showing it")
+        entries = _with_sources(entries) + _catalogue_entries(categories, entries, members)
     return _with_chains(entries, links, members)
+
+
+def _with_sources(hand: list[KbEntry]) -> list[KbEntry]:
+    """Hand-written entries naming catalogued codes carry those codes' releases, and the code's own fix from
+    its source (code_advice.toml's wording) wherever their text leaves out a fact of it (an API, a variable,
+    a size, a link: the catalogue's terms)."""
+    rows = {r["code"]: r for r in _catalogue()}
+    advice, _ = _advice()
+    out = []
+    for e in hand:
+        mine = [rows[c] for c in e.codes if c in rows]
+        fix = e.fix
+        for r in mine:
+            own = advice.get((r["code"], r.get("advice_sha", "")), {}).get("fix")
+            text = _plain(" ".join((e.meaning, fix, *e.causes, *e.checks)))
+            if own and any(_plain(t) not in text for t in r.get("terms", [])):
+                fix += f" For {r['code']} the source says: {own}"
+        out.append(replace(e, fix=fix, applies_to=next((applies_to(r) for r in mine if applies_to(r)), "")))
+    return out
+
+
+def _plain(text: str) -> str:
+    """Text as facts are compared: lower case, "20 MB" written as "20mb"."""
+    return re.sub(r"(\d) (mb|gb|s)\b", r"\1\2", text.lower())
 
 
 # the printf conversions of a catalogued message format ("%s", "%zu", "%d"...), filled in an example
 _PRINTF = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?[sdiuxXfgcp]")
 
 
-def _catalogue_entries(categories: dict[str, dict[str, Any]], hand: list[KbEntry], links: dict[str, list[str]],
-                       members: dict[str, list[str]]) -> list[KbEntry]:  # fmt: skip
-    """One entry per catalogued code that no hand-written entry names (in its codes or its example);
-    the texts are its category's, the title names the component and the code."""
-    with resources.as_file(resources.files("npudiag.logs") / "error_catalogue.toml") as p:
-        rows = read_toml(p).get("code", [])
+def _catalogue_entries(categories: dict[str, dict[str, Any]], hand: list[KbEntry], members: dict[str, list[str]]) -> list[KbEntry]:
+    """One entry per catalogued code that no hand-written entry names (in its codes or its example): the
+    code's own cause and fix as code_advice.toml words them from the code's source; the code's category's
+    general texts only where that source has none (``general`` says so)."""
+    rows = _catalogue()
+    advice, meanings = _advice()
     covered = {c for e in hand for c in (*e.codes, *error_codes(e.example))}
     out = []
     for r in rows:
@@ -121,7 +148,7 @@ def _catalogue_entries(categories: dict[str, dict[str, Any]], hand: list[KbEntry
         if code in covered:
             continue
         if code.isdigit():
-            title = f"{r['name']} ({code}): {cat['title']}"
+            title = f"{r['name']} ({code}): {meanings.get(code) or cat['title']}"
             api = "aclmdlExecute(modelId, input, output)" if code[1:3] == "45" else "aclrtSynchronizeStream(stream)"
             example = f"RuntimeError: NPU function error: {api}, error code is {code}"
         elif code.startswith("ERR"):  # torch_npu prints "[ERROR] <time> (PID:.., Device:.., RankID:..) ERR01100 OPS call acl api failed"
@@ -132,7 +159,14 @@ def _catalogue_entries(categories: dict[str, dict[str, Any]], hand: list[KbEntry
             example = f"{code}: " + _PRINTF.sub("x", r.get("message") or cat["title"])
         kb_id = "code-" + code.lower()
         members.setdefault(cat["id"], []).append(kb_id)
-        links[kb_id] = [x for x in cat.get("leads_to", []) if x != cat["id"]]
+        own = advice.get((code, r.get("advice_sha", "")), {})
+        cause = own.get("cause", "")
+        if cause or code in meanings:
+            meaning = cause or meanings[code][:1].upper() + meanings[code][1:] + "."
+        elif own.get("fix"):  # the source gives no cause: the line's own message says what failed
+            meaning = f"{r['component']} error {code}: the log line says what failed; the fix below is the source's for this code."
+        else:
+            meaning = cat["meaning"]
         out.append(
             KbEntry(
                 kb_id,
@@ -141,16 +175,40 @@ def _catalogue_entries(categories: dict[str, dict[str, Any]], hand: list[KbEntry
                 (code,),
                 (),
                 (),
-                cat["meaning"],
-                tuple(cat.get("causes", [])),
-                tuple(cat.get("checks", [])),
-                cat["fix"],
+                meaning,
+                (cause,) if cause else tuple(cat.get("causes", [])),
+                () if own.get("fix") else tuple(cat.get("checks", [])),
+                own.get("fix") or cat["fix"],
                 example,
                 source=r["source"],
-                general=cat["id"],
+                general="" if own.get("fix") else cat["id"],
+                applies_to=applies_to(r),
             )  # fmt: skip
         )
     return out
+
+
+def applies_to(row: dict[str, Any]) -> str:
+    """The releases a catalogued code's text is from: the CANN release of the source read, the first public
+    release holding the code (releases before the sources went public are not checked), torch_npu's first."""
+    if row.get("torch_npu"):
+        return f"torch_npu {row['torch_npu']} and later"
+    if not row.get("cann"):
+        return ""
+    since = f"; in public CANN releases since {row['since']}" if row.get("since") and row["since"] != row["cann"] else ""
+    return f"CANN {row['cann']} text{since}"
+
+
+def _catalogue() -> list[dict[str, Any]]:
+    with resources.as_file(resources.files("npudiag.logs") / "error_catalogue.toml") as p:
+        return list(read_toml(p).get("code", []))
+
+
+def _advice() -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, str]]:
+    """(code, source_sha) -> npudiag's wording of that code's own cause / fix; numeric code -> its meaning."""
+    with resources.as_file(resources.files("npudiag.logs") / "code_advice.toml") as p:
+        data = read_toml(p)
+    return {(c, a["source_sha"]): a for a in data.get("advice", []) for c in a["codes"]}, dict(data.get("meaning", {}))
 
 
 def _with_chains(entries: list[KbEntry], links: dict[str, list[str]], members: dict[str, list[str]]) -> list[KbEntry]:
@@ -288,6 +346,7 @@ def triage_table(events: pa.Table, kb: list[KbEntry]) -> pa.Table:
                 "fix": e.fix,
                 "source": e.source,
                 "advice": f"general advice for the {e.general} category" if e.general else "from the source",
+                "applies_to": e.applies_to or None,
                 "follows_from": None,
             }
         )

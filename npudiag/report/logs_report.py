@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -114,7 +115,7 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
             body.append_text(plain(f" ({root['advice']}: the source names the code, not this fix)", style="dim"))
         if root.get("source"):
             body.append("\nfrom: ", style="dim")
-            body.append_text(plain(root["source"], style="dim"))
+            body.append_text(plain(root["source"] + (f" ({root['applies_to']})" if root.get("applies_to") else ""), style="dim"))
         kind = {"device_fault": "earliest device fault", "cause": "earliest known failure", "symptom": "earliest consequence seen"}.get(
             root["role"], "earliest known failure"
         )
@@ -133,7 +134,8 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     if s["findings"]:
         cols = [Col("failure", "text", 0, min_width=20), Col("role", "fixed", 3), Col("count", priority=1), Col("first seen", "fixed", 2),
                 Col("fix", "text", 1, min_width=20)]  # fmt: skip
-        rows = [[f["title"], f["role"], f"{f['count']:,}", _when(f, "first_timestamp"), f["fix"]] for f in s["findings"][:30]]
+        rows = [[f["title"], f["role"], f"{f['count']:,}", _when(f, "first_timestamp"), f"{f['fix']} (from: {_short_source(f)})"]
+                for f in s["findings"][:30]]  # fmt: skip
         console.print(table(console, "Known failures (knowledge base)", cols, rows))
     if len(s["first_failure_by_rank"]) > 1:
         cols = [Col("rank", priority=0), Col("time", "fixed", 1), Col("where", "name", 2, min_width=12),
@@ -154,3 +156,23 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
             for row, r in zip(rows, s["timeline"]):
                 row.insert(3, where(r["file"].rsplit("/", 1)[-1], r["line"]))
         console.print(table(console, "Timeline of errors", cols, rows))
+
+
+def _short_source(f: dict[str, Any]) -> str:
+    """A finding's source as a table cell holds it: the first source named, folders dropped from a repository
+    path (``hicann/runtime@681ef7610df1 error_code.json#EK0204``), the release of the text, and whether the fix
+    is the category's general advice."""
+    first = (f.get("source") or "not recorded").split(";")[0].split(", ")[0].strip()
+    seen = re.match(
+        r"log seen in (?:https?://(?:www\.)?github\.com/)?(?:https?://(?:www\.)?([\w.-]+)/\S*|([\w.-]+/[\w.-]+)(?:/(?:issues|pull)/(\d+))?)",
+        first,
+    )
+    if seen:  # a real log: where it was seen, not its whole path
+        host, repo, number = seen.groups()
+        first = "a log in " + (host or repo) + (f"#{number}" if number else "")
+    elif not first.startswith("http"):
+        first = re.sub(r" \S*/(\S+)", r" \1", first)
+    release = f.get("applies_to") or ""
+    release = release.split(";")[0].replace(" text", "")
+    general = "; general advice" if str(f.get("advice", "")).startswith("general") else ""
+    return first + (f", {release}" if release else "") + general
