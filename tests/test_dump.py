@@ -372,6 +372,31 @@ def test_msprobe_layers_select_modules_and_apis_by_msprobes_rule(tmp_path: Path)
     assert checked.returncode != 0 and "acc_check" in checked.stdout + checked.stderr
 
 
+def test_msprobe_task_names_follow_the_msprobe_release(tmp_path: Path) -> None:
+    # TASK_LIST of msprobe/core/common/const.py in the mindstudio-probe wheels: overflow_check up to 26.0.x,
+    # nan_check from 26.1.0; run_ut / free_benchmark / grad_probe up to 8.3.x; exception_dump from 8.2.0
+    cfg = tmp_path / "c.json"
+    for task, release, ok in (("overflow_check", "8.3.0", True), ("overflow_check", "26.0.0", True), ("overflow_check", "26.1.0", False),
+                              ("nan_check", "26.0.0", False), ("nan_check", "26.2.0", True), ("run_ut", "8.3.3", True),
+                              ("run_ut", "26.0.0", False), ("exception_dump", "8.1.2", False), ("exception_dump", "8.2.0", True),
+                              ("structure", "1.2.0", False), ("structure", "1.3.0", True), ("acc_check", "8.3.0", False)):  # fmt: skip
+        cfg.write_text(json.dumps({"task": task, "dump_path": "./d", "rank": [], "step": [], "level": "L1"}))
+        r = run_cli("dump", "check", cfg, "--msprobe-version", release)
+        assert (r.returncode == 0) == ok, (task, release, r.stdout + r.stderr)
+        if not ok:
+            assert f"not a task of msprobe {release}" in r.stdout + r.stderr
+    cfg.write_text(json.dumps({"task": "overflow_check", "dump_path": "./d"}))
+    newest = run_cli("dump", "check", cfg)  # nothing installed here: checked against the newest msprobe
+    assert newest.returncode != 0 and "use nan_check (since 26.1.0)" in newest.stdout + newest.stderr
+    out = tmp_path / "old.json"
+    r = run_cli("dump", "--format", "msprobe", "--overflow", "--msprobe-version", "8.3.0", "--out", out)
+    assert r.returncode == 0 and json.loads(out.read_text())["task"] == "overflow_check"
+    bad = run_cli("dump", "--format", "msprobe", "--overflow", "--msprobe-version", "latest", "--out", out)
+    assert bad.returncode == 2 and "not a release number" in bad.stderr
+    mixed = run_cli("dump", "--layers", "conv1", "--msprobe-version", "8.3.0", "--acl-json", tmp_path / "a.json")
+    assert mixed.returncode == 2 and "--msprobe-version does not go with --format acl" in mixed.stderr
+
+
 def test_exception_dump_is_authored_alone_and_checked_as_cann_runs_it(tmp_path: Path) -> None:
     acl = tmp_path / "acl.json"
     r = run_cli("dump", "--exception", "norm", "--path", "./exc", "--acl-json", acl)

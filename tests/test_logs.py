@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -341,7 +342,7 @@ def test_export_with_msnpureport(tmp_path: Path) -> None:
     out = tmp_path / "export1"
     r = run_cli("logs", "export", "--out", out, "--type", "slog", "--also-host", "--archive", "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
-    assert args_log.read_text().splitlines() == ["-t 1"]
+    assert args_log.read_text().splitlines() == ["report -t 1"]  # the form CANN 8.0.RC2's log reference recommends
     assert (out / "slog" / "dev-os-1" / "debug" / "device-1").is_dir() and not (out / "hisi_logs").exists()
     assert (out / "host" / "debug" / "plog" / "plog-9_20250101000000000.log").is_file()
     assert (tmp_path / "export1.tar.gz").is_file()
@@ -352,16 +353,46 @@ def test_export_with_msnpureport(tmp_path: Path) -> None:
     again = run_cli("logs", "export", "--out", out, cwd=tmp_path, env=env)
     assert again.returncode == 2 and "never overwrites" in again.stderr
     forced = run_cli("logs", "export", "--history", "--out", tmp_path / "e2", cwd=tmp_path, env=env)
-    assert forced.returncode == 0 and args_log.read_text().splitlines()[-1] == "-f" and (tmp_path / "e2" / "hisi_logs").is_dir()
+    assert forced.returncode == 0 and args_log.read_text().splitlines()[-1] == "report -f" and (tmp_path / "e2" / "hisi_logs").is_dir()
     clash = run_cli("logs", "export", "--history", "--type", "bbox", cwd=tmp_path, env=env)
     assert clash.returncode == 2 and "cannot be combined" in clash.stderr
     events = run_cli("logs", "export", "--events", "--out", tmp_path / "e3", cwd=tmp_path, env=env)
-    assert events.returncode == 0 and args_log.read_text().splitlines()[-1] == "-a" and (tmp_path / "e3" / "hisi_logs").is_dir()
+    assert events.returncode == 0 and args_log.read_text().splitlines()[-1] == "report -a" and (tmp_path / "e3" / "hisi_logs").is_dir()
     both = run_cli("logs", "export", "--events", "--history", cwd=tmp_path, env=env)
     assert both.returncode == 2 and "give one" in both.stderr
     default = run_cli("logs", "export", "--device", "1", "--json", cwd=tmp_path, env=env)
     assert default.returncode == 0 and len(list((tmp_path / "npudiag-logs").iterdir())) == 2  # <timestamp> and its -npudiag tables
     assert all(f["device_ids"] in ([1], []) for f in json.loads(default.stdout)["findings"])
+
+
+def test_export_falls_back_to_the_bare_form_on_an_older_driver(tmp_path: Path) -> None:
+    args_log = tmp_path / "args.txt"
+    env = with_standins({"MSNPUREPORT_ARGS_LOG": str(args_log), "MSNPUREPORT_LEGACY": "1"})
+    r = run_cli("logs", "export", "--type", "bbox", "--out", tmp_path / "old", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert args_log.read_text().splitlines() == ["report -t 2", "-t 2"]
+    assert "refused the report form" in r.stderr and (tmp_path / "old" / "hisi_logs").is_dir()
+    # a driver that fails for another reason is not retried in another form
+    args_log.unlink()
+    failing = run_cli("logs", "export", cwd=tmp_path, env=with_standins({"MSNPUREPORT_ARGS_LOG": str(args_log), "MSNPUREPORT_FAIL": "1"}))
+    assert failing.returncode == 2 and args_log.read_text().splitlines() == ["report"]
+
+
+def test_running_msnpureport_processes_are_counted_and_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from npudiag.logs import msnpureport as mr
+
+    proc = tmp_path / "proc"
+    for pid, argv in ((10, b"/usr/local/Ascend/driver/tools/msnpureport\0report\0"), (11, b"python3\0msnpureport\0"),
+                      (12, b"msnpureport\0-t\0" + b"1\0"), (13, b"")):  # fmt: skip
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cmdline").write_bytes(argv)
+    (proc / "self").mkdir()
+    assert mr.running_tools(proc) == 2  # 10 and 12; 11 is python with msnpureport as an argument
+    monkeypatch.setattr(mr, "running_tools", lambda proc=None: mr.MAX_PARALLEL)
+    monkeypatch.setenv("PATH", str(Path(__file__).parent / "bin") + os.pathsep + os.environ.get("PATH", ""))
+    with pytest.raises(mr.ToolError, match="at most 4 at once"):
+        mr.export_logs(tmp_path / "x", "all", False, lambda _line: None)
+    assert not (tmp_path / "x").exists()
 
 
 def test_export_failures_are_one_line(tmp_path: Path) -> None:

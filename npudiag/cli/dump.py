@@ -59,6 +59,20 @@ class Level(str, Enum):
     all = "all"
 
 
+MSPROBE_VERSION_HELP = (
+    "The msprobe release the config is for, e.g. 8.3.0 (task names differ) [default: the installed one, else the newest]."
+)
+
+
+def _release(dc, text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    release = dc.msprobe_release(text)
+    if release is None:
+        raise typer.BadParameter(f"{text!r} is not a release number like 8.3.0", param_hint="--msprobe-version")
+    return release
+
+
 class Fmt(str, Enum):
     acl = "acl"
     msprobe = "msprobe"
@@ -82,6 +96,7 @@ def author(
     acl_json: Path = typer.Option(Path("acl.json"), "--acl-json", help="The acl.json to write or merge into (other sections are kept)."),
     fmt: Fmt = typer.Option(Fmt.acl, "--format", help="acl: acl.json dump section; msprobe: msprobe's config.json for PyTorch."),
     out: Path = typer.Option(None, "--out", "-o", help="With --format msprobe: where to write config.json [default: ./config.json]."),
+    msprobe_version: str = typer.Option(None, "--msprobe-version", help=MSPROBE_VERSION_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Write the file only: no JSON on stdout, no how-to on stderr."),
 ) -> None:
     """Write the acl.json dump section (or msprobe's config.json) for the layers to dump."""
@@ -91,8 +106,12 @@ def author(
 
     say = Say(quiet)
     # an option the chosen format does not use is a usage error, never silently dropped
-    given = {name for name in ("acl_json", "out", "model", "single_op") if _given(ctx, name)}
-    unused = {"acl_json": "--acl-json", "model": "--model", "single_op": "--single-op"} if fmt is Fmt.msprobe else {"out": "--out"}
+    given = {name for name in ("acl_json", "out", "model", "single_op", "msprobe_version") if _given(ctx, name)}
+    unused = (
+        {"acl_json": "--acl-json", "model": "--model", "single_op": "--single-op"}
+        if fmt is Fmt.msprobe
+        else {"out": "--out", "msprobe_version": "--msprobe-version"}
+    )
     for name, flag in unused.items():
         if name in given:
             where = "msprobe's config.json goes to --out" if fmt is Fmt.msprobe else "the dump section goes to --acl-json"
@@ -105,7 +124,8 @@ def author(
         raise typer.Exit(0)
     try:
         if fmt is Fmt.msprobe:
-            cfg = dc.msprobe_config(path, layer_list, mode.value, steps, data.value, level.value if level else None, overflow)
+            cfg = dc.msprobe_config(path, layer_list, mode.value, steps, data.value, level.value if level else None, overflow,
+                                    _release(dc, msprobe_version))  # fmt: skip
             target = out or Path("config.json")
             dc.write_msprobe_config(target, cfg)
             say.info(f'wrote {target}; use it with msprobe\'s PrecisionDebugger(config_path="{target}")')
@@ -133,12 +153,13 @@ def _given(ctx: typer.Context, name: str) -> bool:
 @app.command("check", epilog=CHECK_EXAMPLE)
 def check(
     acl_json: Path = typer.Argument(..., metavar="ACL_JSON", help="The acl.json to validate."),
+    msprobe_version: str = typer.Option(None, "--msprobe-version", help=MSPROBE_VERSION_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the problems; the exit code says the rest."),
 ) -> None:
     """Validate an acl.json dump section the way CANN's dump config converter does (or msprobe's config.json)."""
     from npudiag.dump import config as dc
 
-    kind, problems = dc.check_dump_config(acl_json)
+    kind, problems = dc.check_dump_config(acl_json, _release(dc, msprobe_version))
     say = Say(quiet)
     say.errors(problems)
     if kind == "dump section":

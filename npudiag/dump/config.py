@@ -229,21 +229,22 @@ def check_acl_json(path: Path) -> list[str]:
     return check_dump_config(path)[1]
 
 
-def check_dump_config(path: Path) -> tuple[str, list[str]]:
-    """The kind of dump config at ``path`` (see config_kind) and its problems, one line each."""
+def check_dump_config(path: Path, msprobe: tuple[int, ...] | None = None) -> tuple[str, list[str]]:
+    """The kind of dump config at ``path`` (see config_kind) and its problems, one line each (an msprobe
+    config.json's task checked against msprobe release ``msprobe``, else the installed one)."""
     try:
         data = load_json(path, unique_keys=True)  # a key given twice: the reader keeps one, the user meant the other
     except InputError as exc:
         return "dump section", [exc.one_line()]
     kind = config_kind(data)
-    return kind, _config_problems(path, data)
+    return kind, _config_problems(path, data, msprobe)
 
 
-def _config_problems(path: Path, data: Any) -> list[str]:
+def _config_problems(path: Path, data: Any, msprobe: tuple[int, ...] | None = None) -> list[str]:
     if not isinstance(data, dict):
         return [f"{path}: expected a JSON object"]
     if config_kind(data) == "msprobe config":
-        return [f"{path}: {p}" for p in check_msprobe_config(data)]
+        return [f"{path}: {p}" for p in check_msprobe_config(data, msprobe)]
     if "dump" not in data:
         return [f"{path}: no dump section (and not an msprobe config.json: no task)"]
     try:
@@ -253,25 +254,78 @@ def _config_problems(path: Path, data: Any) -> list[str]:
     return [f"{path}: {p}" for p in problems]
 
 
-# msprobe 26.x (mindstudio-probe): the PyTorch tasks, and the two MindSpore has besides
-MSPROBE_TASKS = {"statistics", "tensor", "acc_check", "structure", "diff_check", "nan_check", "overflow_check", "exception_dump"}
-# tasks of earlier msprobe releases that current ones refuse, with what replaced them
+# msprobe's task names by release: TASK_LIST in msprobe/core/common/const.py of the mindstudio-probe wheels
+# on PyPI (read at 1.0.1, 1.0.4, 1.1.0, 1.2.0, 1.2.2, 1.3.0, 8.1.0, 8.1.2, 8.2.0, 8.3.0, 8.3.3, 26.0.0, 26.1.0,
+# 26.2.0); each row holds from its release until the next row's (releases between two read ones are assumed to
+# match the earlier one)
+MSPROBE_TASKS_BY_RELEASE = (
+    ((1, 0, 1), frozenset({"tensor", "statistics", "overflow_check", "free_benchmark"})),
+    ((1, 0, 4), frozenset({"tensor", "statistics", "overflow_check", "free_benchmark", "run_ut", "grad_probe"})),
+    ((1, 2, 2), frozenset({"tensor", "statistics", "overflow_check", "free_benchmark", "run_ut", "grad_probe", "structure"})),
+    ((8, 2, 0), frozenset({"tensor", "statistics", "overflow_check", "free_benchmark", "run_ut", "grad_probe", "structure",
+                           "exception_dump"})),
+    ((26, 0, 0), frozenset({"tensor", "statistics", "acc_check", "structure", "overflow_check", "diff_check", "exception_dump"})),
+    ((26, 1, 0), frozenset({"tensor", "statistics", "acc_check", "structure", "diff_check", "exception_dump", "nan_check"})),
+)  # fmt: skip
+MSPROBE_TASKS = MSPROBE_TASKS_BY_RELEASE[-1][1]
+# what replaced a task the newest msprobe no longer takes
 MSPROBE_RETIRED = {
-    "run_ut": "acc_check (the same API pre-check, renamed)",
-    "free_benchmark": "no task of current msprobe; nan_check finds NaN/Inf, acc_check checks APIs",
-    "grad_probe": "msprobe's monitor tool (no dump task any more)",
+    "run_ut": "acc_check (the same API pre-check, renamed in 26.0.0)",
+    "free_benchmark": "no task since 26.0.0; nan_check finds NaN/Inf, acc_check checks APIs",
+    "grad_probe": "msprobe's monitor tool (no dump task since 26.0.0)",
+    "overflow_check": "nan_check (since 26.1.0)",
 }
+
+
+def msprobe_release(text: str | None) -> tuple[int, ...] | None:
+    """ "26.1.0.post1" -> (26, 1, 0); None for what is not a release number."""
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", text or "")
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def installed_msprobe() -> tuple[int, ...] | None:
+    """The mindstudio-probe release installed beside npudiag, or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return msprobe_release(version("mindstudio-probe"))
+    except PackageNotFoundError:
+        return None
+
+
+def msprobe_tasks(release: tuple[int, ...] | None) -> frozenset[str]:
+    """The tasks msprobe ``release`` takes (the newest's when unknown)."""
+    rows = [tasks for first, tasks in MSPROBE_TASKS_BY_RELEASE if release is None or first <= release]
+    return rows[-1] if rows else MSPROBE_TASKS_BY_RELEASE[0][1]
+
+
+def _releases_taking(task: str) -> str:
+    firsts = [(first, tasks) for first, tasks in MSPROBE_TASKS_BY_RELEASE]
+    spans = []
+    for i, (first, tasks) in enumerate(firsts):
+        if task in tasks:
+            end = firsts[i + 1][0] if i + 1 < len(firsts) else None
+            spans.append((first, end))
+    lo, hi = spans[0][0], spans[-1][1]
+    return f"msprobe {'.'.join(map(str, lo))}" + (f" up to (not) {'.'.join(map(str, hi))}" if hi else " and later")
+
+
 MSPROBE_LEVELS = {"L0", "L1", "L2", "mix", "debug"}
 
 
-def check_msprobe_config(d: dict[str, Any]) -> list[str]:
-    """Problems with msprobe's config.json (the shape ``dump --format msprobe`` writes), one line each."""
+def check_msprobe_config(d: dict[str, Any], release: tuple[int, ...] | None = None) -> list[str]:
+    """Problems with msprobe's config.json (the shape ``dump --format msprobe`` writes), one line each; the
+    task is checked against msprobe ``release`` (the installed one, else the newest known)."""
     problems = []
     task = d.get("task")
-    if task in MSPROBE_RETIRED:
-        problems.append(f"task: {task!r} is not a task of current msprobe (26.x); use {MSPROBE_RETIRED[task]}")
-    elif task not in MSPROBE_TASKS:
-        problems.append(f"task: {task!r} is not one of {', '.join(sorted(MSPROBE_TASKS))}")
+    rel = release or installed_msprobe()
+    named = f"msprobe {'.'.join(map(str, rel))}" if rel else f"current msprobe ({'.'.join(map(str, MSPROBE_TASKS_BY_RELEASE[-1][0]))}+)"
+    if task not in msprobe_tasks(rel):
+        if any(task in tasks for _, tasks in MSPROBE_TASKS_BY_RELEASE):
+            instead = f"; use {MSPROBE_RETIRED[task]}" if task in MSPROBE_RETIRED and task not in msprobe_tasks(None) else ""
+            problems.append(f"task: {task!r} is not a task of {named} (taken by {_releases_taking(str(task))}){instead}")
+        else:
+            problems.append(f"task: {task!r} is not one of {', '.join(sorted(msprobe_tasks(rel)))} ({named})")
     if "level" in d and d["level"] not in MSPROBE_LEVELS:
         problems.append(f"level: {d['level']!r} is not one of {', '.join(sorted(MSPROBE_LEVELS))}")
     if "dump_path" in d and (not isinstance(d["dump_path"], str) or not d["dump_path"]):
@@ -300,15 +354,24 @@ def write_msprobe_config(target: Path, cfg: dict[str, Any]) -> None:
 
 
 def msprobe_config(
-    path: str, layers: list[str] | None, mode: str, steps: str | None, data: str, level: str | None, overflow: bool
+    path: str,
+    layers: list[str] | None,
+    mode: str,
+    steps: str | None,
+    data: str,
+    level: str | None,
+    overflow: bool,
+    release: tuple[int, ...] | None = None,
 ) -> dict[str, Any]:
     """msprobe's config.json for PyTorch: task statistics / tensor, or nan_check for ``overflow``
-    (current msprobe's NaN/Inf check; its overflow_check task is MindSpore's). msprobe selects a call
+    (msprobe 26.1's NaN/Inf check; overflow_check for an older msprobe ``release``, the installed one by default).
+    msprobe selects a call
     when a ``list`` entry is part of its name, API (``Functional.conv2d.0.forward``) or module
     (``Module.conv1.Conv2d.forward.0``) alike, at the levels that record that kind: layers are dumped
     at level ``mix`` (modules and APIs), so ``conv1`` selects the module and ``conv2d`` the API; at
     level L1 (APIs only) a module name would select nothing."""
-    task = "nan_check" if overflow else ("statistics" if data == "stats" else "tensor")
+    older = (release or installed_msprobe() or (99,)) < (26, 1, 0)  # msprobe before 26.1.0 names it overflow_check
+    task = ("overflow_check" if older else "nan_check") if overflow else ("statistics" if data == "stats" else "tensor")
     step: list[Any] = []
     if steps:
         for part in parse_steps(steps).split("|"):

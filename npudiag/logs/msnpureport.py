@@ -199,6 +199,33 @@ def run_tool(tool: Path, args: list[str], cwd: Path, echo: Callable[[str], None]
     return lines
 
 
+# the CANN 8.0.RC2 log reference (logreference_0016) recommends ``msnpureport report [options]`` for an
+# export and still documents the bare form; older references document only the bare form
+REPORT_FORM = "report"
+# the same page: exports and level settings may run in several processes at once, no more than 4; older
+# references allow no concurrent runs at all
+MAX_PARALLEL = 4
+
+
+def running_tools(proc: Path = Path("/proc")) -> int:
+    """How many msnpureport processes are running (their command's program name), from ``proc``."""
+    n = 0
+    for d in proc.iterdir() if proc.is_dir() else ():
+        if d.name.isdigit():
+            try:
+                argv0 = (d / "cmdline").read_bytes().split(b"\0", 1)[0]
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+            n += Path(argv0.decode(errors="replace")).name == "msnpureport"
+    return n
+
+
+def export_calls(args: list[str]) -> list[list[str]]:
+    """The argument lists to try for one export: the recommended ``report`` form, then the bare form an
+    older driver takes."""
+    return [[REPORT_FORM, *args], args]
+
+
 @dataclass
 class Export:
     folder: Path
@@ -206,6 +233,7 @@ class Export:
     kept: int | None = None  # with since_last: files new or changed since the record
     skipped: int | None = None  # and files the record already holds (removed from this export)
     record: Path | None = None
+    form: str = REPORT_FORM  # "report" (msnpureport report [options]) or "bare" (an older driver's form)
 
 
 RECORD = "npudiag-exported.json"  # beside the exports: what earlier exports into this folder held
@@ -290,21 +318,43 @@ def export_logs(
     def final(m: re.Match[str]) -> str:
         return str(out.absolute()) if out is not None else str(parent / m.group(1)) if m.group(1) else str(parent)
 
+    busy = running_tools()
+    if busy >= MAX_PARALLEL:
+        raise ToolError(
+            f"{busy} msnpureport processes are running; the driver's log reference allows at most {MAX_PARALLEL} at once "
+            "(older drivers none): wait for them to finish"
+        )
     try:
-        echo(f"running {_shown(tool, args)}")
-        output = run_tool(tool, args, work, lambda line: echo(private.sub(final, line)), timeout_s)
+        output, form = _run_export(tool, args, work, lambda line: echo(private.sub(final, line)), timeout_s, echo)
         made = _created_folder(work, output)
         dest = out.absolute() if out is not None else parent / made.name
         if not since_last:
             move_new(made, dest, "an export folder")
-            return Export(dest, output)
+            return Export(dest, output, form=form)
         kept, skipped = drop_exported(made, record)
         move_new(made, dest, "an export folder")
         # the record is replaced only after the export is in place: a crash before leaves the old record
         write_json({"kind": _RECORD_KIND, "files": {**record, **kept}}, record_path)
-        return Export(dest, output, kept=len(kept), skipped=skipped, record=record_path)
+        return Export(dest, output, kept=len(kept), skipped=skipped, record=record_path, form=form)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_export(tool: Path, args: list[str], work: Path, show: Callable[[str], None], timeout_s: float,
+                echo: Callable[[str], None]) -> tuple[list[str], str]:  # fmt: skip
+    """Run the export in the ``report`` form; where the driver refuses it before exporting anything (an older
+    msnpureport: no export folder appeared), once more in the bare form."""
+    report, bare = export_calls(args)
+    echo(f"running {_shown(tool, report)}")
+    try:
+        return run_tool(tool, report, work, show, timeout_s), REPORT_FORM
+    except ToolError as exc:
+        made = any(p.is_dir() and EXPORT_DIR.match(p.name) for p in work.iterdir())
+        said = str(exc).split(" failed: ", 1)[-1]  # what the tool printed, not the command we show
+        if made or not re.search(r"\b(?:usage|unknown|invalid|unrecogni[sz]ed|report)\b", said, re.I):
+            raise  # a failure of the export itself, not of the form
+        echo(f"msnpureport refused the report form ({exc}); an older driver: running {_shown(tool, bare)}")
+        return run_tool(tool, bare, work, show, timeout_s), "bare"
 
 
 def host_log_folders() -> list[Path]:
