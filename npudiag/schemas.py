@@ -242,6 +242,8 @@ DIFF = pa.schema(
         ("cur_share_pct", pa.float64()),
         ("base_host_self_us", pa.float64()),  # --level torch: the ops' host self time per run (null at the kernel level)
         ("cur_host_self_us", pa.float64()),
+        ("base_mfu_pct", pa.float64()),  # kernel level by type or name: the op group's MFU (op_perf's, null where unknown)
+        ("cur_mfu_pct", pa.float64()),
     ]
 )
 

@@ -174,3 +174,42 @@ def test_the_html_report_draws_the_roofline(corpus: Path, tmp_path: Path) -> Non
     for e in rows:
         assert any(t.startswith(f"{e['op_type']}: {e['tflops']:.1f} TFLOPS") for t in titles)
     assert f"peak {PEAK:.1f} TFLOPS" in svg
+
+
+def _v3_mfu_from_csv(corpus: Path) -> float:
+    """MatMulV3's MFU recounted with the csv module: 100 x its FLOPs / (its time x the peak)."""
+    with open(corpus / RANK0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", newline="", encoding="utf-8-sig") as fh:
+        v3 = [x for x in csv.DictReader(fh) if x["Type"] == "MatMulV3"]
+    flops = sum(_mnk([int(d) for d in x["Input Shapes"].strip('"').split(";")[0].split(",")],
+                     [int(d) for d in x["Output Shapes"].strip('"').split(",")]) for x in v3)  # fmt: skip
+    return 100 * flops / (sum(float(x["Duration(us)"]) for x in v3) * 1e6) / PEAK
+
+
+def test_compare_and_gate_carry_each_op_groups_mfu(corpus: Path, tmp_path: Path) -> None:
+    want = _v3_mfu_from_csv(corpus)
+    r = run_cli("compare", corpus / RANK0, corpus / RANK0, "-o", tmp_path / "c", "--peak-tflops", f"bf16={PEAK}", "--json")
+    assert r.returncode == 0, r.stderr
+    diff = {d["key"]: d for d in pq.read_table(tmp_path / "c" / "diff.parquet").to_pylist()}
+    assert diff["MatMulV3"]["base_mfu_pct"] == pytest.approx(want) and diff["MatMulV3"]["cur_mfu_pct"] == pytest.approx(want)
+    assert diff["FlashAttentionScore"]["base_mfu_pct"] is None  # no formula: no number
+    g = run_cli("gate", corpus / RANK0, corpus / RANK0, "--metric", "mfu:MatMulV3", "--peak-tflops", f"bf16={PEAK}", "--json")
+    assert g.returncode == 0, g.stderr
+    (m,) = [m for m in json.loads(g.stdout)["metrics"] if m["metric"] == "mfu:MatMulV3"]
+    assert m["unit"] == "pct" and m["higher_is_better"] and m["base_median_pct"] == pytest.approx(want) and m["status"] == "pass"
+    # without a peak (this profile records no AI Core count or clock) there is no MFU, and the gate says why
+    none = run_cli("gate", corpus / RANK0, corpus / RANK0, "--metric", "mfu:MatMulV3")
+    assert none.returncode == 2 and "no samples of mfu:MatMulV3" in none.stderr and "flops_note" in none.stderr
+
+
+def test_the_gate_fails_an_mfu_fall_and_passes_a_rise() -> None:
+    from npudiag.profiling.analysis.gate import MetricRule, decide
+
+    rule = MetricRule(0.05, None)
+    base = np.full(10, 60.0) + np.arange(10) * 0.01
+    fall = decide("mfu:MatMulV3", base, base - 10.0, rule, 1.0, 0.002, "pct", True)
+    rise = decide("mfu:MatMulV3", base, base + 10.0, rule, 1.0, 0.002, "pct", True)
+    small = decide("mfu:MatMulV3", base, base - 0.5, rule, 1.0, 0.002, "pct", True)  # below the 1-point floor
+    assert fall.status == "regression" and "< -5%" in fall.reason
+    assert rise.status == "improvement" and small.status == "pass"
+    # the same numbers as a cost (time): the rise is the regression
+    assert decide("op:MatMulV3", base, base + 10.0, rule, 1.0, 0.002, "us").status == "regression"

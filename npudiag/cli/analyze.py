@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, PEAK_TFLOPS, QUIET, VERBOSE, Say
 
 ANALYZE_EXAMPLE = """\b
 Example:
@@ -46,9 +46,7 @@ def analyze(
     html_out: Path = typer.Option(None, "--html", help="Also write one self-contained HTML page of the summary and plots."),
     rule_file: Path = typer.Option(None, "--rule-file", help="TOML file of rule options ([sync_copy] min_bytes = 65536); --rule-opt wins."),
     rule_opt: list[str] = typer.Option([], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."),
-    peak_tflops: str = typer.Option(
-        None, "--peak-tflops", help="The chip's peak for MFU: one number, or per dtype (fp16=295,int8=590); else from device info."
-    ),
+    peak_tflops: str = PEAK_TFLOPS,
     force: bool = FORCE,
     scheduler: str = typer.Option(
         None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT); inputs and --out on shared storage."

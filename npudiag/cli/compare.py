@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, PEAK_TFLOPS, QUIET, VERBOSE, Say
 from npudiag.cli.analyze import By
 
 COMPARE_EXAMPLE = """\b
@@ -41,6 +41,7 @@ def compare(
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout, nothing else."),
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up."),
     time_window: str = typer.Option(None, "--time", help="Only what starts in START:END from each rank's first device task, e.g. 1s:3s."),
+    peak_tflops: str = PEAK_TFLOPS,
     force: bool = FORCE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
@@ -59,7 +60,7 @@ def compare(
     try:
         with Bar.shown(Console(stderr=True), quiet or json_out) as bar:
             result = pipeline.compare(baseline, current, out, by=by.value, shapes=shapes, level=level.value, progress=bar,
-                                      force=force, steps=steps, time=time_window)  # fmt: skip
+                                      force=force, steps=steps, time=time_window, peak_tflops=peak_tflops)  # fmt: skip
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None
     say.warnings(result.warnings)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from npudiag.cli._out import VERBOSE, Say
+from npudiag.cli._out import PEAK_TFLOPS, VERBOSE, Say
 from npudiag.cli.analyze import By
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def gate_cmd(
     current: Path = typer.Argument(..., metavar="CURRENT", help="Current: the same kinds of input as the baseline."),
     max_regression: str = typer.Option(None, "--max-regression", help="Allowed slow-down of each metric: 5% or 0.05 [default: 5%]."),
     metric: list[str] = typer.Option(
-        [], "--metric", help="Also gate this metric (op:KEY, api:NAME, module:PATH, a step_breakdown column); repeatable."
+        [], "--metric", help="Also gate this metric (op:KEY, mfu:KEY, api:NAME, module:PATH, a step_breakdown column); repeatable."
     ),
     config: Path = typer.Option(None, "--config", help=f"Gate settings TOML [default: ./{CONFIG_FILE} when present]."),
     alpha: float = typer.Option(None, "--alpha", help="Significance level of the Mann-Whitney test [default: 0.002]."),
@@ -55,6 +55,7 @@ def gate_cmd(
     by: By = typer.Option(None, "--by", help="Op metrics by op type or op name [default: type]."),
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up."),
     min_delta_us: float = typer.Option(None, "--min-delta-us", help="Ignore changes smaller than this [default: 0.2% of the step time]."),
+    peak_tflops: str = PEAK_TFLOPS,
     junit: Path = typer.Option(None, "--junit", help="Write JUnit XML (one testcase per metric) for Jenkins / GitLab."),
     markdown: Path = typer.Option(None, "--markdown", help="Write a Markdown summary, e.g. to $GITHUB_STEP_SUMMARY."),
     json_out: bool = typer.Option(False, "--json", help="Print the verdicts as JSON on stdout, nothing else."),
@@ -85,7 +86,8 @@ def gate_cmd(
     try:
         cfg = _config(config, max_regression, alpha, metric, top_ops, by, steps, min_delta_us)
         with Bar.shown(Console(stderr=True), quiet or json_out) as bar:
-            result = pipeline.gate(baseline, current, cfg, update_baseline=update_baseline, accept=accept, progress=bar)
+            result = pipeline.gate(baseline, current, cfg, update_baseline=update_baseline, accept=accept, progress=bar,
+                                   peak_tflops=peak_tflops)  # fmt: skip
     except OptionError as exc:
         raise typer.BadParameter(_flagged(exc)) from None
     data = result.summary

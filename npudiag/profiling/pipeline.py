@@ -29,6 +29,7 @@ from npudiag.profiling.analysis.compare import HOST_LEVELS, LEVELS, compare_tota
 from npudiag.profiling.analysis.gate import GateConfig, check_alpha, check_min_delta, check_top_ops, judge, load_config, parse_percent
 from npudiag.profiling.analysis.markers import markers
 from npudiag.profiling.analysis.metrics import canonical_metric, known_metric
+from npudiag.profiling.analysis.op_perf import op_perf, peak_option
 from npudiag.profiling.analysis.summary import SummaryParts, summary_from_parts
 from npudiag.profiling.analysis.window import Window, parse_steps
 from npudiag.profiling.collection import Collection, export_unexported
@@ -442,12 +443,26 @@ class Comparison:
         return json_safe(self.summary)
 
 
-def _sides(baseline, current, progress: Progress | None = None, window: Window = Window(), need_kernels: bool = True):
+def _sides(baseline, current, progress: Progress | None = None, window: Window = Window(), need_kernels: bool = True,
+           peak_tflops: str | None = None):  # fmt: skip
+    """Both sides' runs; ``peak_tflops`` (as ``analyze --peak-tflops`` takes it) re-derives each run's op_perf
+    against that peak, an out folder's as well as a profile's."""
+    options = None
+    if peak_tflops is not None:
+        try:
+            options = peak_option(peak_tflops)
+        except ValueError as exc:
+            raise OptionError(str(exc), "peak_tflops") from None
     sides = []
     for p in (Path(baseline), Path(current)):
         if progress is not None:
             progress.start("phase", f"reading {p}", None)
-        sides.append(load_side(p, window=window, need_kernels=need_kernels))
+        runs = load_side(p, rule_options={"op_efficiency": options} if options else None, window=window, need_kernels=need_kernels)
+        if options:
+            for r in runs:
+                if "kernels" in r.tables:
+                    r.tables["op_perf"] = op_perf(r.tables, options)
+        sides.append(runs)
     return sides
 
 
@@ -463,13 +478,15 @@ def compare(
     force: bool = False,
     steps: str | tuple[int | None, int | None] | None = None,
     time: str | tuple[float | None, float | None] | None = None,
+    peak_tflops: str | None = None,
 ) -> Comparison:
     """Match operators of two sides (profiles, ``analyze`` out folders or folders of repeated runs) by
     op type or name (``shapes``: a different input shape is a different op), or at ``level`` "torch"
     framework ops (aten::mm ...) with their kernels' device time; write diff.parquet and compare.json
     into ``out`` when given. ``progress`` hears of each side's read. A warning says
     when less than half of either side's device time is in ops found on both sides. ``steps`` /
-    ``time``: only that window of each run, as ``analyze`` cuts it."""
+    ``time``: only that window of each run, as ``analyze`` cuts it. ``peak_tflops``: the peak the op groups'
+    MFU (base_mfu_pct / cur_mfu_pct) is taken against, as ``analyze --peak-tflops``."""
     if level not in LEVELS:
         raise OptionError(f"level must be one of {', '.join(LEVELS)}, not {level!r}", "level")
 
@@ -477,7 +494,7 @@ def compare(
     if level == "torch" and window.active:
         raise OptionError("--steps / --time cut device tasks by step; --level torch compares torch_ops, each framework op's "
                           "totals over the whole run: leave the window out or compare --level kernel", "steps")  # fmt: skip
-    base, cur = _sides(baseline, current, progress, window, need_kernels=level == "kernel")
+    base, cur = _sides(baseline, current, progress, window, need_kernels=level == "kernel", peak_tflops=peak_tflops)
     bt, ct = [r.tables for r in base], [r.tables for r in cur]
     per_step = None
     if level in HOST_LEVELS:  # sides that recorded different numbers of steps: per step (means)
@@ -568,7 +585,7 @@ def gate_config(config: str | Path | None = None, **changes: Any):
     for m in extra:
         if not known_metric(m):
             raise OptionError(
-                f"metric {m!r}: expected op:KEY, api:NAME, memory:peak_allocated (peak_reserved, unused) "
+                f"metric {m!r}: expected op:KEY, mfu:KEY, api:NAME, memory:peak_allocated (peak_reserved, unused) "
                 "or a step metric such as step_time_us",
                 "metric",
             )
@@ -585,11 +602,13 @@ def gate(
     update_baseline: str | Path | None = None,
     accept: bool = False,
     progress: Progress | None = None,
+    peak_tflops: str | None = None,
 ) -> GateResult:
     """Fail when ``current`` is slower than ``baseline`` beyond the threshold and beyond noise
     (``config``: a GateConfig from :func:`gate_config`, default settings when None). With
-    ``update_baseline``, store ``current`` there when the gate passes (or when ``accept``)."""
-    base, cur = _sides(baseline, current, progress)
+    ``update_baseline``, store ``current`` there when the gate passes (or when ``accept``).
+    ``peak_tflops``: the peak mfu:KEY metrics are taken against, as ``analyze --peak-tflops``."""
+    base, cur = _sides(baseline, current, progress, peak_tflops=peak_tflops)
     try:
         result = judge([r.tables for r in base], [r.tables for r in cur], config if config is not None else GateConfig())
     except OptionError:

@@ -68,8 +68,12 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
     if torch:
         host = "host" if module else "host self"
         cols += [Col(f"{host} base", priority=4), Col(f"{host} cur", priority=4)]
+    shown = ops["rows"][:top]
+    mfu = any(r.get("base_mfu_pct") is not None or r.get("cur_mfu_pct") is not None for r in shown)
+    if mfu:  # the op groups' MFU where their FLOPs and the peak are known
+        cols += [Col("MFU base", priority=3), Col("MFU cur", priority=3)]
     rows = []
-    for r in ops["rows"][:top]:
+    for r in shown:
         mark = {"added": " (new)", "removed": " (gone)"}.get(r["status"], "")
         count = _count(r["base_count"]) if r["base_count"] == r["cur_count"] else f"{_count(r['base_count'])}→{_count(r['cur_count'])}"
         delta = r["delta_total_us"]
@@ -80,6 +84,8 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
         ]  # fmt: skip
         if torch:
             row += [fmt_us(r["base_host_self_us"]), fmt_us(r["cur_host_self_us"])]
+        if mfu:
+            row += [_pct(r.get("base_mfu_pct")), _pct(r.get("cur_mfu_pct"))]
         rows.append(row)
     caption = (
         "base, current: device time of the kernels launched inside the module (its nested modules' included), per run; avg: per "
@@ -87,7 +93,7 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
         if module
         else "base, current: device time of the kernels each op launched, per run; avg: per call; host self: the op's own host time"
         if torch
-        else "base, current: the op's total device time per run; avg: per call"
+        else "base, current: the op's total device time per run; avg: per call" + ("; MFU: % of the chip's peak" if mfu else "")
     )
     console.print(table(console, title, cols, rows, caption=caption))
     share = ops.get("matched_share") or {}
@@ -96,3 +102,7 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
         console.print(Text(f"Matched on both sides: {fmt} of the device time (see the warning).", style="yellow"))
     if result.get("out"):
         console.print(plain(f"diff table: {result['out']}", style="dim"))
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}%"

@@ -57,8 +57,15 @@ def _median(m: dict[str, Any], side: str) -> float:
 
 
 def median_text(m: dict[str, Any], side: str) -> str:
-    """A verdict's baseline or current median in its unit (time, or bytes for memory metrics)."""
+    """A verdict's baseline or current median in its unit (time, bytes for memory metrics, % of peak for MFU)."""
+    if _unit(m) == "pct":
+        return f"{_median(m, side):.1f}%"
     return fmt_bytes(_median(m, side)) if _unit(m) == "bytes" else fmt_us(_median(m, side))
+
+
+def limit_text(m: dict[str, Any]) -> str:
+    """The limit of a verdict: +5% for a cost, -5% for MFU (a fall is the regression)."""
+    return f"{'-' if m.get('higher_is_better') else '+'}{m['max_regression'] * 100:g}%"
 
 
 def render_gate_terminal(result: dict[str, Any], console: Console, title: str = "") -> None:
@@ -67,14 +74,14 @@ def render_gate_terminal(result: dict[str, Any], console: Console, title: str = 
         head.append("  ")
         head.append_text(plain(title, style="dim"))
     console.print(head)
-    limits = {m["max_regression"] for m in result["metrics"]}
-    caption = f"limit +{limits.pop() * 100:g}% per metric; n = samples baseline/current" if len(limits) == 1 else None
+    limits = {limit_text(m) for m in result["metrics"]}
+    caption = f"limit {limits.pop()} per metric; n = samples baseline/current" if len(limits) == 1 else None
     cols = [Col("metric", "name", 0, min_width=16), Col("baseline", priority=1), Col("current", priority=0), Col("change", priority=0)]
     cols += [] if caption else [Col("limit", priority=3)]
     cols += [Col("n", priority=4), Col("p", priority=2), Col("verdict", "fixed", 0)]
     rows = []
     for m in result["metrics"]:
-        limit = [] if caption else [f"+{m['max_regression'] * 100:g}%"]
+        limit = [] if caption else [limit_text(m)]
         rows.append([shown_name(m["metric"]), median_text(m, "base"), median_text(m, "cur"), change_text(m), *limit,
                      f"{m['base_n']}/{m['cur_n']}", p_text(m), Text(_LABEL[m["status"]], style=_STYLE[m["status"]])])  # fmt: skip
     console.print(table(console, None, cols, rows, caption=caption))
@@ -108,7 +115,7 @@ def gate_markdown(result: dict[str, Any], baseline: str, current: str) -> str:
             verdict = f"**{verdict}**"
         lines.append(
             f"| {md_text(shown_name(m['metric']))} | {median_text(m, 'base')} | {median_text(m, 'cur')} | {change_text(m)} | "
-            f"+{m['max_regression'] * 100:g}% | {m['base_n']}/{m['cur_n']} | {p_text(m)} | {verdict} |"
+            f"{limit_text(m)} | {m['base_n']}/{m['cur_n']} | {p_text(m)} | {verdict} |"
         )
     if result["warnings"]:
         lines.append("")
@@ -116,7 +123,7 @@ def gate_markdown(result: dict[str, Any], baseline: str, current: str) -> str:
     meth = result["method"]
     lines += [
         "",
-        f"Medians of per-step samples; a metric regresses when its median grows by more than its limit and, with enough "
+        f"Medians of per-step samples; a metric regresses when its median grows (MFU: falls) by more than its limit and, with enough "
         f"samples, a two-sided Mann-Whitney U test gives p < {meth['alpha']:g}.",
         "",
     ]
@@ -155,7 +162,7 @@ def gate_junit(result: dict[str, Any], baseline: str, current: str) -> str:
         case = ET.SubElement(suite, "testcase", classname="npudiag.gate", name=xml_text(m["metric"]), time="0")
         numbers = (
             f"baseline median {_median(m, 'base'):.3f} {_unit(m)} (n={m['base_n']}), current median {_median(m, 'cur'):.3f} {_unit(m)} "
-            f"(n={m['cur_n']}), change {change_text(m)}, limit +{m['max_regression'] * 100:g}%, method {m['method']}, p={p_text(m)}"
+            f"(n={m['cur_n']}), change {change_text(m)}, limit {limit_text(m)}, method {m['method']}, p={p_text(m)}"
         )
         if m["failed"]:
             fail = ET.SubElement(case, "failure", type="regression",

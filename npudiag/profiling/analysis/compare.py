@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from npudiag import schemas
 from npudiag.profiling.analysis.hot_ops import op_key
 from npudiag.profiling.analysis.metrics import samples
+from npudiag.profiling.analysis.op_perf import group_mfu
 from npudiag.profiling.analysis.quantities import copy_totals
 from npudiag.profiling.analysis.summary import per_rank
 
@@ -146,9 +147,22 @@ def diff_ops(
             "cur_host_self_us": j["host_c"],
         }
     )
+    if level == "kernel" and not shapes:  # MFU per op group, where its kernels' FLOPs and the peak are known
+        for side, runs in (("base", base), ("cur", cur)):
+            out = out.append_column(f"{side}_mfu_pct", _mfu_column(runs, by, out["key"]))
     out = out.append_column("_abs", pc.abs(delta))
     out = out.sort_by([("_abs", "descending"), ("key", "ascending")]).drop_columns(["_abs"])
     return schemas.conform(out, schemas.DIFF)
+
+
+def _mfu_column(runs: Sequence[dict[str, pa.Table]], by: str, keys: pa.ChunkedArray) -> pa.Array:
+    """Each key's MFU over a side's runs (op_perf.group_mfu; null where no kernel of it has a known MFU)."""
+    perf = [t["op_perf"] for t in runs if "op_perf" in t and t["op_perf"].num_rows]
+    if not perf:
+        return pa.nulls(len(keys), pa.float64())
+    p = pa.concat_tables(perf)
+    g = group_mfu(p, op_key(p, by))  # the same group key as the kernels' (hot_ops.op_key)
+    return pc.take(g["mfu_pct"], pc.index_in(keys, g["key"]))
 
 
 def _divided(t: pa.Table, n: float) -> pa.Table:

@@ -5,12 +5,14 @@ A metric regresses when all of these hold:
 1. the median of CURRENT's samples exceeds BASELINE's by more than ``max_regression`` (ratio test);
 2. the absolute change exceeds ``min_delta_us`` (default: 0.2 % of the baseline's median step
    time), so an op worth nothing cannot fail a build by doubling; for the memory metrics (bytes)
-   ``min_delta_bytes`` (default 1 MiB);
+   ``min_delta_bytes`` (default 1 MiB), for MFU (percent of peak) ``min_delta_pct`` (default 1 point);
 3. when both sides have enough samples for it, a two-sided Mann–Whitney U test says the two
    sample sets differ with p < ``alpha`` (default 0.002, asv's level). With fewer samples than
    the test needs to ever reach ``alpha``, the gate decides on 1 and 2 alone and says so.
 
-Medians, not means: one slow warm-up step must not decide a gate.
+Medians, not means: one slow warm-up step must not decide a gate. For a metric where more is better
+(MFU, ``mfu:KEY``) the test runs the other way: CURRENT regresses when its median falls below
+BASELINE's by more than ``max_regression`` of the current value (baseline / current > 1 + max_regression).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from npudiag.profiling.analysis.metrics import (
     DEFAULT_METRICS,
     StepWindow,
     canonical_metric,
+    higher_is_better,
     known_metric,
     metric_unit,
     samples,
@@ -44,9 +47,11 @@ class MetricRule:
     min_delta_us: float | None  # None: 0.2 % of the baseline median step time
     enabled: bool = True
     min_delta_bytes: float | None = None  # memory metrics; None: MIN_DELTA_BYTES
+    min_delta_pct: float | None = None  # MFU metrics, in percentage points; None: MIN_DELTA_PCT
 
 
 MIN_DELTA_BYTES = float(1 << 20)
+MIN_DELTA_PCT = 1.0
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,8 @@ class Verdict:
     method: str  # mann-whitney (exact|normal), or threshold-only
     p_value: float | None
     reason: str
-    unit: str = "us"  # us, or bytes for the memory metrics
+    unit: str = "us"  # us, bytes for the memory metrics, pct for MFU
+    higher_is_better: bool = False  # MFU: a fall is the regression
 
     @property
     def failed(self) -> bool:
@@ -143,7 +149,7 @@ def _plain(x: float) -> str:
 
 
 _GATE_KEYS = {"max_regression", "alpha", "top_ops", "by", "min_delta_us", "metrics", "steps"}
-_METRIC_KEYS = {"max_regression", "min_delta_us", "min_delta_bytes", "enabled"}
+_METRIC_KEYS = {"max_regression", "min_delta_us", "min_delta_bytes", "min_delta_pct", "enabled"}
 
 
 def load_config(path: Path | None, base: GateConfig | None = None) -> GateConfig:
@@ -216,7 +222,7 @@ def load_config(path: Path | None, base: GateConfig | None = None) -> GateConfig
             raise ValueError(f"{path}: [metric.{given}]: unknown metric name")
         if "max_regression" in opts:
             _percent_in(path, f"[metric.{given}] max_regression", opts["max_regression"])
-        for key in ("min_delta_us", "min_delta_bytes"):
+        for key in ("min_delta_us", "min_delta_bytes", "min_delta_pct"):
             if key in opts:
                 check_min_delta(_number(path, f"[metric.{given}] {key}", opts[key]), f"{path}: [metric.{given}] {key}")
         if "enabled" in opts and not isinstance(opts["enabled"], bool):
@@ -278,6 +284,7 @@ def with_metric_rules(cfg: GateConfig, per: dict[str, dict[str, Any]]) -> GateCo
             float(opts["min_delta_us"]) if "min_delta_us" in opts else cfg.min_delta_us,
             bool(opts.get("enabled", True)),
             float(opts["min_delta_bytes"]) if "min_delta_bytes" in opts else None,
+            float(opts["min_delta_pct"]) if "min_delta_pct" in opts else None,
         )
     return replace(cfg, per_metric=rules)
 
@@ -286,13 +293,28 @@ def _median(x: np.ndarray) -> float:
     return float(np.median(x)) if len(x) else 0.0
 
 
-def decide(metric: str, base: np.ndarray, cur: np.ndarray, rule: MetricRule, min_delta: float, alpha: float, unit: str = "us") -> Verdict:
-    """The verdict on one metric; ``min_delta`` is the floor in ``unit``."""
+def decide(
+    metric: str,
+    base: np.ndarray,
+    cur: np.ndarray,
+    rule: MetricRule,
+    min_delta: float,
+    alpha: float,
+    unit: str = "us",
+    better_high: bool = False,
+) -> Verdict:
+    """The verdict on one metric; ``min_delta`` is the floor in ``unit``; ``better_high``: more is better (MFU)."""
     bm, cm = _median(base), _median(cur)
     delta = cm - bm
     ratio = cm / bm if bm > 0 else (1.0 if cm == 0 else None)
-    worse = (ratio is None or ratio > 1.0 + rule.max_regression) and delta > min_delta
-    better = ratio is not None and ratio < 1.0 / (1.0 + rule.max_regression) and -delta > min_delta
+    # how much worse, as a factor over 1: current / baseline for a cost, baseline / current for MFU
+    if better_high:
+        worse_by = bm / cm if cm > 0 else (1.0 if bm == 0 else None)
+        loss = -delta
+    else:
+        worse_by, loss = ratio, delta
+    worse = (worse_by is None or worse_by > 1.0 + rule.max_regression) and loss > min_delta
+    better = worse_by is not None and worse_by < 1.0 / (1.0 + rule.max_regression) and -loss > min_delta
     testable = len(base) > 0 and len(cur) > 0 and smallest_p(len(base), len(cur)) < alpha
     p = None
     method = "threshold-only"
@@ -301,9 +323,10 @@ def decide(metric: str, base: np.ndarray, cur: np.ndarray, rule: MetricRule, min
         p, method = mw.p, f"mann-whitney ({mw.method})"
     significant = p is not None and p < alpha
     change = "new (baseline 0)" if ratio is None else f"{(ratio - 1.0) * 100:+.1f}%"
+    limit = f"{'-' if better_high else '+'}{rule.max_regression * 100:g}%"
     if worse and (significant or not testable):
         status = "regression"
-        why = f"median {change} > +{rule.max_regression * 100:g}%" + (f", p={p:.2g} < {alpha:g}" if significant else ", threshold only")
+        why = f"median {change} {'<' if better_high else '>'} {limit}" + (f", p={p:.2g} < {alpha:g}" if significant else ", threshold only")
     elif worse:
         status = "not_significant"
         why = f"median {change} but p={p:.2g} >= {alpha:g}: within noise"
@@ -312,10 +335,11 @@ def decide(metric: str, base: np.ndarray, cur: np.ndarray, rule: MetricRule, min
         why = f"median {change}"
     else:
         status = "pass"
-        why = f"median {change}, within +{rule.max_regression * 100:g}%" if delta > min_delta or ratio is None else f"median {change}"
-        if ratio is not None and ratio > 1.0 + rule.max_regression:
-            why = f"median {change} but only {delta:.1f} {unit}, below the {min_delta:.1f} {unit} floor"
-    return Verdict(metric, status, len(base), len(cur), bm, cm, delta, ratio, rule.max_regression, min_delta, method, p, why, unit)
+        why = f"median {change}, within {limit}" if loss > min_delta or ratio is None else f"median {change}"
+        if worse_by is not None and worse_by > 1.0 + rule.max_regression:
+            why = f"median {change} but only {abs(delta):.1f} {unit}, below the {min_delta:.1f} {unit} floor"
+    return Verdict(metric, status, len(base), len(cur), bm, cm, delta, ratio, rule.max_regression, min_delta, method, p, why, unit,
+                   better_high)  # fmt: skip
 
 
 def judge(
@@ -351,13 +375,20 @@ def judge(
         c = samples(cur_runs, m, by=cfg.by, window=cfg.steps)
         if len(b) == 0 or len(c) == 0:
             side = "baseline" if len(b) == 0 else "current"
-            raise ValueError(f"no samples of {m} in the {side} (is the --steps window outside its steps?)")
+            why = (
+                "no kernel of that op type has a known MFU there (FLOPs or peak unknown: see op_perf.parquet's flops_note)"
+                if m.startswith("mfu:")
+                else "is the --steps window outside its steps?"
+            )
+            raise ValueError(f"no samples of {m} in the {side} ({why})")
         unit = metric_unit(m)
         if unit == "bytes":
             floor = rule.min_delta_bytes if rule.min_delta_bytes is not None else MIN_DELTA_BYTES
+        elif unit == "pct":
+            floor = rule.min_delta_pct if rule.min_delta_pct is not None else MIN_DELTA_PCT
         else:
             floor = rule.min_delta_us if rule.min_delta_us is not None else floor_default
-        verdicts.append(decide(m, b, c, rule, floor, cfg.alpha, unit))
+        verdicts.append(decide(m, b, c, rule, floor, cfg.alpha, unit, higher_is_better(m)))
     short = [v for v in verdicts if v.method == "threshold-only"]
     if short:
         v = short[0]

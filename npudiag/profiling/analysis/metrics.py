@@ -16,6 +16,9 @@ Metric names:
 - ``module:PATH``: the device time of the kernels launched inside torch module PATH (the ranges
   table's path, ``DistributedDataParallel_0/AlexNet_0``; nested modules included), summed over the
   module's calls that start within the step's recorded range (steps table, host clock)
+- ``mfu:KEY``: the MFU (percent of the chip's peak, npudiag.profiling.analysis.op_perf.group_mfu) of op
+  group KEY's compute kernels in the step, over every rank; higher is better. A step in which none of
+  KEY's kernels has a known MFU gives no sample (never 0)
 - ``memory:peak_allocated``, ``memory:peak_reserved``, ``memory:unused``: bytes, the step's peak of
   the allocator (npudiag.profiling.analysis.memory) and reserved − allocated at that peak; over ranks the
   largest (the rank closest to running out decides)
@@ -32,6 +35,7 @@ import pyarrow.compute as pc
 from npudiag.profiling.analysis.context import RuleContext, step_starts
 from npudiag.profiling.analysis.hot_ops import op_key
 from npudiag.profiling.analysis.memory import allocator_samples, memory_ranks, step_of
+from npudiag.profiling.analysis.op_perf import group_mfu
 from npudiag.schemas import STEP_BREAKDOWN
 
 ALIASES = {
@@ -51,8 +55,11 @@ def known_metric(name: str) -> bool:
         name in ALIASES
         or name in STEP_COLUMNS
         or name in MEMORY_METRICS
-        or (name.startswith(("op:", "api:", "module:")) and len(name) > name.index(":") + 1)
+        or (name.startswith(("op:", "api:", "module:", "mfu:")) and len(name) > name.index(":") + 1)
     )
+
+
+HIGHER_IS_BETTER = ("mfu:",)
 
 
 def canonical_metric(name: str) -> str:
@@ -63,8 +70,13 @@ def canonical_metric(name: str) -> str:
 
 
 def metric_unit(name: str) -> str:
-    """``bytes`` for the memory metrics, ``us`` for every other."""
-    return "bytes" if name in MEMORY_METRICS else "us"
+    """``bytes`` for the memory metrics, ``pct`` for MFU, ``us`` for every other."""
+    return "bytes" if name in MEMORY_METRICS else "pct" if name.startswith("mfu:") else "us"
+
+
+def higher_is_better(name: str) -> bool:
+    """Whether a larger value of the metric is the better one (MFU); time and bytes are better smaller."""
+    return name.startswith(HIGHER_IS_BETTER)
 
 
 def _memory_samples(tables: dict[str, pa.Table], metric: str, window: StepWindow) -> list[float]:
@@ -140,6 +152,20 @@ def _op_samples(tables: dict[str, pa.Table], key: str, by: str, window: StepWind
     return [float(totals.get(s, 0.0)) / n for s in ids]
 
 
+def _mfu_samples(tables: dict[str, pa.Table], key: str, by: str, window: StepWindow) -> list[float]:
+    perf = tables.get("op_perf")
+    if perf is None or not perf.num_rows:
+        return []
+    perf = perf.filter(pc.fill_null(pc.equal(op_key(perf, by), key), False))
+    ids = _step_ids(tables["kernels"], window)
+    if ids is None:
+        g = group_mfu(perf, pa.repeat(pa.scalar(0), perf.num_rows))
+        return [float(v) for v in g["mfu_pct"].to_pylist()]
+    g = group_mfu(perf, perf["step"])
+    by_step = dict(zip(g["key"].to_pylist(), g["mfu_pct"].to_pylist()))
+    return [float(by_step[s]) for s in ids if s in by_step]
+
+
 def _step_bounds(kernels: pa.Table, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
     g = pa.table(
         {
@@ -200,6 +226,8 @@ def run_samples(tables: dict[str, pa.Table], metric: str, *, by: str = "type", w
         return _module_samples(tables, metric[len("module:") :], window)
     if metric.startswith("op:"):
         return _op_samples(tables, metric[3:], by, window)
+    if metric.startswith("mfu:"):
+        return _mfu_samples(tables, metric[4:], by, window)
     if metric.startswith("api:"):
         return _api_samples(tables, metric[4:], window)
     if metric in MEMORY_METRICS:
@@ -207,7 +235,8 @@ def run_samples(tables: dict[str, pa.Table], metric: str, *, by: str = "type", w
     if metric in ALIASES or metric in STEP_COLUMNS:
         return _breakdown_samples(tables, metric, window)
     raise ValueError(
-        f"unknown metric {metric!r} (expected one of {', '.join(DEFAULT_METRICS)}, a step_breakdown column, op:KEY, api:NAME, module:PATH "
+        f"unknown metric {metric!r} (expected one of {', '.join(DEFAULT_METRICS)}, a step_breakdown column, op:KEY, mfu:KEY, api:NAME, "
+        "module:PATH "
         f"or {', '.join(MEMORY_METRICS)})"
     )
 

@@ -312,6 +312,19 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
     return schemas.conform(out, schemas.OP_PERF)
 
 
+def group_mfu(perf: pa.Table, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """MFU of groups of kernels (``keys``, one per row of ``perf``): the time-weighted mean of the kernels'
+    ``mfu_pct`` over those whose MFU is known, i.e. 100 x their FLOPs / (their time x their peak). The one
+    definition of an op group's MFU: the summary's op_efficiency, compare's base / cur_mfu_pct and gate's
+    mfu:KEY all take it from here. A group none of whose kernels has a known MFU has no row."""
+    known = pc.is_valid(perf["mfu_pct"])
+    t = pa.table({"key": keys, "w": pc.fill_null(perf["duration_us"], 0.0), "m": perf["mfu_pct"]}).filter(known)
+    t = t.append_column("mw", pc.multiply(t["m"], t["w"]))
+    g = t.group_by("key", use_threads=False).aggregate([("mw", "sum"), ("w", "sum")])
+    g = g.filter(pc.greater(g["w_sum"], 0.0))
+    return pa.table({"key": g["key"], "mfu_pct": pc.divide(g["mw_sum"], g["w_sum"]), "weight_us": g["w_sum"]})
+
+
 def _floats(v: np.ndarray) -> pa.Array:
     return pa.array(v, pa.float64(), mask=np.isnan(v))
 
