@@ -72,7 +72,8 @@ def test_op_types_without_a_formula_say_why(corpus: Path, tmp_path: Path) -> Non
     assert r.returncode == 0, r.stderr
     perf = pq.read_table(tmp_path / "o" / "op_perf.parquet").to_pylist()
     fa = [p for p in perf if p["op_type"] == "FlashAttentionScore"]
-    assert fa and all(p["flops"] is None and "layout" in p["flops_note"] for p in fa)
+    # these calls carry a compressed 2048 x 2048 causal mask: how much of Q·Kᵀ runs depends on the sparse mode
+    assert fa and all(p["flops"] is None and "atten_mask [2048, 2048]" in p["flops_note"] for p in fa)
     add = [p for p in perf if p["op_type"] == "Add"]
     assert add and all(p["flops"] is None and p["flops_note"] == "no formula for this op type" for p in add)
     assert all(p["mfu_pct"] is None for p in perf)  # no peak given and no device info in this export
@@ -213,3 +214,23 @@ def test_the_gate_fails_an_mfu_fall_and_passes_a_rise() -> None:
     assert rise.status == "improvement" and small.status == "pass"
     # the same numbers as a cost (time): the rise is the regression
     assert decide("op:MatMulV3", base, base + 10.0, rule, 1.0, 0.002, "us").status == "regression"
+
+
+def test_flash_attention_flops_from_its_shapes_without_a_mask() -> None:
+    # the corpus call's shapes (SBH: q [4096, 1, 2048], k / v [4096, 1, 1024]; softmax_max [1, 16, 4096, 8]) with the
+    # mask left out: B 1, N 16, Sq = Skv 4096, D = 2048 / 16 = 128, key / value heads 1024 / 128 = 8 of Dv 128
+    dts = "DT_BF16;DT_BF16;DT_BF16;DT_BF16;UINT8;DT_BF16;BOOL;INT64"
+    fwd = shape_flops("FlashAttentionScore", "4096,1,2048;4096,1,1024;4096,1,1024;;;;;", "1,16,4096,8;1,16,4096,8;;4096,1,2048", "", dts)
+    assert fwd == (2 * 1 * 16 * 4096 * 4096 * (128 + 128), "")
+    grad = shape_flops("FlashAttentionScoreGrad", "4096,1,2048;4096,1,1024;4096,1,1024;4096,1,2048;1,16,4096,8;1,16,4096,8;;4096,1,2048",
+                       "4096,1,2048;4096,1,1024;4096,1,1024", "", "BF16;BF16;BF16;BF16;FLOAT;FLOAT;BF16;BF16")  # fmt: skip
+    assert grad == (2 * 16 * 4096 * 4096 * (3 * 128 + 2 * 128), "")  # 2.5 x the forward at D = Dv
+    # BNSD with GQA (k / v 8 heads), BSND, and the cases that stay null with a reason
+    bnsd = shape_flops("FlashAttentionScore", "2,16,1024,128;2,8,2048,128;2,8,2048,64", "2,16,1024,8;2,16,1024,8;;2,16,1024,64", "", "")
+    assert bnsd == (2 * 2 * 16 * 1024 * 2048 * (128 + 64), "")
+    bsnd = shape_flops("FlashAttentionScore", "2,1024,16,128;2,2048,8,128;2,2048,8,128", "2,16,1024,8", "", "")
+    assert bsnd == (2 * 2 * 16 * 1024 * 2048 * 256, "")
+    same = shape_flops("FlashAttentionScore", "2,16,16,128;2,16,16,128;2,16,16,128", "2,16,16,8", "", "")
+    assert same[0] is None and "ambiguous" in same[1]
+    tnd = shape_flops("FlashAttentionScore", "8192,16,128;8192,16,128;8192,16,128", "8192,16,8", "", "")
+    assert tnd[0] is None and "TND" in tnd[1]

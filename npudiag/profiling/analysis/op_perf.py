@@ -13,8 +13,14 @@ FLOPs (multiply and add counted as two):
   ``M = M1·M0``, ``N = N1·N0``.
 - Conv2D with NCHW input, weight ``[Cout, Cin/groups, kh, kw]`` and NCHW output:
   ``2·N·Cout·Hout·Wout·(Cin/groups)·kh·kw``.
-- FlashAttention, GroupedMatmul and every other op: none. FlashAttention's FLOPs need its input layout
-  and sparse mode, attributes the profile does not record.
+- FlashAttentionScore: ``2·B·N·Sq·Skv·(D + Dv)`` (Q·Kᵀ and P·V); FlashAttentionScoreGrad
+  ``2·B·N·Sq·Skv·(3·D + 2·Dv)`` (the backward's five products: Q·Kᵀ recomputed, dO·Vᵀ, Pᵀ·dO, dS·K,
+  dSᵀ·Q). B, N (query heads) and Sq from softmax_max ``[B, N, Sq, 8]``; the layout (BNSD / BSND / BSH /
+  SBH) where q's dimensions match them unambiguously; Skv, D, Dv from k / v in that layout (BSH / SBH:
+  D = H / N, the key / value heads Hk / D). Only for a call without an atten_mask: then sparse_mode 0 computes
+  every block; with a mask the sparse mode and pre / next tokens (not in the profile) decide, and flops
+  is null. TND (varlen) needs actual_seq_qlen, not recorded either.
+- GroupedMatmul and every other op: none (GroupedMatmul's group sizes are values, not shapes).
 
 Bytes: the profile's main-memory read + write where the Memory metrics were collected, else every
 input and output tensor's elements × its dtype size (what a kernel must read and write at least once).
@@ -86,7 +92,7 @@ def _dtype(name: str) -> str:
     return name.strip().upper().removeprefix("DT_")
 
 
-def _matmul(inputs: list[list[int]], outputs: list[list[int]], fmt: list[str]) -> tuple[int | None, str | None]:
+def _matmul(inputs: list[list[int]], outputs: list[list[int]], fmt: list[str], _dt: list[str]) -> tuple[int | None, str | None]:
     if not inputs or not outputs or len(outputs[0]) < 2 or len(inputs[0]) < 2:
         return None, "shapes of fewer than two dimensions"
     out, a = outputs[0], inputs[0]
@@ -109,7 +115,7 @@ def _matmul(inputs: list[list[int]], outputs: list[list[int]], fmt: list[str]) -
     return 2 * batch * m * n * k, None
 
 
-def _conv2d(inputs: list[list[int]], outputs: list[list[int]], fmt: list[str]) -> tuple[int | None, str | None]:
+def _conv2d(inputs: list[list[int]], outputs: list[list[int]], fmt: list[str], _dt: list[str]) -> tuple[int | None, str | None]:
     if len(inputs) < 2 or not outputs or any(f.upper() not in ("NCHW", "ND") for f in fmt[:2]):
         return None, "Conv2D shapes not in NCHW"
     x, w, y = inputs[0], inputs[1], outputs[0]
@@ -118,25 +124,69 @@ def _conv2d(inputs: list[list[int]], outputs: list[list[int]], fmt: list[str]) -
     return 2 * y[0] * y[1] * y[2] * y[3] * w[1] * w[2] * w[3], None
 
 
-FORMULAS: dict[str, Callable[[list[list[int]], list[list[int]], list[str]], tuple[int | None, str | None]]] = {
+def _attention_dims(q: list[int], k: list[int], v: list[int], b: int, n: int, sq: int) -> tuple[int, int, int] | str:
+    """(Skv, D, Dv) from q / k / v in the layout q shows against B, N and Sq (softmax_max); or why not."""
+    if len(q) == 4 and len(k) == 4 and len(v) == 4:  # BNSD [B, N, S, D] or BSND [B, S, N, D]
+        bnsd, bsnd = q[1:3] == [n, sq], q[1:3] == [sq, n]
+        if bnsd == bsnd:
+            return "query's layout (BNSD or BSND) is ambiguous" if bnsd else f"query {q} does not hold N = {n} and Sq = {sq}"
+        return (k[2] if bnsd else k[1]), q[3], v[3]
+    if len(q) == 3 and len(k) == 3 and len(v) == 3:  # BSH [B, S, H] or SBH [S, B, H]; H = N x D
+        bsh, sbh = q[:2] == [b, sq], q[:2] == [sq, b]
+        if bsh == sbh:
+            return "query's layout (BSH or SBH) is ambiguous" if bsh else "query is not in BSH / SBH (TND: varlen, needs actual_seq_qlen)"
+        skv, d = (k[1] if bsh else k[0]), q[2] // n if q[2] % n == 0 else 0
+        if not d or k[2] % d or not k[2]:
+            return f"hidden sizes {q[2]} / {k[2]} do not split into N = {n} heads of one size"
+        return skv, d, v[2] // (k[2] // d)
+    return "query / key / value are not all 3-D or all 4-D"
+
+
+def _flash_attention(
+    inputs: list[list[int]], outputs: list[list[int]], _fmt: list[str], dtypes: list[str], grad: bool
+) -> tuple[int | None, str | None]:
+    """FlashAttentionScore (grad): 2·B·N·Sq·Skv·(D + Dv) forward, the two matrix products of Q·Kᵀ and P·V; the
+    backward's five (Q·Kᵀ again, dO·Vᵀ, Pᵀ·dO, dS·K, dSᵀ·Q) 2·B·N·Sq·Skv·(3·D + 2·Dv). B, N and Sq come from
+    softmax_max / softmax_sum ([B, N, Sq, 8], FlashAttentionScore's IR), the layout from matching them in q.
+    Only without an atten_mask is every block computed (sparse_mode 0 ignores pre / next tokens then, the op's
+    sparse-mode reference); with a mask the sparse mode and tokens decide, and they are not in the profile."""
+    if len(inputs) < 3:
+        return None, "FlashAttention without query, key and value shapes"
+    mask = [i for i, (dims, dt) in enumerate(zip(inputs, dtypes)) if len(dims) >= 2 and _dtype(dt) in ("BOOL", "UINT8")]
+    if mask:
+        return None, (f"FlashAttention with an atten_mask {inputs[mask[0]]}: the sparse mode and pre / next tokens that decide "
+                      "how much of Q·Kᵀ is computed are not in the profile")  # fmt: skip
+    stats = [d for d in (*outputs, *inputs[3:]) if len(d) == 4 and d[3] == 8]
+    if not stats:
+        return None, "FlashAttention without softmax_max [B, N, Sq, 8] (TND / varlen layout)"
+    b, n, sq = stats[0][:3]
+    dims = _attention_dims(inputs[0], inputs[1], inputs[2], b, n, sq)
+    if isinstance(dims, str):
+        return None, f"FlashAttention: {dims}"
+    skv, d, dv = dims
+    return 2 * b * n * sq * skv * ((3 * d + 2 * dv) if grad else (d + dv)), None
+
+
+FORMULAS: dict[str, Callable[[list[list[int]], list[list[int]], list[str], list[str]], tuple[int | None, str | None]]] = {
     **dict.fromkeys(MATMUL_TYPES, _matmul),
     "Conv2D": _conv2d,
+    "FlashAttentionScore": lambda i, o, f, d: _flash_attention(i, o, f, d, grad=False),
+    "FlashAttentionScoreGrad": lambda i, o, f, d: _flash_attention(i, o, f, d, grad=True),
 }
 
 
-def shape_flops(op_type: str | None, in_shapes: str | None, out_shapes: str | None, in_formats: str | None) -> tuple[int | None, str]:
+def shape_flops(op_type: str | None, in_shapes: str | None, out_shapes: str | None, in_formats: str | None,
+                in_dtypes: str | None = None) -> tuple[int | None, str]:  # fmt: skip
     """(flops, note) of one op type and its recorded shapes; the note says why flops is None."""
     formula = FORMULAS.get(op_type or "")
     if formula is None:
-        if op_type in FA_TYPES:
-            return None, "FlashAttention: its layout and sparse mode are not in the profile"
         return None, "no formula for this op type"
     if not in_shapes or not out_shapes:
         return None, "no shapes recorded (record_shapes=True / --aicore-shape)"
     inputs, outputs = _dims(in_shapes), _dims(out_shapes)
     if inputs is None or outputs is None:
         return None, "shapes not whole numbers"
-    flops, why = formula(inputs, outputs, (in_formats or "").split(";"))
+    flops, why = formula(inputs, outputs, (in_formats or "").split(";"), (in_dtypes or "").split(";"))
     if flops is not None and flops >= 1 << 62:
         return None, "shapes too large for any real kernel"
     return flops, why or ""
@@ -273,7 +323,8 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
         return schemas.empty("op_perf")
     enc = {c: _encoded(_col(k, c, pa.string())) for c in ("op_type", "input_shapes", "output_shapes", "input_formats",
                                                            "input_dtypes", "output_dtypes", "task_type")}  # fmt: skip
-    at, by_shape = _per_distinct([enc[c] for c in ("op_type", "input_shapes", "output_shapes", "input_formats")], shape_flops)
+    at, by_shape = _per_distinct([enc[c] for c in ("op_type", "input_shapes", "output_shapes", "input_formats", "input_dtypes")],
+                                 shape_flops)  # fmt: skip
     shape_f = _take([f for f, _ in by_shape], at, pa.int64())
     cube_fops = pc.cast(pc.round(_col(k, "aic_cube_fops")), pa.int64())
     flops = pc.coalesce(cube_fops, shape_f)
