@@ -380,7 +380,8 @@ def test_msprobe_task_names_follow_the_msprobe_release(tmp_path: Path) -> None:
                               ("nan_check", "26.0.0", False), ("nan_check", "26.2.0", True), ("run_ut", "8.3.3", True),
                               ("run_ut", "26.0.0", False), ("exception_dump", "8.1.2", False), ("exception_dump", "8.2.0", True),
                               ("structure", "1.2.0", False), ("structure", "1.3.0", True), ("acc_check", "8.3.0", False)):  # fmt: skip
-        cfg.write_text(json.dumps({"task": task, "dump_path": "./d", "rank": [], "step": [], "level": "L1"}))
+        level = "L2" if task == "exception_dump" else "L1"
+        cfg.write_text(json.dumps({"task": task, "dump_path": "./d", "rank": [], "step": [], "level": level}))
         r = run_cli("dump", "check", cfg, "--msprobe-version", release)
         assert (r.returncode == 0) == ok, (task, release, r.stdout + r.stderr)
         if not ok:
@@ -393,6 +394,11 @@ def test_msprobe_task_names_follow_the_msprobe_release(tmp_path: Path) -> None:
     assert r.returncode == 0 and json.loads(out.read_text())["task"] == "overflow_check"
     bad = run_cli("dump", "--format", "msprobe", "--overflow", "--msprobe-version", "latest", "--out", out)
     assert bad.returncode == 2 and "not a release number" in bad.stderr
+    cfg.write_text(json.dumps({"task": "exception_dump", "dump_path": "./d", "level": "L1"}))
+    exc = run_cli("dump", "check", cfg, "--msprobe-version", "26.2.0")  # ExceptionDumpToolFactory: a tool at L2 only
+    assert exc.returncode != 0 and "only at level L2" in exc.stdout + exc.stderr
+    cfg.write_text(json.dumps({"task": "exception_dump", "dump_path": "./d", "level": "L2"}))
+    assert run_cli("dump", "check", cfg, "--msprobe-version", "26.2.0").returncode == 0
     mixed = run_cli("dump", "--layers", "conv1", "--msprobe-version", "8.3.0", "--acl-json", tmp_path / "a.json")
     assert mixed.returncode == 2 and "--msprobe-version does not go with --format acl" in mixed.stderr
 

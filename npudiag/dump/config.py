@@ -326,6 +326,9 @@ def check_msprobe_config(d: dict[str, Any], release: tuple[int, ...] | None = No
             problems.append(f"task: {task!r} is not a task of {named} (taken by {_releases_taking(str(task))}){instead}")
         else:
             problems.append(f"task: {task!r} is not one of {', '.join(sorted(msprobe_tasks(rel)))} ({named})")
+    if task == "exception_dump" and d.get("level", "L1") != "L2":  # msprobe's ExceptionDumpToolFactory: kernel level only
+        problems.append(f"level: exception_dump runs only at level L2 (kernel), not {d.get('level', 'L1 (the default)')!r}; "
+                        "it is a MindSpore task in msprobe")  # fmt: skip
     if "level" in d and d["level"] not in MSPROBE_LEVELS:
         problems.append(f"level: {d['level']!r} is not one of {', '.join(sorted(MSPROBE_LEVELS))}")
     if "dump_path" in d and (not isinstance(d["dump_path"], str) or not d["dump_path"]):
