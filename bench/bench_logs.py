@@ -5,6 +5,14 @@ several modules, some multi-line records, a few errors with codes), then runs
 ``npudiag logs parse`` in a fresh process and reports lines/s, MB/s and peak RSS.
 
     python bench/bench_logs.py --mb 2000
+    python bench/bench_logs.py --real 200 --rounds 3 [--code OLD_CHECKOUT]
+
+``--real MB``: one file of MB made of the corpus log folders' own lines, every file of
+``$NPUDIAG_CORPUS/logs`` (plog, device logs, captured stdout with console and Python lines, register
+dumps) repeated in its real proportions; the reference in the same run is a ten-line Python loop that
+reads the file and splits each line's plog header (what the issue measured as 18-26x faster than
+``logs parse``). Rounds are fresh processes, interleaved; the median ratio is printed. ``--code``
+also runs an older checkout (PYTHONPATH) in the same rounds.
 """
 
 from __future__ import annotations
@@ -65,10 +73,83 @@ def generate(total_mb: int, files: int = 8) -> Path:
     return out
 
 
+REFERENCE = """
+import sys, time
+t = time.perf_counter(); n = 0
+with open(sys.argv[1], encoding="utf-8", errors="replace") as fh:
+    for line in fh:
+        if line.startswith("["):
+            level, _, rest = line.partition("] ")
+            module, _, rest = rest.partition("(")
+            n += len(rest)
+sys.stderr.write(f"TIME {time.perf_counter() - t:.3f}\\n")
+"""
+
+
+def real_mix(mb: int) -> Path:
+    import os
+
+    out = DATA / f"real-{mb}mb" / "mix.log"
+    if out.is_file():
+        return out
+    corpus = Path(os.environ.get("NPUDIAG_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus")) / "logs"
+    files = sorted(corpus.rglob("*.log"))
+    if not files:
+        sys.exit(f"no corpus logs under {corpus} (set NPUDIAG_CORPUS)")
+    block = "".join(p.read_text(encoding="utf-8", errors="replace").rstrip("\n") + "\n" for p in files)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as fh:
+        for _ in range(max(1, mb * 1_000_000 // len(block.encode()))):
+            fh.write(block)
+    return out
+
+
+def _timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    # run outside the checkout: ``python -c`` puts the working folder first on sys.path, before PYTHONPATH
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=DATA)
+    stats = [x for x in r.stderr.splitlines() if x.startswith("TIME")]
+    if not stats:
+        sys.exit(r.stderr[-2000:])
+    return float(stats[-1].split()[1])
+
+
+def run_real(mb: int, rounds: int, code: str | None) -> None:
+    import os
+    import statistics
+
+    path = real_mix(mb)
+    size = path.stat().st_size
+
+    def parse(out: Path) -> str:
+        return ("import sys, time; from npudiag.cli import main; t = time.perf_counter(); sys.argv = ['npudiag', 'logs', 'parse', "
+                f"'{path}', '--out', '{out}', '--quiet', '--force']\ncode = 0\ntry:\n    main()\nexcept SystemExit as e:\n"
+                "    code = e.code or 0\nif code:\n    sys.exit(f'logs parse failed: exit {code}')\n"
+                "sys.stderr.write(f'TIME {time.perf_counter() - t:.3f}\\n')")  # fmt: skip
+
+    sides = {"this": None} | ({"old": {**os.environ, "PYTHONPATH": code}} if code else {})
+    times: dict[str, list[float]] = {k: [] for k in (*sides, "reference")}
+    for _ in range(rounds):
+        times["reference"].append(_timed([sys.executable, "-c", REFERENCE, str(path)]))
+        for name, env in sides.items():
+            times[name].append(_timed([sys.executable, "-c", parse(DATA / f"parsed-real-{name}")], env))
+    ref = statistics.median(times["reference"])
+    for name in sides:
+        med = statistics.median(times[name])
+        ratios = [t / r for t, r in zip(times[name], times["reference"])]
+        print(f"{name}: {size / 1e6:.0f} MB real mix in {med:.2f} s = {size / 1e6 / med:.1f} MB/s; "
+              f"{statistics.median(ratios):.2f}x the header-split loop ({ref:.2f} s)")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=500)
+    ap.add_argument("--real", type=int, default=None, help="MB of the corpus logs' own lines, in their real proportions")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--code", default=None, help="an older checkout to time in the same rounds")
     a = ap.parse_args()
+    if a.real is not None:
+        run_real(a.real, a.rounds, a.code)
+        return
     folder = generate(a.mb)
     size = sum(p.stat().st_size for p in folder.rglob("*.log"))
     lines = 0

@@ -118,25 +118,25 @@ def test_blank_lines_cost_their_bytes_not_a_loop_each(tmp_path: Path, monkeypatc
         a = tmp_path / "plog" / "plog-1_20250101000000000.log"
         a.parent.mkdir()
         a.write_bytes(data)
-    calls = {"line": 0, "readline": 0}
-    real_line, real_readline = LogParser._line, sources._ByteLines.readline
+    calls = {"line": 0, "read": 0}
+    real_line, real_body = LogParser._line, sources._body_blocks
 
     def line(self, n, text):
         calls["line"] += 1
         return real_line(self, n, text)
 
-    def readline(self, limit):
-        calls["readline"] += 1
-        return real_readline(self, limit)
+    def body(text):
+        calls["read"] += 1
+        return real_body(text)
 
     monkeypatch.setattr(LogParser, "_line", line)
-    monkeypatch.setattr(sources._ByteLines, "readline", readline)
+    monkeypatch.setattr(sources, "_body_blocks", body)
     r = run_cli("logs", "parse", a, "--out", tmp_path / "o", "-q")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     events = pq.read_table(tmp_path / "o" / "log_events.parquet")
     assert events["line"].to_pylist() == [1, 2 + (64 << 20)]  # the lines after the run are numbered as if each was read
     assert calls["line"] <= 5, calls  # the two records and the run of blank lines as one
-    assert calls["readline"] <= 2 * 64 + 10, calls  # a few per MiB buffer, not one per line (67 M before)
+    assert calls["read"] <= 64 + 10, calls  # one pass per MiB read, not one per line (67 M before)
 
 
 def test_a_trace_event_of_64_mb_is_refused_at_its_offset(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import tarfile
 from pathlib import Path
 
@@ -476,6 +477,40 @@ def test_fuzz_plog_chunks_agree_with_the_line_parser(picks) -> None:
         lines.append(line[:cut] + junk if cut < len(line) else line)
     text = "\n".join(lines)
     assert parse_text(text, LogContext("p.log")).to_pylist() == parse_text(text, LogContext("p.log"), vectorised=False).to_pylist()
+
+
+_OTHER_LINES = [x for x in _LINES if not (x.startswith("[") and "):20" in x) and x.strip()] + [
+    "[rank3]:[ERROR] HCCL(9,p):2025-08-06-23:09:35.772.604 [h.cc:1]9 prefixed",
+    "Traceback (most recent call last):",
+    '  File "train.py", line 3, in <module>',
+    "RuntimeError: NPU function error: aclrtSynchronizeStream(stream), error code is 507014",
+    "[ERROR] A(1,p):2025-08-06-23:09:35.772.604 [a.cc:1]1 x[ERROR] B(1,p):2025-08-06-23:09:35.772.605 [b.cc:2]1 two on a line",
+    "E39999: Inner Error!",
+    "text with a literal \\n inside",
+]
+
+
+@pytest.mark.parametrize("chunk", [8, 64])
+def test_rare_lines_in_plog_cost_their_own_record_not_the_chunk(chunk: int) -> None:
+    # plog with a few lines of every other form mixed in (2 %), as captured stdout and device logs are: the
+    # vectorised path still takes the chunks (their other records go line by line) and the rows equal the
+    # line parser's, record for record
+    rng = random.Random(chunk)
+    plog = [x for x in _PLOG_LINES if x.startswith("[")]
+    texts = []
+    for _ in range(12):
+        lines = [rng.choice(plog)]
+        for _ in range(400):
+            lines.append(rng.choice(_OTHER_LINES) if rng.random() < 0.02 else rng.choice(plog))
+        texts.append("\n".join(lines))
+    runaway = [plog[0], *[f"    register dump 0x{i:04x}" for i in range(2100)], *plog[1:40]]  # a record past the continuation cap
+    texts.append("\n".join(runaway * 2))
+    # a device log's exception register dump (real lines from the corpus device log): past the cap each line is a
+    # text record of its own, taken on the vectorised path too
+    dump = [x for x in _LINES if x.startswith("<exception_print>")] or ["<exception_print>AIC_ERROR=0x10 device_id=3"]
+    texts.append("\n".join([plog[0], *(dump * (900 // len(dump) + 1))[:900], "", *dump[:5], *plog[1:20]] * 2))
+    used = both_log_paths_agree(texts, chunk)
+    assert used >= 12 * (400 // chunk) * 0.5, used  # was: a chunk with one rare line went whole to the line parser
 
 
 def test_export_since_last_keeps_only_new_or_changed_files(tmp_path: Path) -> None:

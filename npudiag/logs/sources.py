@@ -8,7 +8,6 @@ pid (``plog-<pid>_<ts>.log``) and the rank (``rank_N`` folders) where the record
 
 from __future__ import annotations
 
-import io
 import os
 import posixpath
 import re
@@ -24,7 +23,7 @@ from pathlib import Path
 from npudiag.errors import InputError, text_of
 from npudiag.logs.archive import MAX_ARCHIVE_BYTES, MAX_MEMBERS, check_members, is_archive, members_of, open_archive
 from npudiag.logs.formats.ascend_log import LogContext
-from npudiag.logs.formats.log_common import BLANK_RUN, BlankRun
+from npudiag.logs.formats.log_common import BLANK_RUN, MAX_MESSAGE_CHARS, BlankRun, Block, cap_message
 
 # numbers in names are ASCII digits of a bounded length: a pid fits int64, a device or rank int32
 LOG_NAME = re.compile(r"(\.log|\.txt|\.out)(\.[0-9]+)?$|^(messages|syslog|history\.log|kernel\.log)")
@@ -35,9 +34,6 @@ DEV_OS_DIR = re.compile(r"^dev-os-([0-9]{1,9})$")
 RANK_DIR = re.compile(r"^rank[_-]?([0-9]{1,9})$")
 EXPORT_DIRS = {"slog", "hisi_logs", "message", "stackcore", "vmcore", "event_sched", "system_info", "module_log"}
 MAX_DEPTH = 12
-# a run of line ends: a single character class, which the regex engine scans at memory speed (the
-# group (?:\r?\n) took 115 ns a character); a line of nothing but \r is blank to the parser too
-_BLANK_RUN = re.compile(f"[\\r\\n]{{{BLANK_RUN},}}")
 
 
 @dataclass
@@ -78,90 +74,109 @@ def context_for(name: str) -> LogContext:
 MAX_LINE_CHARS = 1 << 20  # longer lines are cut (and say so): one 100 MB line must not cost 100s of MB
 
 
-_BLANK = ("\n", "\r\n")
+READ_BYTES = 1 << 20  # a block: one read of this many bytes, split into lines in C
+# a run of line ends: a single character class, which the regex engine scans at memory speed (the group
+# (?:\r?\n) took 115 ns a character); a line of nothing but \r is blank to the parser too
+_BLANKS = re.compile(f"[\\r\\n]{{{BLANK_RUN + 1},}}")
+# a run of blank lines holds one of these (the regex runs only on text that does)
+_BLANK_NEEDLES = ("\n" * 8, "\r\n" * 8, "\r\r\n" * 4)
 
 
-def bounded_lines(fh: io.TextIOBase) -> Iterator[str]:
-    """Lines of ``fh``, each at most MAX_LINE_CHARS; the rest of a longer line is read and dropped.
-    BLANK_RUN or more blank lines in a row come as one :class:`BlankRun`."""
-    line = fh.readline(MAX_LINE_CHARS)
+def block_lines(read: Callable[[int], bytes]) -> Iterator[Block | BlankRun]:
+    """The lines of a binary stream (``read(n)``), decoded as UTF-8 with replacement, as Blocks of
+    cleaned lines; BLANK_RUN or more blank lines in a row come as one BlankRun (however many reads
+    they span). A line of MAX_LINE_CHARS characters or more keeps its first MAX_LINE_CHARS and says how
+    many more it had (its line end counted); the rest of a line that long is dropped as it is read."""
+    blank = 0
+    for item in _read_blocks(read):
+        if type(item) is BlankRun:
+            blank += item.count
+            continue
+        if blank:
+            yield BlankRun(blank)
+            blank = 0
+        yield item
+    if blank:
+        yield BlankRun(blank)
+
+
+def _read_blocks(read: Callable[[int], bytes]) -> Iterator[Block | BlankRun]:
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    rest = ""  # the unfinished line at the end of the last read
+    head: str | None = None  # while dropping the rest of a long unfinished line: its kept head
+    dropped = 0
     while True:
-        if type(line) is BlankRun:  # before the test for the end: its text is empty
-            n = line.count
-            line = fh.readline(MAX_LINE_CHARS)
-            while type(line) is BlankRun or line in _BLANK:  # a run that goes on in the next buffer: one run
-                n += line.count if type(line) is BlankRun else 1
-                line = fh.readline(MAX_LINE_CHARS)
-            yield BlankRun(n)
-            continue
-        if not line:
+        data = read(READ_BYTES)
+        text = decoder.decode(data) if data else decoder.decode(b"", final=True)
+        if head is not None:
+            nl = text.find("\n")
+            if nl < 0 and data:
+                dropped += len(text)
+                continue
+            dropped += (nl + 1) if nl >= 0 else len(text)
+            yield _clean_block([f"{head} [... {dropped} more characters cut by npudiag]"], cut=False)
+            head, text = None, text[nl + 1 :] if nl >= 0 else ""
+        text = rest + text
+        end = text.rfind("\n") + 1  # the complete lines: up to the last line end
+        body, rest = text[:end], text[end:]
+        if data and len(rest) >= MAX_LINE_CHARS:  # a line that has not ended within MAX_LINE_CHARS: keep its head only
+            head, dropped, rest = rest[:MAX_LINE_CHARS], len(rest) - MAX_LINE_CHARS, ""
+        if body:
+            yield from _body_blocks(body)
+        if not data:
+            if rest:  # the last line, with no line end
+                more = len(rest) - MAX_LINE_CHARS
+                yield _clean_block([rest if more < 0 else f"{rest[:MAX_LINE_CHARS]} [... {more} more characters cut by npudiag]"],
+                                   cut=False)  # fmt: skip
             return
-        if line in _BLANK:
-            n = 1
-            nxt = fh.readline(MAX_LINE_CHARS)
-            while nxt in _BLANK and type(nxt) is not BlankRun:
-                n += 1
-                nxt = fh.readline(MAX_LINE_CHARS)
-            if n >= BLANK_RUN:
-                yield BlankRun(n)
-            else:
-                yield from [line] * n
-            line = nxt
+
+
+def _body_blocks(body: str) -> Iterator[Block | BlankRun]:
+    """Complete lines (``body`` starts at a line start and ends with a line end) as Blocks, and every
+    run of BLANK_RUN or more blank lines as one BlankRun, found by a regex at memory speed."""
+    pos = 0
+    cr = "\r" in body
+    runs = _BLANKS.finditer(body) if any(x in body for x in _BLANK_NEEDLES) else ()  # str.find scans at memchr speed
+    for m in runs:
+        a, b = m.span()
+        n = body.count("\n", a, b)
+        cut = a
+        if a > 0:  # the run's first line end ends the line before it
+            cut = body.index("\n", a) + 1
+            n -= 1
+        if n < BLANK_RUN:  # carriage returns, not blank lines: left to the split
             continue
-        if len(line) == MAX_LINE_CHARS and not line.endswith("\n"):
-            cut = 0
-            while True:
-                more = fh.readline(MAX_LINE_CHARS)
-                cut += len(more)
-                if not more or more.endswith("\n"):
-                    break
-            line = f"{line} [... {cut} more characters cut by npudiag]\n"
-        yield line
-        line = fh.readline(MAX_LINE_CHARS)
+        if cut > pos:
+            yield _clean_block(body[pos:cut].split("\n")[:-1], cr=cr)
+        yield BlankRun(n)
+        pos = b
+    if pos < len(body):
+        yield _clean_block(body[pos:].split("\n")[:-1], cr=cr)
+
+
+def _clean_block(lines: list[str], cut: bool = True, cr: bool = True) -> Block:
+    """Each line as the parser takes it: no trailing \\r, at most MAX_MESSAGE_CHARS characters; with
+    ``cut``, a line of MAX_LINE_CHARS or more (its line end read too) first cut with its note."""
+    block = Block(lines)
+    longest = max(map(len, block)) if block else 0
+    if cut and longest >= MAX_LINE_CHARS:
+        block = Block(f"{x[:MAX_LINE_CHARS]} [... {len(x) - MAX_LINE_CHARS + 1} more characters cut by npudiag]"
+                      if len(x) >= MAX_LINE_CHARS else x for x in block)  # fmt: skip
+    if cr and any(x.endswith("\r") for x in block):  # ``cr``: whether the text holds a \\r at all
+        block = Block(x.rstrip("\r") for x in block)
+    if longest > MAX_MESSAGE_CHARS:
+        block = Block(cap_message(x) if len(x) > MAX_MESSAGE_CHARS else x for x in block)
+    return block
 
 
 def _file_lines(path: Path) -> Callable[[], Iterator[str]]:
     def lines() -> Iterator[str]:
-        with open(path, "rb") as fh:  # the reader archives use: a run of blank lines costs its bytes
-            yield from bounded_lines(_ByteLines(fh))
+        with open(path, "rb") as fh:
+            yield from block_lines(fh.read)
 
     return lines
-
-
-class _ByteLines:
-    """``readline(limit)`` over a binary stream that has only ``read`` (a member of a tar read as a
-    stream is not seekable, which TextIOWrapper needs), decoding UTF-8 with replacement."""
-
-    def __init__(self, fh) -> None:
-        import codecs
-
-        self.fh = fh
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.buf = ""
-        self.pos = 0  # lines are taken by moving this, not by copying the rest of the buffer
-        self.eof = False
-
-    def readline(self, limit: int) -> str:
-        while True:
-            if self.buf.startswith("\n", self.pos) or self.buf.startswith("\r\n", self.pos):
-                run = _BLANK_RUN.match(self.buf, self.pos)
-                end = self.buf.rfind("\n", self.pos, run.end()) + 1 if run is not None else 0
-                n = self.buf.count("\n", self.pos, end)
-                if n >= BLANK_RUN:  # a run of blank lines in the buffer: one BlankRun, counted in C
-                    self.pos = end
-                    return BlankRun(n)
-            stop = min(self.pos + limit, len(self.buf))
-            nl = self.buf.find("\n", self.pos, stop)
-            if nl >= 0 or stop - self.pos >= limit or self.eof:
-                end = nl + 1 if nl >= 0 else stop
-                line = self.buf[self.pos : end]
-                self.pos = end
-                return line
-            chunk = self.fh.read(1 << 20)
-            rest = self.buf[self.pos :]
-            self.pos = 0
-            self.eof = not chunk
-            self.buf = rest + (self.decoder.decode(chunk) if chunk else self.decoder.decode(b"", final=True))
 
 
 class _TarStream:
@@ -193,7 +208,7 @@ class _TarStream:
                         except tarfile.TarError as exc:
                             raise InputError(self.archive, f"member {name!r}: cannot be read ({exc})") from None
                         if fh is not None:
-                            yield from _member_lines(self.archive, name, bounded_lines(_ByteLines(fh)))
+                            yield from _member_lines(self.archive, name, block_lines(fh.read))
                         return
                 # asked out of order: start the stream again, once
                 self.tar.close()
@@ -254,7 +269,7 @@ def _zip_lines(archive: Path, name: str) -> Callable[[], Iterator[str]]:
     def lines() -> Iterator[str]:
         def read() -> Iterator[str]:
             with zipfile.ZipFile(archive) as zf, zf.open(name) as fh:
-                yield from bounded_lines(io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline=""))
+                yield from block_lines(fh.read)
 
         yield from _member_lines(archive, name, read())
 
@@ -262,8 +277,7 @@ def _zip_lines(archive: Path, name: str) -> Callable[[], Iterator[str]]:
 
 
 def _stdin_lines() -> Iterator[str]:
-    stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="")
-    yield from bounded_lines(stream)
+    yield from block_lines(sys.stdin.buffer.read)
 
 
 def _walk(folder: Path, warnings: list[str]) -> Iterator[Path]:

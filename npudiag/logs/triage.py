@@ -7,6 +7,7 @@ pyarrow compute), one pass per entry.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, replace
@@ -58,7 +59,16 @@ _REQUIRED = ("id", "title", "meaning", "fix", "example")
 def load_kb(path: Path | None = None) -> list[KbEntry]:
     """The entries of ``path`` (default: the shipped file), then one entry per catalogued CANN error
     code (error_catalogue.toml) that no hand-written entry covers, when ``path`` defines the catalogue's
-    categories. ValueError names a malformed entry."""
+    categories. ValueError names a malformed entry. The shipped knowledge base is read once a process."""
+    return list(_shipped_kb()) if path is None else _load_kb(path)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_kb() -> tuple[KbEntry, ...]:
+    return tuple(_load_kb(None))
+
+
+def _load_kb(path: Path | None) -> list[KbEntry]:
     if path is None:
         with resources.as_file(resources.files("npudiag.logs") / "log_kb.toml") as p:
             data = read_toml(p)
@@ -199,11 +209,13 @@ def applies_to(row: dict[str, Any]) -> str:
     return f"CANN {row['cann']} text{since}"
 
 
+@functools.lru_cache(maxsize=1)
 def _catalogue() -> list[dict[str, Any]]:
     with resources.as_file(resources.files("npudiag.logs") / "error_catalogue.toml") as p:
         return list(read_toml(p).get("code", []))
 
 
+@functools.lru_cache(maxsize=1)
 def _advice() -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, str]]:
     """(code, source_sha) -> npudiag's wording of that code's own cause / fix; numeric code -> its meaning."""
     with resources.as_file(resources.files("npudiag.logs") / "code_advice.toml") as p:
@@ -256,6 +268,12 @@ def match_entries(events: pa.Table, kb: list[KbEntry]) -> dict[str, np.ndarray]:
     # an information record (GE's error-code catalogue at INFO, a DEBUG trace) is never a finding
     loud = ~pc.is_in(levels, pa.array(list(QUIET_LEVELS))).to_numpy(zero_copy_only=False)
     by_code = _code_only_masks(events, kb, loud)
+    # one pass of every pattern at once finds the records any of them can match; each pattern then runs
+    # on those alone (most records of a large log match none)
+    patterns = [p for e in kb if not _code_only(e) for p in e.patterns]
+    cand = np.flatnonzero(pc.match_substring_regex(message, "|".join(f"(?:{p})" for p in patterns), ignore_case=True)
+                          .to_numpy(zero_copy_only=False)) if patterns else np.array([], np.int64)  # fmt: skip
+    some = message.take(pa.array(cand)) if len(cand) else None
     for e in kb:
         if e.id in by_code:
             out[e.id] = by_code[e.id]
@@ -263,8 +281,8 @@ def match_entries(events: pa.Table, kb: list[KbEntry]) -> dict[str, np.ndarray]:
         if _code_only(e):
             continue
         mask = _code_mask(events, e.codes)
-        for p in e.patterns:
-            mask |= pc.match_substring_regex(message, p, ignore_case=True).to_numpy(zero_copy_only=False)
+        for p in e.patterns if some is not None else ():
+            mask[cand] |= pc.match_substring_regex(some, p, ignore_case=True).to_numpy(zero_copy_only=False)
         allowed = loud | pc.is_in(levels, pa.array(list(e.levels), pa.string())).to_numpy(zero_copy_only=False) if e.levels else loud
         mask &= allowed
         if e.modules and mask.any():

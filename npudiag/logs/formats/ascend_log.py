@@ -37,6 +37,7 @@ from npudiag.logs.formats.log_common import (  # noqa: F401 - CODE_MODULES, erro
     RANK_IN_TEXT,
     TSCH_RE,
     BlankRun,
+    Block,
     LogContext,
     cap_message,
     error_codes,
@@ -324,6 +325,10 @@ class LogParser:
                 self.lines += raw.count
                 yield raw
                 continue
+            if type(raw) is Block:  # already clean: counted and passed on whole
+                self.lines += len(raw)
+                yield raw
+                continue
             self.lines += 1
             line = raw.rstrip("\r\n")
             if len(line) > MAX_MESSAGE_CHARS:  # no message keeps more: every later pass reads less
@@ -343,12 +348,12 @@ class LogParser:
         if not self._detected:
             self._detected = True
             head = list(islice(clean, PREFIX_SAMPLE_LINES))
-            kind = detect_prefix(head)
+            kind = detect_prefix([x for item in head for x in (item if type(item) is Block else (item,))][:PREFIX_SAMPLE_LINES])
             if kind is not None:
                 self.prefix_kind = kind
                 self._prefix = dict(PREFIXES)[kind]
             clean = chain(head, clean)
-        pending: deque[tuple[Future[pa.RecordBatch | None] | None, list[str], int]] = deque()
+        pending: deque[tuple[Future[list[plog_fast.Piece]] | None, list[str], int]] = deque()
         pool: ThreadPoolExecutor | None = None  # started at the first full chunk: a small file is parsed line by line
         vectorised = self.vectorised and self._prefix is None
         try:
@@ -367,8 +372,12 @@ class LogParser:
                     while len(pending) > 3:
                         yield from self._resolve(*pending.popleft())
                     continue
-                buf.append(line)
-                buf_chars += len(line)
+                if type(line) is Block:
+                    buf.extend(line)
+                    buf_chars += sum(map(len, line))
+                else:
+                    buf.append(line)
+                    buf_chars += len(line)
                 if len(buf) >= CHUNK_LINES or buf_chars >= CHUNK_CHARS:
                     if pool is None and vectorised:
                         pool = ThreadPoolExecutor(max_workers=2)
@@ -377,7 +386,8 @@ class LogParser:
                     buf_chars = sum(len(x) for x in buf)
                     # cut before a header, the chunk ends where a record ends; with no header to cut at, its
                     # record may go on in the next chunk, and only the line parser carries a record across
-                    vector = pool is not None and bool(buf) and chunk[0].startswith("[")
+                    # (lines before a chunk's first header go to the line parser: they may continue it)
+                    vector = pool is not None and bool(buf)
                     fut = pool.submit(plog_fast.parse_plog_chunk, chunk, start, self.ctx) if vector else None
                     pending.append((fut, chunk, start))
                     start += cut
@@ -385,7 +395,7 @@ class LogParser:
                         yield from self._resolve(*pending.popleft())
             if buf:
                 big = pool is not None and len(buf) >= MIN_VECTOR_LINES
-                fut = pool.submit(plog_fast.parse_plog_chunk, buf, start, self.ctx) if big and buf[0].startswith("[") else None
+                fut = pool.submit(plog_fast.parse_plog_chunk, buf, start, self.ctx) if big else None
                 pending.append((fut, buf, start))
             while pending:
                 yield from self._resolve(*pending.popleft())
@@ -393,16 +403,32 @@ class LogParser:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
 
-    def _resolve(self, fut: Future[pa.RecordBatch | None] | None, lines: list[str], start: int) -> Iterator[pa.RecordBatch]:
-        fast = fut.result() if fut is not None else None
-        if fast is not None:
+    def _resolve(self, fut: Future[list[plog_fast.Piece]] | None, lines: list[str], start: int) -> Iterator[pa.RecordBatch]:
+        """The chunk's rows in line order: the vectorised path's batches as they are, the ranges it left
+        (and a chunk it did not take) line by line; a chunk of both forms comes out as one batch (a
+        hundred rare records must not make a hundred small batches for every later step)."""
+        if fut is None:
+            yield from self._lines(lines, start, 0, len(lines))
+            return
+        pieces = fut.result()
+        out: list[pa.RecordBatch] = []
+        for piece in pieces:
+            if isinstance(piece, tuple):
+                out.extend(self._lines(lines, start, *piece))
+                continue
             self._close()
             if self._cols["file"]:
-                yield self._batch()
-            self.records += fast.num_rows
-            yield fast
-            return
-        for i, line in enumerate(lines):
+                out.append(self._batch())
+            self.records += piece.num_rows
+            out.append(piece)
+        if len(out) > 1:
+            yield pa.Table.from_batches(out, schema=LOG_EVENTS).combine_chunks().to_batches()[0]
+        elif out:
+            yield out[0]
+
+    def _lines(self, lines: list[str], start: int, a: int, b: int) -> Iterator[pa.RecordBatch]:
+        for i in range(a, b):
+            line = lines[i]
             self._prefix_text = self._prefix_pid = None
             if self._prefix is not None and (m := self._prefix.match(line)) is not None:
                 self._prefix_text = m.group(0).rstrip()

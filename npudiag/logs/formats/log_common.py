@@ -113,6 +113,13 @@ class BlankRun(str):
         return obj
 
 
+class Block(list):
+    """Lines read a block at a time (a megabyte of a file): each already cleaned as the parser takes a
+    line (no line end, at most MAX_MESSAGE_CHARS, valid UTF-8), none of them a run of BLANK_RUN blank
+    lines (those come as a BlankRun between blocks). The parser extends its buffer by a whole block:
+    no Python step per line on the way in."""
+
+
 @dataclass
 class LogContext:
     """What the file's path says about its records (applied where a record does not say itself)."""

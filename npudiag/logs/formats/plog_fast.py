@@ -1,9 +1,11 @@
-"""The vectorised path for chunks that are pure plog: every line a record header or a plain continuation.
+"""The vectorised path for the plog records of a chunk: a record header and its plain continuations.
 
 Real plog / device-log files are millions of lines in one format, so they are parsed a chunk at
-a time with pyarrow's RE2 kernels (one pass per field) instead of a Python loop per line. A chunk
-that holds anything else (console forms, ``[rankN]:`` prefixes, two headers on one line, literal
-``\\n``) returns None and goes through the line-by-line parser, which gives the same rows.
+a time with pyarrow's RE2 kernels (one pass per field) instead of a Python loop per line. A record
+that holds anything else (a console form or ``[rankN]:`` prefix on a continuation line, two headers on
+one line, a literal ``\\n``, a runaway of continuation lines), and the lines before the chunk's first
+header, go through the line-by-line parser, which gives the same rows: each such record is a range of
+the chunk from its header to the next header, so a rare line costs its own record, never the chunk.
 """
 
 from __future__ import annotations
@@ -111,33 +113,161 @@ def _thread_and_function(content: pa.Array) -> tuple[pa.Array, pa.Array]:
     return _int(tid), func
 
 
-def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> pa.RecordBatch | None:
-    """LOG_EVENTS rows for ``lines`` (line numbers from ``first_line``), or None if this chunk is not pure plog."""
+Piece = pa.RecordBatch | tuple[int, int]
+
+
+def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list[Piece]:
+    """The chunk's rows in line order: RecordBatches of LOG_EVENTS for its plain plog records, and
+    ``(start, end)`` index ranges of ``lines`` that the line parser must read (see the module doc). A
+    range always ends before a header, so the line parser's record is complete at its end."""
     arr = pa.array(lines, pa.string())
     head = pc.extract_regex(arr, _HEADER)
     is_header = pc.is_valid(head).to_numpy(zero_copy_only=False)
-    if not is_header[0]:
-        return None
-    other = ~is_header
     hdr_idx = np.flatnonzero(is_header)
+    n_lines = len(lines)
+    if not len(hdr_idx):
+        return [(0, n_lines)]
+    bad = np.zeros(n_lines, bool)
+    bad[: hdr_idx[0]] = True  # before the first header: whatever it is, not a plog record
+    text_line = np.zeros(n_lines, bool)  # a runaway record's lines past the cap: one text record each
+    other = ~is_header
     if other.any():
         cont = arr.filter(pa.array(other))
-        if (
-            pc.any(pc.match_substring_regex(cont, _OTHER_START)).as_py()
-            or pc.any(pc.match_substring(cont, "\\n")).as_py()
-            or pc.any(pc.match_substring_regex(cont, _HEADER_ANYWHERE)).as_py()
-        ):
-            return None
+        odd = pc.or_(
+            pc.or_(pc.match_substring_regex(cont, _OTHER_START), pc.match_substring(cont, "\\n")),
+            pc.match_substring_regex(cont, _HEADER_ANYWHERE),
+        )
+        bad[np.flatnonzero(other)[pc.fill_null(odd, False).to_numpy(zero_copy_only=False)]] = True
         nonblank = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(cont)), 0).to_numpy(zero_copy_only=False)
         cont_idx = np.flatnonzero(other)[nonblank]
         owner = np.searchsorted(hdr_idx, cont_idx, side="right") - 1
-        if len(owner) and np.bincount(owner).max() >= MAX_CONTINUATION_LINES:
-            return None  # the line parser splits such a runaway record
+        owner_ok = owner >= 0
+        if owner_ok.any():
+            counts = np.bincount(owner[owner_ok], minlength=len(hdr_idx))
+            for r in np.flatnonzero(counts >= MAX_CONTINUATION_LINES).tolist():
+                _split_runaway(lines, hdr_idx, r, cont_idx[owner == r], bad, text_line)
+    maybe_two = pc.greater(pc.count_substring(arr, "):"), 1).to_numpy(zero_copy_only=False)
+    if maybe_two.any():
+        two = np.flatnonzero(maybe_two)
+        many = pc.greater(pc.count_substring_regex(arr.take(pa.array(two)), _HEADER_ANYWHERE), 1).to_numpy(zero_copy_only=False)
+        bad[two[many]] = True
+    if not bad.any() and not text_line.any():
+        return [_parse_pure(lines, arr, head, is_header, np.arange(n_lines), first_line, ctx)]
+    # each bad line's record, from its header to the next header, goes to the line parser
+    rec_of = np.cumsum(is_header) - 1  # the record (header ordinal) each line belongs to; -1 before the first
+    slow_rec = np.zeros(len(hdr_idx) + 1, bool)  # index 0: the lines before the first header
+    slow_rec[rec_of[bad] + 1] = True
+    line_slow = slow_rec[rec_of + 1]
+    pieces: list[Piece] = []
+    tail = _runaway_tails(text_line, is_header, line_slow)
+    fast = np.flatnonzero(~line_slow & ~tail)
+    batch = None
+    if len(fast):
+        take = pa.array(fast)
+        batch = _parse_pure([lines[i] for i in fast.tolist()], arr.take(take), head.take(take), is_header[fast], fast, first_line, ctx)
+    texts = np.flatnonzero(text_line & ~line_slow)
+    if len(texts):
+        rows = _text_rows(arr.take(pa.array(texts)), texts, first_line, ctx)
+        batch = rows if batch is None else pa.Table.from_batches([batch, rows]).sort_by("line").combine_chunks().to_batches()[0]
+    starts = batch.column(LOG_EVENTS.get_field_index("line")).to_numpy() - first_line if batch is not None else np.array([], np.int64)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], line_slow.astype(np.int8), [0]])))
+    done = 0
+    for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist()):
+        cut = int(np.searchsorted(starts, a))
+        if batch is not None and cut > done:
+            pieces.append(batch.slice(done, cut - done))
+        done = max(done, cut)
+        pieces.append((a, b))
+    if batch is not None and done < batch.num_rows:
+        pieces.append(batch.slice(done))
+    return pieces
+
+
+def _split_runaway(lines: list[str], hdr_idx: np.ndarray, r: int, conts: np.ndarray, bad: np.ndarray, text_line: np.ndarray) -> None:
+    """A record past MAX_CONTINUATION_LINES, as the line parser splits it: the header keeps its first
+    MAX_CONTINUATION_LINES - 1 lines, every later line opens a text record of its own; an indented line
+    there would continue the one before (the line parser's rule), so such a record goes to it whole."""
+    later = conts[MAX_CONTINUATION_LINES - 1 :]
+    if any(lines[i][:1].isspace() for i in later[1:].tolist()):
+        bad[hdr_idx[r]] = True
+    else:
+        text_line[later] = True
+
+
+def _runaway_tails(text_line: np.ndarray, is_header: np.ndarray, slow: np.ndarray) -> np.ndarray:
+    """Every line of a runaway record from its first text line to the next header (its blank lines too),
+    so the plog record stops where the line parser stops it."""
+    if not text_line.any():
+        return text_line
+    rec = np.cumsum(is_header)
+    first_text = np.full(rec[-1] + 1, np.iinfo(np.int64).max)
+    idx = np.flatnonzero(text_line)
+    np.minimum.at(first_text, rec[idx], idx)
+    return (np.arange(len(is_header)) >= first_text[rec]) & ~is_header & ~slow
+
+
+def _text_rows(arr: pa.Array, at: np.ndarray, first_line: int, ctx: LogContext) -> pa.RecordBatch:
+    """One-line ``text`` records, as the line parser writes a line no form claims: the device, rank and
+    [FUNC][FILE][LINE] the text states, its error codes, nothing else."""
+    n = len(at)
+    message = arr
+    # the number a line states (null where no column holds it), else the path's: never the path's over a stated one
+    stated = _extract_where(message, "dev", DEVICE_IN_TEXT, "d")
+    device = pc.cast(_int(stated, 31), pa.int32())
+    if ctx.device_id is not None:
+        device = pc.if_else(pc.is_null(stated), pa.scalar(ctx.device_id, pa.int32()), device)
+    rank = pc.cast(_rank_in_text(message), pa.int32())
+    if ctx.rank is not None:
+        said = pc.fill_null(pc.match_substring_regex(message, RANK_IN_TEXT), False)
+        rank = pc.if_else(said, rank, pa.scalar(ctx.rank, pa.int32()))
+    hint = pc.fill_null(pc.match_substring_regex(message, CODE_HINT_RE2), False).to_numpy(zero_copy_only=False)
+    counts = np.zeros(n, np.int32)
+    flat: list[str] = []
+    for i in np.flatnonzero(hint).tolist():
+        found = error_codes(message[i].as_py())
+        counts[i] = len(found)
+        flat.extend(found)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    null_s, null_i = pa.nulls(n, pa.string()), pa.nulls(n, pa.int64())
+    columns = {
+        "file": pa.repeat(pa.scalar(ctx.file, pa.string()), n),
+        "line": pa.array(at + first_line, pa.int64()),
+        "line_count": pa.repeat(pa.scalar(1, pa.int32()), n),
+        "origin": pa.repeat(pa.scalar(ctx.origin, pa.string()), n),
+        "format": pa.repeat(pa.scalar("text", pa.string()), n),
+        "device_id": device,
+        "rank": rank,
+        "pid": pa.repeat(pa.scalar(ctx.pid, pa.int64()), n),
+        "process": null_s,
+        "level": null_s,
+        "module": null_s,
+        "timestamp": pa.nulls(n, pa.timestamp("us")),
+        "timestamp_no_year": pa.nulls(n, pa.timestamp("us")),
+        "src_file": _extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "file"),
+        "src_line": _int(_extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "line")),
+        "thread_id": null_i,
+        "function": _extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "f"),
+        "message": message,
+        "error_codes": pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.string())),
+        "prefix": null_s,
+    }
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in LOG_EVENTS], schema=LOG_EVENTS)
+
+
+def _parse_pure(lines: list[str], arr: pa.Array, head: pa.Array, is_header: np.ndarray, at: np.ndarray, first_line: int,
+                ctx: LogContext) -> pa.RecordBatch:  # fmt: skip
+    """LOG_EVENTS rows of plain plog records: ``lines`` (their text array ``arr`` and header matches
+    ``head``) start with a header; ``at`` is each line's index in the chunk, so line numbers stay the
+    file's where records of the chunk went to the line parser."""
+    hdr_idx = np.flatnonzero(is_header)
+    other = ~is_header
+    if other.any():
+        cont = arr.filter(pa.array(other))
+        nonblank = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(cont)), 0).to_numpy(zero_copy_only=False)
+        cont_idx = np.flatnonzero(other)[nonblank]
+        owner = np.searchsorted(hdr_idx, cont_idx, side="right") - 1
     else:
         cont_idx = owner = np.array([], np.int64)
-    maybe_two = pc.greater(pc.count_substring(arr, "):"), 1)
-    if pc.any(maybe_two).as_py() and pc.any(pc.greater(pc.count_substring_regex(arr.filter(maybe_two), _HEADER_ANYWHERE), 1)).as_py():
-        return None
     h = head.filter(pa.array(is_header))
     content = _field(h, "content")
     if other.any():
@@ -158,6 +288,7 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> pa.R
     last = hdr_idx.copy()
     if len(owner):
         np.maximum.at(last, owner, cont_idx)
+    hdr_line, last_line = at[hdr_idx], at[last]
     tid, func = _thread_and_function(content)
     src_file = pc.if_else(pc.equal(_field(h, "src_file"), ""), pa.scalar(None, pa.string()), _field(h, "src_file"))
     src_line = _int(_field(h, "src_line"))
@@ -204,13 +335,16 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> pa.R
     codes = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.string()))
     columns = {
         "file": pa.repeat(pa.scalar(ctx.file, pa.string()), n),
-        "line": pa.array(hdr_idx + first_line, pa.int64()),
-        "line_count": pa.array(last - hdr_idx + 1, pa.int32()),
+        "line": pa.array(hdr_line + first_line, pa.int64()),
+        "line_count": pa.array(last_line - hdr_line + 1, pa.int32()),
         "origin": pa.repeat(pa.scalar(ctx.origin, pa.string()), n),
         "format": pa.repeat(pa.scalar("plog", pa.string()), n),
         "device_id": device,
         "rank": rank,
-        "pid": pc.if_else(pc.less(pid := _int(_field(h, "pid")), 0), pa.scalar(None, pa.int64()), pid),
+        # firmware's -1 ("no process") and a number no column holds are the path's pid, as on the line parser
+        "pid": pc.coalesce(
+            pc.if_else(pc.less(pid := _int(_field(h, "pid")), 0), pa.scalar(None, pa.int64()), pid), pa.scalar(ctx.pid, pa.int64())
+        ),  # fmt: skip
         "process": _field(h, "process"),
         "level": level,
         "module": module,
