@@ -242,22 +242,15 @@ def merge_steps(parts: list[pa.Table]) -> pa.Table:
         return schemas.empty("steps")
     if len(parts) == 1 and parts[0]["step"].null_count == 0 and pc.count_distinct(parts[0]["step"]).as_py() == parts[0].num_rows:
         return parts[0]
-    rows: dict[object, dict] = {}
-    order: list[object] = []
-    for p in parts:
-        for r in p.to_pylist():
-            key = r["step"] if r["step"] is not None else ("row", len(order))
-            have = rows.get(key)
-            if have is None:
-                rows[key] = r
-                order.append(key)
-            else:
-                for k, v in r.items():
-                    if have.get(k) is None and v is not None:
-                        have[k] = v
-    out = [rows[k] for k in order]
-    out.sort(key=lambda r: (r["step"] is None, r["step"] if r["step"] is not None else 0))
-    return pa.Table.from_pylist(out, schema=schemas.STEPS)
+    t = pa.concat_tables([schemas.conform(p, schemas.STEPS) for p in parts])
+    valued = pc.is_valid(t["step"])
+    keyed, loose = t.filter(valued), t.filter(pc.invert(valued))
+    others = [c for c in t.column_names if c != "step"]
+    # per step and column the first value any file gives, files in order (an ordered group-by: "first"
+    # skips nulls); rows without a step stay as they are, after the steps
+    g = keyed.group_by("step", use_threads=False).aggregate([(c, "first") for c in others])
+    merged = pa.table({c: (g["step"] if c == "step" else g[f"{c}_first"]) for c in t.column_names}).sort_by("step")
+    return schemas.conform(pa.concat_tables([merged.cast(t.schema), loose]), schemas.STEPS)
 
 
 def duplicate_steps(parts: list[pa.Table]) -> list[int]:

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from npudiag.errors import InputError, OptionError
 from npudiag.executors import choose_backend
-from npudiag.output import OutputFolder, atomic_write, csv_cell, dumps, json_safe, npudiag_manifest
+from npudiag.output import OutputFolder, atomic_write, csv_column, dumps, json_safe, npudiag_manifest
 from npudiag.phases import phase
 from npudiag.profiling.analysis import cluster as cl
 from npudiag.profiling.analysis.compare import HOST_LEVELS, LEVELS, compare_totals, diff_ops, matched, steps_per_run
@@ -363,9 +363,9 @@ def cluster(
             write_table(table, folder.work / f"{name}.parquet")
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        header, rows = cl.cluster_csv(steps)
+        header, rows = cl.cluster_csv(steps, csv_column)
         w.writerow(header)
-        w.writerows([csv_cell(v) for v in row] for row in rows)
+        w.writerows(rows)
         atomic_write(folder.work / "cluster_step_trace_time.csv", lambda fh: fh.write(buf.getvalue().encode("utf-8")))
         folder.commit({"input": str(path), "tables": "tables" if found is not None else str(dataset.absolute())})
     tables_at = (out / "tables").absolute() if found is not None else dataset

@@ -36,29 +36,6 @@ PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_
 PHASE_NAMES = {"computing_us": "computing", "communication_not_overlapped_us": "communication", "free_us": "free", "bubble_us": "bubble"}
 
 
-def _phase_row(r: dict[str, Any], source: str) -> dict[str, Any]:
-    """A CLUSTER_STEPS row from a steps row (step_trace) or a step_breakdown row (kernels)."""
-    from_trace = source == "step_trace"
-    return {
-        "step": r["step"],
-        "rank": r["rank"],
-        "device_id": r["device_id"] if from_trace else None,
-        "computing_us": r["computing_us"],
-        "communication_not_overlapped_us": r["communication_not_overlapped_us"],
-        "overlapped_us": r["overlapped_us"],
-        "communication_us": r["communication_us"],
-        # step_trace_time.csv's Free holds the exposed copies; a kernel-derived row says the same
-        "free_us": r["free_us"] if from_trace else (r["free_us"] or 0.0) + (r["copy_not_overlapped_us"] or 0.0),
-        "stage_us": r["step_time_us"] if from_trace else r["stage_us"],
-        "bubble_us": r["bubble_us"] if from_trace else 0.0,
-        "communication_not_overlapped_exclude_receive_us": r[
-            "communication_not_overlapped_exclude_receive_us" if from_trace else "communication_not_overlapped_us"
-        ],
-        "preparing_us": r.get("preparing_us") if from_trace else None,
-        "source": source,
-    }
-
-
 def parallel_indices(args: dict[str, Any] | None, ranks: Iterable[int] | None = None) -> dict[int, tuple[int, int, int]] | None:
     """Rank -> (DP, PP, TP index) from profiler_metadata.json ``distributed_args``, with Megatron's
     rank order (TP fastest, then DP, PP slowest), as msprof-analyze's cluster_step_trace_time.csv
@@ -99,15 +76,39 @@ def with_parallel(table: pa.Table, indices: dict[int, tuple[int, int, int]] | No
 
 
 def rank_steps(tables: dict[str, pa.Table]) -> pa.Table:
-    """One row per (step, rank): the rank's step_trace rows where it has them, else its kernels' breakdown."""
+    """One row per (step, rank): the rank's step_trace rows where it has them, else its kernels' breakdown
+    (made column by column: a rank's step_trace phases as they are, Stage its step time; a kernel
+    breakdown's Free with its exposed copies, as step_trace_time.csv's Free holds them, and no bubble)."""
     steps = tables["steps"]
-    rows = [_phase_row(r, "step_trace") for r in steps.to_pylist()] if steps.num_rows else []
-    ranks_with_trace = {r["rank"] for r in rows}
+    parts = [_trace_phases(steps)] if steps.num_rows else []
     sb = tables.get("step_breakdown")
     if sb is not None and sb.num_rows:
-        rows += [_phase_row(r, "kernels") for r in sb.to_pylist() if r["rank"] not in ranks_with_trace]
-    t = pa.Table.from_pylist(rows, schema=CLUSTER_STEPS) if rows else CLUSTER_STEPS.empty_table()
+        with_trace = pc.unique(steps["rank"]) if steps.num_rows else pa.array([], pa.int32())
+        parts.append(_kernel_phases(sb.filter(pc.invert(pc.fill_null(pc.is_in(sb["rank"], with_trace), False)))))
+    parts = [p for p in parts if p.num_rows]
+    t = pa.concat_tables(parts) if parts else CLUSTER_STEPS.empty_table()
     return t.sort_by([("step", "ascending"), ("rank", "ascending")]) if t.num_rows else t
+
+
+def _phases(n: int, columns: dict[str, Any], source: str) -> pa.Table:
+    cols = {**columns, "source": pa.repeat(pa.scalar(source), n)}
+    return pa.table({f.name: (cols[f.name] if f.name in cols else pa.nulls(n, f.type)) for f in CLUSTER_STEPS}).cast(CLUSTER_STEPS)
+
+
+def _trace_phases(steps: pa.Table) -> pa.Table:
+    """CLUSTER_STEPS rows of the steps table's rows (a rank's step_trace_time.csv / STEP_TIME)."""
+    same = ("step", "rank", "device_id", "computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us",
+            "free_us", "bubble_us", "communication_not_overlapped_exclude_receive_us", "preparing_us")  # fmt: skip
+    return _phases(steps.num_rows, {**{c: steps[c] for c in same}, "stage_us": steps["step_time_us"]}, "step_trace")
+
+
+def _kernel_phases(sb: pa.Table) -> pa.Table:
+    """CLUSTER_STEPS rows of step_breakdown rows: step_trace_time.csv's Free holds the exposed copies, no bubble."""
+    n = sb.num_rows
+    free = pc.add(pc.fill_null(sb["free_us"], 0.0), pc.fill_null(sb["copy_not_overlapped_us"], 0.0))
+    same = ("step", "rank", "computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "stage_us")
+    return _phases(n, {**{c: sb[c] for c in same}, "free_us": free, "bubble_us": pa.repeat(pa.scalar(0.0), n),
+                       "communication_not_overlapped_exclude_receive_us": sb["communication_not_overlapped_us"]}, "kernels")  # fmt: skip
 
 
 def phase_sources(tables: dict[str, pa.Table], steps: pa.Table) -> dict[str, Any]:
@@ -269,31 +270,44 @@ def _num(v: Any) -> str:
     return "" if v is None else repr(float(v))
 
 
-def cluster_csv(table: pa.Table) -> tuple[list[str], list[list[str]]]:
-    """msprof-analyze's cluster_step_trace_time.csv: header and rows.
+def _nums(col: pa.ChunkedArray | pa.Array) -> list[str]:
+    """A float column's cells as msprof-analyze writes them (Python's repr), "" for null."""
+    values = pc.cast(col, pa.float64()).to_pylist()
+    return list(map(repr, values)) if col.null_count == 0 else [_num(v) for v in values]
+
+
+def cluster_csv(table: pa.Table, safe: Callable[[list[str]], list[str]] = lambda cells: cells) -> tuple[list[str], list[list[str]]]:
+    """msprof-analyze's cluster_step_trace_time.csv: header and rows, each column's cells passed through
+    ``safe`` (the writer's CSV safety, output.csv_column).
 
     As msprof-analyze 26 writes it: the ranks' own step_trace columns (Preparing where their files
     have it), DP/PP/TP Index where profiler_metadata.json gives consistent distributed_args, then
     one ``stage`` row per step and pipeline stage (the ranks of one PP index) holding each column's
-    maximum over those ranks, Index the ranks as a tuple ``(0, 1)``."""
-    rows = table.to_pylist()
-    preparing = any(r["preparing_us"] is not None for r in rows)
-    parallel = any(r["pp_index"] is not None for r in rows)
+    maximum over those ranks, Index the ranks as a tuple ``(0, 1)``. Built column by column: a
+    cluster of 20,000 steps has 40,000 rows of 25 cells."""
+    preparing = table.num_rows and table["preparing_us"].null_count < table.num_rows
+    parallel = table.num_rows and table["pp_index"].null_count < table.num_rows
     names = _CSV_VALUES + (["preparing_us"] if preparing else [])
     header = CLUSTER_CSV_HEADER + (["Preparing"] if preparing else []) + (PARALLEL_HEADER if parallel else [])
-    out = []
-    for r in rows:
-        idx = [("NA" if r[n] is None else str(r[n])) for n in ("dp_index", "pp_index", "tp_index")] if parallel else []
-        out.append(["" if r["step"] is None else str(r["step"]), "rank", str(r["rank"]), *[_num(r[n]) for n in names], *idx])
+    n = table.num_rows
+    columns = [
+        safe(["" if v is None else str(v) for v in table["step"].to_pylist()]),
+        ["rank"] * n,
+        safe([str(v) for v in table["rank"].to_pylist()]),
+        *(safe(_nums(table[c])) for c in names),
+    ]
     if parallel:
-        stages: dict[tuple[Any, int], list[dict[str, Any]]] = {}
-        for r in rows:
-            if r["pp_index"] is not None:
-                stages.setdefault((r["step"], r["pp_index"]), []).append(r)
-        for (step, _), members in sorted(stages.items(), key=lambda kv: ((kv[0][0] is None, kv[0][0]), kv[0][1])):
-            ranks = tuple(sorted(m["rank"] for m in members))
-            top = [max((m[n] for m in members if m[n] is not None), default=None) for n in names]
-            out.append(["" if step is None else str(step), "stage", str(ranks), *[_num(v) for v in top], "NA", "NA", "NA"])
+        columns += [safe(["NA" if v is None else str(v) for v in table[c].to_pylist()]) for c in ("dp_index", "pp_index", "tp_index")]
+    out = [list(r) for r in zip(*columns)]
+    if parallel:  # one row per step and pipeline stage: each column's maximum over the stage's ranks
+        staged = table.filter(pc.is_valid(table["pp_index"]))
+        g = staged.group_by(["step", "pp_index"], use_threads=False).aggregate([("rank", "list"), *((n, "max") for n in names)])
+        g = g.sort_by([("step", "ascending"), ("pp_index", "ascending")], null_placement="at_end")
+        ranks = [str(tuple(sorted(r))) for r in g["rank_list"].to_pylist()]
+        steps_ = ["" if v is None else str(v) for v in g["step"].to_pylist()]
+        cells = [safe(steps_), ["stage"] * g.num_rows, safe(ranks), *(safe(_nums(g[f"{n}_max"])) for n in names),
+                 *(["NA"] * g.num_rows,) * 3]  # fmt: skip
+        out += [list(r) for r in zip(*cells)]
     return header, out
 
 
