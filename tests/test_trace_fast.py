@@ -288,3 +288,19 @@ def test_pieces_prepared_ahead_stop_with_the_reader(tmp_path: Path, monkeypatch)
     with pytest.raises(trace_fast.Unsure):
         trace_fast.read(bad, tj._Reading)
     assert not [t for t in threading.enumerate() if t.name.startswith("npudiag-trace")]
+
+
+def test_an_enqueue_or_step_of_1e305_us_is_no_crash(tmp_path: Path) -> None:
+    """Hypothesis found an enqueue event of dur 1.8e305 µs: its end in ns overflowed (OverflowError, a
+    traceback) on both paths. Such an enqueue is dropped, as every event longer than 1e12 µs is; a step
+    range that long would keep its start and µs end, with no exact ns end."""
+    events = [
+        {"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": "Ascend Hardware"}},
+        {"ph": "X", "cat": "enqueue", "pid": 1, "tid": 3, "name": "Enqueue", "ts": "10.000", "dur": 1.797693134862316e305,
+         "args": {"correlation_id": 7}},
+        {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 3, "name": "ProfilerStep#3", "ts": "1.000", "dur": 1.797693134862316e305},
+    ]  # fmt: skip
+    p = tmp_path / "trace_view.json"
+    p.write_text(json.dumps(events))
+    _check_both(p)  # both paths read it, and read it the same
+    assert tj.read_trace(p, 5).torch_ops.num_rows == 0  # the enqueue led nowhere: nothing credited through it

@@ -488,7 +488,7 @@ class _TorchOps:
         t, d = num(ev.get("ts")), num(ev.get("dur"))
         a = ev.get("args")
         corr = code(a.get("correlation_id")) if isinstance(a, dict) else MISSING
-        if t != t or d != d or corr == MISSING:
+        if t != t or d != d or d > 1e12 or corr == MISSING:  # as _span: no enqueue lasts 11 days (1.8e305 µs overflowed)
             return
         s = exact_ns(ev.get("ts"), t)
         if s == MISSING:
@@ -776,7 +776,7 @@ def _step_table(cols: _Final, markers: np.ndarray, profiler_steps: np.ndarray, r
                     "start_us": float(ts[i]),
                     "end_us": float(ts[i]) + d if d is not None else None,
                     "start_ns": exact,
-                    "end_ns": exact + round(d * 1000) if exact is not None and d is not None else None,
+                    "end_ns": exact + round(d * 1000) if exact is not None and d is not None and abs(d) <= 1e12 else None,
                 },
             )
     rows = [{"source": source, "rank": rank, "device_id": device_id, **steps[k]} for k in sorted(steps)]
