@@ -597,3 +597,19 @@ def test_a_copy_of_a_plog_in_the_same_collection_counts_once(tmp_path: Path) -> 
     lines = [(t["timestamp"], t["message"]) for t in s["timeline"]]
     assert len(lines) == len(set(lines))
     assert [(x["records"] > 0, x["file"] != x["same_as"]) for x in s["repeated_files"]] == [(True, True)]
+
+
+def test_a_stated_rank_no_column_holds_is_null_on_both_paths() -> None:
+    # the vectorised path gave the path's rank (5) where a line states one too large for int32; the line
+    # parser, the reference, keeps it null: a stated rank is never replaced by the path's
+    from npudiag.logs.formats import ascend_log
+
+    line = "[ERROR] HCCL(1,p):2025-01-01-00:00:00.000.000 [a.cc:1][9][Rank 99999999999] x"
+    saved = ascend_log.CHUNK_LINES, ascend_log.MIN_VECTOR_LINES
+    ascend_log.CHUNK_LINES, ascend_log.MIN_VECTOR_LINES = 64, 0
+    try:
+        fast = parse_text("\n".join([line] * 200), LogContext("r.log", rank=5))
+    finally:
+        ascend_log.CHUNK_LINES, ascend_log.MIN_VECTOR_LINES = saved
+    slow = parse_text("\n".join([line] * 200), LogContext("r.log", rank=5), vectorised=False)
+    assert fast["rank"].to_pylist() == slow["rank"].to_pylist() == [None] * 200

@@ -67,15 +67,49 @@ def _extract_where(arr: pa.Array, literal: str, pattern: str, name: str) -> pa.A
     return pc.replace_with_mask(out, mask, values)
 
 
-def _rank_in_text(message: pa.Array) -> pa.Array:
-    """The rank a line states (RANK_IN_TEXT's alternatives), run only on lines that could state one."""
+def _rank_in_text(message: pa.Array, fallback: int | None) -> pa.Array:
+    """The rank a line states (RANK_IN_TEXT's alternatives, run only on lines that could state one), else
+    ``fallback`` (the path's): as on the line parser, a stated rank no int32 holds is null, not the path's."""
+    n = len(message)
     mask = pc.fill_null(pc.match_substring_regex(message, r"\[Rank |rank\[|\(\d+\)\s*\|"), False)
-    out = pa.nulls(len(message), pa.int64())
-    if not pc.any(mask).as_py():
-        return out
-    found = pc.extract_regex(message.filter(mask), RANK_IN_TEXT)
-    values = pc.coalesce(*(_int(_field(found, g), 31) for g in ("r", "r2", "r3")))
-    return pc.replace_with_mask(out, mask, values)
+    out = pa.nulls(n, pa.int32())
+    stated = pa.repeat(pa.scalar(False), n)
+    if pc.any(mask).as_py():
+        found = pc.extract_regex(message.filter(mask), RANK_IN_TEXT)
+        values = pc.coalesce(*(_int(_field(found, g), 31) for g in ("r", "r2", "r3")))
+        out = pc.replace_with_mask(out, mask, pc.cast(values, pa.int32()))
+        stated = pc.replace_with_mask(stated, mask, pc.is_valid(found))
+    return out if fallback is None else pc.if_else(stated, out, pa.scalar(fallback, pa.int32()))
+
+
+def _device_in_text(message: pa.Array, fallback: int | None) -> pa.Array:
+    """The device a line states (DEVICE_IN_TEXT), else ``fallback``; a stated id no int32 holds is null."""
+    stated = _extract_where(message, "dev", DEVICE_IN_TEXT, "d")
+    device = pc.cast(_int(stated, 31), pa.int32())
+    return device if fallback is None else pc.if_else(pc.is_null(stated), pa.scalar(fallback, pa.int32()), device)
+
+
+def _func_file_line(message: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """The ``[FUNC:f][FILE:file][LINE:n]`` a message states: (file, function, line), null where none."""
+    file = _extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "file")
+    if file.null_count == len(file):
+        return file, file, pa.nulls(len(file), pa.int64())
+    return file, _extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "f"), _int(_extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "line"))
+
+
+def _code_lists(message: pa.Array, hint: np.ndarray) -> pa.ListArray:
+    """Each record's error codes (log_common.error_codes), read from the messages ``hint`` marks as able
+    to hold one (an RE2 prefilter), empty for the rest."""
+    counts = np.zeros(len(message), np.int32)
+    flat: list[str] = []
+    at = np.flatnonzero(hint)
+    if len(at):
+        for i, msg in zip(at.tolist(), message.take(pa.array(at)).to_pylist()):
+            found = error_codes(msg)
+            counts[i] = len(found)
+            flat.extend(found)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.string()))
 
 
 def _int(a: pa.Array, bits: int = 63) -> pa.Array:
@@ -130,6 +164,7 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list
     bad = np.zeros(n_lines, bool)
     bad[: hdr_idx[0]] = True  # before the first header: whatever it is, not a plog record
     text_line = np.zeros(n_lines, bool)  # a runaway record's lines past the cap: one text record each
+    cont_line = np.zeros(n_lines, bool)  # the continuation lines with text (a record's blank lines add nothing)
     other = ~is_header
     if other.any():
         cont = arr.filter(pa.array(other))
@@ -140,6 +175,7 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list
         bad[np.flatnonzero(other)[pc.fill_null(odd, False).to_numpy(zero_copy_only=False)]] = True
         nonblank = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(cont)), 0).to_numpy(zero_copy_only=False)
         cont_idx = np.flatnonzero(other)[nonblank]
+        cont_line[cont_idx] = True
         owner = np.searchsorted(hdr_idx, cont_idx, side="right") - 1
         owner_ok = owner >= 0
         if owner_ok.any():
@@ -152,7 +188,7 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list
         many = pc.greater(pc.count_substring_regex(arr.take(pa.array(two)), _HEADER_ANYWHERE), 1).to_numpy(zero_copy_only=False)
         bad[two[many]] = True
     if not bad.any() and not text_line.any():
-        return [_parse_pure(lines, arr, head, is_header, np.arange(n_lines), first_line, ctx)]
+        return [_parse_pure(lines, arr, head, is_header, cont_line, np.arange(n_lines), first_line, ctx)]
     # each bad line's record, from its header to the next header, goes to the line parser
     rec_of = np.cumsum(is_header) - 1  # the record (header ordinal) each line belongs to; -1 before the first
     slow_rec = np.zeros(len(hdr_idx) + 1, bool)  # index 0: the lines before the first header
@@ -164,7 +200,7 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list
     batch = None
     if len(fast):
         take = pa.array(fast)
-        batch = _parse_pure([lines[i] for i in fast.tolist()], arr.take(take), head.take(take), is_header[fast], fast, first_line, ctx)
+        batch = _parse_pure(lines, arr.take(take), head.take(take), is_header[fast], cont_line[fast], fast, first_line, ctx)
     texts = np.flatnonzero(text_line & ~line_slow)
     if len(texts):
         rows = _text_rows(arr.take(pa.array(texts)), texts, first_line, ctx)
@@ -211,23 +247,8 @@ def _text_rows(arr: pa.Array, at: np.ndarray, first_line: int, ctx: LogContext) 
     [FUNC][FILE][LINE] the text states, its error codes, nothing else."""
     n = len(at)
     message = arr
-    # the number a line states (null where no column holds it), else the path's: never the path's over a stated one
-    stated = _extract_where(message, "dev", DEVICE_IN_TEXT, "d")
-    device = pc.cast(_int(stated, 31), pa.int32())
-    if ctx.device_id is not None:
-        device = pc.if_else(pc.is_null(stated), pa.scalar(ctx.device_id, pa.int32()), device)
-    rank = pc.cast(_rank_in_text(message), pa.int32())
-    if ctx.rank is not None:
-        said = pc.fill_null(pc.match_substring_regex(message, RANK_IN_TEXT), False)
-        rank = pc.if_else(said, rank, pa.scalar(ctx.rank, pa.int32()))
+    src_file, function, src_line = _func_file_line(message)
     hint = pc.fill_null(pc.match_substring_regex(message, CODE_HINT_RE2), False).to_numpy(zero_copy_only=False)
-    counts = np.zeros(n, np.int32)
-    flat: list[str] = []
-    for i in np.flatnonzero(hint).tolist():
-        found = error_codes(message[i].as_py())
-        counts[i] = len(found)
-        flat.extend(found)
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     null_s, null_i = pa.nulls(n, pa.string()), pa.nulls(n, pa.int64())
     columns = {
         "file": pa.repeat(pa.scalar(ctx.file, pa.string()), n),
@@ -235,46 +256,41 @@ def _text_rows(arr: pa.Array, at: np.ndarray, first_line: int, ctx: LogContext) 
         "line_count": pa.repeat(pa.scalar(1, pa.int32()), n),
         "origin": pa.repeat(pa.scalar(ctx.origin, pa.string()), n),
         "format": pa.repeat(pa.scalar("text", pa.string()), n),
-        "device_id": device,
-        "rank": rank,
+        "device_id": _device_in_text(message, ctx.device_id),  # a text record always says its own
+        "rank": _rank_in_text(message, ctx.rank),
         "pid": pa.repeat(pa.scalar(ctx.pid, pa.int64()), n),
         "process": null_s,
         "level": null_s,
         "module": null_s,
         "timestamp": pa.nulls(n, pa.timestamp("us")),
         "timestamp_no_year": pa.nulls(n, pa.timestamp("us")),
-        "src_file": _extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "file"),
-        "src_line": _int(_extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "line")),
+        "src_file": src_file,
+        "src_line": src_line,
         "thread_id": null_i,
-        "function": _extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "f"),
+        "function": function,
         "message": message,
-        "error_codes": pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.string())),
+        "error_codes": _code_lists(message, hint),
         "prefix": null_s,
     }
     return pa.RecordBatch.from_arrays([columns[f.name] for f in LOG_EVENTS], schema=LOG_EVENTS)
 
 
-def _parse_pure(lines: list[str], arr: pa.Array, head: pa.Array, is_header: np.ndarray, at: np.ndarray, first_line: int,
-                ctx: LogContext) -> pa.RecordBatch:  # fmt: skip
-    """LOG_EVENTS rows of plain plog records: ``lines`` (their text array ``arr`` and header matches
-    ``head``) start with a header; ``at`` is each line's index in the chunk, so line numbers stay the
-    file's where records of the chunk went to the line parser."""
+def _parse_pure(lines: list[str], arr: pa.Array, head: pa.Array, is_header: np.ndarray, cont: np.ndarray, at: np.ndarray,
+                first_line: int, ctx: LogContext) -> pa.RecordBatch:  # fmt: skip
+    """LOG_EVENTS rows of plain plog records: the chunk's lines ``at`` (their text array ``arr``, header
+    matches ``head``, which of them are headers and which continuation lines with text) start with a
+    header; ``lines`` is the whole chunk, and line numbers stay the file's where records of the chunk went
+    to the line parser."""
     hdr_idx = np.flatnonzero(is_header)
-    other = ~is_header
-    if other.any():
-        cont = arr.filter(pa.array(other))
-        nonblank = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(cont)), 0).to_numpy(zero_copy_only=False)
-        cont_idx = np.flatnonzero(other)[nonblank]
-        owner = np.searchsorted(hdr_idx, cont_idx, side="right") - 1
-    else:
-        cont_idx = owner = np.array([], np.int64)
+    cont_idx = np.flatnonzero(cont)
+    owner = np.searchsorted(hdr_idx, cont_idx, side="right") - 1
     h = head.filter(pa.array(is_header))
     content = _field(h, "content")
-    if other.any():
+    if len(cont_idx):
         # join continuation lines onto their record (rare in plog: tables, wrapped messages)
         texts = pc.utf8_trim_whitespace(content).to_pylist()
         extra: dict[int, list[str]] = {}  # each record's continuation lines, joined once (not one + at a time)
-        for i, o in zip(cont_idx.tolist(), owner.tolist()):
+        for i, o in zip(at[cont_idx].tolist(), owner.tolist()):
             extra.setdefault(o, []).append(lines[i])
         for o, more in extra.items():
             texts[o] = "\n".join([texts[o], *more])
@@ -308,31 +324,18 @@ def _parse_pure(lines: list[str], arr: pa.Array, head: pa.Array, is_header: np.n
         inner = pc.if_else(pc.equal(inner, "WARN"), pa.scalar("WARNING"), inner)
         hw = pc.if_else(pc.match_substring(content, "[Hardware Error]"), pa.scalar("ERROR"), pa.scalar(None, pa.string()))
         level = pc.if_else(is_kernel, pc.coalesce(inner, hw, level), level)
-    ffl_file = _extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "file")
+    ffl_file, ffl_func, ffl_line = _func_file_line(message)
     if ffl_file.null_count < len(ffl_file):
         use = pc.and_(pc.is_null(src_file), pc.is_valid(ffl_file))
-        func = pc.if_else(use, _extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "f"), func)
-        src_line = pc.if_else(use, _int(_extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "line")), src_line)
+        func = pc.if_else(use, ffl_func, func)
+        src_line = pc.if_else(use, ffl_line, src_line)
         src_file = pc.coalesce(src_file, ffl_file)
-    if ctx.device_id is not None:
-        device = pa.array(np.full(n, ctx.device_id, np.int32))
-    else:
-        device = pc.cast(_int(_extract_where(message, "dev", DEVICE_IN_TEXT, "d"), 31), pa.int32())
-    rank = pc.cast(_rank_in_text(message), pa.int32())
-    if ctx.rank is not None:
-        rank = pc.fill_null(rank, ctx.rank)
+    # a plog record takes the path's device without looking (the line parser's rule); its rank it states
+    device = pa.array(np.full(n, ctx.device_id, np.int32)) if ctx.device_id is not None else _device_in_text(message, None)
+    rank = _rank_in_text(message, ctx.rank)
     loud = pc.invert(pc.fill_null(pc.is_in(level, pa.array(list(QUIET_LEVELS))), False))
-    hint = pc.fill_null(pc.and_(loud, pc.match_substring_regex(message, CODE_HINT_RE2)), False)
-    hinted = np.flatnonzero(hint.to_numpy(zero_copy_only=False))
-    counts = np.zeros(n, np.int32)
-    flat: list[str] = []
-    if len(hinted):
-        for i, msg in zip(hinted.tolist(), message.take(pa.array(hinted)).to_pylist()):
-            found = error_codes(msg)
-            counts[i] = len(found)
-            flat.extend(found)
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    codes = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.string()))
+    hint = pc.fill_null(pc.and_(loud, pc.match_substring_regex(message, CODE_HINT_RE2)), False).to_numpy(zero_copy_only=False)
+    codes = _code_lists(message, hint)
     columns = {
         "file": pa.repeat(pa.scalar(ctx.file, pa.string()), n),
         "line": pa.array(hdr_line + first_line, pa.int64()),
