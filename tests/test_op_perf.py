@@ -197,6 +197,12 @@ def test_compare_and_gate_carry_each_op_groups_mfu(corpus: Path, tmp_path: Path)
     assert g.returncode == 0, g.stderr
     (m,) = [m for m in json.loads(g.stdout)["metrics"] if m["metric"] == "mfu:MatMulV3"]
     assert m["unit"] == "pct" and m["higher_is_better"] and m["base_median_pct"] == pytest.approx(want) and m["status"] == "pass"
+    # an analyze out folder written without a peak takes the peak given now, as the profile does
+    assert run_cli("analyze", corpus / RANK0, "-o", tmp_path / "o", "--quiet").returncode == 0
+    g = run_cli("gate", tmp_path / "o", corpus / RANK0, "--metric", "mfu:MatMulV3", "--peak-tflops", f"bf16={PEAK}", "--json")
+    assert g.returncode == 0, g.stderr
+    (m,) = [m for m in json.loads(g.stdout)["metrics"] if m["metric"] == "mfu:MatMulV3"]
+    assert m["base_median_pct"] == pytest.approx(want) and m["cur_median_pct"] == pytest.approx(want)
     # without a peak (this profile records no AI Core count or clock) there is no MFU, and the gate says why
     none = run_cli("gate", corpus / RANK0, corpus / RANK0, "--metric", "mfu:MatMulV3")
     assert none.returncode == 2 and "no samples of mfu:MatMulV3" in none.stderr and "flops_note" in none.stderr

@@ -29,7 +29,7 @@ from npudiag.profiling.analysis.compare import HOST_LEVELS, LEVELS, compare_tota
 from npudiag.profiling.analysis.gate import GateConfig, check_alpha, check_min_delta, check_top_ops, judge, load_config, parse_percent
 from npudiag.profiling.analysis.markers import markers
 from npudiag.profiling.analysis.metrics import canonical_metric, known_metric
-from npudiag.profiling.analysis.op_perf import op_perf, peak_option
+from npudiag.profiling.analysis.op_perf import peak_option
 from npudiag.profiling.analysis.summary import SummaryParts, summary_from_parts
 from npudiag.profiling.analysis.window import Window, parse_steps
 from npudiag.profiling.collection import Collection, export_unexported
@@ -445,8 +445,8 @@ class Comparison:
 
 def _sides(baseline, current, progress: Progress | None = None, window: Window = Window(), need_kernels: bool = True,
            peak_tflops: str | None = None):  # fmt: skip
-    """Both sides' runs; ``peak_tflops`` (as ``analyze --peak-tflops`` takes it) re-derives each run's op_perf
-    against that peak, an out folder's as well as a profile's."""
+    """Both sides' runs; ``peak_tflops`` (as ``analyze --peak-tflops`` takes it) is op_efficiency's option
+    for every run, so each run's op_perf is against that peak, an out folder's as well as a profile's."""
     options = None
     if peak_tflops is not None:
         try:
@@ -457,12 +457,7 @@ def _sides(baseline, current, progress: Progress | None = None, window: Window =
     for p in (Path(baseline), Path(current)):
         if progress is not None:
             progress.start("phase", f"reading {p}", None)
-        runs = load_side(p, rule_options={"op_efficiency": options} if options else None, window=window, need_kernels=need_kernels)
-        if options:
-            for r in runs:
-                if "kernels" in r.tables:
-                    r.tables["op_perf"] = op_perf(r.tables, options)
-        sides.append(runs)
+        sides.append(load_side(p, rule_options={"op_efficiency": options} if options else None, window=window, need_kernels=need_kernels))
     return sides
 
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from npudiag.errors import InputError, OptionError
 from npudiag.output import OutputFolder, npudiag_manifest, write_manifest
+from npudiag.profiling.analysis.op_perf import op_perf
 from npudiag.profiling.analysis.window import CutError, Window, WindowError
 from npudiag.profiling.derive import analyse
 from npudiag.profiling.discover import discover, is_msprof_folder, is_torch_folder, run_groups
@@ -63,6 +64,8 @@ def load_run(
             _cuttable(path, tables)
             tables = _analysed({n: t for n, t in tables.items() if n in read_tables()}, window, rule_options, path).tables
             manifest = {**manifest, "window": {"steps": window.steps, "time_us": window.time_us}}
+        elif rule_options and rule_options.get("op_efficiency"):  # a peak given now: the stored op_perf took another
+            tables["op_perf"] = op_perf(tables, rule_options["op_efficiency"])
     else:
         profile = ingest([path], hash_inputs=False)
         if not any(f.used_for for f in profile.inputs):
