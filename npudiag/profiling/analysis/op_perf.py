@@ -366,8 +366,10 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
 def group_mfu(perf: pa.Table, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
     """MFU of groups of kernels (``keys``, one per row of ``perf``): the time-weighted mean of the kernels'
     ``mfu_pct`` over those whose MFU is known, i.e. 100 x their FLOPs / (their time x their peak). The one
-    definition of an op group's MFU: the summary's op_efficiency, compare's base / cur_mfu_pct and gate's
-    mfu:KEY all take it from here. A group none of whose kernels has a known MFU has no row."""
+    definition of an op group's MFU: compare's base / cur_mfu_pct, gate's mfu:KEY and the op_efficiency
+    rule take it from here; the summary keeps its two sums (summary.efficiency_sums: MFU x time and the time
+    of the kernels with a known MFU) so ranks add up, and divides them the same way. A group none of whose
+    kernels has a known MFU has no row."""
     known = pc.is_valid(perf["mfu_pct"])
     t = pa.table({"key": keys, "w": pc.fill_null(perf["duration_us"], 0.0), "m": perf["mfu_pct"]}).filter(known)
     t = t.append_column("mw", pc.multiply(t["m"], t["w"]))

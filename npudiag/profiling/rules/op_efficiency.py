@@ -15,7 +15,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.profiling.analysis.op_perf import MATMUL_TYPES
+from npudiag.profiling.analysis.op_perf import MATMUL_TYPES, group_mfu
 from npudiag.profiling.analysis.op_perf import OPTIONS as PERF_OPTIONS
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped
 
@@ -79,8 +79,8 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
 
 
 def _finding(rank, op_type: str, low_us: float, n: int, total: float, rows: pa.Table, kernels: pa.Table, opts: dict[str, float]) -> Finding:
-    dur = rows["duration_us"]
-    weighted = pc.sum(pc.multiply(rows["mfu_pct"], dur)).as_py() / (pc.sum(dur).as_py() or 1.0) / 100.0
+    whole = group_mfu(rows, pa.repeat(pa.scalar(0), rows.num_rows))["mfu_pct"]  # the op type's MFU, as everywhere
+    weighted = (whole[0].as_py() if len(whole) else 0.0) / 100.0
     low = rows.filter(pc.fill_null(pc.less(rows["mfu_pct"], 100.0 * opts["low_mfu"]), False))
     bounds = low.group_by("bound", use_threads=False).aggregate([("duration_us", "sum")]).sort_by([("duration_us_sum", "descending")])
     pairs = zip(bounds["bound"].to_pylist(), bounds["duration_us_sum"].to_pylist(), strict=True)
