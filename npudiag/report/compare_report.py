@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from npudiag.report.terminal import fmt_us
+from npudiag.report.terminal import fmt_pct, fmt_us
 from npudiag.report.text import Col, plain, table
 from npudiag.units import shown_name
 
@@ -85,7 +85,7 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
         if torch:
             row += [fmt_us(r["base_host_self_us"]), fmt_us(r["cur_host_self_us"])]
         if mfu:
-            row += [_pct(r.get("base_mfu_pct")), _pct(r.get("cur_mfu_pct"))]
+            row += [fmt_pct(r.get("base_mfu_pct")), fmt_pct(r.get("cur_mfu_pct"))]
         rows.append(row)
     caption = (
         "base, current: device time of the kernels launched inside the module (its nested modules' included), per run; avg: per "
@@ -102,7 +102,3 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
         console.print(Text(f"Matched on both sides: {fmt} of the device time (see the warning).", style="yellow"))
     if result.get("out"):
         console.print(plain(f"diff table: {result['out']}", style="dim"))
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f}%"

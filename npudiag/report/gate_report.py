@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from npudiag.report.terminal import fmt_bytes, fmt_us
+from npudiag.report.terminal import fmt_bytes, fmt_pct, fmt_us
 from npudiag.report.text import Col, clean, plain, table
 from npudiag.units import shown_name
 
@@ -59,7 +59,7 @@ def _median(m: dict[str, Any], side: str) -> float:
 def median_text(m: dict[str, Any], side: str) -> str:
     """A verdict's baseline or current median in its unit (time, bytes for memory metrics, % of peak for MFU)."""
     if _unit(m) == "pct":
-        return f"{_median(m, side):.1f}%"
+        return fmt_pct(_median(m, side))
     return fmt_bytes(_median(m, side)) if _unit(m) == "bytes" else fmt_us(_median(m, side))
 
 

@@ -162,7 +162,7 @@ def _efficiency(summary: dict[str, Any], console: Console) -> None:
     cols = [Col("op type", "name", 0, min_width=12), Col("count", priority=3), Col("total", priority=2), Col("TFLOPS", priority=0),
             Col("MFU", priority=0), Col("bound", "name", 1, min_width=5)]  # fmt: skip
     body = [[r["op_type"], f"{r['kernels']:,}", fmt_us(r["total_us"]), f"{r['tflops']:.1f}",
-             fmt_pct(r["mfu_pct"]) if r.get("mfu_pct") is not None else "-", r.get("bound") or "-"] for r in rows]  # fmt: skip
+             fmt_pct(r.get("mfu_pct")), r.get("bound") or "-"] for r in rows]  # fmt: skip
     caption = None if any(r.get("mfu_pct") is not None for r in rows) else "MFU needs the peak: --peak-tflops"
     console.print(table(console, "Operator efficiency (FLOPs from shapes)", cols, body, caption=caption))
 
