@@ -300,14 +300,12 @@ def msprobe_tasks(release: tuple[int, ...] | None) -> frozenset[str]:
 
 
 def _releases_taking(task: str) -> str:
-    firsts = [(first, tasks) for first, tasks in MSPROBE_TASKS_BY_RELEASE]
-    spans = []
-    for i, (first, tasks) in enumerate(firsts):
-        if task in tasks:
-            end = firsts[i + 1][0] if i + 1 < len(firsts) else None
-            spans.append((first, end))
-    lo, hi = spans[0][0], spans[-1][1]
-    return f"msprobe {'.'.join(map(str, lo))}" + (f" up to (not) {'.'.join(map(str, hi))}" if hi else " and later")
+    """The releases whose task list holds ``task``: from its first row to the row after its last."""
+    rows = MSPROBE_TASKS_BY_RELEASE
+    holding = [i for i, (_, tasks) in enumerate(rows) if task in tasks]
+    lo, after = rows[holding[0]][0], holding[-1] + 1
+    until = f" up to (not) {'.'.join(map(str, rows[after][0]))}" if after < len(rows) else " and later"
+    return f"msprobe {'.'.join(map(str, lo))}{until}"
 
 
 MSPROBE_LEVELS = {"L0", "L1", "L2", "mix", "debug"}
