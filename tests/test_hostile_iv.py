@@ -276,6 +276,31 @@ def test_time_is_linear_in_rows_whatever_the_number_of_steps(tmp_path: Path, mon
 # -- signals and terminals ----------------------------------------------------------------------------
 
 
+def test_a_signal_inside_a_callback_still_unwinds_the_run(tmp_path: Path) -> None:
+    """CI saw SIGTERM land in importlib's module-lock weakref callback: its KeyboardInterrupt was printed as
+    "Exception ignored ... Traceback" and dropped, and the run went on to exit 0. The run's hook delivers
+    such an interrupt again, so it unwinds from ordinary code, silently."""
+    script = tmp_path / "s.py"
+    script.write_text(
+        "import os, signal, sys, time\n"
+        "from npudiag import cli\n"
+        "terminated = cli._note_terminations()\n"
+        "sys.unraisablehook = cli._redelivering([], terminated, sys.unraisablehook)\n"
+        "class D:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        for _ in range(1000): pass\n"
+        "try:\n"
+        "    D()\n"
+        "    time.sleep(5)\n"
+        "    print('went on')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('unwound', len(terminated))\n"
+    )
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert r.stdout.split() == ["unwound", "2"] and r.stderr == "", (r.stdout, r.stderr)
+
+
 @pytest.mark.slow
 def test_sigterm_unwinds_like_ctrl_c(tmp_path: Path) -> None:
     """SIGTERM mid-analyze left `.o.lock` and `.o.tmp-PID-*` (SIGINT cleaned up): now the same unwinding,

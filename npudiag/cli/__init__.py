@@ -9,11 +9,14 @@ a command runs, so ``--help``, ``--version`` and TAB completion stay fast.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import signal
 import sys
+import threading
 import warnings
+from typing import Any
 
 import typer
 
@@ -211,6 +214,8 @@ def _main(argv: list[str] | None) -> None:
     before, before_term = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     interrupted = _note_interrupts()
     terminated = _note_terminations()
+    before_hook = sys.unraisablehook
+    sys.unraisablehook = _redelivering(interrupted, terminated, before_hook)
     try:
         code = command.main(args=argv if argv is not None else sys.argv[1:], prog_name="npudiag", standalone_mode=False)
         code = code if isinstance(code, int) else 0
@@ -253,7 +258,29 @@ def _main(argv: list[str] | None) -> None:
     if before_term is signal.SIG_DFL:
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGTERM, before_term)
+    sys.unraisablehook = before_hook
     sys.exit(code)
+
+
+def _redelivering(interrupted: list[int], terminated: list[int], before: Any) -> Any:
+    """An unraisable-exception hook for the run. A signal that lands while the interpreter runs a callback
+    it cannot raise out of (importlib's module-lock weakref callback, a ``__del__``) had its KeyboardInterrupt
+    printed as "Exception ignored ... Traceback" and dropped, and the run went on. Such an interrupt is
+    delivered again instead, so it unwinds the run from ordinary code; any other exception goes to the
+    hook there was before."""
+
+    def hook(unraisable: Any) -> None:
+        got = terminated or interrupted
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and got:
+            # not from here: a handler run inside this hook is unraisable too. A moment later, from a
+            # thread of its own, the signal reaches the main thread back in the code it was running.
+            again = threading.Timer(0.01, _thread.interrupt_main, args=(got[-1],))
+            again.daemon = True
+            again.start()
+            return
+        before(unraisable)
+
+    return hook
 
 
 def _sane_columns() -> None:
