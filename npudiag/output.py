@@ -446,8 +446,10 @@ def _write_into(target: Path, write: Callable[[BinaryIO], None], shown: Path) ->
             write(fh)
 
 
-def _atomic_replace(path: Path, write: Callable[[BinaryIO], None], mode: int | None, shown: Path | None = None) -> None:
-    """Run ``write`` on a temporary file beside ``path``, flush it to disk, rename it over ``path``."""
+def _atomic_replace(path: Path, write: Callable[[BinaryIO], None], mode: int | None, shown: Path | None = None,
+                    durable: bool = True) -> None:  # fmt: skip
+    """Run ``write`` on a temporary file beside ``path``, flush it to disk (unless the caller syncs the
+    whole folder later: not ``durable``), rename it over ``path``."""
     shown = shown or path
     with writing(shown):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -458,7 +460,8 @@ def _atomic_replace(path: Path, write: Callable[[BinaryIO], None], mode: int | N
             with os.fdopen(fd, "wb") as fh:
                 write(fh)
                 fh.flush()
-                os.fsync(fh.fileno())
+                if durable:
+                    os.fsync(fh.fileno())
             os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -467,8 +470,10 @@ def _atomic_replace(path: Path, write: Callable[[BinaryIO], None], mode: int | N
 
 
 def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """A file inside a folder npudiag is staging (no checks of the target: the folder is ours)."""
-    _atomic_replace(Path(path), write, None)
+    """A file inside a folder npudiag is staging (no checks of the target: the folder is ours). Not
+    flushed to disk one by one: the commit syncs the folder whole before it is swapped in
+    (:func:`_sync_tree`; a flush per file was 8 % of a 256-rank analyze, 3,300 files)."""
+    _atomic_replace(Path(path), write, None, durable=False)
 
 
 def write_json(obj: Any, path: Path, *, inputs: Iterable[Path] = ()) -> list[str]:
@@ -824,6 +829,43 @@ def _rename2(src: Path, dst: Path, flags: int) -> bool:
     raise OSError(err, os.strerror(err), str(dst))
 
 
+def _syncfs() -> Callable[..., int] | None:
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_SYNCFS = _syncfs() if sys.platform.startswith("linux") else None
+
+
+def _sync_tree(root: Path) -> None:
+    """Everything written under ``root`` on disk before it is swapped in: one syncfs(2) of its file
+    system where there is one (files and folders alike, whichever process wrote them), else a flush of
+    each file and folder."""
+    if _SYNCFS is not None:
+        fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            if _SYNCFS(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    for rel, is_dir in _walk(root):
+        if is_dir:
+            _fsync_dir(root / rel)
+        else:
+            with contextlib.suppress(OSError):
+                fd = os.open(root / rel, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+    _fsync_dir(root)
+
+
 def _fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -940,8 +982,7 @@ class OutputFolder:
             return self.dest
         try:
             write_manifest(self.work, self.kind, manifest or {})
-            for d in {self.work / rel for rel, is_dir in _walk(self.work) if is_dir} | {self.work}:
-                _fsync_dir(d)
+            _sync_tree(self.work)
             self.target.check()  # the analysis may have taken minutes: look again before replacing
             with writing(self.given):
                 swap_in(self.work, self.dest, self.staging / OLD)  # type: ignore[operator]

@@ -300,3 +300,41 @@ def test_a_single_file_output_keeps_its_permissions_and_never_overwrites_an_inpu
     before = copy.read_bytes()
     assert "input" in _one_error(run_cli("analyze", copy, "--out", tmp_path / "o3", "--html", copy, "-q"))
     assert copy.read_bytes() == before
+
+
+@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "per-file"])
+def test_a_folder_is_on_disk_before_it_is_swapped_in(tmp_path: Path, monkeypatch, syncfs: bool) -> None:
+    """Files in a staging folder are not flushed one by one (8 % of a 256-rank analyze); the commit makes
+    the whole folder durable before the swap: one syncfs(2), or where there is none a flush of every
+    file and folder in it."""
+    from npudiag import output
+
+    calls: list[str] = []
+    real_fsync, real_swap = os.fsync, output.swap_in
+
+    def fsync(fd: int) -> None:
+        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def swap_in(*a) -> None:
+        calls.append("swap")
+        real_swap(*a)
+
+    monkeypatch.setattr(output.os, "fsync", fsync)
+    monkeypatch.setattr(output, "swap_in", swap_in)
+    if syncfs:
+        monkeypatch.setattr(output, "_SYNCFS", lambda fd: calls.append("syncfs") or 0)
+    else:
+        monkeypatch.setattr(output, "_SYNCFS", None)
+    with output.OutputFolder(tmp_path / "o", kind="test") as folder:
+        for rel in ("a/rank=0/part-0.bin", "a/rank=1/part-0.bin", "b.json"):
+            output.atomic_write(folder.work / rel, lambda fh: fh.write(b"x"))
+        folder.commit({})
+    assert calls.count("swap") == 1, calls
+    before = calls[: calls.index("swap")]
+    if syncfs:
+        assert "syncfs" in before and not [c for c in before if c.endswith(".bin")], calls
+    else:
+        flushed = {c.split("/new/", 1)[-1] for c in before if "/new/" in c}
+        assert {"a/rank=0/part-0.bin", "a/rank=1/part-0.bin", "b.json", "manifest.json", "a", "a/rank=0"} <= flushed, calls
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["a", "b.json", "manifest.json"]

@@ -393,6 +393,9 @@ _VERDICTS = ["cube", "cube+mte2", "mte2", "mte3", "fixpipe", "vector", "vector+m
 def _bound(op_type: tuple[np.ndarray, list[Any]], task_type: tuple[np.ndarray, list[Any]], dur: np.ndarray, r: dict[str, np.ndarray],
            o: dict[str, float]) -> pa.Array:  # fmt: skip
     """The bound verdict per kernel (the module docstring's thresholds); null where no ratio is recorded."""
+    any_ratio = np.any([~np.isnan(r[n]) for n in _RATIOS], axis=0)
+    if not any_ratio.any():  # no PipeUtilization collected (most traces): no verdict to work out
+        return pa.nulls(len(dur), pa.string())
     v = {name: i for i, name in enumerate(_VERDICTS)}
 
     def ge(name: str, key: str) -> np.ndarray:
@@ -404,7 +407,6 @@ def _bound(op_type: tuple[np.ndarray, list[Any]], task_type: tuple[np.ndarray, l
     is_fa = np.array([x in FA_TYPES for x in o_values], bool)[o_idx]
     is_vec = np.array([t in ("AI_VECTOR_CORE", "MIX_AIV") for t in t_values], bool)[t_idx]
     vec_total = sum(np.nan_to_num(r[n]) for n in ("aiv_vec_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio"))
-    any_ratio = np.any([~np.isnan(r[n]) for n in _RATIOS], axis=0)
     mac, mte2 = ge("aic_mac_ratio", "cube_mac"), ge("aic_mte2_ratio", "cube_mte2")
     cube = np.select([mac & mte2, mac, mte2], [v["cube+mte2"], v["cube"], v["mte2"]], -1)
     fa = np.select([ge("aic_mte2_ratio", "fa_mte2"), ge("aic_fixpipe_ratio", "fa_fixpipe"), ge("aiv_vec_ratio", "fa_vec")],

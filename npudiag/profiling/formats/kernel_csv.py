@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +16,7 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.errors import InputError
+from npudiag.executors import threads
 from npudiag.phases import phase
 from npudiag.profiling.assemble import drop_bad_timing
 from npudiag.profiling.formats.csvtext import (
@@ -125,9 +125,13 @@ def kernels_from_csv(ct: CsvText, source: str, rank: int | None) -> pa.Table:
             continue
         extras[extra] = name
         jobs["extra:" + extra] = (_metric, ct, name)
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        futures = {key: pool.submit(job[0], *job[1:]) for key, job in jobs.items()}
+    pool = threads("csv-columns", min(4, os.cpu_count() or 1))
+    futures = {key: pool.submit(job[0], *job[1:]) for key, job in jobs.items()}
+    try:
         done = {key: f.result() for key, f in futures.items()}
+    finally:  # a failed column: the others are not waited for
+        for f in futures.values():
+            f.cancel()
     cols = {k: v for k, v in done.items() if not k.startswith("extra:")}
     start_name = ct.has(*_COLUMNS["start_us"][0])
     if start_name is not None:

@@ -118,10 +118,12 @@ def _ahead(path: Path, arrow: _ArrowPieces, progress: Callable[[int], None] | No
     """The pieces of ``path`` in order, each with whether it is UTF-8 text and what ``arrow.prepare``
     made of it. Two threads prepare the next pieces (pyarrow parses and computes without the GIL)
     while the caller fills the state from the previous one; at most three pieces are in hand."""
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import wait
+
+    from npudiag.executors import threads
 
     pending: deque = deque()
-    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="npudiag-trace")
+    pool = threads("trace", 2)
     pieces = _pieces(path, progress)
     try:
         while True:
@@ -140,11 +142,9 @@ def _ahead(path: Path, arrow: _ArrowPieces, progress: Callable[[int], None] | No
                 return
             body, made = pending.popleft()
             yield (body, *made.result()) if made is not None else (body, True, None)
-    finally:
-        for _, made in pending:
-            if made is not None:
-                made.cancel()
-        pool.shutdown(wait=True)
+    finally:  # the pool is the process's: what this file started is cancelled or waited for
+        started = [made for _, made in pending if made is not None and not made.cancel()]
+        wait(started)
 
 
 def _prepare(arrow: _ArrowPieces, body: bytes) -> tuple[bool, _Parsed | None]:
