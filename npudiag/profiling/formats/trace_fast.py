@@ -21,6 +21,7 @@ import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import wait
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
@@ -33,6 +34,7 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.errors import InputError
+from npudiag.executors import threads
 from npudiag.profiling.formats import jsonstream
 from npudiag.profiling.formats import trace_events as te
 from npudiag.profiling.formats.torch_ops import MODULE_PREFIX
@@ -118,10 +120,6 @@ def _ahead(path: Path, arrow: _ArrowPieces, progress: Callable[[int], None] | No
     """The pieces of ``path`` in order, each with whether it is UTF-8 text and what ``arrow.prepare``
     made of it. Two threads prepare the next pieces (pyarrow parses and computes without the GIL)
     while the caller fills the state from the previous one; at most three pieces are in hand."""
-    from concurrent.futures import wait
-
-    from npudiag.executors import threads
-
     pending: deque = deque()
     pool = threads("trace", 2)
     pieces = _pieces(path, progress)
