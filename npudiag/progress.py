@@ -7,13 +7,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-# what ``start`` counts: bytes read in this process, ranks done by their tasks, or a phase with no count
-UNITS = ("bytes", "ranks", "phase")
-
 
 class Progress(Protocol):
     def start(self, unit: str, label: str, total: int | None) -> None:
-        """A new stretch of work named ``label``: ``unit`` one of :data:`UNITS`, ``total`` None when not known yet."""
+        """A new stretch of work named ``label``. ``unit``: what it counts, ``bytes`` read in this process,
+        ``ranks`` done by their tasks or ``phase`` (no count); ``total`` None when not known yet."""
 
     def advance(self, n: int) -> None: ...
 

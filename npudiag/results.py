@@ -25,6 +25,6 @@ class Result(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-# on a profiler event of a many-rank timeline (``profiling.pipeline.Timeline``): the rank whose trace it
+# on a profiler event of a many-rank timeline (``profiling.pipeline.TimelineView``): the rank whose trace it
 # is, so a renderer keeps the ranks' processes and flows apart
 RANK_KEY = "npudiag_rank"

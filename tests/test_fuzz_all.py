@@ -29,7 +29,6 @@ from npudiag.errors import InputError
 from npudiag.logs.formats.ascend_log import LogContext, parse_text
 from npudiag.logs.ingest import read_logs
 from npudiag.logs.sources import find_sources
-from npudiag.profiling.analysis.gate import load_config
 from npudiag.profiling.formats.api_statistic import read_api_statistic
 from npudiag.profiling.formats.communication import read_communication_tables
 from npudiag.profiling.formats.device_info import read_device_info
@@ -38,6 +37,7 @@ from npudiag.profiling.formats.msprof_db import read_db
 from npudiag.profiling.formats.op_statistic import read_op_statistic
 from npudiag.profiling.formats.step_trace import read_steps
 from npudiag.profiling.formats.trace_json import read_trace
+from npudiag.profiling.pipeline import load_gate_config
 from npudiag.testing.dump_writer import Tensor, write_dump_file
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
 
@@ -309,7 +309,7 @@ def test_gate_toml_is_a_value_error_naming_the_file_or_a_config(tmp_path_factory
     p = tmp_path_factory.mktemp("g") / "npudiag-gate.toml"
     p.write_text(text)
     try:
-        load_config(p)
+        load_gate_config(p)
     except ValueError as exc:
         assert str(p) in str(exc) or "percentage" in str(exc) or "--steps" in str(exc)
 

@@ -3,8 +3,9 @@
 One module per command (``analyze``, ``check``, ``report``, ``compare``, ``gate``, ``cluster``, ``sql``,
 ``profile``, ``doctor``; ``logs`` and ``dump`` with their sub-commands): parse the options, make one library
 call, render, return the exit code. At the top each imports only Typer, the standard library and
-npudiag's light modules (``cli._out``, ``errors``, ``version``); pandas, pyarrow and numpy load when
-a command runs, so ``--help``, ``--version`` and TAB completion stay fast.
+npudiag modules that need neither pyarrow nor numpy (the options' declarations and checks: ``cli._out``,
+``errors``, ``version``, ``output``, the collection and msnpureport modules); pandas, pyarrow, numpy
+and Rich load when a command runs, so ``--help``, ``--version`` and TAB completion stay fast.
 """
 
 from __future__ import annotations

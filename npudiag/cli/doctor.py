@@ -27,7 +27,7 @@ def doctor(
 
     checks = toolkit.doctor()
     if json_out:
-        sys.stdout.write(render_json({"checks": [c.as_dict() for c in checks], "ok": all(c.ok for c in checks)}) + "\n")
+        sys.stdout.write(render_json({"checks": [c.to_dict() for c in checks], "ok": all(c.ok for c in checks)}) + "\n")
     elif quiet:
         Say().errors(f"{c.name} missing: {c.fix}" if c.fix else f"{c.name} missing" for c in checks if not c.ok)
     else:

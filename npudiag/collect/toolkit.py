@@ -31,7 +31,7 @@ class Check:
     found: str | None  # path or version
     fix: str | None  # what to do when not ok
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

@@ -29,8 +29,6 @@ VALUES = {
 # exception (AI Core error) dump: --exception LEVEL -> dump_scene; lite_exception is brief's old name
 EXCEPTION_SCENES = {"brief": "aic_err_brief_dump", "norm": "aic_err_norm_dump", "detail": "aic_err_detail_dump"}
 _EXCEPTION_VALUES = {*EXCEPTION_SCENES.values(), "lite_exception"}
-# set in the environment, these decide over the acl.json (CANN's order: the first wins)
-SCENE_ENV = ("ASCEND_DUMP_SCENE", "NPU_COLLECT_PATH")
 STATS_ITEMS = {"Max", "Min", "Avg", "Nan", "Negative Inf", "Positive Inf", "L2norm"}
 LIST_KEYS = {"model_name", "layer", "watcher_nodes", "optype_blacklist", "opname_blacklist", "opname_range"}
 MAX_PATH = 512

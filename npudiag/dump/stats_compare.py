@@ -122,7 +122,7 @@ def _non_finite(v: float | None) -> bool:
     return v is not None and not math.isfinite(v)
 
 
-def judge(rows: list[dict[str, Any]]) -> None:
+def judge_call(rows: list[dict[str, Any]]) -> None:
     """msprobe's statistics-compare verdicts for the rows of one call (in place: ``result``, ``passed``, ``fail_reason``)."""
     parts = rows[0]["op_name"].split(".")
     api = parts[1] if len(parts) > 1 else ""
@@ -229,7 +229,7 @@ def compare_rows(
         calls.setdefault(r["op_name"], []).append(row)
     rows = []
     for group in calls.values():
-        judge(group)
+        judge_call(group)
         rows += group
     return rows, unmatched
 

@@ -418,9 +418,6 @@ class Found:
         return {f: self.record[f] for fs in u.files.values() for f in fs}
 
 
-RUNS = ("latest", "all")  # what find_units does with repeated runs of one process
-
-
 def find_units(paths: list[Path], follow_symlinks: bool = False, runs: str = "latest") -> Found:
     """The units under ``paths``. Repeated runs of one process collected side by side (several
     PROF_* folders of the same device, several *_ascend_pt of the same rank) are not ranks:

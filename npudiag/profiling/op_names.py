@@ -16,7 +16,7 @@ msprof JSON) carry only the full op name; hot operators then fall back to one gr
   ``MatMulV2`` ends in a digit too), ``Conv2DBackpropFilter6_MemSet`` -> ``MemSet`` (a kernel GE
   added to that node).
 
-A name in none of these shapes keeps no type (the op name stands in, as before). Work is on the
+A name in none of these shapes keeps no type (the op name stands in for it). Work is on the
 distinct names, with Arrow's regular expressions, so it is linear in the rows and small in Python.
 """
 

@@ -26,7 +26,7 @@ from npudiag.output import OutputFolder, atomic_write, csv_column, dumps, json_s
 from npudiag.phases import phase
 from npudiag.profiling.analysis import cluster as cl
 from npudiag.profiling.analysis.compare import HOST_LEVELS, LEVELS, compare_totals, diff_ops, matched, steps_per_run
-from npudiag.profiling.analysis.gate import GateConfig, check_alpha, check_min_delta, check_top_ops, judge, load_config, parse_percent
+from npudiag.profiling.analysis.gate import GateConfig, check_alpha, check_min_delta, check_top_ops, config_from, judge, parse_percent
 from npudiag.profiling.analysis.markers import markers
 from npudiag.profiling.analysis.metrics import canonical_metric, known_metric
 from npudiag.profiling.analysis.op_perf import peak_option
@@ -42,6 +42,7 @@ from npudiag.profiling.runs import describe, is_out_folder, load_side, store_run
 from npudiag.progress import Progress
 from npudiag.results import RANK_KEY
 from npudiag.store import OutputWriter, TableSet, analysis_manifest, load_outputs, load_rank_rows, write_table
+from npudiag.tomlfile import read_toml
 from npudiag.version import __version__
 
 
@@ -254,7 +255,7 @@ def load_output(out: str | Path, *, top: int = 20, by: str = "type") -> Analysis
 
 
 @dataclass
-class Timeline:
+class TimelineView:
     """What a timeline renderer draws: the tables, npudiag's marks (exposed copies, device idle),
     the findings, and the profiler's own events when its trace files are at hand (None: rebuild the
     timeline from the tables); with several ranks each event carries its rank under ``RANK_KEY``.
@@ -267,7 +268,7 @@ class Timeline:
     warnings: list[str]
 
 
-def timeline_of(result: Analysis) -> Timeline:
+def timeline_of(result: Analysis) -> TimelineView:
     """The timeline of an analysis (fresh, or loaded from its out folder), for a renderer that reads no files."""
     traces = [Path(f.path) for f in result.inputs if f.kind == "trace" and f.used_for and f.error is None]
     here = [p for p in traces if p.is_file()]
@@ -285,7 +286,7 @@ def timeline_of(result: Analysis) -> Timeline:
         originals = lambda: ({**e, RANK_KEY: rank_of.get(p)} for p in here for e in iter_events(p))  # noqa: E731
     elif here:
         originals = lambda: (e for p in here for e in iter_events(p))  # noqa: E731
-    return Timeline(tables, markers(tables), result.summary["findings"], originals, warnings)
+    return TimelineView(tables, markers(tables), result.summary["findings"], originals, warnings)
 
 
 @dataclass
@@ -557,11 +558,16 @@ class GateResult:
         return json_safe(self.summary)
 
 
+def load_gate_config(path: Path | None) -> GateConfig:
+    """The settings of the TOML file ``path`` (None: the defaults); ValueError names what is wrong in it."""
+    return config_from(read_toml(path), path) if path is not None else GateConfig()
+
+
 def gate_config(config: str | Path | None = None, **changes: Any):
     """The gate settings of ``config`` (a TOML file; None: the defaults) with ``changes`` applied
     (max_regression "5%", alpha, metrics, top_ops, by, steps "3:", min_delta_us)."""
     try:
-        cfg = load_config(Path(config) if config is not None else None)
+        cfg = load_gate_config(Path(config) if config is not None else None)
         if changes.get("max_regression") is not None:
             changes["max_regression"] = parse_percent(changes["max_regression"])
         for key, check in (("alpha", check_alpha), ("top_ops", check_top_ops), ("min_delta_us", check_min_delta)):
@@ -610,7 +616,7 @@ def gate(
         raise
     except ValueError as exc:
         raise OptionError(str(exc)) from None
-    summary = {"baseline": describe(base), "current": describe(cur), **result.as_dict()}
+    summary = {"baseline": describe(base), "current": describe(cur), **result.to_dict()}
     updated = False
     if update_baseline is not None and (not result.failed or accept):
         store_runs(cur, Path(update_baseline), inputs=[Path(baseline), Path(current)], replaceable=[Path(baseline)])

@@ -368,7 +368,7 @@ def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]], clock: _Clock)
 
 
 def write_chrome_trace(path: Path, view: Any, inputs: list[Path] = ()) -> list[str]:  # type: ignore[assignment]
-    """The timeline ``view`` (``npudiag.profiling.pipeline.Timeline``: tables, marks, findings and a
+    """The timeline ``view`` (``npudiag.profiling.pipeline.TimelineView``: tables, marks, findings and a
     factory of the profiler's own events, copied through when it has them, else the timeline rebuilt
     from the tables) as a Chrome trace. Written through ``npudiag.output`` (a FIFO or ``/dev/stdout``
     streams); returns the places of numbers JSON cannot hold, written as null (listed, with the events

@@ -1,4 +1,4 @@
-"""Renderers of a gate result (the dict of :meth:`GateResult.as_dict`): terminal, Markdown, JUnit XML.
+"""Renderers of a gate result (the dict of :meth:`npudiag.profiling.pipeline.GateResult.to_dict`): terminal, Markdown, JUnit XML.
 
 All three draw from the same dict that ``--json`` prints, so a CI log, a PR comment and the
 Jenkins test report can never disagree.

@@ -46,7 +46,6 @@ FORMATS = {
     38: "FRACTAL_ZN_LSTM", 39: "FRACTAL_Z_G", 40: "RESERVED", 41: "ALL", 42: "NULL", 43: "ND_RNN_BIAS", 44: "FRACTAL_ZN_RNN",
     45: "YUV", 46: "YUV_A", 47: "NCL", 48: "FRACTAL_Z_WINO", 49: "C1HWC0", 255: "MAX",
 }  # fmt: skip
-PLAIN_FORMATS = {"NCHW", "NHWC", "ND", "NCDHW", "NDHWC", "HWCN", "CHWN", "DHWCN", "NC", "CN", "NCL", "MD"}
 MAX_HEADER_BYTES = 256 << 20
 # inputs, outputs, buffers and workspaces of one operator: real ones have tens, a grouped op a few
 # thousand; a header listing more (each entry may be empty, so the file's size does not bound them)

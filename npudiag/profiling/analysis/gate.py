@@ -38,7 +38,6 @@ from npudiag.profiling.analysis.metrics import (
 )
 from npudiag.profiling.analysis.stats import mann_whitney_u, smallest_p
 from npudiag.profiling.analysis.window import describe_steps, parse_steps, steps_spec
-from npudiag.tomlfile import read_toml
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ class Verdict:
     def confidence(self) -> float | None:
         return None if self.p_value is None else 1.0 - self.p_value
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The verdict with its unit in the value keys: ``base_median_us`` or ``base_median_bytes``."""
         values = ("base_median", "cur_median", "delta", "min_delta")
         d = {k if k not in values else f"{k}_{self.unit}": v for k, v in self.__dict__.items()}
@@ -106,7 +105,7 @@ class Verdict:
 
 
 @dataclass
-class GateResult:
+class GateVerdicts:
     verdicts: list[Verdict]
     warnings: list[str]
     config: GateConfig
@@ -115,14 +114,14 @@ class GateResult:
     def failed(self) -> bool:
         return any(v.failed for v in self.verdicts)
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         c = self.config
         return {
             "passed": not self.failed,
             "regressions": [v.metric for v in self.verdicts if v.failed],
             "method": {"max_regression": c.max_regression, "alpha": c.alpha, "test": "Mann-Whitney U, two-sided", "statistic": "median"},
             "warnings": self.warnings,
-            "metrics": [v.as_dict() for v in self.verdicts],
+            "metrics": [v.to_dict() for v in self.verdicts],
         }
 
 
@@ -152,8 +151,8 @@ _GATE_KEYS = {"max_regression", "alpha", "top_ops", "by", "min_delta_us", "metri
 _METRIC_KEYS = {"max_regression", "min_delta_us", "min_delta_bytes", "min_delta_pct", "enabled"}
 
 
-def load_config(path: Path | None, base: GateConfig | None = None) -> GateConfig:
-    """Read ``npudiag-gate.toml``::
+def config_from(data: dict[str, Any], path: Path | str, base: GateConfig | None = None) -> GateConfig:
+    """The settings of ``data``, the contents of ``npudiag-gate.toml`` (``path``, named in errors)::
 
     [gate]
     max_regression = "5%"
@@ -170,9 +169,6 @@ def load_config(path: Path | None, base: GateConfig | None = None) -> GateConfig
     """
 
     cfg = base or GateConfig()
-    if path is None:
-        return cfg
-    data = read_toml(path)
     unknown = set(data) - {"gate", "metric"}
     if unknown:
         raise ValueError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}; expected [gate] and [metric.NAME]")
@@ -344,7 +340,7 @@ def decide(
 
 def judge(
     base_runs: Sequence[dict[str, pa.Table]], cur_runs: Sequence[dict[str, pa.Table]], config: GateConfig | None = None
-) -> GateResult:
+) -> GateVerdicts:
     """Gate every default metric, the top ops of both sides and any extra metric named in ``config``."""
     cfg = config or GateConfig()
     warnings: list[str] = []
@@ -397,7 +393,7 @@ def judge(
             f"{v.base_n} baseline and {v.cur_n} current sample(s) per metric: too few for the Mann-Whitney test at p < {cfg.alpha:g} "
             f"(needs about {need} per side, from steps or repeated runs); decided on the {cfg.max_regression * 100:g}% threshold alone"
         )
-    return GateResult(verdicts, warnings, cfg)
+    return GateVerdicts(verdicts, warnings, cfg)
 
 
 def _check_window(window: StepWindow, granularity: dict[str, set[str]], base_runs, cur_runs) -> None:

@@ -177,6 +177,5 @@ register(
         ("torch_ops", "host_ops", "ranges", "steps"),
         content=is_kineto,
         sources={"torch_ops": 2, "host_ops": 2, "ranges": 2, "steps": 2},
-        description="PyTorch profiler (Kineto) trace of a GPU run: framework ops and modules with their kernels' device time",
     )
 )

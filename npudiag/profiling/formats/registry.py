@@ -94,7 +94,6 @@ class Format:
     content: Callable[[bytes], bool] | None = None  # a JSON of unknown name whose first 64 KiB this accepts is this kind
     sources: dict[str, int] = field(default_factory=dict)
     append: bool = False
-    description: str = ""
     totals: bool = False
     reports: dict[str, str] = field(default_factory=dict)
 
