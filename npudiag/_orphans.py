@@ -43,7 +43,11 @@ def _in_fork_server() -> bool:
     runs multiprocessing's server (``python -c 'from multiprocessing.forkserver import main; ...'``). The
     variable alone is not enough: every child of that npudiag inherits it (an npudiag a test runs, a
     program npudiag profile runs), and must keep its own Ctrl-C."""
-    return os.environ.get(PARENT_VAR) == str(os.getppid()) and sys.argv[:1] == ["-c"] and "multiprocessing.forkserver" in sys.modules
+    return (
+        os.environ.get(PARENT_VAR) == str(os.getppid())
+        and sys.argv[:1] == ["-c"]
+        and "multiprocessing.forkserver" in sys.modules
+    )
 
 
 if __name__ != "__main__" and _in_fork_server():

@@ -67,7 +67,9 @@ def default_workers(tasks: int) -> int:
     if env:
         n = small_int(env, 1, 4096)
         if n is None:
-            raise OptionError(f"NPUDIAG_WORKERS={env[:40]!r}: expected a whole number of worker processes from 1 to 4096")
+            raise OptionError(
+                f"NPUDIAG_WORKERS={env[:40]!r}: expected a whole number of worker processes from 1 to 4096"
+            )
         return max(1, min(n, tasks))
     return max(1, min(tasks, os.cpu_count() or 1))
 
@@ -111,7 +113,9 @@ class LocalPool:
     name: str = "process pool"
 
     def _new_pool(self, workers: int) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=_orphans.die_with_parent)
+        return ProcessPoolExecutor(
+            max_workers=workers, mp_context=_pool_context(), initializer=_orphans.die_with_parent
+        )
 
     def _alone(self, fn: Task, job: Any) -> Any:
         pool = self._new_pool(1)
@@ -178,11 +182,15 @@ class DaskCluster:
         try:
             from distributed import Client, LocalCluster, as_completed
         except ImportError:
-            raise RuntimeError("the Dask backend needs the 'distributed' extra: pip install 'npudiag[distributed]'") from None
+            raise RuntimeError(
+                "the Dask backend needs the 'distributed' extra: pip install 'npudiag[distributed]'"
+            ) from None
         cluster = None
         if self.address is None:
             n = self.workers or default_workers(len(jobs))
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None)
+            cluster = LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+            )
             client = Client(cluster)
         else:
             try:
@@ -211,15 +219,19 @@ class DaskCluster:
 SMALL_INPUT_BYTES = 32 << 20
 
 
-def choose_backend(tasks: int, scheduler: str | None = None, dask: bool = False, input_bytes: int | None = None) -> Backend:
+def choose_backend(
+    tasks: int, scheduler: str | None = None, dask: bool = False, input_bytes: int | None = None
+) -> Backend:
     """``--scheduler ADDRESS`` or ``--dask``: Dask; else a local pool, or this process for one task or
     for a small input (``input_bytes`` under SMALL_INPUT_BYTES) unless NPUDIAG_WORKERS asks for a pool."""
     if scheduler or dask:
         import importlib.util
 
         if importlib.util.find_spec("distributed") is None:  # said before any work starts: a usage error, exit 2
-            raise OptionError("the Dask backend needs the 'distributed' extra: pip install 'npudiag[distributed]'",
-                              "scheduler" if scheduler else "dask")  # fmt: skip
+            raise OptionError(
+                "the Dask backend needs the 'distributed' extra: pip install 'npudiag[distributed]'",
+                "scheduler" if scheduler else "dask",
+            )
         return DaskCluster(scheduler)
     workers = default_workers(tasks)
     asked = bool(os.environ.get("NPUDIAG_WORKERS", "").strip())

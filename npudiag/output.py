@@ -115,7 +115,9 @@ def dumps(obj: Any, *, indent: int | None = 2, ascii_only: bool = False, found: 
             return f"\x00raw{len(raws) - 1}\x00"
         return text_of(o)
 
-    text = json.dumps(strict(obj, found=found), indent=indent, ensure_ascii=ascii_only, default=default, allow_nan=False)
+    text = json.dumps(
+        strict(obj, found=found), indent=indent, ensure_ascii=ascii_only, default=default, allow_nan=False
+    )
     if raws:
         text = re.sub(r'"\\u0000raw([0-9]+)\\u0000"', lambda m: raws[int(m.group(1))], text)
     return escape_invisible(text)
@@ -258,7 +260,9 @@ def protected_reason(dest: Path, inputs: Iterable[Path] = ()) -> str | None:
 # single files
 
 
-def write_file(path: str | Path, write: Callable[[BinaryIO], None] | bytes | str, *, inputs: Iterable[Path] = ()) -> Path:
+def write_file(
+    path: str | Path, write: Callable[[BinaryIO], None] | bytes | str, *, inputs: Iterable[Path] = ()
+) -> Path:
     """Write one file at ``path`` and return where it went.
 
     A regular file (or a new name) is written to a temporary name beside it, flushed and renamed over
@@ -296,12 +300,19 @@ def write_file(path: str | Path, write: Callable[[BinaryIO], None] | bytes | str
         rp = _resolved(Path(p))
         if rp == real:
             raise OutputError(path, "is an input of this run; it is never overwritten")
-        if st is not None and not view and _within(real, rp):  # a file of an input folder (a link to its trace, say) may be what was read
-            raise OutputError(path, f"{_via(path, real)}is a file of an input of this run ({p}); it is never overwritten")
+        if (
+            st is not None and not view and _within(real, rp)
+        ):  # a file of an input folder (a link to its trace, say) may be what was read
+            raise OutputError(
+                path, f"{_via(path, real)}is a file of an input of this run ({p}); it is never overwritten"
+            )
     if owner is not None and st is not None and not view and _member(owner, real):
         folder, manifest = owner
-        raise OutputError(path, f"{_via(path, real)}is part of the npudiag out folder {folder} ({manifest.get('output', 'analyze')}); "
-                                "an output never replaces it: write it elsewhere or under a new name")  # fmt: skip
+        raise OutputError(
+            path,
+            f"{_via(path, real)}is part of the npudiag out folder {folder} ({manifest.get('output', 'analyze')}); "
+            "an output never replaces it: write it elsewhere or under a new name",
+        )
     if st is not None and not stat.S_ISREG(st.st_mode):
         if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode):
             _write_into(target, write, path)
@@ -327,7 +338,9 @@ def append_file(path: str | Path, text: str) -> Path:
         owner = out_folder_of(real)
         if owner is not None and _member(owner, real):
             raise OutputError(path, f"is part of the npudiag out folder {owner[0]}; an output never changes it")
-        fd = os.open(real, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666 & ~current_umask())
+        fd = os.open(
+            real, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666 & ~current_umask()
+        )
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OutputError(path, "is not a regular file; a file name was expected")
@@ -446,8 +459,9 @@ def _write_into(target: Path, write: Callable[[BinaryIO], None], shown: Path) ->
             write(fh)
 
 
-def _atomic_replace(path: Path, write: Callable[[BinaryIO], None], mode: int | None, shown: Path | None = None,
-                    durable: bool = True) -> None:  # fmt: skip
+def _atomic_replace(
+    path: Path, write: Callable[[BinaryIO], None], mode: int | None, shown: Path | None = None, durable: bool = True
+) -> None:
     """Run ``write`` on a temporary file beside ``path``, flush it to disk (unless the caller syncs the
     whole folder later: not ``durable``), rename it over ``path``."""
     shown = shown or path
@@ -555,7 +569,12 @@ def _legacy_table_file(rel: str) -> bool:
         return False
     if len(parts) == 1:
         return parts[0].endswith(".parquet")
-    return len(parts) == 3 and parts[1].startswith("rank=") and parts[2].startswith("part-") and parts[2].endswith(".parquet")
+    return (
+        len(parts) == 3
+        and parts[1].startswith("rank=")
+        and parts[2].startswith("part-")
+        and parts[2].endswith(".parquet")
+    )
 
 
 def _legacy_run(name: str) -> bool:
@@ -762,7 +781,13 @@ class TargetLock:
 
         self.path = dest.parent / f".{dest.name[:200]}.lock"
         self.fd: int | None = None
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+        flags = (
+            os.O_RDWR
+            | os.O_CREAT
+            | getattr(os, "O_NOFOLLOW", 0)
+            | getattr(os, "O_CLOEXEC", 0)
+            | getattr(os, "O_NONBLOCK", 0)
+        )
         while True:
             try:
                 fd = os.open(self.path, flags, 0o666 & ~current_umask())
@@ -779,7 +804,9 @@ class TargetLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 os.close(fd)
-                raise InputError(dest, "another npudiag run is writing this folder now; wait for it or choose another --out") from None
+                raise InputError(
+                    dest, "another npudiag run is writing this folder now; wait for it or choose another --out"
+                ) from None
             # the file may have been removed (and a new one locked) between our open and our lock
             try:
                 same = st.st_ino == os.lstat(self.path).st_ino
@@ -893,8 +920,15 @@ class FolderTarget:
     the target resolved once; a file, a mount point, a protected folder or a folder of files
     npudiag did not write refused with one line (see the module's rules)."""
 
-    def __init__(self, dest: str | Path, *, force: bool = False, inputs: Iterable[str | Path] = (),
-                 replaceable: Iterable[str | Path] = (), option: str = "--out") -> None:  # fmt: skip
+    def __init__(
+        self,
+        dest: str | Path,
+        *,
+        force: bool = False,
+        inputs: Iterable[str | Path] = (),
+        replaceable: Iterable[str | Path] = (),
+        option: str = "--out",
+    ) -> None:
         self.given = Path(dest)
         self.force = force
         self.option = option
@@ -905,7 +939,9 @@ class FolderTarget:
             if given.is_symlink():
                 target = _resolved(given)
                 if not target.exists():
-                    raise OutputError(given, f"is a link to {target}, which does not exist; make that folder or use another {option}")
+                    raise OutputError(
+                        given, f"is a link to {target}, which does not exist; make that folder or use another {option}"
+                    )
                 why = _link_allowed(given)
                 if why is not None:
                     raise OutputError(given, why)
@@ -926,19 +962,30 @@ class FolderTarget:
         except OSError as exc:
             raise OutputError(given, exc.strerror or str(exc)) from None
         if not stat.S_ISDIR(st.st_mode):
-            raise OutputError(given, f"is a file, not a folder; npudiag never replaces a file with a folder (use another {self.option})")
+            raise OutputError(
+                given,
+                f"is a file, not a folder; npudiag never replaces a file with a folder (use another {self.option})",
+            )
         own = dest in self.replaceable
         why = protected_reason(dest, [p for p in self.inputs if not (own and _resolved(p) == dest)])
         if why is not None:
             raise OutputError(given, f"{why}; npudiag never replaces it (use another {self.option})")
         if os.path.ismount(dest):
             inside = (given / "run1").as_posix()
-            raise OutputError(given, f"is a mount point, which cannot be swapped whole; use a folder inside it (e.g. {inside})")
+            raise OutputError(
+                given, f"is a mount point, which cannot be swapped whole; use a folder inside it (e.g. {inside})"
+            )
         foreign = foreign_entries(dest)
         if not foreign or (self.force and not own):
             return
-        hint = f"not replaced; choose another {self.option}" if own else f"use --force to replace it, or another {self.option}"
-        raise InputError(given, f"exists and was not written by npudiag (it holds {_describe_foreign(foreign)}); {hint}")
+        hint = (
+            f"not replaced; choose another {self.option}"
+            if own
+            else f"use --force to replace it, or another {self.option}"
+        )
+        raise InputError(
+            given, f"exists and was not written by npudiag (it holds {_describe_foreign(foreign)}); {hint}"
+        )
 
 
 class OutputFolder:
@@ -950,8 +997,16 @@ class OutputFolder:
     :class:`FolderTarget`'s (``inputs`` are never replaced, nor their ancestors, except an input in
     ``replaceable`` that is itself the target and is npudiag's: the baseline of ``gate --update-baseline``)."""
 
-    def __init__(self, dest: str | Path, *, kind: str, force: bool = False, inputs: Iterable[str | Path] = (),
-                 replaceable: Iterable[str | Path] = (), option: str = "--out") -> None:  # fmt: skip
+    def __init__(
+        self,
+        dest: str | Path,
+        *,
+        kind: str,
+        force: bool = False,
+        inputs: Iterable[str | Path] = (),
+        replaceable: Iterable[str | Path] = (),
+        option: str = "--out",
+    ) -> None:
         self.kind = kind
         self.committed = False
         self.lock: TargetLock | None = None
@@ -966,7 +1021,9 @@ class OutputFolder:
             self.target.check()  # again, now that no other npudiag run can change it
             with writing(self.given):
                 # the pid in the name too: a run killed before its marker is written is still known
-                self.staging = Path(tempfile.mkdtemp(prefix=f".{self.dest.name[:200]}.tmp-{os.getpid()}-", dir=self.dest.parent))
+                self.staging = Path(
+                    tempfile.mkdtemp(prefix=f".{self.dest.name[:200]}.tmp-{os.getpid()}-", dir=self.dest.parent)
+                )
                 marker = {"pid": os.getpid(), "started": time.time(), "dest": self.dest.name}
                 (self.staging / STAGING_MARKER).write_text(json.dumps(marker))
                 self.work = self.staging / NEW

@@ -41,7 +41,9 @@ def phase(name: str) -> Iterator[None]:
     try:
         yield
     finally:
-        done = Phase(name, wall - _ORIGIN, time.perf_counter() - wall, time.process_time() - cpu, threading.current_thread().name)
+        done = Phase(
+            name, wall - _ORIGIN, time.perf_counter() - wall, time.process_time() - cpu, threading.current_thread().name
+        )
         with _LOCK:
             _SEEN.append(done)
 

@@ -138,8 +138,11 @@ def loads_json(text: str, path: Path, keep_numbers: bool = False, unique_keys: b
         key = str(exc)
         at = [m.start() for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", text)]
         line = text.count("\n", 0, at[1]) + 1 if len(at) > 1 else None
-        raise InputError(path, f"the key {json.dumps(key)} appears twice in one object (JSON would keep only the last); keep one",
-                         line=line) from None  # fmt: skip
+        raise InputError(
+            path,
+            f"the key {json.dumps(key)} appears twice in one object (JSON would keep only the last); keep one",
+            line=line,
+        ) from None
     except RecursionError:
         raise InputError(path, f"JSON nested deeper than {MAX_DEPTH} levels; no real file is") from None
 

@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+# fmt: off
+# the declarations below are tables: one column a line, its meaning beside it (docs/tables.md is made from them)
 KERNELS = pa.schema(
     [
         ("source", pa.string()),  # file kind the row came from: op_summary, kernel_details, task_time, trace, db
@@ -749,6 +751,8 @@ TABLES: dict[str, pa.Schema] = {
     "ranges": RANGES,
 }
 
+# fmt: on
+
 
 def concat(tables: list[pa.Table]) -> pa.Table:
     """Tables of one kind from several files or ranks; columns one of them lacks become nulls."""
@@ -774,7 +778,12 @@ def nulls(n: int, type: pa.DataType) -> pa.Array:
     """An all-null column of ``n`` rows. Fixed-width and text types share one zero buffer (validity,
     values, offsets), made by calloc, so memory pages are only mapped if read: a table of forty absent
     columns costs no more than one (``pa.nulls`` allocates and zero-fills each)."""
-    fixed = pa.types.is_integer(type) or pa.types.is_floating(type) or pa.types.is_boolean(type) or pa.types.is_timestamp(type)
+    fixed = (
+        pa.types.is_integer(type)
+        or pa.types.is_floating(type)
+        or pa.types.is_boolean(type)
+        or pa.types.is_timestamp(type)
+    )
     if not n or not (fixed or pa.types.is_string(type)):
         return pa.nulls(n, type)
     size = (n + 1) * 8
@@ -791,7 +800,9 @@ def nulls(n: int, type: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(type, n, [validity, zeros.slice(0, (n + 1) * 4), pa.py_buffer(b"")], null_count=n)
 
 
-def map_distinct(values: pa.Array | pa.ChunkedArray, f: Callable[[str | None], str | None]) -> pa.Array | pa.ChunkedArray:
+def map_distinct(
+    values: pa.Array | pa.ChunkedArray, f: Callable[[str | None], str | None]
+) -> pa.Array | pa.ChunkedArray:
     """``f`` of each text value (a string column), called once per distinct value, not once per row."""
     distinct = pc.unique(values)
     out = pa.array([f(v) for v in distinct.to_pylist()], pa.string())

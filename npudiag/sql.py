@@ -44,7 +44,13 @@ def tables_of(out: Path) -> dict[str, list[Path]]:
             if p.is_file() and p.name.endswith(".parquet"):
                 found[stem] = [p]
             elif p.is_dir():
-                parts = sorted(f for d in p.iterdir() if d.is_dir() and _RANK_DIR.match(d.name) for f in d.glob("*.parquet") if f.is_file())
+                parts = sorted(
+                    f
+                    for d in p.iterdir()
+                    if d.is_dir() and _RANK_DIR.match(d.name)
+                    for f in d.glob("*.parquet")
+                    if f.is_file()
+                )
                 if parts:
                     found[stem] = parts
     return found
@@ -102,8 +108,13 @@ def _dataset(files: list[Path], out: Path) -> Any:
     hive = ds.HivePartitioning(pa.schema([("rank", pa.int32())]))  # rank=__HIVE_DEFAULT_PARTITION__: null
     if "rank" in schema.names:
         schema = schema.remove(schema.get_field_index("rank"))
-    return ds.dataset([str(f) for f in files], format="parquet", partitioning=hive, partition_base_dir=str(files[0].parent.parent),
-                      schema=schema.append(pa.field("rank", pa.int32())))  # fmt: skip
+    return ds.dataset(
+        [str(f) for f in files],
+        format="parquet",
+        partitioning=hive,
+        partition_base_dir=str(files[0].parent.parent),
+        schema=schema.append(pa.field("rank", pa.int32())),
+    )
 
 
 def query(out: str | Path, sql: str) -> QueryResult:
@@ -113,7 +124,9 @@ def query(out: str | Path, sql: str) -> QueryResult:
 
     out = Path(out)
     if not out.is_dir():
-        raise InputError(out, "no such folder (expected an npudiag out folder: analyze, cluster, logs parse, dump parse)")
+        raise InputError(
+            out, "no such folder (expected an npudiag out folder: analyze, cluster, logs parse, dump parse)"
+        )
     views = tables_of(out)
     if not views:
         raise InputError(out, "no tables here (<name>.parquet or <name>/rank=N/*.parquet)")
@@ -121,7 +134,11 @@ def query(out: str | Path, sql: str) -> QueryResult:
         raise OptionError(f"the query is {len(sql):,} characters; at most {MAX_QUERY_CHARS:,}", "query")
     _checked(sql, duckdb)
     warnings: list[str] = []
-    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False, "enable_external_access": False}
+    config = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "enable_external_access": False,
+    }
     con = duckdb.connect(":memory:", config=config)
     try:
         con.execute("SET lock_configuration = true")
@@ -129,8 +146,10 @@ def query(out: str | Path, sql: str) -> QueryResult:
             try:
                 con.register(name, _dataset(files, out))
             except (OSError, pa.ArrowException) as exc:  # a truncated, foreign or unreadable file: that table only
-                warnings.append(f"{files[0].parent if len(files) > 1 else files[0]}: not readable Parquet ({_one_line(exc)}); "
-                                f"no view {name}")  # fmt: skip
+                warnings.append(
+                    f"{files[0].parent if len(files) > 1 else files[0]}: not readable Parquet ({_one_line(exc)}); "
+                    f"no view {name}"
+                )
         if "kernels" in views:  # a profile's folder: a table it has no rows of (no modules, no memory) is an empty view
             for name, schema in schemas.TABLES.items():
                 if name not in views:
@@ -143,8 +162,14 @@ def query(out: str | Path, sql: str) -> QueryResult:
             raise OptionError(_one_line(exc) + (f" ({'; '.join(warnings)})" if warnings else ""), "query") from None
     finally:
         con.close()
-    summary = {"out": str(out), "query": sql, "rows": result.num_rows, "columns": result.column_names, "views": sorted(views),
-               "warnings": warnings}  # fmt: skip
+    summary = {
+        "out": str(out),
+        "query": sql,
+        "rows": result.num_rows,
+        "columns": result.column_names,
+        "views": sorted(views),
+        "warnings": warnings,
+    }
     return QueryResult(summary, {"result": result}, warnings=warnings)
 
 

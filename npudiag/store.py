@@ -53,7 +53,9 @@ def write_partition(folder: Path, name: str, rank: int | None, table: pa.Table, 
 
 def _schema_first(t: pa.Table, schema: pa.Schema) -> pa.Table:
     """``t`` with the declared columns in their declared order, then its extra (metric) columns."""
-    return t.select([n for n in schema.names if n in t.column_names] + [n for n in t.column_names if n not in schema.names])
+    return t.select(
+        [n for n in schema.names if n in t.column_names] + [n for n in t.column_names if n not in schema.names]
+    )
 
 
 def read_rank_dataset(folder: Path, schema: pa.Schema) -> pa.Table:
@@ -62,8 +64,10 @@ def read_rank_dataset(folder: Path, schema: pa.Schema) -> pa.Table:
     import pyarrow.dataset as ds
 
     files = ds.dataset(folder, format="parquet", partitioning=_rank_partitioning())
-    unified = pa.unify_schemas([f.physical_schema for f in files.get_fragments()] + [pa.schema([("rank", pa.int32())])],
-                               promote_options="permissive")  # fmt: skip
+    unified = pa.unify_schemas(
+        [f.physical_schema for f in files.get_fragments()] + [pa.schema([("rank", pa.int32())])],
+        promote_options="permissive",
+    )
     d = ds.dataset(folder, format="parquet", partitioning=_rank_partitioning(), schema=unified)
     return _schema_first(d.to_table(), schema)
 
@@ -101,11 +105,18 @@ def check_rows(out: Path, path: Path) -> None:
     except Exception as exc:  # noqa: BLE001 - any parquet failure is bad input here
         raise InputError(path, f"unreadable Parquet file ({str(exc).splitlines()[0][:120]})") from None
     if found != expected:
-        raise InputError(path, f"holds {found:,} rows, but npudiag wrote {expected:,}; the file was changed after it was written")
+        raise InputError(
+            path, f"holds {found:,} rows, but npudiag wrote {expected:,}; the file was changed after it was written"
+        )
 
 
 def analysis_manifest(
-    inputs: Iterable[Any], units: list[dict], row_counts: dict[str, int], warnings: list[str], errors: list[str], **extra: Any
+    inputs: Iterable[Any],
+    units: list[dict],
+    row_counts: dict[str, int],
+    warnings: list[str],
+    errors: list[str],
+    **extra: Any,
 ) -> dict[str, Any]:
     """The manifest of an analysed table set (an ``analyze`` out folder, one rank or many, a stored
     baseline): the version, every input file and what it was used for, the rows written, what went
@@ -250,8 +261,13 @@ def _checked(table: pa.Table, schema: pa.Schema, path: Path) -> pa.Table:
 
     for field in schema:
         if field.name not in table.column_names:
-            raise InputError(path, f"column {field.name!r} is missing; the file was not written by this npudiag (or was changed)")
+            raise InputError(
+                path, f"column {field.name!r} is missing; the file was not written by this npudiag (or was changed)"
+            )
         if table.schema.field(field.name).type != field.type:
             got = table.schema.field(field.name).type
-            raise InputError(path, f"column {field.name!r} is {got}, expected {field.type}; the file was changed after npudiag wrote it")
+            raise InputError(
+                path,
+                f"column {field.name!r} is {got}, expected {field.type}; the file was changed after npudiag wrote it",
+            )
     return _schema_first(table, schema)

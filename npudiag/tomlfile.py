@@ -34,15 +34,22 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 # a table header ([a.b.c]) or the key of a key = value line: its dots nest tables as deep as brackets do
-_KEY = re.compile(r"^[ \t]*(?:\[{1,2}([^\]\n]*)|([^=#\n\[\]{}\s][^=#\n\[\]{}]*)=)", re.M)  # linear: the key starts at a non-space
+_KEY = re.compile(
+    r"^[ \t]*(?:\[{1,2}([^\]\n]*)|([^=#\n\[\]{}\s][^=#\n\[\]{}]*)=)", re.M
+)  # linear: the key starts at a non-space
 
 
 def _key_depth(text: str) -> int:
     """The most dots in one dotted key (``a.b.c = 1`` nests three tables: 2,500 dots recursed past
     Python's limit in tomllib, 20,000 took 2.4 GB); dots inside quoted key parts count too (a bound,
     not a parse)."""
-    return max((len(m.group(1) or m.group(2) or "") - len((m.group(1) or m.group(2) or "").replace(".", "")) for m in _KEY.finditer(text)),
-               default=0)  # fmt: skip
+    return max(
+        (
+            len(m.group(1) or m.group(2) or "") - len((m.group(1) or m.group(2) or "").replace(".", ""))
+            for m in _KEY.finditer(text)
+        ),
+        default=0,
+    )
 
 
 def _depth(text: str) -> int:

@@ -121,3 +121,22 @@ def test_the_architecture_page_names_every_module() -> None:
     on_page = set(re.findall(r"^- `(npudiag/[\w/]+\.py)`", text, re.M))
     there = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py")}
     assert on_page == there, f"missing: {sorted(there - on_page)}; gone: {sorted(on_page - there)} (python scripts/gen_reference.py)"
+
+
+def test_formatter_markers_only_on_module_level_tables() -> None:
+    """npudiag is formatted at 120 columns (npudiag/ruff.toml); ``# fmt: skip`` is kept only where a
+    module-level table (codes, switches, column lists) must stay aligned, at most 20 of them; the
+    schema declarations are one ``fmt: off`` region, since docs/tables.md reads each column's comment
+    from its line."""
+    skips, regions = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            where = f"{path.relative_to(ROOT)}:{i}"
+            if line.rstrip().endswith("# fmt: skip"):
+                skips.append(where)
+                assert not line.startswith((" ", "\t")), f"{where}: a fmt: skip inside a block (only module-level tables keep one)"
+            if line.strip() == "# fmt: off":
+                regions.append(where)
+    assert len(skips) <= 20, skips
+    assert [r.split(":")[0] for r in regions] == ["npudiag/schemas.py"], regions
+    assert "line-length = 120" in (PACKAGE / "ruff.toml").read_text(encoding="utf-8")

@@ -76,7 +76,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """Diagnostics for Huawei Ascend NPU (CANN) profiles."""
 
@@ -244,7 +246,10 @@ def _main(argv: list[str] | None) -> None:
     except Exception as exc:  # noqa: BLE001 - last line of defence for the user
         if os.environ.get("NPUDIAG_DEBUG"):
             raise
-        print(f"npudiag: internal error: {type(exc).__name__}: {clean(exc)} (set NPUDIAG_DEBUG=1 for a traceback)", file=sys.stderr)
+        print(
+            f"npudiag: internal error: {type(exc).__name__}: {clean(exc)} (set NPUDIAG_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
         code = 3
     if phases.enabled():
         _print_phases()
@@ -253,7 +258,9 @@ def _main(argv: list[str] | None) -> None:
     except _PipeClosed:
         _silence_fd(1)
         code = 0 if code in (0, 1) else code
-    if interrupted is not None and before is signal.default_int_handler:  # a caller in this process gets its handler back
+    if (
+        interrupted is not None and before is signal.default_int_handler
+    ):  # a caller in this process gets its handler back
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGINT, before)
     if before_term is signal.SIG_DFL:

@@ -44,7 +44,9 @@ def _rule_options(rule_file: Path | None, rule_opt: list[str]) -> dict:
     return overrides
 
 
-def _steps(steps: str | None, start_step: int | None, stop_step: int | None) -> str | tuple[int | None, int | None] | None:
+def _steps(
+    steps: str | None, start_step: int | None, stop_step: int | None
+) -> str | tuple[int | None, int | None] | None:
     if start_step is None and stop_step is None:
         return steps
     if steps is not None:
@@ -52,7 +54,9 @@ def _steps(steps: str | None, start_step: int | None, stop_step: int | None) -> 
     return (start_step, stop_step)
 
 
-def write_views(result: pipeline.Analysis, chrome_trace: Path | None, html_out: Path | None, inputs: list[Path]) -> None:
+def write_views(
+    result: pipeline.Analysis, chrome_trace: Path | None, html_out: Path | None, inputs: list[Path]
+) -> None:
     """The Chrome trace and the HTML page of an analysis, where asked for; what they could not hold
     goes into the result's warnings."""
     if chrome_trace is not None:
@@ -60,7 +64,9 @@ def write_views(result: pipeline.Analysis, chrome_trace: Path | None, html_out: 
         result.warnings.extend(f"{chrome_trace}: {w}" for w in view.warnings)
         notes = write_chrome_trace(chrome_trace, view, inputs)
         if notes:
-            result.warnings.append(f"{chrome_trace}: {len(notes)} number(s) JSON cannot hold written as null (first: {notes[0]})")
+            result.warnings.append(
+                f"{chrome_trace}: {len(notes)} number(s) JSON cannot hold written as null (first: {notes[0]})"
+            )
     if html_out is not None:
         write_html(html_out, result.summary, result.tables["copies"], inputs)
 
@@ -102,9 +108,18 @@ def run_analyze(
     show_progress = not say.quiet and not json_out and err.is_terminal
     try:
         options = AnalyzeOptions.of(
-            steps=_steps(steps, start_step, stop_step), time=time_window, rule_options=rules, top=top, by=by, force=force,
-            scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks, export=export, runs=runs,
-        )  # fmt: skip
+            steps=_steps(steps, start_step, stop_step),
+            time=time_window,
+            rule_options=rules,
+            top=top,
+            by=by,
+            force=force,
+            scheduler=scheduler,
+            dask=dask,
+            follow_symlinks=follow_symlinks,
+            export=export,
+            runs=runs,
+        )
         with Bar(err) if show_progress else contextlib.nullcontext() as bar:
             result = pipeline.analyze(paths, out if out is not None else _default_out(paths), options, progress=bar)
     except OptionError as exc:

@@ -32,7 +32,13 @@ def run_cluster(
     """Analyse every rank (or read an 'analyze --out' folder), write the cluster tables, print the view."""
     try:
         result = pipeline.cluster(
-            path, out, threshold=threshold, scheduler=scheduler, dask=dask, allow_duplicate_ranks=allow_duplicate_ranks, force=force
+            path,
+            out,
+            threshold=threshold,
+            scheduler=scheduler,
+            dask=dask,
+            allow_duplicate_ranks=allow_duplicate_ranks,
+            force=force,
         )
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None

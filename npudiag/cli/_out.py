@@ -18,14 +18,18 @@ from npudiag.report.escape import clean
 
 MAX_WARNINGS = 5
 
-QUIET = typer.Option(False, "--quiet", "-q", help="Print only warnings and errors: no report, no progress (--json still prints).")
+QUIET = typer.Option(
+    False, "--quiet", "-q", help="Print only warnings and errors: no report, no progress (--json still prints)."
+)
 FORCE = typer.Option(
     False,
     "--force",
     help="Replace --out even when it holds files npudiag did not write (never a file, an input, HOME, / or the working folder).",
 )
 PEAK_TFLOPS = typer.Option(
-    None, "--peak-tflops", help="The chip's peak for MFU: one number, or per dtype (fp16=295,int8=590); else from device info."
+    None,
+    "--peak-tflops",
+    help="The chip's peak for MFU: one number, or per dtype (fp16=295,int8=590); else from device info.",
 )
 VERBOSE = typer.Option(False, "--verbose", "-v", help="Print every warning (not only the first 5) and each input read.")
 

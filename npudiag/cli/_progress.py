@@ -9,7 +9,15 @@ from __future__ import annotations
 import contextlib
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn, TransferSpeedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
 
 _LABEL = "[progress.description]{task.description}"
 

@@ -28,10 +28,14 @@ def analyze(
     paths: list[Path] = typer.Argument(
         ..., metavar="PATH", help="PROF_* or *_ascend_pt folders, a parent of many, or single CSV / JSON / .db files."
     ),
-    out: Path = typer.Option(None, "--out", "-o", help="Folder for the Parquet tables and manifest.json [default: ./npudiag-out/<name>]."),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="Folder for the Parquet tables and manifest.json [default: ./npudiag-out/<name>]."
+    ),
     top: int = typer.Option(20, "--top", min=1, max=1_000_000, help="How many hot operators to show."),
     by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout, nothing else."),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print the summary as one JSON document on stdout, nothing else."
+    ),
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST (inclusive), e.g. 10:100 to drop warm-up."),
@@ -43,31 +47,64 @@ def analyze(
     chrome_trace: Path = typer.Option(
         None, "--chrome-trace", help="Also write a Chrome trace JSON marking exposed copies, idle gaps, findings."
     ),
-    html_out: Path = typer.Option(None, "--html", help="Also write one self-contained HTML page of the summary and plots."),
-    rule_file: Path = typer.Option(None, "--rule-file", help="TOML file of rule options ([sync_copy] min_bytes = 65536); --rule-opt wins."),
-    rule_opt: list[str] = typer.Option([], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."),
+    html_out: Path = typer.Option(
+        None, "--html", help="Also write one self-contained HTML page of the summary and plots."
+    ),
+    rule_file: Path = typer.Option(
+        None, "--rule-file", help="TOML file of rule options ([sync_copy] min_bytes = 65536); --rule-opt wins."
+    ),
+    rule_opt: list[str] = typer.Option(
+        [], "--rule-opt", help="Rule threshold RULE.OPTION=VALUE, repeatable (sync_copy.min_bytes=65536)."
+    ),
     peak_tflops: str = PEAK_TFLOPS,
     force: bool = FORCE,
     scheduler: str = typer.Option(
-        None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT); inputs and --out on shared storage."
+        None,
+        "--scheduler",
+        help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT); inputs and --out on shared storage.",
     ),
-    dask: bool = typer.Option(False, "--dask", help="Run the per-rank work on a local Dask cluster (one worker per core)."),
+    dask: bool = typer.Option(
+        False, "--dask", help="Run the per-rank work on a local Dask cluster (one worker per core)."
+    ),
     follow_symlinks: bool = typer.Option(
-        False, "--follow-symlinks", help="Read files that links inside the input point to outside it (not followed by default)."
+        False,
+        "--follow-symlinks",
+        help="Read files that links inside the input point to outside it (not followed by default).",
     ),
     export: bool = typer.Option(
-        False, "--export", help="First export data collected but never exported (msprof --export=on, torch_npu's analyse)."
+        False,
+        "--export",
+        help="First export data collected but never exported (msprof --export=on, torch_npu's analyse).",
     ),
     runs: Runs = typer.Option(
-        Runs.latest, "--runs", help="Repeated runs of one process in one folder: analyse the latest, or all (each as a rank)."
+        Runs.latest,
+        "--runs",
+        help="Repeated runs of one process in one folder: analyse the latest, or all (each as a rank).",
     ),
 ) -> None:
     """Read profiler output into Parquet tables and summarise where device time goes."""
     from npudiag.cli._analyze_run import run_analyze
 
     run_analyze(
-        paths, out, top=top, by=by.value, json_out=json_out, say=Say(quiet, verbose), steps=steps, start_step=start_step,
-        stop_step=stop_step, time_window=time_window, chrome_trace=chrome_trace, html_out=html_out, rule_file=rule_file,
-        rule_opt=rule_opt, peak_tflops=peak_tflops, force=force, scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks,
-        export=export, runs=runs.value,
-    )  # fmt: skip
+        paths,
+        out,
+        top=top,
+        by=by.value,
+        json_out=json_out,
+        say=Say(quiet, verbose),
+        steps=steps,
+        start_step=start_step,
+        stop_step=stop_step,
+        time_window=time_window,
+        chrome_trace=chrome_trace,
+        html_out=html_out,
+        rule_file=rule_file,
+        rule_opt=rule_opt,
+        peak_tflops=peak_tflops,
+        force=force,
+        scheduler=scheduler,
+        dask=dask,
+        follow_symlinks=follow_symlinks,
+        export=export,
+        runs=runs.value,
+    )

@@ -23,14 +23,23 @@ def cluster(
         "5%", "--threshold", help="A rank is slow when its step is this much over the median (and beyond noise)."
     ),
     out: Path = typer.Option(
-        Path("npudiag-out/cluster"), "--out", "-o", help="Folder for cluster_*.parquet, cluster_step_trace_time.csv and tables/."
+        Path("npudiag-out/cluster"),
+        "--out",
+        "-o",
+        help="Folder for cluster_*.parquet, cluster_step_trace_time.csv and tables/.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
-    scheduler: str = typer.Option(None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT)."),
+    scheduler: str = typer.Option(
+        None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT)."
+    ),
     dask: bool = typer.Option(False, "--dask", help="Run the per-rank work on a local Dask cluster."),
-    per_step_tables: bool = typer.Option(False, "--per-step", help="Also print one table per step (every rank's phases in that step)."),
+    per_step_tables: bool = typer.Option(
+        False, "--per-step", help="Also print one table per step (every rank's phases in that step)."
+    ),
     allow_duplicate_ranks: bool = typer.Option(
-        False, "--allow-duplicate-ranks", help="Merge rank folders that declare the same rank id, renumbering all but the first."
+        False,
+        "--allow-duplicate-ranks",
+        help="Merge rank folders that declare the same rank id, renumbering all but the first.",
     ),
     force: bool = FORCE,
     quiet: bool = QUIET,
@@ -40,6 +49,14 @@ def cluster(
     from npudiag.cli._cluster_run import run_cluster
 
     run_cluster(
-        path, threshold, out, json_out=json_out, scheduler=scheduler, dask=dask, per_step_tables=per_step_tables,
-        allow_duplicate_ranks=allow_duplicate_ranks, force=force, say=Say(quiet, verbose),
-    )  # fmt: skip
+        path,
+        threshold,
+        out,
+        json_out=json_out,
+        scheduler=scheduler,
+        dask=dask,
+        per_step_tables=per_step_tables,
+        allow_duplicate_ranks=allow_duplicate_ranks,
+        force=force,
+        say=Say(quiet, verbose),
+    )

@@ -37,10 +37,14 @@ def compare(
     ),
     shapes: bool = typer.Option(False, "--shapes", help="Same op with other input shapes is a different kernel."),
     top: int = typer.Option(20, "--top", min=1, max=1_000_000, help="How many operators to show."),
-    out: Path = typer.Option(Path("npudiag-out/compare"), "--out", "-o", help="Folder for diff.parquet and compare.json."),
+    out: Path = typer.Option(
+        Path("npudiag-out/compare"), "--out", "-o", help="Folder for diff.parquet and compare.json."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout, nothing else."),
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up."),
-    time_window: str = typer.Option(None, "--time", help="Only what starts in START:END from each rank's first device task, e.g. 1s:3s."),
+    time_window: str = typer.Option(
+        None, "--time", help="Only what starts in START:END from each rank's first device task, e.g. 1s:3s."
+    ),
     peak_tflops: str = PEAK_TFLOPS,
     force: bool = FORCE,
     quiet: bool = QUIET,
@@ -59,8 +63,19 @@ def compare(
 
     try:
         with Bar.shown(Console(stderr=True), quiet or json_out) as bar:
-            result = pipeline.compare(baseline, current, out, by=by.value, shapes=shapes, level=level.value, progress=bar,
-                                      force=force, steps=steps, time=time_window, peak_tflops=peak_tflops)  # fmt: skip
+            result = pipeline.compare(
+                baseline,
+                current,
+                out,
+                by=by.value,
+                shapes=shapes,
+                level=level.value,
+                progress=bar,
+                force=force,
+                steps=steps,
+                time=time_window,
+                peak_tflops=peak_tflops,
+            )
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None
     say.warnings(result.warnings)

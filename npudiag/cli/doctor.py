@@ -32,9 +32,16 @@ def doctor(
         Say().errors(f"{c.name} missing: {c.fix}" if c.fix else f"{c.name} missing" for c in checks if not c.ok)
     else:
         console = Console()
-        cols = [Col("tool", "fixed", 0), Col("status", "fixed", 0), Col("found", "text", 2, min_width=12),
-                Col("fix", "text", 0, min_width=24)]  # fmt: skip
-        rows = [[c.name, Text("ok", style="green") if c.ok else Text("missing", style="red"), c.found or "", c.fix or ""] for c in checks]
+        cols = [
+            Col("tool", "fixed", 0),
+            Col("status", "fixed", 0),
+            Col("found", "text", 2, min_width=12),
+            Col("fix", "text", 0, min_width=24),
+        ]
+        rows = [
+            [c.name, Text("ok", style="green") if c.ok else Text("missing", style="red"), c.found or "", c.fix or ""]
+            for c in checks
+        ]
         console.print(table(console, None, cols, rows))
     if not all(c.ok for c in checks):
         raise typer.Exit(1)

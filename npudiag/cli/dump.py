@@ -32,7 +32,8 @@ Example:
   npudiag dump compare dump golden --out npudiag-out/dump-compare"""
 
 app = typer.Typer(
-    help="Accuracy dumps: write the acl.json dump section, check it, parse dump files, compare two dumps.", epilog=AUTHOR_EXAMPLE
+    help="Accuracy dumps: write the acl.json dump section, check it, parse dump files, compare two dumps.",
+    epilog=AUTHOR_EXAMPLE,
 )
 
 
@@ -60,7 +61,8 @@ class Level(str, Enum):
 
 
 MSPROBE_VERSION_HELP = (
-    "The msprobe release the config is for, e.g. 8.3.0 (task names differ) [default: the installed one, else the newest]."
+    "The msprobe release the config is for, e.g. 8.3.0 (task names differ) "
+    "[default: the installed one, else the newest]."
 )
 
 
@@ -88,16 +90,26 @@ def author(
     steps: str = typer.Option(None, "--steps", help="Iterations to dump, e.g. 0,5-9 (dump_step)."),
     data: Data = typer.Option(Data.tensor, "--data", help="dump_data: whole tensors or statistics only."),
     level: Level = typer.Option(None, "--level", help="dump_level: op, kernel or all [CANN default all]."),
-    overflow: bool = typer.Option(False, "--overflow", help="Overflow dump (acl.json: dump_debug on; msprobe: nan_check); stands alone."),
+    overflow: bool = typer.Option(
+        False, "--overflow", help="Overflow dump (acl.json: dump_debug on; msprobe: nan_check); stands alone."
+    ),
     single_op: bool = typer.Option(False, "--single-op", help="Dump single-operator calls (dump_op_switch on)."),
     exception: Exception_ = typer.Option(
         None, "--exception", help="AI Core exception dump (dump_scene aic_err_<brief|norm|detail>_dump); stands alone."
     ),
-    acl_json: Path = typer.Option(Path("acl.json"), "--acl-json", help="The acl.json to write or merge into (other sections are kept)."),
-    fmt: Fmt = typer.Option(Fmt.acl, "--format", help="acl: acl.json dump section; msprobe: msprobe's config.json for PyTorch."),
-    out: Path = typer.Option(None, "--out", "-o", help="With --format msprobe: where to write config.json [default: ./config.json]."),
+    acl_json: Path = typer.Option(
+        Path("acl.json"), "--acl-json", help="The acl.json to write or merge into (other sections are kept)."
+    ),
+    fmt: Fmt = typer.Option(
+        Fmt.acl, "--format", help="acl: acl.json dump section; msprobe: msprobe's config.json for PyTorch."
+    ),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="With --format msprobe: where to write config.json [default: ./config.json]."
+    ),
     msprobe_version: str = typer.Option(None, "--msprobe-version", help=MSPROBE_VERSION_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Write the file only: no JSON on stdout, no how-to on stderr."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Write the file only: no JSON on stdout, no how-to on stderr."
+    ),
 ) -> None:
     """Write the acl.json dump section (or msprobe's config.json) for the layers to dump."""
     if ctx.invoked_subcommand is not None:
@@ -114,26 +126,48 @@ def author(
     )
     for name, flag in unused.items():
         if name in given:
-            where = "msprobe's config.json goes to --out" if fmt is Fmt.msprobe else "the dump section goes to --acl-json"
-            raise sys.modules[typer.BadParameter.__module__].UsageError(f"{flag} does not go with --format {fmt.value} ({where})", ctx=ctx)
+            where = (
+                "msprobe's config.json goes to --out" if fmt is Fmt.msprobe else "the dump section goes to --acl-json"
+            )
+            raise sys.modules[typer.BadParameter.__module__].UsageError(
+                f"{flag} does not go with --format {fmt.value} ({where})", ctx=ctx
+            )
     layer_list = [x.strip() for x in layers.split(",") if x.strip()] if layers else None
     if exception is not None and fmt is Fmt.msprobe:
-        raise typer.BadParameter("--exception writes acl.json's dump_scene; msprobe has no such task for PyTorch", param_hint="--exception")
+        raise typer.BadParameter(
+            "--exception writes acl.json's dump_scene; msprobe has no such task for PyTorch", param_hint="--exception"
+        )
     if not (layer_list or model or overflow or single_op or exception):
         sys.stdout.write(ctx.get_help() + "\n")
         raise typer.Exit(0)
     try:
         if fmt is Fmt.msprobe:
-            cfg = dc.msprobe_config(path, layer_list, mode.value, steps, data.value, level.value if level else None, overflow,
-                                    _release(dc, msprobe_version))  # fmt: skip
+            cfg = dc.msprobe_config(
+                path,
+                layer_list,
+                mode.value,
+                steps,
+                data.value,
+                level.value if level else None,
+                overflow,
+                _release(dc, msprobe_version),
+            )
             target = out or Path("config.json")
             dc.write_msprobe_config(target, cfg)
             say.info(f'wrote {target}; use it with msprobe\'s PrecisionDebugger(config_path="{target}")')
             return
         section = dc.dump_section(
-            path, layer_list, model, mode.value, steps, data.value, level.value if level else None, overflow, single_op,
+            path,
+            layer_list,
+            model,
+            mode.value,
+            steps,
+            data.value,
+            level.value if level else None,
+            overflow,
+            single_op,
             exception.value if exception else None,
-        )  # fmt: skip
+        )
         dc.write_dump_section(acl_json, section)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
@@ -173,10 +207,14 @@ def check(
 @app.command("parse", epilog=PARSE_EXAMPLE)
 def parse(
     dump_path: Path = typer.Argument(
-        ..., metavar="DUMP", help="A dump tree ({dump_path}/{time}/{device}/...), a folder of dump files, one file, or an msprobe dump."
+        ...,
+        metavar="DUMP",
+        help="A dump tree ({dump_path}/{time}/{device}/...), a folder of dump files, one file, or an msprobe dump.",
     ),
     out: Path = typer.Option(Path("npudiag-out/dump"), "--out", "-o", help="Folder for tensors.parquet."),
-    npy: Path = typer.Option(None, "--npy", help="Also write one .npy per input/output tensor here (in its original layout)."),
+    npy: Path = typer.Option(
+        None, "--npy", help="Also write one .npy per input/output tensor here (in its original layout)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
     top: int = typer.Option(20, "--top", min=1, max=1_000_000, help="How many tensors to show."),
     force: bool = FORCE,
@@ -208,7 +246,9 @@ def parse(
 
 @app.command("compare", epilog=COMPARE_EXAMPLE)
 def compare(
-    mine: Path = typer.Argument(..., metavar="MINE", help="My dump (a dump tree, a folder of dump files, or an msprobe dump)."),
+    mine: Path = typer.Argument(
+        ..., metavar="MINE", help="My dump (a dump tree, a folder of dump files, or an msprobe dump)."
+    ),
     golden: Path = typer.Argument(
         ..., metavar="GOLDEN", help="Golden: another dump, or a folder of {op}.{input|output}.{index}.npy files."
     ),
@@ -224,10 +264,15 @@ def compare(
     red: float = typer.Option(0.05, "--red", help="Pass when relative Euclidean distance < this."),
     kl: float = typer.Option(0.005, "--kl", help="Pass when KL divergence < this."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
-    no_fail: bool = typer.Option(False, "--no-fail", help="Exit 0 even when tensors fail the thresholds (the tables still say so)."),
+    no_fail: bool = typer.Option(
+        False, "--no-fail", help="Exit 0 even when tensors fail the thresholds (the tables still say so)."
+    ),
     force: bool = FORCE,
     quiet: bool = typer.Option(
-        False, "--quiet", "-q", help="Print only warnings, errors and the first failing op (on stderr); --json still prints."
+        False,
+        "--quiet",
+        "-q",
+        help="Print only warnings, errors and the first failing op (on stderr); --json still prints.",
     ),
     verbose: bool = VERBOSE,
 ) -> None:
@@ -250,7 +295,11 @@ def compare(
     elif not quiet:
         render_compare_terminal(summary, Console())
     elif summary["first_failing_output"] is not None:
-        say.errors([f"{summary['tensors_failed']} tensor(s) fail; first failing op: {summary['first_failing_output']['op_name']}"])
+        say.errors(
+            [
+                f"{summary['tensors_failed']} tensor(s) fail; first failing op: {summary['first_failing_output']['op_name']}"
+            ]
+        )
     say.errors(run.errors)
     if run.errors:
         raise typer.Exit(2)

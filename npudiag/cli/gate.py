@@ -36,8 +36,16 @@ def _config(
 
     if config is None and Path(CONFIG_FILE).is_file():
         config = Path(CONFIG_FILE)
-    return gate_config(config, max_regression=max_regression, alpha=alpha, metrics=metric, top_ops=top_ops,
-                       by=by.value if by is not None else None, steps=steps, min_delta_us=min_delta_us)  # fmt: skip
+    return gate_config(
+        config,
+        max_regression=max_regression,
+        alpha=alpha,
+        metrics=metric,
+        top_ops=top_ops,
+        by=by.value if by is not None else None,
+        steps=steps,
+        min_delta_us=min_delta_us,
+    )
 
 
 def gate_cmd(
@@ -45,24 +53,39 @@ def gate_cmd(
         ..., metavar="BASELINE", help="Baseline: a profile, an 'analyze --out' folder, or a folder of repeated runs."
     ),
     current: Path = typer.Argument(..., metavar="CURRENT", help="Current: the same kinds of input as the baseline."),
-    max_regression: str = typer.Option(None, "--max-regression", help="Allowed slow-down of each metric: 5% or 0.05 [default: 5%]."),
+    max_regression: str = typer.Option(
+        None, "--max-regression", help="Allowed slow-down of each metric: 5% or 0.05 [default: 5%]."
+    ),
     metric: list[str] = typer.Option(
-        [], "--metric", help="Also gate this metric (op:KEY, mfu:KEY, api:NAME, module:PATH, a step_breakdown column); repeatable."
+        [],
+        "--metric",
+        help="Also gate this metric (op:KEY, mfu:KEY, api:NAME, module:PATH, a step_breakdown column); repeatable.",
     ),
     config: Path = typer.Option(None, "--config", help=f"Gate settings TOML [default: ./{CONFIG_FILE} when present]."),
     alpha: float = typer.Option(None, "--alpha", help="Significance level of the Mann-Whitney test [default: 0.002]."),
-    top_ops: int = typer.Option(None, "--top-ops", min=0, max=1000, help="Gate the N hottest ops of each side [default: 10]."),
+    top_ops: int = typer.Option(
+        None, "--top-ops", min=0, max=1000, help="Gate the N hottest ops of each side [default: 10]."
+    ),
     by: By = typer.Option(None, "--by", help="Op metrics by op type or op name [default: type]."),
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up."),
-    min_delta_us: float = typer.Option(None, "--min-delta-us", help="Ignore changes smaller than this [default: 0.2% of the step time]."),
+    min_delta_us: float = typer.Option(
+        None, "--min-delta-us", help="Ignore changes smaller than this [default: 0.2% of the step time]."
+    ),
     peak_tflops: str = PEAK_TFLOPS,
     junit: Path = typer.Option(None, "--junit", help="Write JUnit XML (one testcase per metric) for Jenkins / GitLab."),
     markdown: Path = typer.Option(None, "--markdown", help="Write a Markdown summary, e.g. to $GITHUB_STEP_SUMMARY."),
     json_out: bool = typer.Option(False, "--json", help="Print the verdicts as JSON on stdout, nothing else."),
-    update_baseline: Path = typer.Option(None, "--update-baseline", help="When the gate passes, store CURRENT here as the new baseline."),
-    accept: bool = typer.Option(False, "--accept", help="With --update-baseline: store it even though it regressed (and exit 0)."),
+    update_baseline: Path = typer.Option(
+        None, "--update-baseline", help="When the gate passes, store CURRENT here as the new baseline."
+    ),
+    accept: bool = typer.Option(
+        False, "--accept", help="With --update-baseline: store it even though it regressed (and exit 0)."
+    ),
     quiet: bool = typer.Option(
-        False, "--quiet", "-q", help="Print only warnings, errors and the metrics that failed (on stderr); --json still prints."
+        False,
+        "--quiet",
+        "-q",
+        help="Print only warnings, errors and the metrics that failed (on stderr); --json still prints.",
     ),
     verbose: bool = VERBOSE,
 ) -> None:
@@ -86,8 +109,15 @@ def gate_cmd(
     try:
         cfg = _config(config, max_regression, alpha, metric, top_ops, by, steps, min_delta_us)
         with Bar.shown(Console(stderr=True), quiet or json_out) as bar:
-            result = pipeline.gate(baseline, current, cfg, update_baseline=update_baseline, accept=accept, progress=bar,
-                                   peak_tflops=peak_tflops)  # fmt: skip
+            result = pipeline.gate(
+                baseline,
+                current,
+                cfg,
+                update_baseline=update_baseline,
+                accept=accept,
+                progress=bar,
+                peak_tflops=peak_tflops,
+            )
     except OptionError as exc:
         raise typer.BadParameter(_flagged(exc)) from None
     data = result.summary

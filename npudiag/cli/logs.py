@@ -26,7 +26,9 @@ Examples:
   npudiag logs level --global info --device 0
   npudiag logs level --host --global debug --module RUNTIME:debug"""
 
-app = typer.Typer(help="CANN logs: export them with msnpureport, set device log levels, parse and triage them.", no_args_is_help=True)
+app = typer.Typer(
+    help="CANN logs: export them with msnpureport, set device log levels, parse and triage them.", no_args_is_help=True
+)
 
 
 class ExportType(str, Enum):
@@ -55,7 +57,9 @@ def _map_large_buffers() -> None:
         ctypes.CDLL(None).mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
 
 
-def _analyse(paths: list[str], out: Path | None, json_out: bool, device: int | None = None, say: Say = Say(), force: bool = False) -> int:
+def _analyse(
+    paths: list[str], out: Path | None, json_out: bool, device: int | None = None, say: Say = Say(), force: bool = False
+) -> int:
     """Parse, triage, write tables, print; returns the exit code (2 when any input was unusable)."""
     from rich.console import Console
 
@@ -89,7 +93,9 @@ def parse(
     paths: list[str] = typer.Argument(
         ..., metavar="PATH", help="Export folders, host log folders, .log files, .tar.gz archives, or - for stdin."
     ),
-    out: Path = typer.Option(Path("npudiag-out/logs"), "--out", "-o", help="Folder for log_events.parquet, triage.parquet, summary.json."),
+    out: Path = typer.Option(
+        Path("npudiag-out/logs"), "--out", "-o", help="Folder for log_events.parquet, triage.parquet, summary.json."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the triage summary as JSON on stdout, nothing else."),
     device: int = typer.Option(None, "--device", "-d", min=0, max=1023, help="Only records of this device."),
     force: bool = FORCE,
@@ -104,10 +110,16 @@ def parse(
 
 @app.command("export", epilog=EXPORT_EXAMPLE)
 def export(
-    out: Path = typer.Option(None, "--out", "-o", help="Where the export goes [default: ./npudiag-logs/<timestamp>]; never overwritten."),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="Where the export goes [default: ./npudiag-logs/<timestamp>]; never overwritten."
+    ),
     kind: ExportType = typer.Option(ExportType.all, "--type", "-t", help="What to export (msnpureport -t)."),
-    history: bool = typer.Option(False, "--history", help="Everything plus historical maintenance info (msnpureport -f)."),
-    events: bool = typer.Option(False, "--events", help="Everything plus the device's bbox event information (msnpureport -a)."),
+    history: bool = typer.Option(
+        False, "--history", help="Everything plus historical maintenance info (msnpureport -f)."
+    ),
+    events: bool = typer.Option(
+        False, "--events", help="Everything plus the device's bbox event information (msnpureport -a)."
+    ),
     since: str = typer.Option(
         None,
         "--since",
@@ -116,9 +128,16 @@ def export(
         "recorded in npudiag-exported.json there). msnpureport itself always exports everything.",
     ),
     device: int = typer.Option(
-        None, "--device", "-d", min=0, max=1023, help="Parse only this device's records (msnpureport always exports all)."
+        None,
+        "--device",
+        "-d",
+        min=0,
+        max=1023,
+        help="Parse only this device's records (msnpureport always exports all).",
     ),
-    also_host: bool = typer.Option(False, "--also-host", help="Also copy the host logs ($ASCEND_PROCESS_LOG_PATH or ~/ascend/log)."),
+    also_host: bool = typer.Option(
+        False, "--also-host", help="Also copy the host logs ($ASCEND_PROCESS_LOG_PATH or ~/ascend/log)."
+    ),
     archive: bool = typer.Option(False, "--archive", help="Also write <out>.tar.gz for sending to support."),
     timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", help="Seconds before msnpureport is killed."),
     json_out: bool = typer.Option(False, "--json", help="Print the triage summary as JSON on stdout."),
@@ -132,8 +151,15 @@ def export(
     if since is not None and since != "last":
         raise typer.BadParameter(f"--since takes 'last' (the files earlier exports did not hold), not {since!r}")
     try:
-        result = mr.export_logs(out, kind.value, history, mr.echo_stderr if not quiet else lambda _line: None, timeout, events=events,
-                                since_last=since == "last")  # fmt: skip
+        result = mr.export_logs(
+            out,
+            kind.value,
+            history,
+            mr.echo_stderr if not quiet else lambda _line: None,
+            timeout,
+            events=events,
+            since_last=since == "last",
+        )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     except mr.ToolError as exc:
@@ -141,7 +167,9 @@ def export(
         raise typer.Exit(2) from None
     say.info(f"export in {result.folder}")
     if result.kept is not None:
-        say.info(f"{result.kept} file(s) new or changed since the last export, {result.skipped} already exported (record: {result.record})")
+        say.info(
+            f"{result.kept} file(s) new or changed since the last export, {result.skipped} already exported (record: {result.record})"
+        )
     if also_host:
         notes: list[str] = []
         copied = mr.copy_host_logs(result.folder, notes)
@@ -152,22 +180,35 @@ def export(
     if result.kept == 0 and not also_host:
         say.info("nothing new since the last export: nothing to parse")
         return
-    code = _analyse([str(result.folder)], result.folder.with_name(result.folder.name + "-npudiag"), json_out, device, say)
+    code = _analyse(
+        [str(result.folder)], result.folder.with_name(result.folder.name + "-npudiag"), json_out, device, say
+    )
     if code:
         raise typer.Exit(code)
 
 
 @app.command("level", epilog=LEVEL_EXAMPLE)
 def level(
-    global_level: str = typer.Option(None, "--global", "-g", help="Device global log level: error, warning, info, debug, null."),
+    global_level: str = typer.Option(
+        None, "--global", "-g", help="Device global log level: error, warning, info, debug, null."
+    ),
     module: list[str] = typer.Option([], "--module", "-m", help="MODULE:LEVEL, e.g. RUNTIME:debug; repeatable."),
     event: str = typer.Option(None, "--event", "-e", help="enable or disable device event logs."),
     device: int = typer.Option(
-        None, "--device", "-d", min=0, max=1023, help="Device id (msnpureport default 0; devices 0-3 and 4-7 share a setting)."
+        None,
+        "--device",
+        "-d",
+        min=0,
+        max=1023,
+        help="Device id (msnpureport default 0; devices 0-3 and 4-7 share a setting).",
     ),
     request: bool = typer.Option(False, "--request", "-r", help="Print the current device levels."),
-    host: bool = typer.Option(False, "--host", help="Only print the host-side environment variables with the same meaning."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not echo the msnpureport commands; print only what they print."),
+    host: bool = typer.Option(
+        False, "--host", help="Only print the host-side environment variables with the same meaning."
+    ),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Do not echo the msnpureport commands; print only what they print."
+    ),
 ) -> None:
     """Set device log levels through msnpureport, or print the host-side equivalent (--host)."""
     from npudiag.logs import msnpureport as mr
@@ -177,7 +218,10 @@ def level(
         calls = mr.level_commands(global_level, module, event, device, request)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    say.warnings(f"{name} is not in slog.h's module list; msnpureport will say if it knows it" for name in mr.unknown_modules(module))
+    say.warnings(
+        f"{name} is not in slog.h's module list; msnpureport will say if it knows it"
+        for name in mr.unknown_modules(module)
+    )
     if host:
         for k, v in mr.host_level_env(global_level, module, event).items():
             sys.stdout.write(f"export {k}={shlex.quote(v)}\n")  # meant for eval: quoted

@@ -33,7 +33,10 @@ class Emit(str, Enum):
 
 
 # msprof's own names for what npudiag calls otherwise
-_MSPROF_NAMES = {"--output": "--collect-dir", "--application": "the program after the options (npudiag profile [OPTIONS] ./app)"}
+_MSPROF_NAMES = {
+    "--output": "--collect-dir",
+    "--application": "the program after the options (npudiag profile [OPTIONS] ./app)",
+}
 
 
 def unknown_option(given: str, ctx: typer.Context) -> str:
@@ -74,7 +77,9 @@ def profile(
     aicpu: str = typer.Option(None, "--aicpu", help="on/off: AI CPU operators [off]."),
     ai_core: str = typer.Option(None, "--ai-core", help="on/off: AI Core PMU [on with task-time l1]."),
     aic_metrics: str = typer.Option(
-        None, "--aic-metrics", help="PipeUtilization, ArithmeticUtilization, Memory, MemoryL0, MemoryUB, ResourceConflictRatio, L2Cache."
+        None,
+        "--aic-metrics",
+        help="PipeUtilization, ArithmeticUtilization, Memory, MemoryL0, MemoryUB, ResourceConflictRatio, L2Cache.",
     ),
     aic_mode: str = typer.Option(None, "--aic-mode", help="task-based or sample-based [task-based]."),
     aic_freq: int = typer.Option(None, "--aic-freq", help="AI Core sampling frequency (Hz), sample-based mode."),
@@ -82,22 +87,38 @@ def profile(
     sys_hardware_mem_freq: int = typer.Option(None, "--sys-hardware-mem-freq", help="Its sampling frequency (Hz)."),
     l2: str = typer.Option(None, "--l2", help="on/off: L2 cache hit rate."),
     hccl: str = typer.Option(None, "--hccl", help="on/off: HCCL (deprecated in msprof; use --task-time)."),
-    task_memory: str = typer.Option(None, "--task-memory", help="on/off: operator memory (operator_memory, memory_record) [off]."),
+    task_memory: str = typer.Option(
+        None, "--task-memory", help="on/off: operator memory (operator_memory, memory_record) [off]."
+    ),
     memory: bool = typer.Option(
-        False, "--memory", help="What npudiag's memory rows need: --task-memory on and --sys-hardware-mem on (HBM/DDR timeline)."
+        False,
+        "--memory",
+        help="What npudiag's memory rows need: --task-memory on and --sys-hardware-mem on (HBM/DDR timeline).",
     ),
     msproftx: str = typer.Option(None, "--msproftx", help="on/off: the application's mstx marks and ranges [off]."),
-    mstx_domain_include: str = typer.Option(None, "--mstx-domain-include", help="With --msproftx on: only these mstx domains (a,b)."),
-    mstx_domain_exclude: str = typer.Option(None, "--mstx-domain-exclude", help="With --msproftx on: every mstx domain but these."),
+    mstx_domain_include: str = typer.Option(
+        None, "--mstx-domain-include", help="With --msproftx on: only these mstx domains (a,b)."
+    ),
+    mstx_domain_exclude: str = typer.Option(
+        None, "--mstx-domain-exclude", help="With --msproftx on: every mstx domain but these."
+    ),
     ge_api: str = typer.Option(None, "--ge-api", help="off, l0, l1: GE host API timeline (newer releases)."),
-    delay: int = typer.Option(None, "--delay", help="Start collecting after this many seconds (msprof --delay, newer releases)."),
-    duration: int = typer.Option(None, "--duration", help="Collect for this many seconds (msprof --duration, newer releases)."),
+    delay: int = typer.Option(
+        None, "--delay", help="Start collecting after this many seconds (msprof --delay, newer releases)."
+    ),
+    duration: int = typer.Option(
+        None, "--duration", help="Collect for this many seconds (msprof --duration, newer releases)."
+    ),
     storage_limit: int = typer.Option(None, "--storage-limit", help="Disk limit in MB, 200 to 4294967295."),
     msprof_arg: list[str] = typer.Option(
-        [], "--msprof-arg", help="Pass this msprof switch through (e.g. --msprof-arg=--task-memory=on), checked first; repeatable."
+        [],
+        "--msprof-arg",
+        help="Pass this msprof switch through (e.g. --msprof-arg=--task-memory=on), checked first; repeatable.",
     ),
     start_step: int = typer.Option(
-        None, "--start-step", help="First step to keep (applied at analysis; see docs/profile.md for the torch_npu schedule)."
+        None,
+        "--start-step",
+        help="First step to keep (applied at analysis; see docs/profile.md for the torch_npu schedule).",
     ),
     stop_step: int = typer.Option(None, "--stop-step", help="Last step to keep."),
     acl_json: Path = typer.Option(
@@ -108,15 +129,22 @@ def profile(
         "--emit",
         help="Only write the configuration (env file, acl.json, the shell-quoted command, or a torch_npu.profiler snippet) and exit.",
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print exactly what would run (command, environment, acl.json) and exit."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print exactly what would run (command, environment, acl.json) and exit."
+    ),
     no_analyze: bool = typer.Option(False, "--no-analyze", help="Collect only; do not run the analysis."),
     out: Path = typer.Option(None, "--out", "-o", help="Analysis output folder [default: ./npudiag-out/<PROF name>]."),
     timeout: float = typer.Option(
-        None, "--timeout", help="Stop the run (SIGTERM, then SIGKILL) after this many seconds; partial data is analysed."
+        None,
+        "--timeout",
+        help="Stop the run (SIGTERM, then SIGKILL) after this many seconds; partial data is analysed.",
     ),
     force: bool = FORCE,
     quiet: bool = typer.Option(
-        False, "--quiet", "-q", help="Print only warnings and errors: no report, no progress (the program's own output still shows)."
+        False,
+        "--quiet",
+        "-q",
+        help="Print only warnings and errors: no report, no progress (the program's own output still shows).",
     ),
     verbose: bool = VERBOSE,
 ) -> None:
@@ -175,8 +203,15 @@ def profile(
     if plan.acl_section is not None:
         collection.write_acl_section(plan.acl_json, plan.acl_section)
         say.info(f"profiler section written to {plan.acl_json}; the app must pass it to aclInit")
-    result = collection.collect(plan.argv, opts.output, plan.env, msprof=plan.msprof, timeout_s=timeout,
-                                needs_msprof=plan.method == "cli", tell=say.info)  # fmt: skip
+    result = collection.collect(
+        plan.argv,
+        opts.output,
+        plan.env,
+        msprof=plan.msprof,
+        timeout_s=timeout,
+        needs_msprof=plan.method == "cli",
+        tell=say.info,
+    )
     say.warnings(result.warnings)
     if not result.prof_dirs:
         say.errors([f"no PROF_* folder appeared in {opts.output} (exit code {result.returncode})"])

@@ -22,11 +22,21 @@ def report(
     chrome_trace: Path = typer.Option(
         None, "--chrome-trace", help="Also write a Chrome trace JSON marking exposed copies, idle gaps, findings."
     ),
-    html_out: Path = typer.Option(None, "--html", help="Also write one self-contained HTML page of the summary and plots."),
+    html_out: Path = typer.Option(
+        None, "--html", help="Also write one self-contained HTML page of the summary and plots."
+    ),
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:
     """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
     from npudiag.cli._analyze_run import run_report
 
-    run_report(out, top=top, by=by.value, json_out=json_out, say=Say(quiet, verbose), chrome_trace=chrome_trace, html_out=html_out)
+    run_report(
+        out,
+        top=top,
+        by=by.value,
+        json_out=json_out,
+        say=Say(quiet, verbose),
+        chrome_trace=chrome_trace,
+        html_out=html_out,
+    )

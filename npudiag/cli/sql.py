@@ -25,11 +25,18 @@ class Format(str, Enum):
 
 
 def sql(
-    out: Path = typer.Argument(..., metavar="OUT", help="An out folder (analyze, cluster, logs parse, dump parse): its tables are views."),
+    out: Path = typer.Argument(
+        ..., metavar="OUT", help="An out folder (analyze, cluster, logs parse, dump parse): its tables are views."
+    ),
     query: str = typer.Argument(..., metavar="QUERY", help="SELECT statements (DuckDB's SQL); nothing is written."),
-    fmt: Format = typer.Option(Format.table, "--format", "-f", help="table (the first 200 rows), csv or json (every row)."),
+    fmt: Format = typer.Option(
+        Format.table, "--format", "-f", help="table (the first 200 rows), csv or json (every row)."
+    ),
     quiet: bool = typer.Option(
-        False, "--quiet", "-q", help="Print only errors: no table (--format csv and json still print; the exit code says if the query ran)."
+        False,
+        "--quiet",
+        "-q",
+        help="Print only errors: no table (--format csv and json still print; the exit code says if the query ran).",
     ),
     verbose: bool = VERBOSE,
 ) -> None:

@@ -31,9 +31,13 @@ def merged(path: Path, key: str, section: dict[str, Any]) -> dict[str, Any]:
             text = read_text_limited(path)
             data = loads_json(text, path, keep_numbers=True, unique_keys=True) if text.strip() else {}
         except InputError as exc:
-            raise InputError(exc.path, f"{exc.problem}; fix or remove it first", line=exc.line, offset=exc.offset) from None
+            raise InputError(
+                exc.path, f"{exc.problem}; fix or remove it first", line=exc.line, offset=exc.offset
+            ) from None
         if not isinstance(data, dict):
-            raise InputError(path, f"expected a JSON object at the top level, found {json_kind(data)}; fix or remove it first")
+            raise InputError(
+                path, f"expected a JSON object at the top level, found {json_kind(data)}; fix or remove it first"
+            )
     data[key] = section
     return data
 

@@ -29,7 +29,11 @@ class ChildResult:
 
 
 def run_child(
-    argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, timeout_s: float | None = None, stdout: int | None = None
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout_s: float | None = None,
+    stdout: int | None = None,
 ) -> ChildResult:
     """Run ``argv`` and wait for it, whatever signals arrive meanwhile; after ``timeout_s`` its whole
     process group is sent SIGTERM, then SIGKILL 10 s later. ``stdout``: a file descriptor for the

@@ -37,7 +37,11 @@ class Check:
 
 def _default_toolkits() -> list[Path]:
     home = Path(os.environ.get("HOME", str(Path.home())))
-    return [Path("/usr/local/Ascend/ascend-toolkit/latest"), Path("/usr/local/Ascend/cann"), home / "Ascend" / "ascend-toolkit" / "latest"]
+    return [
+        Path("/usr/local/Ascend/ascend-toolkit/latest"),
+        Path("/usr/local/Ascend/cann"),
+        home / "Ascend" / "ascend-toolkit" / "latest",
+    ]
 
 
 def find_msnpureport() -> Path | None:
@@ -155,10 +159,17 @@ def doctor() -> list[Check]:
     )
     dv = driver_version()
     checks.append(
-        Check("driver", dv is not None, dv, None if dv else f"NPU driver not found in {DRIVER_DIR}: install the Ascend driver and firmware")
+        Check(
+            "driver",
+            dv is not None,
+            dv,
+            None if dv else f"NPU driver not found in {DRIVER_DIR}: install the Ascend driver and firmware",
+        )
     )
     smi = shutil.which("npu-smi")
-    checks.append(Check("npu-smi", smi is not None, smi, None if smi else "npu-smi not found: it ships with the NPU driver"))
+    checks.append(
+        Check("npu-smi", smi is not None, smi, None if smi else "npu-smi not found: it ships with the NPU driver")
+    )
     return checks
 
 

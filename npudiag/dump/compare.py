@@ -75,7 +75,15 @@ def _dump_entries(root: Path, errors: list[str]) -> list[_Entry]:
             order = (name.timestamp or 0, name.task_id or 0, f.name)
             out.append(
                 _Entry(
-                    name.op_type, name.op_name, spec.io, spec.index, order, spec.dtype_name, spec.original_shape or spec.shape, load, f.name
+                    name.op_type,
+                    name.op_name,
+                    spec.io,
+                    spec.index,
+                    order,
+                    spec.dtype_name,
+                    spec.original_shape or spec.shape,
+                    load,
+                    f.name,
                 )
             )
     return out
@@ -100,8 +108,19 @@ def _npy_entries(root: Path) -> list[_Entry]:
         if f.parent == root and f.name in known:
             name, io_, index = known[f.name]
             dn = parse_dump_name(name)
-            out.append(_Entry(dn.op_type if dn else None, dn.op_name if dn else name, io_, index, (0, 0, f.name), "npy", [],
-                              lambda f=f: _load_npy(f), f.name))  # fmt: skip
+            out.append(
+                _Entry(
+                    dn.op_type if dn else None,
+                    dn.op_name if dn else name,
+                    io_,
+                    index,
+                    (0, 0, f.name),
+                    "npy",
+                    [],
+                    lambda f=f: _load_npy(f),
+                    f.name,
+                )
+            )
             continue
         parts = f.name[:-4].split(".")
         if len(parts) < 3 or parts[-2] not in ("input", "output") or not re.fullmatch("[0-9]{1,9}", parts[-1]):
@@ -150,7 +169,9 @@ def _load_npy(f: Path) -> np.ndarray:
     return arr
 
 
-def compare_trees(mine: Path, golden: Path, mapping: Path | None = None, thresholds: Thresholds | None = None) -> CompareRun:
+def compare_trees(
+    mine: Path, golden: Path, mapping: Path | None = None, thresholds: Thresholds | None = None
+) -> CompareRun:
     errors: list[str] = []
     my_entries = _dump_entries(mine, errors)
     if not my_entries:
@@ -158,7 +179,9 @@ def compare_trees(mine: Path, golden: Path, mapping: Path | None = None, thresho
     npy = any(golden.rglob("*.npy")) if golden.is_dir() else False
     gold_entries = _npy_entries(golden) if npy else _dump_entries(golden, errors)
     if not gold_entries:
-        raise InputError(golden, "no golden tensors found (expected a dump tree or {name}.{input|output}.{index}.npy files)")
+        raise InputError(
+            golden, "no golden tensors found (expected a dump tree or {name}.{input|output}.{index}.npy files)"
+        )
     names = _read_mapping(mapping)
     pool: dict[Key, list[_Entry]] = {}
     for g in gold_entries:
@@ -175,8 +198,17 @@ def compare_trees(mine: Path, golden: Path, mapping: Path | None = None, thresho
             unmatched.append(f"{e.op_name}:{e.io}:{e.index}")
             continue
         g = candidates.pop(0)  # the n-th occurrence matches the n-th (repeated ops, iterations)
-        base = {"order": op_order[e.op_name], "op_type": e.op_type, "op_name": e.op_name, "io": e.io, "index": e.index,
-                "golden_name": g.name, "dtype": e.dtype, "golden_dtype": g.dtype, "shape": e.shape}  # fmt: skip
+        base = {
+            "order": op_order[e.op_name],
+            "op_type": e.op_type,
+            "op_name": e.op_name,
+            "io": e.io,
+            "index": e.index,
+            "golden_name": g.name,
+            "dtype": e.dtype,
+            "golden_dtype": g.dtype,
+            "shape": e.shape,
+        }
         try:
             x, y = e.load(), g.load()
         except InputError as exc:
@@ -233,12 +265,33 @@ def _fmt(v: Any) -> str:
 def msaccucmp_csv_rows(table: pa.Table) -> list[list[str]]:
     out = []
     for i, r in enumerate(table.to_pylist()):
-        std = "NaN" if r["my_mean"] is None else f"({r['my_mean']:.3f};{r['my_std']:.3f}),({r['golden_mean']:.3f};{r['golden_std']:.3f})"
+        std = (
+            "NaN"
+            if r["my_mean"] is None
+            else f"({r['my_mean']:.3f};{r['my_std']:.3f}),({r['golden_mean']:.3f};{r['golden_std']:.3f})"
+        )
         out.append(
-            [str(i), str(r["order"]), r["op_type"] or "", r["op_name"], r["dtype"], r["golden_name"], r["golden_dtype"],
-             f"{r['op_name']}:{r['io']}:{r['index']}", "(" + ",".join(map(str, r["shape"] or [])) + ")",
-             _fmt(r["cosine_similarity"]), _fmt(r["max_absolute_error"]), _fmt(r["accumulated_relative_error"]),
-             _fmt(r["relative_euclidean_distance"]), _fmt(r["kl_divergence"]), std, _fmt(r["mean_absolute_error"]),
-             _fmt(r["root_mean_square_error"]), _fmt(r["max_relative_error"]), _fmt(r["mean_relative_error"]), r["fail_reason"] or ""]
-        )  # fmt: skip
+            [
+                str(i),
+                str(r["order"]),
+                r["op_type"] or "",
+                r["op_name"],
+                r["dtype"],
+                r["golden_name"],
+                r["golden_dtype"],
+                f"{r['op_name']}:{r['io']}:{r['index']}",
+                "(" + ",".join(map(str, r["shape"] or [])) + ")",
+                _fmt(r["cosine_similarity"]),
+                _fmt(r["max_absolute_error"]),
+                _fmt(r["accumulated_relative_error"]),
+                _fmt(r["relative_euclidean_distance"]),
+                _fmt(r["kl_divergence"]),
+                std,
+                _fmt(r["mean_absolute_error"]),
+                _fmt(r["root_mean_square_error"]),
+                _fmt(r["max_relative_error"]),
+                _fmt(r["mean_relative_error"]),
+                r["fail_reason"] or "",
+            ]
+        )
     return out

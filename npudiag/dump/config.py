@@ -114,7 +114,9 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
     if not isinstance(d, dict):
         return ["dump: must be a JSON object"]
     known = ", ".join(sorted(DUMP_KEYS))
-    problems = [f"dump.{k}: unknown key, which CANN ignores (a typo? it reads {known})" for k in d if k not in DUMP_KEYS]
+    problems = [
+        f"dump.{k}: unknown key, which CANN ignores (a typo? it reads {known})" for k in d if k not in DUMP_KEYS
+    ]
     for k, allowed in VALUES.items():
         if k in d and (not isinstance(d[k], str) or d[k] not in allowed):
             problems.append(f"dump.{k}: {d[k]!r} is not one of {', '.join(sorted(allowed))}")
@@ -158,7 +160,9 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
         if any(isinstance(e, dict) and "model_name" in e for e in _list(d.get("dump_list"))):
             problems.append("dump.dump_list: watcher mode takes no model_name (layer and watcher_nodes only)")
     if d.get("dump_scene") in _EXCEPTION_VALUES and any(isinstance(e, dict) and e for e in _list(d.get("dump_list"))):
-        problems.append(f"dump.dump_scene: the exception dump ({d['dump_scene']}) cannot be combined with a model dump (dump_list)")
+        problems.append(
+            f"dump.dump_scene: the exception dump ({d['dump_scene']}) cannot be combined with a model dump (dump_list)"
+        )
     if d.get("dump_debug") == "on" and "dump_path" not in d:
         problems.append("dump.dump_path: the overflow dump (dump_debug on) needs dump_path")
     dl = d.get("dump_list")
@@ -176,20 +180,28 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
                     if k not in LIST_KEYS
                 ]
                 layer = e.get("layer")
-                if layer is not None and (not isinstance(layer, list) or any(not isinstance(x, str) or not x for x in layer)):
+                if layer is not None and (
+                    not isinstance(layer, list) or any(not isinstance(x, str) or not x for x in layer)
+                ):
                     problems.append(f"dump.dump_list[{i}].layer: must be a list of op names")
                 elif layer == []:
-                    problems.append(f"dump.dump_list[{i}].layer: empty (CANN error EP0001); leave it out to dump every op of the model")
+                    problems.append(
+                        f"dump.dump_list[{i}].layer: empty (CANN error EP0001); leave it out to dump every op of the model"
+                    )
                 # model_name may be omitted: the named layers are then dumped in every model (CANN dump docs)
                 mn = e.get("model_name")
                 if mn is not None and (not isinstance(mn, str) or not mn):
                     problems.append(f"dump.dump_list[{i}].model_name: must be a non-empty string (one model per entry)")
                 if layer and d.get("dump_op_switch") == "on" and "model_name" not in e:
-                    problems.append(f"dump.dump_list[{i}]: a layer list applies to a model dump, not to dump_op_switch on")
+                    problems.append(
+                        f"dump.dump_list[{i}]: a layer list applies to a model dump, not to dump_op_switch on"
+                    )
                 for key in ("optype_blacklist", "opname_blacklist"):
                     bl = e.get(key)
                     if bl is not None and (
-                        not isinstance(bl, list) or len(bl) > 100 or any(not isinstance(b, dict) or "name" not in b for b in bl)
+                        not isinstance(bl, list)
+                        or len(bl) > 100
+                        or any(not isinstance(b, dict) or "name" not in b for b in bl)
                     ):
                         problems.append(f'dump.dump_list[{i}].{key}: at most 100 {{"name": ..., "pos": [...]}} objects')
                     if bl is not None and d.get("dump_level") != "op":
@@ -203,9 +215,13 @@ def check_section(d: Any, check_path: bool = True) -> list[str]:
                     if d.get("dump_level") != "op":
                         problems.append(f'dump.dump_list[{i}].opname_range: needs dump_level "op" (CANN error EP0005)')
                     if not e.get("model_name"):
-                        problems.append(f"dump.dump_list[{i}].opname_range: needs the entry's model_name (CANN error EP0001)")
+                        problems.append(
+                            f"dump.dump_list[{i}].opname_range: needs the entry's model_name (CANN error EP0001)"
+                        )
                     if any(not r.get("begin") or not r.get("end") for r in rng):
-                        problems.append(f"dump.dump_list[{i}].opname_range: begin and end must name ops (CANN error EP0003)")
+                        problems.append(
+                            f"dump.dump_list[{i}].opname_range: begin and end must name ops (CANN error EP0003)"
+                        )
     models = [e for e in _list(d.get("dump_list")) if isinstance(e, dict) and e]
     if (models or d.get("dump_op_switch") == "on") and "dump_scene" not in d and "dump_path" not in d:
         problems.append("dump.dump_path: a model or single-op dump needs dump_path (CANN error EP0001)")
@@ -315,16 +331,28 @@ def check_msprobe_config(d: dict[str, Any], release: tuple[int, ...] | None = No
     problems = []
     task = d.get("task")
     rel = release or installed_msprobe()
-    named = f"msprobe {'.'.join(map(str, rel))}" if rel else f"current msprobe ({'.'.join(map(str, MSPROBE_TASKS_BY_RELEASE[-1][0]))}+)"
+    named = (
+        f"msprobe {'.'.join(map(str, rel))}"
+        if rel
+        else f"current msprobe ({'.'.join(map(str, MSPROBE_TASKS_BY_RELEASE[-1][0]))}+)"
+    )
     if task not in msprobe_tasks(rel):
         if any(task in tasks for _, tasks in MSPROBE_TASKS_BY_RELEASE):
-            instead = f"; use {MSPROBE_RETIRED[task]}" if task in MSPROBE_RETIRED and task not in msprobe_tasks(None) else ""
-            problems.append(f"task: {task!r} is not a task of {named} (taken by {_releases_taking(str(task))}){instead}")
+            instead = (
+                f"; use {MSPROBE_RETIRED[task]}" if task in MSPROBE_RETIRED and task not in msprobe_tasks(None) else ""
+            )
+            problems.append(
+                f"task: {task!r} is not a task of {named} (taken by {_releases_taking(str(task))}){instead}"
+            )
         else:
             problems.append(f"task: {task!r} is not one of {', '.join(sorted(msprobe_tasks(rel)))} ({named})")
-    if task == "exception_dump" and d.get("level", "L1") != "L2":  # msprobe's ExceptionDumpToolFactory: kernel level only
-        problems.append(f"level: exception_dump runs only at level L2 (kernel), not {d.get('level', 'L1 (the default)')!r}; "
-                        "it is a MindSpore task in msprobe")  # fmt: skip
+    if (
+        task == "exception_dump" and d.get("level", "L1") != "L2"
+    ):  # msprobe's ExceptionDumpToolFactory: kernel level only
+        problems.append(
+            f"level: exception_dump runs only at level L2 (kernel), not {d.get('level', 'L1 (the default)')!r}; "
+            "it is a MindSpore task in msprobe"
+        )
     if "level" in d and d["level"] not in MSPROBE_LEVELS:
         problems.append(f"level: {d['level']!r} is not one of {', '.join(sorted(MSPROBE_LEVELS))}")
     if "dump_path" in d and (not isinstance(d["dump_path"], str) or not d["dump_path"]):
@@ -392,10 +420,14 @@ def environment_notes(environ: dict[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
     notes = []
     if env.get("ASCEND_DUMP_SCENE"):
-        notes.append(f"ASCEND_DUMP_SCENE={env['ASCEND_DUMP_SCENE']!r} is set here: it turns the exception dump on and decides over "
-                     "dump_scene in the file (CANN: ASCEND_DUMP_SCENE > NPU_COLLECT_PATH > acl.json)")  # fmt: skip
+        notes.append(
+            f"ASCEND_DUMP_SCENE={env['ASCEND_DUMP_SCENE']!r} is set here: it turns the exception dump on and decides over "
+            "dump_scene in the file (CANN: ASCEND_DUMP_SCENE > NPU_COLLECT_PATH > acl.json)"
+        )
     if env.get("NPU_COLLECT_PATH"):
-        notes.append(f"NPU_COLLECT_PATH={env['NPU_COLLECT_PATH']!r} is set here: exception dumps land there, whatever dump_path says")
+        notes.append(
+            f"NPU_COLLECT_PATH={env['NPU_COLLECT_PATH']!r} is set here: exception dumps land there, whatever dump_path says"
+        )
     return notes
 
 
@@ -406,10 +438,18 @@ def _exception_usage(acl_json: Path, section: dict[str, Any]) -> str:
     return (
         f'use it: aclInit("{acl_json}") at start-up, or aclmdlInitDump(); aclmdlSetDump("{acl_json}"){when}. When an AI Core error\n'
         "happens, CANN writes the failing op's inputs, outputs and workspace"
-        + (", the AI Core's memory, registers and call stack (*.core; Atlas A2/A3 with driver 25.0.RC1 or later)" if detail else "")
+        + (
+            ", the AI Core's memory, registers and call stack (*.core; Atlas A2/A3 with driver 25.0.RC1 or later)"
+            if detail
+            else ""
+        )
         + f"\nunder NPU_COLLECT_PATH, else ASCEND_WORK_PATH, else {section.get('dump_path', './')}, then stops the process"
         " (errors while it stops are not part of the fault).\n"
-        + ("then: read the *.core files with msDebug (other files with msaicerr)" if detail else "then: read the files with msaicerr")
+        + (
+            "then: read the *.core files with msDebug (other files with msaicerr)"
+            if detail
+            else "then: read the files with msaicerr"
+        )
     )
 
 
@@ -417,7 +457,9 @@ def usage_text(acl_json: Path, section: dict[str, Any]) -> str:
     if section.get("dump_scene") in _EXCEPTION_VALUES:
         return _exception_usage(acl_json, section)
     base = section.get("dump_path", "./")
-    model = next((e.get("model_name") for e in section.get("dump_list", []) if isinstance(e, dict) and e.get("model_name")), None)
+    model = next(
+        (e.get("model_name") for e in section.get("dump_list", []) if isinstance(e, dict) and e.get("model_name")), None
+    )
     where = (
         f"{base}/<YYYYMMDDHHMMSS>/<device_id>/{model or '<model_name>'}/<model_id>/<iteration>/"
         if model

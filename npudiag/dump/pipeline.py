@@ -46,7 +46,9 @@ class DumpParse:
         return json_safe(self.summary)
 
 
-def parse_dump(path: str | Path, out: str | Path | None = None, *, npy: str | Path | None = None, force: bool = False) -> DumpParse:
+def parse_dump(
+    path: str | Path, out: str | Path | None = None, *, npy: str | Path | None = None, force: bool = False
+) -> DumpParse:
     """Parse every dump file under ``path``; write tensors.parquet and summary.json into ``out`` when
     given, one .npy per tensor into ``npy`` when given (each folder written whole, see
     ``npudiag.output``). A missing ``path`` is an InputError."""
@@ -61,7 +63,9 @@ def parse_dump(path: str | Path, out: str | Path | None = None, *, npy: str | Pa
     with contextlib.ExitStack() as stack:
         arrays = None
         if npy is not None:
-            npy_folder = stack.enter_context(OutputFolder(npy, kind="dump parse --npy", force=force, inputs=[path], option="--npy"))
+            npy_folder = stack.enter_context(
+                OutputFolder(npy, kind="dump parse --npy", force=force, inputs=[path], option="--npy")
+            )
             arrays = NpyFolder(npy_folder.work)
         run = parse_dump_tree(path, arrays)
         summary = {
@@ -90,7 +94,9 @@ def _distinct_outputs(*outputs: tuple[str, str | Path | None]) -> None:
     for i, (fa, a) in enumerate(given):
         for fb, b in given[i + 1 :]:
             if a == b or a in b.parents or b in a.parents:
-                raise OptionError(f"{fa} {a} and {fb} {b} must be separate folders, neither inside the other", fa.lstrip("-"))
+                raise OptionError(
+                    f"{fa} {a} and {fb} {b} must be separate folders, neither inside the other", fa.lstrip("-")
+                )
 
 
 def _write_json(obj: Any, path: Path) -> None:
@@ -161,7 +167,9 @@ def compare_dumps(
     return DumpComparison(summary, {"compare": run.table}, run.errors)
 
 
-def _compare_statistics(mine: Path, golden: Path, out: str | Path | None, inputs: list[Path], force: bool) -> DumpComparison:
+def _compare_statistics(
+    mine: Path, golden: Path, out: str | Path | None, inputs: list[Path], force: bool
+) -> DumpComparison:
     table, unmatched, errors = compare_msprobe(mine, golden)
     if not table.num_rows and not errors:
         raise InputError(mine, f"no tensor matches one of {golden} by msprobe's name (different model or dump level?)")

@@ -47,7 +47,17 @@ INPUTS_AGREE = 0.1  # every input below this: the inputs agree
 OUTPUT_DIVERGES = 0.5  # an output above this while the inputs agree: error
 WARN_RATIO = 10.0  # an output's error this many times the inputs': warning
 # calls msprobe does not judge, by the API name (the second part of the call's name)
-IGNORED = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided", "new_empty", "empty_strided"}
+IGNORED = {
+    "empty",
+    "empty_like",
+    "numpy",
+    "to",
+    "__setitem__",
+    "empty_with_format",
+    "new_empty_strided",
+    "new_empty",
+    "empty_strided",
+}
 INPUTS_IGNORED = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
 # msprobe's tensor-mode thresholds: the share of elements within 0.1 %, and the cosine
 INPUTS_CLOSE = 0.9  # every input's share above this ...
@@ -88,7 +98,11 @@ def _diff(a: float | None, b: float | None) -> tuple[float | None, float | None]
     if math.isnan(a) or math.isnan(b):
         return math.nan, None
     if math.isinf(a) or math.isinf(b):
-        return (0.0, 0.0) if a == b else (a - b if not (math.isinf(a) and math.isinf(b)) else math.copysign(math.inf, a), None)
+        return (
+            (0.0, 0.0)
+            if a == b
+            else (a - b if not (math.isinf(a) and math.isinf(b)) else math.copysign(math.inf, a), None)
+        )
     diff = a - b
     return diff, (abs(diff / b) * 100.0 if b != 0 else None)
 
@@ -100,8 +114,17 @@ def _norm_error(r: dict[str, Any]) -> float | None:
 
 
 # torch's other names of one dtype (torch.float is torch.float32 ...)
-_DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64", "short": "int16", "int": "int32", "long": "int64",
-                  "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32"}  # fmt: skip
+_DTYPE_ALIASES = {
+    "half": "float16",
+    "float": "float32",
+    "double": "float64",
+    "short": "int16",
+    "int": "int32",
+    "long": "int64",
+    "cfloat": "complex64",
+    "cdouble": "complex128",
+    "chalf": "complex32",
+}
 
 
 def dtype_key(name: Any) -> Any:
@@ -131,10 +154,15 @@ def judge_call(rows: list[dict[str, Any]]) -> None:
     notes: dict[int, list[tuple[str, str]]] = {id(r): [] for r in rows}
     judged = [] if api in IGNORED else outputs if api in INPUTS_IGNORED else inputs + outputs
     for r in judged:
-        if not (_non_finite(r["golden_max"]) or _non_finite(r["golden_min"])) and (_non_finite(r["my_max"]) or _non_finite(r["my_min"])):
+        if not (_non_finite(r["golden_max"]) or _non_finite(r["golden_min"])) and (
+            _non_finite(r["my_max"]) or _non_finite(r["my_min"])
+        ):
             notes[id(r)].append(("error", "NaN/Inf in mine's max or min, not in golden's"))
-        for what, a, b in (("requires_grad", r["_my_requires_grad"], r["_golden_requires_grad"]), ("dtype", r["dtype"], r["golden_dtype"]),
-                           ("shape", r["shape"], r["golden_shape"])):  # fmt: skip
+        for what, a, b in (
+            ("requires_grad", r["_my_requires_grad"], r["_golden_requires_grad"]),
+            ("dtype", r["dtype"], r["golden_dtype"]),
+            ("shape", r["shape"], r["golden_shape"]),
+        ):
             same = dtype_key(a) == dtype_key(b) if what == "dtype" else a == b
             if a is not None and b is not None and not same:
                 notes[id(r)].append(("error", f"{what} differs ({a} vs {b})"))
@@ -152,7 +180,12 @@ def judge_call(rows: list[dict[str, Any]]) -> None:
             for r in outputs:
                 e = _norm_error(r)
                 if e is not None and e > OUTPUT_DIVERGES:
-                    notes[id(r)].append(("error", f"inputs agree, output's L2 norm off by {100 * e:.1f}% (> {100 * OUTPUT_DIVERGES:.0f}%)"))
+                    notes[id(r)].append(
+                        (
+                            "error",
+                            f"inputs agree, output's L2 norm off by {100 * e:.1f}% (> {100 * OUTPUT_DIVERGES:.0f}%)",
+                        )
+                    )
         out_max = max((e for e in map(_norm_error, outputs) if e is not None), default=0.0)
         if outputs and (out_max > WARN_RATIO * in_max if in_max else out_max > INPUTS_AGREE):
             notes[id(outputs[0])].append(("warning", "output's L2-norm error is over 10 times the inputs'"))
@@ -168,13 +201,20 @@ def _lowest(rows: list[dict[str, Any]], metric: str) -> float:
     return min((r[metric] for r in rows if r[metric] is not None and math.isfinite(r[metric])), default=1.0)
 
 
-def _judge_data(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], notes: dict[int, list[tuple[str, str]]]) -> None:
+def _judge_data(
+    inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], notes: dict[int, list[tuple[str, str]]]
+) -> None:
     if not outputs:
         return
     share_in, share_out = _lowest(inputs, "one_thousandth_err_ratio"), _lowest(outputs, "one_thousandth_err_ratio")
     if share_in > INPUTS_CLOSE and share_out < OUTPUT_FAR:
-        notes[id(outputs[0])].append(("error", f"the inputs agree (at least {100 * share_in:.1f}% of each one's elements within 0.1 %), "
-                                               f"an output does not ({100 * share_out:.1f}%)"))  # fmt: skip
+        notes[id(outputs[0])].append(
+            (
+                "error",
+                f"the inputs agree (at least {100 * share_in:.1f}% of each one's elements within 0.1 %), "
+                f"an output does not ({100 * share_out:.1f}%)",
+            )
+        )
     cos_in, cos_out = _lowest(inputs, "cosine"), _lowest(outputs, "cosine")
     if cos_in > COSINE_INPUTS and cos_in - cos_out > COSINE_DROP:
         notes[id(outputs[0])].append(("warning", f"cosine drops from {cos_in:.4f} (inputs) to {cos_out:.4f} (outputs)"))
@@ -217,10 +257,22 @@ def compare_rows(
             unmatched.append(r["tensor_name"])
             continue
         g = candidates.pop(0)
-        row = {"order": order[r["op_name"]], "op_type": r["op_type"], "op_name": r["op_name"], "io": r["io"], "index": r["index"],
-               "tensor_name": r["tensor_name"], "golden_name": g["tensor_name"], "dtype": r["dtype"], "golden_dtype": g["dtype"],
-               "shape": r["shape"], "golden_shape": g["shape"], "_scalar": bool(r.get("scalar")),
-               "_my_requires_grad": r.get("requires_grad"), "_golden_requires_grad": g.get("requires_grad")}  # fmt: skip
+        row = {
+            "order": order[r["op_name"]],
+            "op_type": r["op_type"],
+            "op_name": r["op_name"],
+            "io": r["io"],
+            "index": r["index"],
+            "tensor_name": r["tensor_name"],
+            "golden_name": g["tensor_name"],
+            "dtype": r["dtype"],
+            "golden_dtype": g["dtype"],
+            "shape": r["shape"],
+            "golden_shape": g["shape"],
+            "_scalar": bool(r.get("scalar")),
+            "_my_requires_grad": r.get("requires_grad"),
+            "_golden_requires_grad": g.get("requires_grad"),
+        }
         for s in STATS:
             row[f"my_{s}"], row[f"golden_{s}"] = r[s], g[s]
             row[f"{s}_diff"], row[f"{s}_relative_error_pct"] = _diff(r[s], g[s])
@@ -242,7 +294,10 @@ def compare_msprobe(mine: Path, golden: Path) -> tuple[pa.Table, list[str], list
     offset = 0
     for m, g in _pairs(mine, golden, errors):
         try:
-            mine_rows, golden_rows = msprobe_json.read_msprobe_dump(m, scalars=True), msprobe_json.read_msprobe_dump(g, scalars=True)
+            mine_rows, golden_rows = (
+                msprobe_json.read_msprobe_dump(m, scalars=True),
+                msprobe_json.read_msprobe_dump(g, scalars=True),
+            )
         except InputError as exc:
             errors.append(exc.one_line())
             continue
@@ -300,7 +355,14 @@ def has_data(table: pa.Table) -> bool:
 
 
 # msprobe's tensor-compare columns before the statistics (tensor mode)
-TENSOR_CSV_COLUMNS = ["Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio"]
+TENSOR_CSV_COLUMNS = [
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+]
 # msprobe's summary-compare columns, less the Requires_grad ones (the tensors table does not keep them)
 SUMMARY_CSV_COLUMNS = [
     "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape", "Max diff", "Min diff",
@@ -332,9 +394,27 @@ def summary_csv_rows(table: pa.Table) -> list[list[str]]:
     for r in table.to_pylist():
         rel = [("N/A" if r[f"{s}_relative_error_pct"] is None else f"{r[f'{s}_relative_error_pct']}%") for s in STATS]
         result = r["result"]
-        names = [r["tensor_name"], r["golden_name"], _cell(r["dtype"]), _cell(r["golden_dtype"]), str(r["shape"]), str(r["golden_shape"])]
-        middle = ["unsupported" if r[m] is None else _cell(r[m]) for m in METRICS] if data else \
-            [*(_cell(r[f"{s}_diff"]) for s in STATS), *rel]  # fmt: skip
-        out.append([*names, *middle, *(_cell(r[f"my_{s}"]) for s in STATS), *(_cell(r[f"golden_{s}"]) for s in STATS), result,
-                    r["fail_reason"] or ""])  # fmt: skip
+        names = [
+            r["tensor_name"],
+            r["golden_name"],
+            _cell(r["dtype"]),
+            _cell(r["golden_dtype"]),
+            str(r["shape"]),
+            str(r["golden_shape"]),
+        ]
+        middle = (
+            ["unsupported" if r[m] is None else _cell(r[m]) for m in METRICS]
+            if data
+            else [*(_cell(r[f"{s}_diff"]) for s in STATS), *rel]
+        )
+        out.append(
+            [
+                *names,
+                *middle,
+                *(_cell(r[f"my_{s}"]) for s in STATS),
+                *(_cell(r[f"golden_{s}"]) for s in STATS),
+                result,
+                r["fail_reason"] or "",
+            ]
+        )
     return out

@@ -21,7 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
-METRICS = ("cosine", "euc_dist", "max_abs_err", "max_relative_err", "one_thousandth_err_ratio", "five_thousandths_err_ratio")
+METRICS = (
+    "cosine",
+    "euc_dist",
+    "max_abs_err",
+    "max_relative_err",
+    "one_thousandth_err_ratio",
+    "five_thousandths_err_ratio",
+)
 ONE_THOUSANDTH, FIVE_THOUSANDTHS = 0.001, 0.005
 COSINE_ROUNDED = 0.9999  # a cosine above this is kept to 6 decimals
 _FLOATS = (np.float16, np.float32, np.float64, np.longdouble)

@@ -96,7 +96,9 @@ def check_members(
             raise _refuse(archive, m, "not a regular file, folder or link")
         total += max(m.size, 0)
         if total > max_bytes:
-            raise InputError(archive, f"more than {max_bytes} bytes uncompressed (at member {m.name!r}); refusing the archive")
+            raise InputError(
+                archive, f"more than {max_bytes} bytes uncompressed (at member {m.name!r}); refusing the archive"
+            )
     return members
 
 

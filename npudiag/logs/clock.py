@@ -64,6 +64,10 @@ def describe(offsets: dict[str, dict]) -> str | None:
         return None
     by = sorted({o["offset_s"] for o in offsets.values()})
     shown = ", ".join(f"{'+' if s >= 0 else '-'}{abs(s) // 3600}:{abs(s) % 3600 // 60:02d}" for s in by)
-    names = ", ".join(PurePosixPath(f).name for f in list(offsets)[:3]) + (f" and {len(offsets) - 3} more" if len(offsets) > 3 else "")
-    return (f"device clock: {len(offsets)} device log file(s) are written {shown} h from the host's clock (their file names, "
-            f"stamped in host time, against their first records): their records are shown in host time ({names})")  # fmt: skip
+    names = ", ".join(PurePosixPath(f).name for f in list(offsets)[:3]) + (
+        f" and {len(offsets) - 3} more" if len(offsets) > 3 else ""
+    )
+    return (
+        f"device clock: {len(offsets)} device log file(s) are written {shown} h from the host's clock (their file names, "
+        f"stamped in host time, against their first records): their records are shown in host time ({names})"
+    )

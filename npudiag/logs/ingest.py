@@ -30,7 +30,9 @@ from npudiag.store import atomic_write
 _KEEP_ONLY_WITH_CODES = pa.array([*QUIET_LEVELS, "WARNING"])
 _FAULT_EVENT = r"event_id[=:]0x[0-9A-Fa-f]{8}|HBM MULTI BIT ECC|Fault RAS occurs"
 _INFO = pa.array(list(QUIET_LEVELS))
-_CATALOGUE = r"(?:^|[^A-Za-z0-9_])[EW][0-9A-Z]\d{4}(?:[^A-Za-z0-9_]|$)"  # an information record naming a CANN error code
+_CATALOGUE = (
+    r"(?:^|[^A-Za-z0-9_])[EW][0-9A-Z]\d{4}(?:[^A-Za-z0-9_]|$)"  # an information record naming a CANN error code
+)
 MAX_PROBLEM_ROWS = 500_000  # triage looks at the first this many problem records; counts cover all
 TRIAGE_MESSAGE_CHARS = 2_048  # triage reads the start of a message (log_events.parquet keeps it whole)
 
@@ -52,7 +54,9 @@ def _problem_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
     has_codes = pc.greater(pc.fill_null(pc.list_value_length(batch["error_codes"]), 0), 0)
     keep = pc.or_(pc.invert(quiet), has_codes)
     if pc.any(quiet).as_py():
-        keep = pc.or_(keep, pc.fill_null(pc.match_substring_regex(batch["message"], _FAULT_EVENT, ignore_case=True), False))
+        keep = pc.or_(
+            keep, pc.fill_null(pc.match_substring_regex(batch["message"], _FAULT_EVENT, ignore_case=True), False)
+        )
     found = batch.filter(keep)
     i = found.schema.get_field_index("message")
     messages = found.column(i)
@@ -106,7 +110,9 @@ def read_logs(
                         levels[lv] += n
                     files[src.ctx.file] += batch.num_rows
                     earliest = pc.min(batch["timestamp"]).as_py() if batch.num_rows else None
-                    if earliest is not None and (src.ctx.file not in first_records or earliest < first_records[src.ctx.file]):
+                    if earliest is not None and (
+                        src.ctx.file not in first_records or earliest < first_records[src.ctx.file]
+                    ):
                         first_records[src.ctx.file] = earliest
                     info = pc.fill_null(pc.is_in(batch["level"], _INFO), False)
                     if pc.any(info).as_py():
@@ -142,7 +148,9 @@ def read_logs(
     else:
         run(None)
     # one chunk: triage runs dozens of kernels over it, each paying per chunk (one per file before)
-    table = pa.Table.from_batches(problems, schema=LOG_EVENTS).combine_chunks() if problems else LOG_EVENTS.empty_table()
+    table = (
+        pa.Table.from_batches(problems, schema=LOG_EVENTS).combine_chunks() if problems else LOG_EVENTS.empty_table()
+    )
     table = of_the_process(table)
     totals = {
         "files": len(files),
@@ -158,7 +166,9 @@ def read_logs(
         "line_prefixes": prefixes,
     }
     if dropped:
-        totals["note"] = f"triage looked at the first {MAX_PROBLEM_ROWS:,} error records; {dropped:,} later ones are only counted"
+        totals["note"] = (
+            f"triage looked at the first {MAX_PROBLEM_ROWS:,} error records; {dropped:,} later ones are only counted"
+        )
     return LogsRun(table, totals, errors, first_records)
 
 

@@ -134,7 +134,9 @@ def level_commands(
     for spec in modules or []:
         mod, _, lvl = spec.partition(":")
         if not mod or lvl.lower() not in DEVICE_LEVELS:
-            raise ValueError(f"--module {spec!r}: expected MODULE:LEVEL with LEVEL one of {', '.join(DEVICE_LEVELS)}, e.g. RUNTIME:debug")
+            raise ValueError(
+                f"--module {spec!r}: expected MODULE:LEVEL with LEVEL one of {', '.join(DEVICE_LEVELS)}, e.g. RUNTIME:debug"
+            )
         calls.append(["-m", f"{mod.upper()}:{lvl.lower()}", *dev])
     if event is not None:
         if event not in ("enable", "disable"):
@@ -168,11 +170,15 @@ def _shown(tool: Path, args: list[str]) -> str:
     return " ".join([tool.name, *args])
 
 
-def run_tool(tool: Path, args: list[str], cwd: Path, echo: Callable[[str], None], timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
+def run_tool(
+    tool: Path, args: list[str], cwd: Path, echo: Callable[[str], None], timeout_s: float = DEFAULT_TIMEOUT_S
+) -> list[str]:
     """Run ``tool args`` in ``cwd``, echoing its output lines (control, bidi and invisible characters
     escaped: the tool's output reaches a terminal); ToolError on failure or timeout."""
     try:
-        proc = popen([str(tool), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        proc = popen(
+            [str(tool), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+        )
     except OSError as exc:
         raise ToolError(f"cannot run {tool}: {exc.strerror}") from None
     lines: list[str] = []
@@ -340,8 +346,9 @@ def export_logs(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run_export(tool: Path, args: list[str], work: Path, show: Callable[[str], None], timeout_s: float,
-                echo: Callable[[str], None]) -> tuple[list[str], str]:  # fmt: skip
+def _run_export(
+    tool: Path, args: list[str], work: Path, show: Callable[[str], None], timeout_s: float, echo: Callable[[str], None]
+) -> tuple[list[str], str]:
     """Run the export in the ``report`` form; where the driver refuses it before exporting anything (an older
     msnpureport: no export folder appeared), once more in the bare form."""
     report, bare = export_calls(args)

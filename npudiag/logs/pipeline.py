@@ -43,8 +43,14 @@ class LogTriage:
         return json_safe(self.summary or {"input_errors": self.errors, "input_warnings": self.warnings})
 
 
-def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = None, *, device: int | None = None,
-               progress: Progress | None = None, force: bool = False) -> LogTriage:  # fmt: skip
+def parse_logs(
+    paths: list[str | Path] | str | Path,
+    out: str | Path | None = None,
+    *,
+    device: int | None = None,
+    progress: Progress | None = None,
+    force: bool = False,
+) -> LogTriage:
     """Parse and triage the logs under ``paths``; write log_events.parquet, triage.parquet and
     summary.json into ``out`` when given (the folder written whole, see ``npudiag.output``).
     ``device``: only that device's logs. ``progress`` hears of the parse."""
@@ -63,7 +69,11 @@ def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = No
         return LogTriage(None, {}, None, errors, warnings)
     inputs = [Path(p) for p in paths if p != "-"]
     with contextlib.ExitStack() as stack:
-        folder = stack.enter_context(OutputFolder(out, kind="logs parse", force=force, inputs=inputs)) if out is not None else None
+        folder = (
+            stack.enter_context(OutputFolder(out, kind="logs parse", force=force, inputs=inputs))
+            if out is not None
+            else None
+        )
         events = folder.work / "log_events.parquet" if folder is not None else None
         if progress is not None:
             total = sum(s.size_bytes for s in sources)
@@ -97,4 +107,8 @@ def parse_logs(paths: list[str | Path] | str | Path, out: str | Path | None = No
 
 
 def _count(events: pa.Table, levels: tuple[str, ...]) -> int:
-    return int(pc.sum(pc.fill_null(pc.is_in(events["level"], pa.array(levels)), False)).as_py() or 0) if events.num_rows else 0
+    return (
+        int(pc.sum(pc.fill_null(pc.is_in(events["level"], pa.array(levels)), False)).as_py() or 0)
+        if events.num_rows
+        else 0
+    )

@@ -128,8 +128,10 @@ def _read_blocks(read: Callable[[int], bytes]) -> Iterator[Block | BlankRun]:
         if not data:
             if rest:  # the last line, with no line end
                 more = len(rest) - MAX_LINE_CHARS
-                yield _clean_block([rest if more < 0 else f"{rest[:MAX_LINE_CHARS]} [... {more} more characters cut by npudiag]"],
-                                   cut=False)  # fmt: skip
+                yield _clean_block(
+                    [rest if more < 0 else f"{rest[:MAX_LINE_CHARS]} [... {more} more characters cut by npudiag]"],
+                    cut=False,
+                )
             return
 
 
@@ -162,8 +164,12 @@ def _clean_block(lines: list[str], cut: bool = True, cr: bool = True) -> Block:
     block = Block(lines)
     longest = max(map(len, block)) if block else 0
     if cut and longest >= MAX_LINE_CHARS:
-        block = Block(f"{x[:MAX_LINE_CHARS]} [... {len(x) - MAX_LINE_CHARS + 1} more characters cut by npudiag]"
-                      if len(x) >= MAX_LINE_CHARS else x for x in block)  # fmt: skip
+        block = Block(
+            f"{x[:MAX_LINE_CHARS]} [... {len(x) - MAX_LINE_CHARS + 1} more characters cut by npudiag]"
+            if len(x) >= MAX_LINE_CHARS
+            else x
+            for x in block
+        )
     if cr and any(x.endswith("\r") for x in block):  # ``cr``: whether the text holds a \\r at all
         block = Block(x.rstrip("\r") for x in block)
     if longest > MAX_MESSAGE_CHARS:
@@ -232,26 +238,50 @@ def _zip_members(archive: Path, max_bytes: int) -> list[zipfile.ZipInfo]:
     total = 0
     for m in infos:
         name = m.filename
-        if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":") or ".." in name.replace("\\", "/").split("/"):
+        if (
+            name.startswith(("/", "\\"))
+            or (len(name) > 1 and name[1] == ":")
+            or ".." in name.replace("\\", "/").split("/")
+        ):
             raise InputError(archive, f"member {name!r}: an absolute path or '..'; refusing the archive")
         total += m.file_size
         if total > max_bytes:
-            raise InputError(archive, f"more than {max_bytes} bytes uncompressed (at member {name!r}); refusing the archive")
+            raise InputError(
+                archive, f"more than {max_bytes} bytes uncompressed (at member {name!r}); refusing the archive"
+            )
     # members whose data overlap (several central-directory entries pointing at one member) are read
     # once each: a 48 KB zip of 8 such entries inflated one 16 MiB member 8 times (Python 3.11.7's
     # zipfile has no overlap check; 3.11.8 added one)
-    spans = sorted((m.header_offset, m.header_offset + 30 + len(m.orig_filename.encode("utf-8", "replace")) + m.compress_size, m.filename)
-                   for m in infos)  # fmt: skip
+    spans = sorted(
+        (
+            m.header_offset,
+            m.header_offset + 30 + len(m.orig_filename.encode("utf-8", "replace")) + m.compress_size,
+            m.filename,
+        )
+        for m in infos
+    )
     for (_, end, name), (start, _, nxt) in zip(spans, spans[1:]):
         if start < end:
-            raise InputError(archive, f"members {name!r} and {nxt!r} overlap (one member's data read as several); refusing the archive")
+            raise InputError(
+                archive,
+                f"members {name!r} and {nxt!r} overlap (one member's data read as several); refusing the archive",
+            )
     return infos
 
 
 # what a damaged or unusual archive member raises while it is read: an encrypted zip member
 # (RuntimeError), a compression method Python lacks (NotImplementedError), a bad CRC or header
 # (BadZipFile), corrupt deflate data (zlib.error), a truncated or corrupt stream (TarError, EOFError)
-_MEMBER_ERRORS = (zipfile.BadZipFile, zlib.error, tarfile.TarError, EOFError, RuntimeError, NotImplementedError, OSError, ValueError)
+_MEMBER_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    tarfile.TarError,
+    EOFError,
+    RuntimeError,
+    NotImplementedError,
+    OSError,
+    ValueError,
+)
 
 
 def _member_lines(archive: Path, name: str, lines: Iterator[str]) -> Iterator[str]:

@@ -80,7 +80,9 @@ def _load_kb(path: Path | None) -> list[KbEntry]:
     for i, e in enumerate(data.get("entry", []), 1):
         missing = [k for k in _REQUIRED if not e.get(k)]
         if missing or not (e.get("codes") or e.get("patterns")):
-            raise ValueError(f"knowledge base entry {i} ({e.get('id', '?')}): needs {', '.join(missing) or 'codes or patterns'}")
+            raise ValueError(
+                f"knowledge base entry {i} ({e.get('id', '?')}): needs {', '.join(missing) or 'codes or patterns'}"
+            )
         if e.get("role", "cause") not in ROLES:
             raise ValueError(f"knowledge base entry {i} ({e['id']}): role must be one of {', '.join(ROLES)}")
         if e["id"] in seen:
@@ -110,7 +112,9 @@ def _load_kb(path: Path | None) -> list[KbEntry]:
     members: dict[str, list[str]] = {}
     if categories:
         if any(c.get("leads_to") for c in categories.values()):
-            raise ValueError("knowledge base categories take no leads_to: a chain needs a source or a real log showing it")
+            raise ValueError(
+                "knowledge base categories take no leads_to: a chain needs a source or a real log showing it"
+            )
         entries = _with_sources(entries) + _catalogue_entries(categories, entries, members)
     return _with_chains(entries, links, members)
 
@@ -143,7 +147,9 @@ def _plain(text: str) -> str:
 _PRINTF = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?[sdiuxXfgcp]")
 
 
-def _catalogue_entries(categories: dict[str, dict[str, Any]], hand: list[KbEntry], members: dict[str, list[str]]) -> list[KbEntry]:
+def _catalogue_entries(
+    categories: dict[str, dict[str, Any]], hand: list[KbEntry], members: dict[str, list[str]]
+) -> list[KbEntry]:
     """One entry per catalogued code that no hand-written entry names (in its codes or its example): the
     code's own cause and fix as code_advice.toml words them from the code's source; the code's category's
     general texts only where that source has none (``general`` says so)."""
@@ -161,7 +167,9 @@ def _catalogue_entries(categories: dict[str, dict[str, Any]], hand: list[KbEntry
             title = f"{r['name']} ({code}): {meanings.get(code) or cat['title']}"
             api = "aclmdlExecute(modelId, input, output)" if code[1:3] == "45" else "aclrtSynchronizeStream(stream)"
             example = f"RuntimeError: NPU function error: {api}, error code is {code}"
-        elif code.startswith("ERR"):  # torch_npu prints "[ERROR] <time> (PID:.., Device:.., RankID:..) ERR01100 OPS call acl api failed"
+        elif code.startswith(
+            "ERR"
+        ):  # torch_npu prints "[ERROR] <time> (PID:.., Device:.., RankID:..) ERR01100 OPS call acl api failed"
             title = f"torch_npu {code}: {r.get('message') or cat['title']}"
             example = f"[ERROR] 2025-01-01-00:00:00 (PID:1, Device:0, RankID:0) {code} {r.get('message', '')}"
         else:
@@ -193,7 +201,7 @@ def _catalogue_entries(categories: dict[str, dict[str, Any]], hand: list[KbEntry
                 source=r["source"],
                 general="" if own.get("fix") else cat["id"],
                 applies_to=applies_to(r),
-            )  # fmt: skip
+            )
         )
     return out
 
@@ -205,7 +213,9 @@ def applies_to(row: dict[str, Any]) -> str:
         return f"torch_npu {row['torch_npu']} and later"
     if not row.get("cann"):
         return ""
-    since = f"; in public CANN releases since {row['since']}" if row.get("since") and row["since"] != row["cann"] else ""
+    since = (
+        f"; in public CANN releases since {row['since']}" if row.get("since") and row["since"] != row["cann"] else ""
+    )
     return f"CANN {row['cann']} text{since}"
 
 
@@ -271,8 +281,15 @@ def match_entries(events: pa.Table, kb: list[KbEntry]) -> dict[str, np.ndarray]:
     # one pass of every pattern at once finds the records any of them can match; each pattern then runs
     # on those alone (most records of a large log match none)
     patterns = [p for e in kb if not _code_only(e) for p in e.patterns]
-    cand = np.flatnonzero(pc.match_substring_regex(message, "|".join(f"(?:{p})" for p in patterns), ignore_case=True)
-                          .to_numpy(zero_copy_only=False)) if patterns else np.array([], np.int64)  # fmt: skip
+    cand = (
+        np.flatnonzero(
+            pc.match_substring_regex(message, "|".join(f"(?:{p})" for p in patterns), ignore_case=True).to_numpy(
+                zero_copy_only=False
+            )
+        )
+        if patterns
+        else np.array([], np.int64)
+    )
     some = message.take(pa.array(cand)) if len(cand) else None
     for e in kb:
         if e.id in by_code:
@@ -283,7 +300,11 @@ def match_entries(events: pa.Table, kb: list[KbEntry]) -> dict[str, np.ndarray]:
         mask = _code_mask(events, e.codes)
         for p in e.patterns if some is not None else ():
             mask[cand] |= pc.match_substring_regex(some, p, ignore_case=True).to_numpy(zero_copy_only=False)
-        allowed = loud | pc.is_in(levels, pa.array(list(e.levels), pa.string())).to_numpy(zero_copy_only=False) if e.levels else loud
+        allowed = (
+            loud | pc.is_in(levels, pa.array(list(e.levels), pa.string())).to_numpy(zero_copy_only=False)
+            if e.levels
+            else loud
+        )
         mask &= allowed
         if e.modules and mask.any():
             mask &= pc.is_in(pc.utf8_upper(modules), pa.array(list(e.modules))).to_numpy(zero_copy_only=False)
@@ -351,7 +372,9 @@ def triage_table(events: pa.Table, kb: list[KbEntry]) -> pa.Table:
                 "count": len(idx),
                 "first_timestamp": pc.min(sub_ts).as_py(),
                 "last_timestamp": pc.max(sub_ts).as_py(),
-                "first_timestamp_no_year": pc.min(sub["timestamp_no_year"]).as_py() if sub_ts.null_count == len(sub_ts) else None,
+                "first_timestamp_no_year": pc.min(sub["timestamp_no_year"]).as_py()
+                if sub_ts.null_count == len(sub_ts)
+                else None,
                 "first_file": sub["file"][first_i].as_py(),
                 "first_line": sub["line"][first_i].as_py(),
                 "device_ids": _distinct_ints(sub["device_id"].to_pylist()),
@@ -370,8 +393,14 @@ def triage_table(events: pa.Table, kb: list[KbEntry]) -> pa.Table:
         )
     t = pa.Table.from_pylist(rows, schema=TRIAGE)
     if t.num_rows:
-        t = t.sort_by([("first_timestamp", "ascending"), ("first_timestamp_no_year", "ascending"), ("first_file", "ascending"),
-                       ("first_line", "ascending")])  # fmt: skip
+        t = t.sort_by(
+            [
+                ("first_timestamp", "ascending"),
+                ("first_timestamp_no_year", "ascending"),
+                ("first_file", "ascending"),
+                ("first_line", "ascending"),
+            ]
+        )
     i = TRIAGE.get_field_index("follows_from")
     return t.set_column(i, TRIAGE.field(i), pa.array(follows_from(t["kb_id"].to_pylist(), by_id), pa.string()))
 
@@ -396,7 +425,12 @@ def _first_index(t: pa.Table) -> int:
 
 
 # the order of problem records: time (with a year, then month-day time without one), then file order
-TIME_ORDER = [("timestamp", "ascending"), ("timestamp_no_year", "ascending"), ("file", "ascending"), ("line", "ascending")]
+TIME_ORDER = [
+    ("timestamp", "ascending"),
+    ("timestamp_no_year", "ascending"),
+    ("file", "ascending"),
+    ("line", "ascending"),
+]
 _SAME_RECORD = ("timestamp", "timestamp_no_year", "level", "module", "pid", "thread_id", "message")
 
 
@@ -407,7 +441,9 @@ def distinct_records(problems: pa.Table) -> tuple[pa.Table, list[dict[str, Any]]
     repeated another, how many of its records were dropped and which file holds them."""
     if problems.num_rows < 2:
         return problems, []
-    timed = pc.or_(pc.is_valid(problems["timestamp"]), pc.is_valid(problems["timestamp_no_year"])).to_numpy(zero_copy_only=False)
+    timed = pc.or_(pc.is_valid(problems["timestamp"]), pc.is_valid(problems["timestamp_no_year"])).to_numpy(
+        zero_copy_only=False
+    )
     idx = np.flatnonzero(timed)
     if len(idx) < 2:
         return problems, []
@@ -450,7 +486,11 @@ def _counts(t: pa.Table, column: str) -> list[dict[str, Any]]:
 
 
 def summarise(
-    events: pa.Table, triage: pa.Table, kb: list[KbEntry], totals: dict[str, Any] | None = None, timeline_limit: int = 30
+    events: pa.Table,
+    triage: pa.Table,
+    kb: list[KbEntry],
+    totals: dict[str, Any] | None = None,
+    timeline_limit: int = 30,
 ) -> dict[str, Any]:
     """The dict every logs renderer draws from (terminal, JSON). ``events`` may hold only the problem
     records (``totals`` then gives the counts over every record)."""
@@ -466,9 +506,17 @@ def summarise(
     code_rows: dict[str, dict[str, Any]] = {}
     for r in errors.select(["error_codes", "timestamp", "timestamp_no_year", "file", "line"]).to_pylist():
         for c in r["error_codes"]:
-            row = code_rows.setdefault(c, {"code": c, "count": 0, "first_timestamp": r["timestamp"],
-                                           "first_timestamp_no_year": r["timestamp_no_year"], "first_file": r["file"],
-                                           "first_line": r["line"]})  # fmt: skip
+            row = code_rows.setdefault(
+                c,
+                {
+                    "code": c,
+                    "count": 0,
+                    "first_timestamp": r["timestamp"],
+                    "first_timestamp_no_year": r["timestamp_no_year"],
+                    "first_file": r["file"],
+                    "first_line": r["line"],
+                },
+            )
             row["count"] += 1
     code_kb: dict[str, KbEntry] = {}
     for e in kb:
@@ -489,8 +537,12 @@ def summarise(
         totals = {
             "files": int(pc.count_distinct(events["file"]).as_py() or 0) if events.num_rows else 0,
             "records": events.num_rows,
-            "errors": int(pc.sum(pc.fill_null(pc.equal(events["level"], "ERROR"), False)).as_py() or 0) if events.num_rows else 0,
-            "warnings": int(pc.sum(pc.fill_null(pc.equal(events["level"], "WARNING"), False)).as_py() or 0) if events.num_rows else 0,
+            "errors": int(pc.sum(pc.fill_null(pc.equal(events["level"], "ERROR"), False)).as_py() or 0)
+            if events.num_rows
+            else 0,
+            "warnings": int(pc.sum(pc.fill_null(pc.equal(events["level"], "WARNING"), False)).as_py() or 0)
+            if events.num_rows
+            else 0,
         }
     return {
         **totals,
@@ -524,8 +576,17 @@ def fault_kernels(errors: pa.Table, limit: int = 10) -> list[dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     cols = [names.to_pylist(), *(t[c].to_pylist() for c in ("timestamp", "timestamp_no_year", "file", "line"))]
     for name, ts, no_year, file, line in zip(*cols):
-        row = out.setdefault(name, {"kernel_name": name, "count": 0, "first_timestamp": ts, "first_timestamp_no_year": no_year,
-                                    "first_file": file, "first_line": line})  # fmt: skip
+        row = out.setdefault(
+            name,
+            {
+                "kernel_name": name,
+                "count": 0,
+                "first_timestamp": ts,
+                "first_timestamp_no_year": no_year,
+                "first_file": file,
+                "first_line": line,
+            },
+        )
         row["count"] += 1
         if len(out) >= limit:
             break
@@ -550,9 +611,11 @@ def _generic_meaning(code: str) -> str | None:
         kind = "internal error: collect logs, contact support" if int(code[2:]) >= 9000 else "user-side problem"
         return f"{mod} {level} ({kind})"
     if code.isdigit():
-        return {"1": "ACL parameter / environment error", "2": "ACL resource or hardware mismatch", "3": "ACL service error (queue)"}.get(
-            code[0], "ACL internal error"
-        )
+        return {
+            "1": "ACL parameter / environment error",
+            "2": "ACL resource or hardware mismatch",
+            "3": "ACL service error (queue)",
+        }.get(code[0], "ACL internal error")
     return None
 
 

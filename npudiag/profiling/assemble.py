@@ -32,7 +32,9 @@ class SplitTasks:
 def hccl_stream_mask(table: pa.Table, streams: set[int]) -> np.ndarray | None:
     if not streams or table.num_rows == 0:
         return None
-    return pc.fill_null(pc.is_in(table["stream_id"], pa.array(sorted(streams), pa.int64())), False).to_numpy(zero_copy_only=False)
+    return pc.fill_null(pc.is_in(table["stream_id"], pa.array(sorted(streams), pa.int64())), False).to_numpy(
+        zero_copy_only=False
+    )
 
 
 def split_tasks(table: pa.Table, hccl_streams: set[int] | None = None) -> SplitTasks:
@@ -40,7 +42,9 @@ def split_tasks(table: pa.Table, hccl_streams: set[int] | None = None) -> SplitT
     size_bytes / direction / launch_ns) and send each class to its table."""
     if table.num_rows == 0:
         return SplitTasks(table, schemas.empty("copies"), schemas.empty("comm_tasks"))
-    classes, unknown = tasks.classify(table["task_type"], table["op_name"], hccl_stream_mask(table, hccl_streams or set()))
+    classes, unknown = tasks.classify(
+        table["task_type"], table["op_name"], hccl_stream_mask(table, hccl_streams or set())
+    )
     known = table["task_class"] if "task_class" in table.column_names else None
     if known is not None and known.null_count < table.num_rows:  # a reader that knew (comm op rows) wins
         classes = pc.coalesce(known, classes)
@@ -117,7 +121,11 @@ def name_comm_tasks(comm_tasks: pa.Table, kernels: pa.Table) -> pa.Table:
     """Give each sub-task without an op the communication op whose time range holds its start."""
     if comm_tasks.num_rows == 0 or comm_tasks["op_name"].null_count == 0:
         return comm_tasks
-    ops = kernels.filter(pc.fill_null(pc.equal(kernels["task_class"], tasks.COMMUNICATION), False)) if kernels.num_rows else kernels
+    ops = (
+        kernels.filter(pc.fill_null(pc.equal(kernels["task_class"], tasks.COMMUNICATION), False))
+        if kernels.num_rows
+        else kernels
+    )
     ops = ops.filter(pc.is_valid(ops["start_ns"])) if ops.num_rows else ops
     if ops.num_rows == 0:
         return comm_tasks
@@ -150,8 +158,11 @@ def launch_from_timeline(kernels: pa.Table, timeline: pa.Table, comm_ops: pa.Tab
     if not sources:
         return kernels
     wanted = ("start_ns", "task_id", "op_name", *(n for n, _ in LAUNCH_COLUMNS))
-    other = schemas.concat([t.select([c for c in wanted if c in t.column_names])
-                            for t in sources]) if len(sources) > 1 else sources[0]  # fmt: skip
+    other = (
+        schemas.concat([t.select([c for c in wanted if c in t.column_names]) for t in sources])
+        if len(sources) > 1
+        else sources[0]
+    )
     for keys in (["start_ns", "task_id"], ["start_ns", "op_name"]):
         if all(k in other.column_names and k in kernels.column_names for k in keys):
             _match(kernels, other, keys, pos)
@@ -193,9 +204,20 @@ def _match_comm(kernels: pa.Table, comm: pa.Table, pos: np.ndarray, offset: int)
     rows = np.flatnonzero(is_comm & (pos < 0))
     if not len(rows):
         return
-    k = pa.table({"op_name": kernels["op_name"].take(pa.array(rows)), "k_row": rows,
-                  "k_ns": pc.fill_null(kernels["start_ns"].take(pa.array(rows)), 0)})  # fmt: skip
-    c = pa.table({"op_name": comm["op_name"], "o_row": np.arange(comm.num_rows) + offset, "o_ns": pc.fill_null(comm["start_ns"], 0)})
+    k = pa.table(
+        {
+            "op_name": kernels["op_name"].take(pa.array(rows)),
+            "k_row": rows,
+            "k_ns": pc.fill_null(kernels["start_ns"].take(pa.array(rows)), 0),
+        }
+    )
+    c = pa.table(
+        {
+            "op_name": comm["op_name"],
+            "o_row": np.arange(comm.num_rows) + offset,
+            "o_ns": pc.fill_null(comm["start_ns"], 0),
+        }
+    )
     j = k.join(c, "op_name", join_type="inner")
     if not j.num_rows:
         return
@@ -217,7 +239,9 @@ def assign_steps_by_time(kernels: pa.Table, steps: pa.Table, launch_ns: pa.Array
     Kernels outside every range keep a null step."""
     if kernels.num_rows == 0 or steps.num_rows == 0 or kernels["step"].null_count == 0:
         return kernels
-    st = steps.filter(pc.and_(pc.and_(pc.is_valid(steps["start_us"]), pc.is_valid(steps["end_us"])), pc.is_valid(steps["step"])))
+    st = steps.filter(
+        pc.and_(pc.and_(pc.is_valid(steps["start_us"]), pc.is_valid(steps["end_us"])), pc.is_valid(steps["step"]))
+    )
     if st.num_rows == 0:
         return kernels
     st = st.sort_by("start_us")
@@ -240,7 +264,11 @@ def merge_steps(parts: list[pa.Table]) -> pa.Table:
     parts = [p for p in parts if p.num_rows]
     if not parts:
         return schemas.empty("steps")
-    if len(parts) == 1 and parts[0]["step"].null_count == 0 and pc.count_distinct(parts[0]["step"]).as_py() == parts[0].num_rows:
+    if (
+        len(parts) == 1
+        and parts[0]["step"].null_count == 0
+        and pc.count_distinct(parts[0]["step"]).as_py() == parts[0].num_rows
+    ):
         return parts[0]
     t = pa.concat_tables([schemas.conform(p, schemas.STEPS) for p in parts])
     valued = pc.is_valid(t["step"])
@@ -291,6 +319,8 @@ def drop_bad_timing(table: pa.Table, source: str, where: Callable[[int], str]) -
     first = int(idx[0])
     row = table.slice(first, 1).to_pylist()[0]
     why = "no start" if row.get("start_us") is None else "duration " + repr(row.get("duration_us"))
-    msg = (f"{source}: {len(idx)} row(s) with a missing, non-finite or negative start or duration were left out of every table "
-           f"(first at {where(first)}: {why})")  # fmt: skip
+    msg = (
+        f"{source}: {len(idx)} row(s) with a missing, non-finite or negative start or duration were left out of every table "
+        f"(first at {where(first)}: {why})"
+    )
     return table.filter(pa.array(~bad)), [msg]

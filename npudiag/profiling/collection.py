@@ -54,7 +54,9 @@ class Plan:
         lines = [f"run: {shlex.join(self.argv)}"]
         lines += [f"env: {k}={shlex.quote(v)}" for k, v in self.env.items()]
         if self.acl_section is not None:
-            lines.append(f"acl.json ({self.acl_json}): {dumps(mp.merged_acl_json(self.acl_json, self.acl_section), indent=None)}")
+            lines.append(
+                f"acl.json ({self.acl_json}): {dumps(mp.merged_acl_json(self.acl_json, self.acl_section), indent=None)}"
+            )
         if self.window is not None:
             lines.append(f"analysis window: --steps {self.window}")
         return "\n".join(lines) + "\n"
@@ -175,8 +177,13 @@ def collect(
     return Collection(argv, result.returncode, result.elapsed_s, new, warnings)
 
 
-def export_unexported(paths: list[Path], *, follow_symlinks: bool = False, timeout_s: float | None = None,
-                      tell: Callable[[str], None] = lambda _message: None) -> list[str]:  # fmt: skip
+def export_unexported(
+    paths: list[Path],
+    *,
+    follow_symlinks: bool = False,
+    timeout_s: float | None = None,
+    tell: Callable[[str], None] = lambda _message: None,
+) -> list[str]:
     """Run the export each collected-but-unexported profile under ``paths`` needs: msprof's
     ``--export=on`` for a PROF_* folder, torch_npu's offline ``analyse`` (with a Python that has
     torch_npu) for an ``*_ascend_pt`` folder. They write inside those folders, as the tools do.
@@ -194,8 +201,10 @@ def export_unexported(paths: list[Path], *, follow_symlinks: bool = False, timeo
                     continue
                 python = torch_python()
                 if python is None:
-                    raise ToolError(f"{unit.path}: --export needs torch_npu's offline parse, and no Python with torch_npu was found "
-                                    "(tried this Python and python3 on PATH); run it where torch_npu is installed")  # fmt: skip
+                    raise ToolError(
+                        f"{unit.path}: --export needs torch_npu's offline parse, and no Python with torch_npu was found "
+                        "(tried this Python and python3 on PATH); run it where torch_npu is installed"
+                    )
                 argv = torch_parse_argv(python, unit.path)
                 done.add(unit.path.parent)
             else:

@@ -45,7 +45,9 @@ class Unit:
 
     # files in the profile that match no format by name or content, with the reason
     not_read: list[tuple[Path, str]] = field(default_factory=list)
-    declared_rank: int | None = None  # the rank its own records declare (``rank`` may be given one when it declares none)
+    declared_rank: int | None = (
+        None  # the rank its own records declare (``rank`` may be given one when it declares none)
+    )
 
     def add(self, path: Path, *, sniff: bool = False) -> bool:
         """File ``path`` under its kind; with ``sniff``, a CSV or JSON of unknown name is recognised by
@@ -129,7 +131,9 @@ class Scope:
 
     def allows(self, p: Path) -> bool:
         if p.is_symlink() and not self.follow and not inside(p, self.root):
-            self.notes.append(f"{p}: a link to {_link_target(p)}, outside {self.root}; not followed (--follow-symlinks reads it)")
+            self.notes.append(
+                f"{p}: a link to {_link_target(p)}, outside {self.root}; not followed (--follow-symlinks reads it)"
+            )
             return False
         return True
 
@@ -209,7 +213,11 @@ def msprof_export_argv(msprof: str, prof: Path) -> list[str]:
 
 def torch_parse_argv(python: str, folder: Path) -> list[str]:
     """torch_npu's offline parse: ``analyse`` takes the folder that holds the ``*_ascend_pt`` folders."""
-    return [python, "-c", f"from torch_npu.profiler.profiler import analyse; analyse(profiler_path={str(folder.parent)!r})"]
+    return [
+        python,
+        "-c",
+        f"from torch_npu.profiler.profiler import analyse; analyse(profiler_path={str(folder.parent)!r})",
+    ]
 
 
 def msprof_export_command(prof: Path) -> str:
@@ -382,7 +390,10 @@ def _collection_span(u: Unit) -> tuple[float, float] | None:
     (collectionTimeBegin / End, µs), else the time in its name and the folder's last change."""
     folder = collection_folder(u)
     begins, ends = [], []
-    for pattern, key, out in (("*/start_info.[0-9]*", "collectionTimeBegin", begins), ("*/end_info.[0-9]*", "collectionTimeEnd", ends)):
+    for pattern, key, out in (
+        ("*/start_info.[0-9]*", "collectionTimeBegin", begins),
+        ("*/end_info.[0-9]*", "collectionTimeEnd", ends),
+    ):
         for f in sorted(folder.glob(pattern))[:16]:
             if f.name.endswith(".done"):
                 continue

@@ -61,8 +61,18 @@ DATA = (
     Data("kernels", "device tasks (operators on the NPU)", "activities=[ProfilerActivity.NPU]", "--task-time=on"),
     Data("host_api", "CANN API calls on the host", "profiler_level=Level1 or higher", "--ascendcl=on"),
     Data("framework_ops", "framework operators (cpu_op)", "activities=[ProfilerActivity.CPU]", "(torch_npu only)"),
-    Data("modules", "torch module ranges (nn.Module forwards)", "with_stack=True and with_modules=True", "(torch_npu only)"),
-    Data("flows", "host-to-device flows (op launch -> kernel)", "activities CPU and NPU", "--ascendcl=on with --task-time=on"),
+    Data(
+        "modules",
+        "torch module ranges (nn.Module forwards)",
+        "with_stack=True and with_modules=True",
+        "(torch_npu only)",
+    ),
+    Data(
+        "flows",
+        "host-to-device flows (op launch -> kernel)",
+        "activities CPU and NPU",
+        "--ascendcl=on with --task-time=on",
+    ),
     Data(
         "steps",
         "step boundaries",
@@ -70,14 +80,24 @@ DATA = (
         "a graph model's iterations, or the application's mstx marks with --msproftx=on",
     ),
     Data("memory", "memory records", "profile_memory=True", "--task-memory=on"),
-    Data("communication", "collective communication (HCCL)", "profiler_level=Level1 or higher, on more than one rank", "--hccl=on"),
+    Data(
+        "communication",
+        "collective communication (HCCL)",
+        "profiler_level=Level1 or higher, on more than one rank",
+        "--hccl=on",
+    ),
     Data(
         "aicore_metrics",
         "AI Core PMU metrics per kernel",
         "aic_metrics=AiCMetrics.PipeUtilization (Level1 or higher)",
         "--aic-metrics=PipeUtilization",
-    ),  # fmt: skip
-    Data("frequency", "AI Core frequency samples", "(recorded where the chip reports it)", "(recorded where the chip reports it)"),
+    ),
+    Data(
+        "frequency",
+        "AI Core frequency samples",
+        "(recorded where the chip reports it)",
+        "(recorded where the chip reports it)",
+    ),
 )
 DATA_BY_NAME = {d.name: d for d in DATA}
 
@@ -89,7 +109,19 @@ COUNTED_BY = {
     "frequency": ("aicore_freq",),
 }  # fmt: skip
 # PMU columns of the kernels table (the tail --aic-metrics adds to kernel_details / op_summary, a .db's TASK_PMU_INFO)
-PMU_PREFIXES = ("aicore_time", "aic_", "aiv_", "cube_utilization", "vec_", "mac_", "mte", "scalar_", "ub_", "l2_", "main_mem")
+PMU_PREFIXES = (
+    "aicore_time",
+    "aic_",
+    "aiv_",
+    "cube_utilization",
+    "vec_",
+    "mac_",
+    "mte",
+    "scalar_",
+    "ub_",
+    "l2_",
+    "main_mem",
+)
 
 
 @dataclass
@@ -155,12 +187,20 @@ class HealthResult:
             "warnings": self.warnings,
             "ranks_not_profiled": self.ranks_not_profiled,
             "profiles": [
-                {"path": str(p.path), "kind": p.kind, "rank": p.rank, "world_size": p.world_size, "versions": p.versions,
-                 "config": p.config, "problems": p.problems, "notes": p.notes,
-                 "data": [asdict(d) for d in p.data]}
+                {
+                    "path": str(p.path),
+                    "kind": p.kind,
+                    "rank": p.rank,
+                    "world_size": p.world_size,
+                    "versions": p.versions,
+                    "config": p.config,
+                    "problems": p.problems,
+                    "notes": p.notes,
+                    "data": [asdict(d) for d in p.data],
+                }
                 for p in self.profiles
             ],
-        }  # fmt: skip
+        }
 
 
 def check(paths: Iterable[str | Path]) -> HealthResult:
@@ -242,7 +282,9 @@ def _job_problems(units: list[disc.Unit], profiles: list[ProfileHealth]) -> list
         world = worlds.pop()
         missing = sorted(set(range(world)) - ranks)
         if missing:
-            shown = ", ".join(str(r) for r in missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+            shown = ", ".join(str(r) for r in missing[:20]) + (
+                f" and {len(missing) - 20} more" if len(missing) > 20 else ""
+            )
             out.append(f"world size {world}, {len(ranks)} ranks found: rank(s) {shown} missing")
     for key in ("torch_npu", "cann"):
         seen = {p.versions[key] for p in profiles if key in p.versions}
@@ -272,8 +314,10 @@ def _profile(u: disc.Unit, res: UnitResult | None, failed: str | None, record: d
                 if data and f.name not in used.setdefault(data, []):
                     used[data].append(f.name)
     if "kineto" in u.files:
-        p.notes.append("a PyTorch (Kineto) trace of a GPU run; npudiag reads its framework ops and their kernels' time, "
-                       "a baseline for compare --level torch; no NPU data is expected")  # fmt: skip
+        p.notes.append(
+            "a PyTorch (Kineto) trace of a GPU run; npudiag reads its framework ops and their kernels' time, "
+            "a baseline for compare --level torch; no NPU data is expected"
+        )
     if res is not None:
         p.notes.extend(w.removeprefix(f"{u.path}: ") for w in res.warnings)
     if u.unexported:
@@ -287,7 +331,9 @@ def _profile(u: disc.Unit, res: UnitResult | None, failed: str | None, record: d
         totals = [n for n in used.get(d.name, []) if _from_totals(n, u)]
         if not rows and totals:
             what = "operator type" if d.name == "kernels" else "name"
-            p.data.append(DataRow(d.name, PARTIAL, found_in=", ".join(totals), note=f"totals per {what} only; no per-row file"))
+            p.data.append(
+                DataRow(d.name, PARTIAL, found_in=", ".join(totals), note=f"totals per {what} only; no per-row file")
+            )
             if expected.get(d.name):
                 p.problems.append(f"only totals per {what} ({', '.join(totals)}); no file with one row per {d.what}")
             continue
@@ -304,7 +350,9 @@ def _profile(u: disc.Unit, res: UnitResult | None, failed: str | None, record: d
             continue
         switch = d.torch_switch if p.kind == "torch_npu" else d.msprof_switch
         if expected.get(d.name):
-            p.data.append(DataRow(d.name, MISSING, note=f"the configuration asked for it ({expected[d.name]}); none found"))
+            p.data.append(
+                DataRow(d.name, MISSING, note=f"the configuration asked for it ({expected[d.name]}); none found")
+            )
             p.problems.append(f"no {d.what}, though {expected[d.name]}")
         else:
             p.data.append(DataRow(d.name, NOT_COLLECTED, note=switch))
@@ -317,7 +365,12 @@ def _profile(u: disc.Unit, res: UnitResult | None, failed: str | None, record: d
 def _added_data() -> tuple[Data, ...]:
     """The kinds of data formats registered beyond npudiag's own report (a reader's new table)."""
     known = {d.name for d in DATA}
-    added = {f.reports[t]: f.kind for f in registry.formats().values() for t in f.yields if f.reports.get(t) not in (None, *known)}
+    added = {
+        f.reports[t]: f.kind
+        for f in registry.formats().values()
+        for t in f.yields
+        if f.reports.get(t) not in (None, *known)
+    }
     how = "(see the format's reader)"
     return tuple(Data(name, f"{name} ({kind} files)", how, how) for name, kind in added.items())
 
@@ -450,4 +503,6 @@ def _judge_flows(row: DataRow, links: dict[str, int], p: ProfileHealth) -> None:
     row.note = "; ".join(x for x in (row.note, *notes) if x)
     if ids and not resolved and not row.rows:
         row.status = PARTIAL
-        p.problems.append(f"none of {ids:,} host-to-device flows resolves (a start with its end): operators cannot be tied to kernels")
+        p.problems.append(
+            f"none of {ids:,} host-to-device flows resolves (a start with its end): operators cannot be tied to kernels"
+        )

@@ -43,7 +43,16 @@ from npudiag.safeio import sha256_of
 Progress = Callable[[int], None]
 # what a reader may raise on input no real tool writes; turned into one line for that file so the
 # other files of the run are still read
-READ_ERRORS = (InputError, pa.ArrowException, ValueError, TypeError, OverflowError, UnicodeDecodeError, OSError, RecursionError)
+READ_ERRORS = (
+    InputError,
+    pa.ArrowException,
+    ValueError,
+    TypeError,
+    OverflowError,
+    UnicodeDecodeError,
+    OSError,
+    RecursionError,
+)
 
 
 def as_input_error(path: Path, exc: BaseException) -> InputError:
@@ -51,7 +60,9 @@ def as_input_error(path: Path, exc: BaseException) -> InputError:
         return exc
     if isinstance(exc, OSError):
         return InputError(path, f"cannot read: {exc.strerror or exc}")
-    return InputError(path, f"unexpected content ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})")
+    return InputError(
+        path, f"unexpected content ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})"
+    )
 
 
 @dataclass
@@ -80,7 +91,14 @@ class Profile:
 class _UnitReader:
     """Reads one unit's files, each at most once, recording per file what it was used for."""
 
-    def __init__(self, unit: Unit, record: dict[Path, InputFile], warnings: list[str], errors: list[str], progress: Progress | None):
+    def __init__(
+        self,
+        unit: Unit,
+        record: dict[Path, InputFile],
+        warnings: list[str],
+        errors: list[str],
+        progress: Progress | None,
+    ):
         self.unit = unit
         self.record = record
         self.warnings = warnings
@@ -130,7 +148,13 @@ class _UnitReader:
     def first_level(self, role: str, name: str) -> list[pa.Table]:
         """The ``name`` rows of the best precedence level of ``role`` whose files hold any, marked as used."""
         for level in levels(role):
-            found = [(p, kind, t.tables[name]) for kind in level if kind in self.unit.files for p, t in self.read(kind) if t.rows(name)]
+            found = [
+                (p, kind, t.tables[name])
+                for kind in level
+                if kind in self.unit.files
+                for p, t in self.read(kind)
+                if t.rows(name)
+            ]
             if found:
                 for p, kind, _ in found:
                     self.use(kind, name, [p])
@@ -200,7 +224,9 @@ def _launch_ns(kernels: pa.Table, api: pa.Table | None) -> pa.Array | None:
         calls = api.select(["connection_id", "start_ns"])  # a filter copies every column it keeps
         calls = calls.filter(pc.is_valid(calls["connection_id"]))
         if calls.num_rows:
-            by_conn = pc.take(calls["start_ns"], pc.index_in(kernels["connection_id"], value_set=calls["connection_id"]))
+            by_conn = pc.take(
+                calls["start_ns"], pc.index_in(kernels["connection_id"], value_set=calls["connection_id"])
+            )
             launch = by_conn if launch is None else pc.coalesce(launch, by_conn)
     return launch
 
@@ -233,8 +259,9 @@ def _device_tasks(r: _UnitReader) -> _DeviceTasks:
             rows = [(p, t) for p, t in r.read(source) if t.rows("kernels")]
             if not rows:
                 continue
-            d.kernels, d.copies, d.comm_tasks, d.api_calls = (_by_time([t.tables[n] for _, t in rows])
-                                                              for n in ("kernels", "copies", "comm_tasks", "api_calls"))  # fmt: skip
+            d.kernels, d.copies, d.comm_tasks, d.api_calls = (
+                _by_time([t.tables[n] for _, t in rows]) for n in ("kernels", "copies", "comm_tasks", "api_calls")
+            )
             d.counts += [t.task_counts for _, t in rows]
             r.use(source, "kernels", [p for p, _ in rows])
             d.presplit = True
@@ -255,8 +282,15 @@ def _device_tasks(r: _UnitReader) -> _DeviceTasks:
         timeline = _first_kind(r, sources("device_timeline"), "tasks", "copies")
         if timeline is not None:
             # the same files' communication ops: how the CSV's HCCL rows were launched
-            comm = _by_time([t.tables["comm_ops"] for k in sources("device_timeline") if k in r.unit.files
-                             for _, t in r.read(k) if t.rows("comm_ops")])  # fmt: skip
+            comm = _by_time(
+                [
+                    t.tables["comm_ops"]
+                    for k in sources("device_timeline")
+                    if k in r.unit.files
+                    for _, t in r.read(k)
+                    if t.rows("comm_ops")
+                ]
+            )
             d.kernels = launch_from_timeline(d.kernels, timeline, comm)
             split = split_tasks(timeline, hccl_streams)
             d.copies, d.comm_tasks = split.device_copies, split.comm_tasks
@@ -281,7 +315,9 @@ def _steps(r: _UnitReader, warnings: list[str]) -> pa.Table:
     step_parts = [t.tables["steps"] for _, t in r.reads(sources("steps"))]
     dup = duplicate_steps(step_parts)
     if dup:
-        warnings.append(f"{u.path}: step {', '.join(map(str, dup[:5]))} appear(s) more than once in one step file; each counted once")
+        warnings.append(
+            f"{u.path}: step {', '.join(map(str, dup[:5]))} appear(s) more than once in one step file; each counted once"
+        )
     steps = merge_steps(step_parts)
     if steps.num_rows:
         steps = _fill(steps, "rank", u.rank, pa.int32())
@@ -298,9 +334,13 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
     r = _UnitReader(u, record, warnings, errors, progress)
     d = _device_tasks(r)
     if d.unknown:
-        warnings.append(f"{u.path}: task types {', '.join(sorted(d.unknown))} are not in npudiag's task table; counted as compute")
+        warnings.append(
+            f"{u.path}: task types {', '.join(sorted(d.unknown))} are not in npudiag's task table; counted as compute"
+        )
     # host calls from the best source that records them on its own; a .db that gave the kernels gives its own
-    api = _first_kind(r, tuple(k for k in sources("api_calls") if "tasks" in formats()[k].yields), "api_calls", "api_calls")
+    api = _first_kind(
+        r, tuple(k for k in sources("api_calls") if "tasks" in formats()[k].yields), "api_calls", "api_calls"
+    )
     if api is None and d.api_calls is not None and d.api_calls.num_rows:
         api = d.api_calls
         r.use(d.source, "api_calls")
@@ -314,8 +354,10 @@ def read_unit(u: Unit, record: dict[Path, InputFile], progress: Progress | None)
         kernels, derived, examples = fill_op_types(kernels)
         if derived:  # torch_npu Level0 writes N/A; MindSpore's timelines carry names only
             shown = ", ".join(f"{_short(name)} -> {_short(kind)}" for name, kind in examples)
-            warnings.append(f"{u.path}: {derived:,} kernel(s) record no op type; their type is taken from the op name"
-                            + (f" (here: {shown})" if shown else ""))  # fmt: skip
+            warnings.append(
+                f"{u.path}: {derived:,} kernel(s) record no op type; their type is taken from the op name"
+                + (f" (here: {shown})" if shown else "")
+            )
         parts["kernels"].append(kernels)
         if comm_tasks is not None:
             comm_tasks = name_comm_tasks(comm_tasks, kernels)
@@ -366,8 +408,10 @@ def _unit_info(u: Unit, d: _DeviceTasks, parts: dict[str, list[pa.Table]], warni
     data_like = [p.name for p, _ in u.not_read if p.suffix.lower() in (".csv", ".json", ".db")]
     if data_like:
         shown = ", ".join(data_like[:5]) + (f" and {len(data_like) - 5} more" if len(data_like) > 5 else "")
-        warnings.append(f"{u.path}: {len(data_like)} file(s) not read, their name and content match no format npudiag reads: "
-                        f"{shown} (listed under not_read in manifest.json)")  # fmt: skip
+        warnings.append(
+            f"{u.path}: {len(data_like)} file(s) not read, their name and content match no format npudiag reads: "
+            f"{shown} (listed under not_read in manifest.json)"
+        )
     if u.kind == "torch_npu":
         args, warning = read_distributed_args(u.path / "profiler_metadata.json")
         if warning:
@@ -400,7 +444,9 @@ def conform_parts(parts: dict[str, list[pa.Table]]) -> dict[str, pa.Table]:
     for name in read_tables():
         schema = schemas.TABLES[name]
         ps = parts.get(name, [])
-        tables[name] = schemas.conform(schemas.concat(ps), schema, keep_extra=(name == "kernels")) if ps else schemas.empty(name)
+        tables[name] = (
+            schemas.conform(schemas.concat(ps), schema, keep_extra=(name == "kernels")) if ps else schemas.empty(name)
+        )
     return tables
 
 
@@ -428,7 +474,9 @@ def find_units(paths: list[Path], follow_symlinks: bool = False, runs: str = "la
     seen: dict[Path, Path] = {}  # resolved unit folder / file -> the path it was first found under
     for p in paths:
         if not p.exists():
-            errors.append(f"{p}: no such file or folder" if not p.is_symlink() else f"{p}: a link to nothing ({os.readlink(p)})")
+            errors.append(
+                f"{p}: no such file or folder" if not p.is_symlink() else f"{p}: a link to nothing ({os.readlink(p)})"
+            )
             continue
         found = discover(p, errors if p.is_file() else warnings, follow_symlinks)
         if not found and p.is_dir():
@@ -449,10 +497,14 @@ def find_units(paths: list[Path], follow_symlinks: bool = False, runs: str = "la
         if runs == "latest":
             drop = {id(u) for u in group[:-1]}
             units = [u for u in units if id(u) not in drop]
-            warnings.append(f"{where}: {len(group)} runs of the same process ({names}), not {len(group)} ranks; "
-                            f"analysing the latest, {group[-1].path.name} (--runs all reads each as its own rank)")  # fmt: skip
+            warnings.append(
+                f"{where}: {len(group)} runs of the same process ({names}), not {len(group)} ranks; "
+                f"analysing the latest, {group[-1].path.name} (--runs all reads each as its own rank)"
+            )
         else:
-            warnings.append(f"{where}: {len(group)} runs of the same process ({names}) read as {len(group)} ranks (--runs all)")
+            warnings.append(
+                f"{where}: {len(group)} runs of the same process ({names}) read as {len(group)} ranks (--runs all)"
+            )
     duplicates = {r: [str(u.path) for u in us] for r, us in duplicate_ranks(units).items()}
     warnings.extend(assign_ranks(units))
     return Found(units, file_records(units), warnings, errors, duplicates)
@@ -500,7 +552,9 @@ def read_units(
     return results, failed
 
 
-def _read_once(units: list[Unit], results: dict[int, UnitResult], record: dict[Path, InputFile], warnings: list[str]) -> None:
+def _read_once(
+    units: list[Unit], results: dict[int, UnitResult], record: dict[Path, InputFile], warnings: list[str]
+) -> None:
     """Two exports of one collection (see :mod:`npudiag.profiling.same_run`) are one rank: the richer
     reading stays, the others are dropped from ``results``, their files marked unused, a line says which."""
     idx = sorted(results)
@@ -511,8 +565,13 @@ def _read_once(units: list[Unit], results: dict[int, UnitResult], record: dict[P
     for i in idx:
         parts = results[i].parts
         k = [t for t in parts.get("kernels", []) if t.num_rows]
-        richness.append((sum(1 for ts in parts.values() if any(t.num_rows for t in ts)), max((t.num_columns for t in k), default=0),
-                         sum(t.num_rows for t in k)))  # fmt: skip
+        richness.append(
+            (
+                sum(1 for ts in parts.values() if any(t.num_rows for t in ts)),
+                max((t.num_columns for t in k), default=0),
+                sum(t.num_rows for t in k),
+            )
+        )
     for rep in repeated_exports([results[i].parts.get("kernels", []) for i in idx], richness, ranks):
         drop, keep = units[idx[rep.dropped]], units[idx[rep.kept]]
         res = results.pop(idx[rep.dropped])

@@ -64,7 +64,9 @@ class ProfileOptions:
     storage_limit_mb: int | None = None
     extra: list[str] = field(default_factory=list)  # --msprof-arg, passed through unchanged
 
-    implied: tuple[str, ...] = field(default=(), init=False)  # the switches --memory turned on (the user did not type them)
+    implied: tuple[str, ...] = field(
+        default=(), init=False
+    )  # the switches --memory turned on (the user did not type them)
 
     def __post_init__(self) -> None:
         if self.memory:  # operator memory, and the device memory (HBM / DDR) timeline
@@ -74,13 +76,25 @@ class ProfileOptions:
 
     def validate(self) -> None:
         if self.memory and "off" in (self.task_memory, self.sys_hardware_mem):
-            raise ValueError("--memory turns on --task-memory and --sys-hardware-mem; leave out the one set to off, or --memory")
+            raise ValueError(
+                "--memory turns on --task-memory and --sys-hardware-mem; leave out the one set to off, or --memory"
+            )
 
         def one_of(name: str, value: str | None, allowed: tuple[str, ...]) -> None:
             if value is not None and value not in allowed:
                 raise ValueError(f"--{name} must be one of {', '.join(allowed)}, not {value!r}")
 
-        for name in ("ascendcl", "runtime_api", "aicpu", "ai_core", "sys_hardware_mem", "l2", "hccl", "task_memory", "msproftx"):
+        for name in (
+            "ascendcl",
+            "runtime_api",
+            "aicpu",
+            "ai_core",
+            "sys_hardware_mem",
+            "l2",
+            "hccl",
+            "task_memory",
+            "msproftx",
+        ):
             one_of(name.replace("_", "-"), getattr(self, name), ON_OFF)
         one_of("ge-api", self.ge_api, GE_API)
         for name in ("mstx_domain_include", "mstx_domain_exclude"):
@@ -94,7 +108,10 @@ class ProfileOptions:
         one_of("task-time", self.task_time, TASK_TIME)
         one_of("aic-metrics", self.aic_metrics, AIC_METRICS)
         one_of("aic-mode", self.aic_mode, AIC_MODES)
-        if self.storage_limit_mb is not None and not STORAGE_LIMIT_MB[0] <= self.storage_limit_mb <= STORAGE_LIMIT_MB[1]:
+        if (
+            self.storage_limit_mb is not None
+            and not STORAGE_LIMIT_MB[0] <= self.storage_limit_mb <= STORAGE_LIMIT_MB[1]
+        ):
             raise ValueError(f"--storage-limit must be in [{STORAGE_LIMIT_MB[0]}, {STORAGE_LIMIT_MB[1]}] MB")
         for name in ("delay_s", "duration_s", "aic_freq", "sys_hardware_mem_freq"):
             v = getattr(self, name)
@@ -107,7 +124,9 @@ class ProfileOptions:
                 raise ValueError(f"--msprof-arg {why}")
             switch = arg.split("=", 1)[0]
             if switch in named:
-                raise ValueError(f"{switch} is given twice: as an npudiag option and through --msprof-arg={arg}; keep one")
+                raise ValueError(
+                    f"{switch} is given twice: as an npudiag option and through --msprof-arg={arg}; keep one"
+                )
 
 
 # option attribute -> msprof switch
@@ -218,7 +237,9 @@ def torch_schedule(start: int | None, stop: int | None) -> str:
         raise ValueError("--stop-step must not be before --start-step")
     warmup = 1 if first >= 1 else 0
     skip = first - warmup
-    return f"torch_npu.profiler.schedule(wait=0, warmup={warmup}, active={stop - first + 1}, repeat=1, skip_first={skip})"
+    return (
+        f"torch_npu.profiler.schedule(wait=0, warmup={warmup}, active={stop - first + 1}, repeat=1, skip_first={skip})"
+    )
 
 
 _TORCH_METRICS = {m: f"AiCMetrics.{m}" for m in AIC_METRICS}

@@ -45,7 +45,9 @@ class Switch:
         if self.values and value not in self.values:
             return f"--{self.name}={value}: expected one of {', '.join(self.values)}"
         number = value.removesuffix("MB") if self.mb else value
-        if self.low is not None and (not re.fullmatch(r"[0-9]{1,10}", number) or not self.low <= int(number) <= (self.high or self.low)):
+        if self.low is not None and (
+            not re.fullmatch(r"[0-9]{1,10}", number) or not self.low <= int(number) <= (self.high or self.low)
+        ):
             unit = " MB, e.g. 500MB" if self.mb else ""
             return f"--{self.name}={value}: expected a whole number from {self.low} to {self.high}{unit}"
         if self.items:
@@ -105,7 +107,11 @@ SWITCHES: dict[str, Switch] = {
         Switch("aiv-metrics", AIC_METRICS, custom=True),
         Switch("npu-events", what="raw PMU events"),
         Switch("sys-devices", what="all, or device ids 0,1,..."),
-        Switch("llc-profiling", ("read", "write", "capacity", "bandwidth"), what="read/write; capacity/bandwidth on some chips"),
+        Switch(
+            "llc-profiling",
+            ("read", "write", "capacity", "bandwidth"),
+            what="read/write; capacity/bandwidth on some chips",
+        ),
         Switch("sys-mem-serviceflow"),
         Switch("optype", what="op types to scale, opType1,opType2"),
         *_on_off(
@@ -129,7 +135,7 @@ SWITCHES: dict[str, Switch] = {
             "hccl",
             "instr-profiling",
             "l2",
-        ),  # fmt: skip
+        ),
         Switch("aicore-shape", ON_OFF),
         Switch("task-time", LEVELS, what="device task timeline (l0 - l2; l3 on some chips)"),
         Switch("task-trace", LEVELS),
@@ -167,7 +173,10 @@ SWITCHES: dict[str, Switch] = {
     ]
 }
 # switches npudiag sets itself: given through --msprof-arg they would fight its own
-SET_BY_NPUDIAG = {"output": "--collect-dir", "application": "the program after npudiag's options (npudiag profile [OPTIONS] ./app)"}
+SET_BY_NPUDIAG = {
+    "output": "--collect-dir",
+    "application": "the program after npudiag's options (npudiag profile [OPTIONS] ./app)",
+}
 
 
 def check_switch(arg: str) -> str | None:

@@ -84,7 +84,11 @@ def fill_op_types(kernels: pa.Table) -> tuple[pa.Table, int, list[tuple[str, str
     filled = pc.if_else(missing, per_row, kernels["op_type"])
     got = int(pc.sum(pc.and_(missing, pc.is_valid(per_row))).as_py() or 0)
     i = kernels.schema.get_field_index("op_type")
-    return kernels.set_column(i, kernels.schema.field(i), filled.cast(kernels.schema.field(i).type)), got, _examples(distinct, derived)
+    return (
+        kernels.set_column(i, kernels.schema.field(i), filled.cast(kernels.schema.field(i).type)),
+        got,
+        _examples(distinct, derived),
+    )
 
 
 def _examples(names: pa.Array, types: pa.Array, n: int = 3) -> list[tuple[str, str]]:

@@ -26,7 +26,15 @@ from npudiag.output import OutputFolder, atomic_write, csv_column, dumps, json_s
 from npudiag.phases import phase
 from npudiag.profiling.analysis import cluster as cl
 from npudiag.profiling.analysis.compare import HOST_LEVELS, LEVELS, compare_totals, diff_ops, matched, steps_per_run
-from npudiag.profiling.analysis.gate import GateConfig, check_alpha, check_min_delta, check_top_ops, config_from, judge, parse_percent
+from npudiag.profiling.analysis.gate import (
+    GateConfig,
+    check_alpha,
+    check_min_delta,
+    check_top_ops,
+    config_from,
+    judge,
+    parse_percent,
+)
 from npudiag.profiling.analysis.markers import markers
 from npudiag.profiling.analysis.metrics import canonical_metric, known_metric
 from npudiag.profiling.analysis.op_perf import peak_option
@@ -77,7 +85,12 @@ class Analysis:
 
 
 def _meta(paths: list[Path], errors: list[str], warnings: list[str]) -> dict:
-    return {"npudiag_version": __version__, "title": ", ".join(str(p) for p in paths), "errors": errors, "warnings": warnings}
+    return {
+        "npudiag_version": __version__,
+        "title": ", ".join(str(p) for p in paths),
+        "errors": errors,
+        "warnings": warnings,
+    }
 
 
 def analyze(
@@ -109,8 +122,19 @@ def analyze(
     into those folders). ``runs``: of repeated runs of one process collected side by side, analyse the
     ``"latest"`` or ``"all"`` (each as its own rank)."""
     if options is None:
-        options = AnalyzeOptions.of(steps=steps, time=time, rule_options=rule_options, top=top, by=by, force=force,
-                                    scheduler=scheduler, dask=dask, follow_symlinks=follow_symlinks, export=export, runs=runs)  # fmt: skip
+        options = AnalyzeOptions.of(
+            steps=steps,
+            time=time,
+            rule_options=rule_options,
+            top=top,
+            by=by,
+            force=force,
+            scheduler=scheduler,
+            dask=dask,
+            follow_symlinks=follow_symlinks,
+            export=export,
+            runs=runs,
+        )
     paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
     out = Path(out) if out is not None else None
     # collected but never exported: run msprof's export / torch_npu's parse first
@@ -128,7 +152,9 @@ def analyze(
     return _analyze_one(found, out, paths, options, progress)
 
 
-def analyze_collected(collected: Collection, out: Path, *, steps: str | None = None, force: bool = False, progress=None):
+def analyze_collected(
+    collected: Collection, out: Path, *, steps: str | None = None, force: bool = False, progress=None
+):
     """Analyze what a collection wrote into ``out``, keeping the ``steps`` window; where the window
     cannot be applied (msprof's op_summary rows carry no step ids) analyse every step instead, with a
     warning that says why."""
@@ -149,7 +175,9 @@ def analyze_collected(collected: Collection, out: Path, *, steps: str | None = N
         return result
 
 
-def _analyze_one(found: Found, target: Path | None, paths: list[Path], options: AnalyzeOptions, progress: Progress | None) -> Analysis:
+def _analyze_one(
+    found: Found, target: Path | None, paths: list[Path], options: AnalyzeOptions, progress: Progress | None
+) -> Analysis:
     """One rank (or loose files, or in memory): every table in memory, written as one file each."""
     with phase("read"):
         if progress is not None:
@@ -174,7 +202,9 @@ def _analyze_one(found: Found, target: Path | None, paths: list[Path], options: 
     try:
         try:
             with phase("analyse"):
-                done = analyse(profile.tables, window, options.rule_options, on_cut=write_read if writer is not None else None)
+                done = analyse(
+                    profile.tables, window, options.rule_options, on_cut=write_read if writer is not None else None
+                )
         except ValueError as exc:  # WindowError, CutError: the window is the problem, not the profile
             raise OptionError(str(exc), window.option) from None
         profile.warnings.extend(done.warnings)
@@ -182,23 +212,39 @@ def _analyze_one(found: Found, target: Path | None, paths: list[Path], options: 
             for name in DERIVED:
                 writer.submit(name, done.tables[name])
             meta["out"] = str(target)
-        summary = summary_from_parts(SummaryParts.of(done.tables), top=options.top, by=options.by, meta=meta, rules_skipped=done.skipped)
+        summary = summary_from_parts(
+            SummaryParts.of(done.tables), top=options.top, by=options.by, meta=meta, rules_skipped=done.skipped
+        )
         if writer is not None:
             with phase("write: the manifest, after the Parquet writers"):
-                writer.finish(analysis_manifest(
-                    profile.inputs, profile.units, {name: t.num_rows for name, t in profile.tables.items()}, profile.warnings,
-                    profile.errors, rules={"options": options.rule_options, "skipped": done.skipped},
-                    layout="one <table>.parquet per table",
-                ))  # fmt: skip
+                writer.finish(
+                    analysis_manifest(
+                        profile.inputs,
+                        profile.units,
+                        {name: t.num_rows for name, t in profile.tables.items()},
+                        profile.warnings,
+                        profile.errors,
+                        rules={"options": options.rule_options, "skipped": done.skipped},
+                        layout="one <table>.parquet per table",
+                    )
+                )
     finally:
         if writer is not None:
             writer.abandon()
     return Analysis(
-        summary, target if writer is not None else None, profile.inputs, profile.errors, profile.warnings, read_any, done.tables
+        summary,
+        target if writer is not None else None,
+        profile.inputs,
+        profile.errors,
+        profile.warnings,
+        read_any,
+        done.tables,
     )
 
 
-def _analyze_ranks(found: Found, target: Path, paths: list[Path], options: AnalyzeOptions, progress: Progress | None) -> Analysis:
+def _analyze_ranks(
+    found: Found, target: Path, paths: list[Path], options: AnalyzeOptions, progress: Progress | None
+) -> Analysis:
     """Many ranks: one task per rank (local pool or Dask), each writing its own partitions."""
     size = sum(f.size_bytes for f in found.record.values())
     backend = choose_backend(len(found.units), options.scheduler, options.dask, input_bytes=size)
@@ -208,14 +254,20 @@ def _analyze_ranks(found: Found, target: Path, paths: list[Path], options: Analy
         if progress is not None:
             progress.start("ranks", f"ranks ({backend.name})", len(found.units))
             on_rank = progress.advance
-        result = analyze_ranks(found, writer, backend, rule_options=options.rule_options, window=options.window, on_rank=on_rank)
+        result = analyze_ranks(
+            found, writer, backend, rule_options=options.rule_options, window=options.window, on_rank=on_rank
+        )
     except BaseException as exc:
         writer.folder.explain(exc)
         writer.abandon()
         raise
     meta = _meta(paths, result.errors, result.warnings)
     if options.window.active:
-        meta["window"] = {"steps": options.window.steps, "time_us": options.window.time_us, "time_origin": "each rank's first kernel"}
+        meta["window"] = {
+            "steps": options.window.steps,
+            "time_us": options.window.time_us,
+            "time_origin": "each rank's first kernel",
+        }
     try:
         if result.read_any:
             writer.finish(result.manifest(options.rule_options))
@@ -224,7 +276,9 @@ def _analyze_ranks(found: Found, target: Path, paths: list[Path], options: Analy
         writer.abandon()
     summary = summary_from_parts(result.parts, top=options.top, by=options.by, meta=meta, rules_skipped=result.skipped)
     # the whole profile is never in memory: .tables loads the --out folder on first use
-    return Analysis(summary, target if result.read_any else None, result.inputs, result.errors, result.warnings, result.read_any)
+    return Analysis(
+        summary, target if result.read_any else None, result.inputs, result.errors, result.warnings, result.read_any
+    )
 
 
 def load_output(out: str | Path, *, top: int = 20, by: str = "type") -> Analysis:
@@ -247,10 +301,14 @@ def load_output(out: str | Path, *, top: int = 20, by: str = "type") -> Analysis
         parts = SummaryParts.of(tables)
     errors, warnings = list(manifest.get("errors", [])), list(manifest.get("warnings", []))
     meta = {"npudiag_version": __version__, "title": str(out), "errors": errors, "warnings": warnings}
-    summary = summary_from_parts(parts, top=top, by=by, meta=meta, rules_skipped=manifest.get("rules", {}).get("skipped", {}))
+    summary = summary_from_parts(
+        parts, top=top, by=by, meta=meta, rules_skipped=manifest.get("rules", {}).get("skipped", {})
+    )
     listed = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)]
-    inputs = [InputFile(i["path"], str(i.get("kind")), None, 0, used_for=list(i.get("used_for") or []), error=i.get("error"))
-              for i in listed]  # fmt: skip
+    inputs = [
+        InputFile(i["path"], str(i.get("kind")), None, 0, used_for=list(i.get("used_for") or []), error=i.get("error"))
+        for i in listed
+    ]
     return Analysis(summary, out, inputs, errors, warnings, True, tables)
 
 
@@ -351,7 +409,9 @@ def cluster(
             dataset = folder.work / "tables"
             writer = TableSet(dataset)
             try:
-                result = analyze_ranks(found, writer, choose_backend(len(found.units), scheduler, dask), hash_inputs=False)
+                result = analyze_ranks(
+                    found, writer, choose_backend(len(found.units), scheduler, dask), hash_inputs=False
+                )
                 if not result.read_any:
                     raise InputError(path, result.errors[0] if result.errors else "no profiler data found")
                 writer.close_with(result.manifest())
@@ -370,7 +430,9 @@ def cluster(
         atomic_write(folder.work / "cluster_step_trace_time.csv", lambda fh: fh.write(buf.getvalue().encode("utf-8")))
         folder.commit({"input": str(path), "tables": "tables" if found is not None else str(dataset.absolute())})
     tables_at = (out / "tables").absolute() if found is not None else dataset
-    return Cluster(_cluster_summary(outputs, steps, sources, out, tables_at, thr, errors, warnings), outputs, errors, warnings)
+    return Cluster(
+        _cluster_summary(outputs, steps, sources, out, tables_at, thr, errors, warnings), outputs, errors, warnings
+    )
 
 
 def _cluster_folder(path: Path) -> Path | None:
@@ -382,7 +444,9 @@ def _cluster_folder(path: Path) -> Path | None:
     where = manifest.get("tables")
     tables = path / "tables" if where in (None, "tables") or not isinstance(where, str) else Path(where)
     if not is_out_folder(tables):
-        raise InputError(path, f"a cluster out folder whose rank tables ({tables}) are gone; run cluster on the profiles again")
+        raise InputError(
+            path, f"a cluster out folder whose rank tables ({tables}) are gone; run cluster on the profiles again"
+        )
     return tables
 
 
@@ -400,13 +464,27 @@ def _cluster_tables(dataset: Path, thr: float) -> tuple[dict[str, pa.Table], pa.
         lambda ranks: load_rank_rows(dataset, "kernels", ranks),
         lambda ranks: (load_rank_rows(dataset, "api_calls", ranks), load_rank_rows(dataset, "host_ops", ranks)),
     )
-    outputs = {"cluster_links": tables["comm_links"], "cluster_comm_ops": tables["comm_ops"], "cluster_steps": steps,
-               "cluster_slow_ranks": slow, "cluster_stages": stage_rows, "cluster_comm_waits": waits}  # fmt: skip
+    outputs = {
+        "cluster_links": tables["comm_links"],
+        "cluster_comm_ops": tables["comm_ops"],
+        "cluster_steps": steps,
+        "cluster_slow_ranks": slow,
+        "cluster_stages": stage_rows,
+        "cluster_comm_waits": waits,
+    }
     return outputs, steps, cl.phase_sources(tables, steps)
 
 
-def _cluster_summary(outputs: dict[str, pa.Table], steps: pa.Table, sources: dict[str, Any], out: Path, tables_at: Path, thr: float,
-                     errors: list[str], warnings: list[str]) -> dict[str, Any]:  # fmt: skip
+def _cluster_summary(
+    outputs: dict[str, pa.Table],
+    steps: pa.Table,
+    sources: dict[str, Any],
+    out: Path,
+    tables_at: Path,
+    thr: float,
+    errors: list[str],
+    warnings: list[str],
+) -> dict[str, Any]:
     per_step = cl.per_step(steps)
     comm_ops, links = outputs["cluster_comm_ops"], outputs["cluster_links"]
     return {
@@ -444,8 +522,14 @@ class Comparison:
         return json_safe(self.summary)
 
 
-def _sides(baseline, current, progress: Progress | None = None, window: Window = Window(), need_kernels: bool = True,
-           peak_tflops: str | None = None):  # fmt: skip
+def _sides(
+    baseline,
+    current,
+    progress: Progress | None = None,
+    window: Window = Window(),
+    need_kernels: bool = True,
+    peak_tflops: str | None = None,
+):
     """Both sides' runs; ``peak_tflops`` (as ``analyze --peak-tflops`` takes it) is op_efficiency's option
     for every run, so each run's op_perf is against that peak, an out folder's as well as a profile's."""
     options = None
@@ -458,7 +542,14 @@ def _sides(baseline, current, progress: Progress | None = None, window: Window =
     for p in (Path(baseline), Path(current)):
         if progress is not None:
             progress.start("phase", f"reading {p}", None)
-        sides.append(load_side(p, rule_options={"op_efficiency": options} if options else None, window=window, need_kernels=need_kernels))
+        sides.append(
+            load_side(
+                p,
+                rule_options={"op_efficiency": options} if options else None,
+                window=window,
+                need_kernels=need_kernels,
+            )
+        )
     return sides
 
 
@@ -488,8 +579,11 @@ def compare(
 
     window = window_option(steps, time)
     if level == "torch" and window.active:
-        raise OptionError("--steps / --time cut device tasks by step; --level torch compares torch_ops, each framework op's "
-                          "totals over the whole run: leave the window out or compare --level kernel", "steps")  # fmt: skip
+        raise OptionError(
+            "--steps / --time cut device tasks by step; --level torch compares torch_ops, each framework op's "
+            "totals over the whole run: leave the window out or compare --level kernel",
+            "steps",
+        )
     base, cur = _sides(baseline, current, progress, window, need_kernels=level == "kernel", peak_tflops=peak_tflops)
     bt, ct = [r.tables for r in base], [r.tables for r in cur]
     per_step = None
@@ -501,19 +595,27 @@ def compare(
     share = matched(diff)
     warnings = [w for r in base + cur for w in r.warnings]
     if per_step is not None:
-        warnings.append(f"the sides recorded {per_step[0]:g} and {per_step[1]:g} step(s) per run: framework ops are compared per "
-                        "step (each side's counts and times divided by its steps)")  # fmt: skip
+        warnings.append(
+            f"the sides recorded {per_step[0]:g} and {per_step[1]:g} step(s) per run: framework ops are compared per "
+            "step (each side's counts and times divided by its steps)"
+        )
     if level == "torch" and not diff.num_rows:
-        warnings.append("no framework ops on either side (torch_ops comes from torch_npu's trace_view.json cpu_op events or "
-                        "the .db's PYTORCH_API; msprof-only profiles have none)")  # fmt: skip
+        warnings.append(
+            "no framework ops on either side (torch_ops comes from torch_npu's trace_view.json cpu_op events or "
+            "the .db's PYTORCH_API; msprof-only profiles have none)"
+        )
     elif level == "module" and not diff.num_rows:
-        warnings.append("no torch modules on either side (recorded with torch_npu's with_stack / with_modules, as "
-                        "python_function 'nn.Module: X' events or the .db's PYTORCH_API rows of type trace)")  # fmt: skip
+        warnings.append(
+            "no torch modules on either side (recorded with torch_npu's with_stack / with_modules, as "
+            "python_function 'nn.Module: X' events or the .db's PYTORCH_API rows of type trace)"
+        )
     elif any(v is not None and v < 0.5 for v in share.values()):
         fmt = {k: "-" if v is None else f"{100 * v:.0f}%" for k, v in share.items()}
         hint = "" if level != "kernel" else "; --level torch matches framework ops, whatever the kernels are called"
-        warnings.append(f"only {fmt['baseline']} of the baseline's and {fmt['current']} of the current's device time is in ops "
-                        f"found on both sides: the sides differ in profiler level, naming or workload{hint}")  # fmt: skip
+        warnings.append(
+            f"only {fmt['baseline']} of the baseline's and {fmt['current']} of the current's device time is in ops "
+            f"found on both sides: the sides differ in profiler level, naming or workload{hint}"
+        )
     summary = {
         "baseline": describe(base),
         "current": describe(cur),
@@ -611,7 +713,9 @@ def gate(
     ``peak_tflops``: the peak mfu:KEY metrics are taken against, as ``analyze --peak-tflops``."""
     base, cur = _sides(baseline, current, progress, peak_tflops=peak_tflops)
     try:
-        result = judge([r.tables for r in base], [r.tables for r in cur], config if config is not None else GateConfig())
+        result = judge(
+            [r.tables for r in base], [r.tables for r in cur], config if config is not None else GateConfig()
+        )
     except OptionError:
         raise
     except ValueError as exc:

@@ -34,7 +34,15 @@ from npudiag.profiling.rules import PROFILE_WIDE, PROFILE_WIDE_RULES, findings_t
 from npudiag.profiling.rules.base import Skipped
 from npudiag.profiling.same_run import may_repeat, repeated_exports, same_collection_note
 from npudiag.safeio import sha256_of
-from npudiag.store import TableSet, analysis_manifest, dataset_ranks, load_outputs, load_rank_rows, partition_path, write_partition
+from npudiag.store import (
+    TableSet,
+    analysis_manifest,
+    dataset_ranks,
+    load_outputs,
+    load_rank_rows,
+    partition_path,
+    write_partition,
+)
 
 # the tables written per rank; hot_ops is one file for the whole profile
 DERIVED_RANK_TABLES = ("findings", "finding_intervals", "step_breakdown", "idle_gaps", "idle_causes", "op_perf")
@@ -98,7 +106,9 @@ def run_rank(job: RankJob) -> RankOutcome:
     for name in rank_tables():
         if tables[name].num_rows:
             write_partition(staging, name, unit.rank, tables[name])
-    return RankOutcome(res.info, res.record, res.warnings, res.errors, row_counts, SummaryParts.of(tables), skipped, partials)
+    return RankOutcome(
+        res.info, res.record, res.warnings, res.errors, row_counts, SummaryParts.of(tables), skipped, partials
+    )
 
 
 @dataclass
@@ -118,18 +128,27 @@ class RanksResult:
 
     def manifest(self, rule_options: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
         return analysis_manifest(
-            self.inputs, self.units, self.row_counts, self.warnings, self.errors,
+            self.inputs,
+            self.units,
+            self.row_counts,
+            self.warnings,
+            self.errors,
             rules={"options": rule_options or {}, "skipped": self.skipped},
-            layout="hive-partitioned by rank: <table>/rank=N/part-0.parquet", backend=self.backend,
-        )  # fmt: skip
+            layout="hive-partitioned by rank: <table>/rank=N/part-0.parquet",
+            backend=self.backend,
+        )
 
 
-def _profile_wide(parts: SummaryParts, outcomes: list[RankOutcome], overrides: dict[str, dict[str, float]]) -> tuple[pa.Table, dict]:
+def _profile_wide(
+    parts: SummaryParts, outcomes: list[RankOutcome], overrides: dict[str, dict[str, float]]
+) -> tuple[pa.Table, dict]:
     """The rules that need the whole profile, from what the ranks returned."""
     findings, skipped = [], {}
     for rule in PROFILE_WIDE_RULES:
         try:
-            findings += rule.combine(parts, [o.partials[rule.RULE_ID] for o in outcomes], options_for(rule.RULE_ID, overrides))
+            findings += rule.combine(
+                parts, [o.partials[rule.RULE_ID] for o in outcomes], options_for(rule.RULE_ID, overrides)
+            )
         except Skipped as why:
             skipped[rule.RULE_ID] = str(why)
     return findings_table(findings), skipped
@@ -173,7 +192,9 @@ def analyze_ranks(
     ordered = [outcomes[i] for i in sorted(outcomes)]
     record = dict(found.record)
     warnings, errors = list(found.warnings), list(found.errors)
-    warnings.extend(f"{found.units[i].path}: rank {found.units[i].rank} left out: {outside[i]}" for i in sorted(outside))
+    warnings.extend(
+        f"{found.units[i].path}: rank {found.units[i].rank} left out: {outside[i]}" for i in sorted(outside)
+    )
     warnings.extend(repeats)
     row_counts = {name: 0 for name in read_tables()}
     for o in ordered:
@@ -183,7 +204,11 @@ def analyze_ranks(
         for name, n in o.row_counts.items():
             row_counts[name] += n
     errors.extend(failed[i] for i in sorted(failed))
-    parts = SummaryParts.combine([o.parts for o in ordered]) if ordered else SummaryParts.of({n: schemas.empty(n) for n in schemas.TABLES})
+    parts = (
+        SummaryParts.combine([o.parts for o in ordered])
+        if ordered
+        else SummaryParts.of({n: schemas.empty(n) for n in schemas.TABLES})
+    )
     wide, skipped = _profile_wide(parts, ordered, overrides)
     if wide.num_rows:
         write_partition(staging, "findings", None, wide, part="profile")
@@ -194,7 +219,9 @@ def analyze_ranks(
             if all(rule_id in o.skipped for o in ordered[1:]):
                 skipped.setdefault(rule_id, why)
     writer.submit("hot_ops", parts.hot_ops)
-    return RanksResult(parts, skipped, list(record.values()), [o.info for o in ordered], warnings, errors, row_counts, backend.name)
+    return RanksResult(
+        parts, skipped, list(record.values()), [o.info for o in ordered], warnings, errors, row_counts, backend.name
+    )
 
 
 def _repeated_exports(found: Found, outcomes: dict[int, RankOutcome], staging: Path) -> list[str]:
@@ -210,7 +237,9 @@ def _repeated_exports(found: Found, outcomes: dict[int, RankOutcome], staging: P
         tables = []
         for f in files:
             names = pq.read_schema(f).names
-            tables.append(pq.read_table(f, columns=[c for c in ("stream_id", "task_id", "start_ns", "device_id") if c in names]))
+            tables.append(
+                pq.read_table(f, columns=[c for c in ("stream_id", "task_id", "start_ns", "device_id") if c in names])
+            )
         kernels.append(tables)
         counts = outcomes[i].row_counts
         columns = len(pq.read_schema(files[0]).names) if files else 0
@@ -237,7 +266,9 @@ def summary_parts_of_dataset(out: Path) -> SummaryParts | None:
         return None
     parts = []
     for rank in ranks:
-        tables = {name: load_rank_rows(out, name, [rank]) for name in (*DATA_TABLES, "step_breakdown", "finding_intervals")}
+        tables = {
+            name: load_rank_rows(out, name, [rank]) for name in (*DATA_TABLES, "step_breakdown", "finding_intervals")
+        }
         tables["findings"] = schemas.empty("findings")
         parts.append(SummaryParts.of(tables))
     merged = SummaryParts.combine(parts)

@@ -52,7 +52,10 @@ def _analysed(tables: dict[str, pa.Table], window: Window, rule_options: dict[st
 
 
 def load_run(
-    path: Path, rule_options: dict[str, dict[str, Any]] | None = None, window: Window = Window(), need_kernels: bool = True
+    path: Path,
+    rule_options: dict[str, dict[str, Any]] | None = None,
+    window: Window = Window(),
+    need_kernels: bool = True,
 ) -> Run:
     """Read one profile (cut to ``window``, as ``analyze`` cuts it). Raw input that yields no kernels
     at all is unusable: InputError (without ``need_kernels``, framework ops alone do: a PyTorch GPU
@@ -62,7 +65,9 @@ def load_run(
         warnings, earlier = [], [f"{path}: {w}" for w in manifest.get("warnings", [])]
         if window.active:  # the tables as read, cut, then derived again as analyze would have
             _cuttable(path, tables)
-            tables = _analysed({n: t for n, t in tables.items() if n in read_tables()}, window, rule_options, path).tables
+            tables = _analysed(
+                {n: t for n, t in tables.items() if n in read_tables()}, window, rule_options, path
+            ).tables
             manifest = {**manifest, "window": {"steps": window.steps, "time_us": window.time_us}}
         elif rule_options and rule_options.get("op_efficiency"):  # a peak given now: the stored op_perf took another
             tables["op_perf"] = op_perf(tables, rule_options["op_efficiency"])
@@ -75,12 +80,22 @@ def load_run(
         done = _analysed(profile.tables, window, rule_options, path)
         tables = done.tables
         row_counts = {name: t.num_rows for name, t in profile.tables.items()}
-        manifest = analysis_manifest(profile.inputs, profile.units, row_counts, profile.warnings, profile.errors,
-                                     rules={"options": rule_options or {}, "skipped": done.skipped})  # fmt: skip
+        manifest = analysis_manifest(
+            profile.inputs,
+            profile.units,
+            row_counts,
+            profile.warnings,
+            profile.errors,
+            rules={"options": rule_options or {}, "skipped": done.skipped},
+        )
         warnings, earlier = profile.warnings + profile.errors, []
     if tables["kernels"].num_rows == 0:
         if need_kernels:
-            hint = "; a PyTorch (Kineto) trace compares with --level torch" if tables.get("torch_ops", pa.table({})).num_rows else ""
+            hint = (
+                "; a PyTorch (Kineto) trace compares with --level torch"
+                if tables.get("torch_ops", pa.table({})).num_rows
+                else ""
+            )
             raise InputError(path, f"no NPU kernels in this profile; nothing to compare{hint}")
         if tables.get("torch_ops") is None or tables["torch_ops"].num_rows == 0:
             raise InputError(path, "neither NPU kernels nor framework ops (cpu_op) in this profile; nothing to compare")
@@ -90,8 +105,11 @@ def load_run(
 def _cuttable(path: Path, tables: dict[str, pa.Table]) -> None:
     """A step / time window cuts a run by its device tasks: a run without them (a PyTorch GPU trace) cannot be cut."""
     if tables["kernels"].num_rows == 0:
-        raise OptionError(f"--steps / --time cut a run by its device tasks, and {path} has none (a PyTorch GPU trace "
-                          "cannot be cut): leave the window out", "steps")  # fmt: skip
+        raise OptionError(
+            f"--steps / --time cut a run by its device tasks, and {path} has none (a PyTorch GPU trace "
+            "cannot be cut): leave the window out",
+            "steps",
+        )
 
 
 def _holds_profile(folder: Path) -> bool:
@@ -125,7 +143,10 @@ def run_folders(path: Path) -> list[Path]:
 
 
 def load_side(
-    path: Path, rule_options: dict[str, dict[str, Any]] | None = None, window: Window = Window(), need_kernels: bool = True
+    path: Path,
+    rule_options: dict[str, dict[str, Any]] | None = None,
+    window: Window = Window(),
+    need_kernels: bool = True,
 ) -> list[Run]:
     if not path.exists():
         raise InputError(path, "no such file or folder")
@@ -143,8 +164,13 @@ def store_runs(runs: list[Run], dest: Path, inputs: list[Path] = (), replaceable
     """Make ``dest`` hold ``runs`` as ``--out`` folders (one, or ``run_NNN`` sub-folders), written
     whole and swapped in (``npudiag.output``): a reader sees the old baseline or the new one, never a
     mixture; a folder holding anything npudiag did not write is never replaced."""
-    with OutputFolder(dest, kind="analyze" if len(runs) == 1 else "runs", inputs=inputs, replaceable=replaceable,
-                      option="--update-baseline") as folder:  # fmt: skip
+    with OutputFolder(
+        dest,
+        kind="analyze" if len(runs) == 1 else "runs",
+        inputs=inputs,
+        replaceable=replaceable,
+        option="--update-baseline",
+    ) as folder:
         if len(runs) == 1:
             for name, table in runs[0].tables.items():
                 write_table(table, folder.work / f"{name}.parquet")

@@ -54,11 +54,19 @@ def _unit(kernels: list[pa.Table], rank: int | None) -> _Unit | None:
     starts = np.unique(np.concatenate([t["start_ns"].drop_null().to_numpy() for t in parts]))
     if len(starts) < MIN_TASKS:
         return None
-    devices = {d for t in parts if "device_id" in t.column_names for d in pc.unique(t["device_id"]).to_pylist() if d is not None}
+    devices = {
+        d
+        for t in parts
+        if "device_id" in t.column_names
+        for d in pc.unique(t["device_id"]).to_pylist()
+        if d is not None
+    }
     return _Unit(starts, frozenset(devices), rank)
 
 
-def repeated_exports(kernels: list[list[pa.Table]], richness: list[tuple[int, ...]], ranks: list[int | None]) -> list[Repeat]:
+def repeated_exports(
+    kernels: list[list[pa.Table]], richness: list[tuple[int, ...]], ranks: list[int | None]
+) -> list[Repeat]:
     """For units given by their kernel tables (and the ranks they declare), the units that repeat another's
     collection, each paired with the one kept (the greatest ``richness``, then the first)."""
     units = [_unit(k, r) for k, r in zip(kernels, ranks, strict=True)]
@@ -74,7 +82,9 @@ def repeated_exports(kernels: list[list[pa.Table]], richness: list[tuple[int, ..
         ua, ub = units[a], units[b]
         if ua is None or ub is None:
             continue
-        if (ua.devices and ub.devices and ua.devices != ub.devices) or (ua.rank is not None and ub.rank is not None and ua.rank != ub.rank):
+        if (ua.devices and ub.devices and ua.devices != ub.devices) or (
+            ua.rank is not None and ub.rank is not None and ua.rank != ub.rank
+        ):
             continue  # two devices, or two ranks by their own records
         shared = len(np.intersect1d(ua.starts, ub.starts, assume_unique=True))
         of = min(len(ua.starts), len(ub.starts))
@@ -97,7 +107,10 @@ def repeated_exports(kernels: list[list[pa.Table]], richness: list[tuple[int, ..
                 assert u is not None and k is not None
                 shared, of = found.get((min(i, kept), max(i, kept)), (0, 0))
                 if not of:  # joined through a third export: counted against the kept one
-                    shared, of = len(np.intersect1d(u.starts, k.starts, assume_unique=True)), min(len(u.starts), len(k.starts))
+                    shared, of = (
+                        len(np.intersect1d(u.starts, k.starts, assume_unique=True)),
+                        min(len(u.starts), len(k.starts)),
+                    )
                 out.append(Repeat(i, kept, shared, of))
     return sorted(out, key=lambda r: r.dropped)
 
@@ -118,7 +131,11 @@ def _common_starts(units: list[_Unit | None]) -> set[tuple[int, int]]:
     a, b = np.minimum(owner[same], owner[same + 1]), np.maximum(owner[same], owner[same + 1])
     pairs, counts = np.unique(np.stack([a, b], axis=1), axis=0, return_counts=True)
     sizes = {i: len(s) for i, s in have}
-    return {(int(x), int(y)) for (x, y), n in zip(pairs, counts, strict=True) if n >= 0.1 * min(sizes[int(x)], sizes[int(y)])}
+    return {
+        (int(x), int(y))
+        for (x, y), n in zip(pairs, counts, strict=True)
+        if n >= 0.1 * min(sizes[int(x)], sizes[int(y)])
+    }
 
 
 def same_collection_note(dropped: object, kept: object, rep: Repeat) -> str:

@@ -89,7 +89,9 @@ COMM_TASK_TYPES = frozenset(
         "CCU",
     }
 )
-COPY_TYPES = frozenset({"MEMCPY_ASYNC", "MEMCPY", "MEMCPY_ASYNC_SQE", "PCIE_DMA_SQE", "SDMA_SQE", "ASYNCCPY_SQE", "MEMCPY_ADDR_ASYNC"})
+COPY_TYPES = frozenset(
+    {"MEMCPY_ASYNC", "MEMCPY", "MEMCPY_ASYNC_SQE", "PCIE_DMA_SQE", "SDMA_SQE", "ASYNCCPY_SQE", "MEMCPY_ADDR_ASYNC"}
+)
 SYNC_TYPES = frozenset(
     {
         "EVENT_RECORD",
@@ -159,7 +161,9 @@ def classify(
     types = pc.utf8_trim_whitespace(distinct)
 
     def among(values: frozenset[str]) -> np.ndarray:
-        return pc.fill_null(pc.is_in(types, pa.array(sorted(values), pa.string())), False).to_numpy(zero_copy_only=False)
+        return pc.fill_null(pc.is_in(types, pa.array(sorted(values), pa.string())), False).to_numpy(
+            zero_copy_only=False
+        )
 
     def holds(text: str) -> np.ndarray:
         return pc.fill_null(pc.match_substring(types, text), False).to_numpy(zero_copy_only=False)
@@ -186,7 +190,9 @@ def classify(
         code[hccl_stream & event[row_type]] = _CODE[SYNC]
     code[comm_type[row_type] | (hcom_name & hcom_may_name[row_type])] = _CODE[COMMUNICATION]
     unknown_rows = unknown_type[row_type] & (code == _CODE[COMPUTE])
-    unknown = sorted(set(types.take(pa.array(np.unique(row_type[unknown_rows]))).to_pylist())) if unknown_rows.any() else []
+    unknown = (
+        sorted(set(types.take(pa.array(np.unique(row_type[unknown_rows]))).to_pylist())) if unknown_rows.any() else []
+    )
     return _LABELS.take(pa.array(code)), unknown
 
 
@@ -194,7 +200,9 @@ _LABELS = pa.array(CLASSES, pa.string())
 _CODE = {c: np.int8(i) for i, c in enumerate(CLASSES)}
 
 
-def counts(classes: pa.Array, task_type: pa.ChunkedArray | pa.Array, keep: tuple[str, ...] = (SYNC, OTHER)) -> dict[str, dict[str, int]]:
+def counts(
+    classes: pa.Array, task_type: pa.ChunkedArray | pa.Array, keep: tuple[str, ...] = (SYNC, OTHER)
+) -> dict[str, dict[str, int]]:
     """``{class: {task type: count}}`` for the classes that leave no table of their own."""
     out: dict[str, dict[str, int]] = {}
     if len(classes) == 0:
@@ -203,7 +211,11 @@ def counts(classes: pa.Array, task_type: pa.ChunkedArray | pa.Array, keep: tuple
     t = t.filter(pc.is_in(t["c"], pa.array(list(keep), pa.string())))
     if t.num_rows == 0:
         return out
-    g = t.group_by(["c", "t"], use_threads=False).aggregate([("t", "count")]).sort_by([("c", "ascending"), ("t", "ascending")])
+    g = (
+        t.group_by(["c", "t"], use_threads=False)
+        .aggregate([("t", "count")])
+        .sort_by([("c", "ascending"), ("t", "ascending")])
+    )
     for c, ttype, k in zip(g["c"].to_pylist(), g["t"].to_pylist(), g["t_count"].to_pylist()):
         out.setdefault(c, {})[ttype] = k
     return out

@@ -9,7 +9,13 @@ from rich.text import Text
 
 from npudiag.report.text import Col, count, plain, say, table
 
-_STYLE = {"present": "green", "missing": "bold red", "partial": "yellow", "unreadable": "bold red", "not collected": "dim"}
+_STYLE = {
+    "present": "green",
+    "missing": "bold red",
+    "partial": "yellow",
+    "unreadable": "bold red",
+    "not collected": "dim",
+}
 
 
 def _heading(p: Any) -> Text:
@@ -27,12 +33,23 @@ def _heading(p: Any) -> Text:
 
 
 def render(result: Any, console: Console) -> None:
-    cols = [Col("data", "fixed", 0), Col("status", "fixed", 0), Col("rows", "num", 0),
-            Col("found in / what records it", "text", 0, min_width=12)]  # fmt: skip
+    cols = [
+        Col("data", "fixed", 0),
+        Col("status", "fixed", 0),
+        Col("rows", "num", 0),
+        Col("found in / what records it", "text", 0, min_width=12),
+    ]
     for p in result.profiles:
         console.print(_heading(p))
-        rows = [[d.data, Text(d.status, style=_STYLE.get(d.status, "")), f"{d.rows:,}" if d.rows is not None else "",
-                 "; ".join(x for x in (d.found_in, d.note) if x)] for d in p.data]  # fmt: skip
+        rows = [
+            [
+                d.data,
+                Text(d.status, style=_STYLE.get(d.status, "")),
+                f"{d.rows:,}" if d.rows is not None else "",
+                "; ".join(x for x in (d.found_in, d.note) if x),
+            ]
+            for d in p.data
+        ]
         console.print(table(console, None, cols, rows))
         for text in p.problems:
             console.print(Text("  problem: ", style="red") + plain(text))
@@ -44,11 +61,19 @@ def render(result: Any, console: Console) -> None:
     if result.ranks_not_profiled:
         missing = result.ranks_not_profiled
         shown = ", ".join(map(str, missing[:32])) + (f" and {len(missing) - 32} more" if len(missing) > 32 else "")
-        console.print(plain(f"not profiled: rank(s) {shown} (named by the profiles' world size or communication)", style="dim"))
+        console.print(
+            plain(f"not profiled: rank(s) {shown} (named by the profiles' world size or communication)", style="dim")
+        )
     n = len(result.problems)
     if n:
         bad = sum(1 for p in result.profiles if p.problems)
-        say(console, Text(f"{count(n, 'problem')} ({count(bad, 'profile')} of {len(result.profiles)}; "
-                          f"{len(result.collection_problems)} across profiles)", style="bold red"))  # fmt: skip
+        say(
+            console,
+            Text(
+                f"{count(n, 'problem')} ({count(bad, 'profile')} of {len(result.profiles)}; "
+                f"{len(result.collection_problems)} across profiles)",
+                style="bold red",
+            ),
+        )
     elif result.profiles:
         say(console, Text(f"healthy: no problem found in {count(len(result.profiles), 'profile')}", style="green"))

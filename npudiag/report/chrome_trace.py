@@ -117,10 +117,14 @@ class _Lanes:
             elif ph == "M" and e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
                 self.names[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
         self.moved: dict[int, int] = {}  # the n-th complete event -> its new tid
-        self.at: dict[tuple[Any, Any, Any], int] = {}  # (pid, tid, ts) of a moved event -> new tid (flow ends follow it)
+        self.at: dict[
+            tuple[Any, Any, Any], int
+        ] = {}  # (pid, tid, ts) of a moved event -> new tid (flow ends follow it)
         self.meta: list[dict[str, Any]] = []
         for key, s in starts.items():
-            self._assign(key, np.frombuffer(s, float), np.frombuffer(ends[key], float), np.frombuffer(index[key], np.int64))
+            self._assign(
+                key, np.frombuffer(s, float), np.frombuffer(ends[key], float), np.frombuffer(index[key], np.int64)
+            )
 
     def _assign(self, key: tuple[Any, Any], s: np.ndarray, e: np.ndarray, idx: np.ndarray) -> None:
         order = np.lexsort((-e, s))
@@ -142,8 +146,15 @@ class _Lanes:
                 if lane not in tids:
                     tids[lane] = _LANE_TIDS + len(self.meta)
                     name = self.names.get(key) or f"Thread {key[1]}"
-                    self.meta.append({"ph": "M", "name": "thread_name", "pid": key[0], "tid": tids[lane],
-                                      "args": {"name": f"{name} (overlap {lane})"}})  # fmt: skip
+                    self.meta.append(
+                        {
+                            "ph": "M",
+                            "name": "thread_name",
+                            "pid": key[0],
+                            "tid": tids[lane],
+                            "args": {"name": f"{name} (overlap {lane})"},
+                        }
+                    )
                 self.moved[i] = tids[lane]
                 self.at[(key[0], key[1], start)] = tids[lane]
 
@@ -176,7 +187,12 @@ def _exact_end(e: dict[str, Any]) -> dict[str, Any]:
     if e.get("ph") != "X":
         return e
     ts, dur = e.get("ts"), e.get("dur")
-    if ts.__class__ is not float or dur.__class__ not in (float, int) or not (math.isfinite(ts) and math.isfinite(dur)) or dur <= 0:
+    if (
+        ts.__class__ is not float
+        or dur.__class__ not in (float, int)
+        or not (math.isfinite(ts) and math.isfinite(dur))
+        or dur <= 0
+    ):
         return e
     dur_ns = round(dur * 1000)
     if abs(dur * 1000 - dur_ns) > 1e-6:  # finer than a nanosecond (as the profiler wrote it): left as it is
@@ -214,7 +230,9 @@ def _write_events(fh: BinaryIO, events, notes: list[str]) -> None:
     fh.write(b"]\n")
 
 
-def _origin_ns(tables: dict[str, pa.Table], marks: pa.Table, originals: Callable[[], Iterator[dict[str, Any]]] | None) -> int:
+def _origin_ns(
+    tables: dict[str, pa.Table], marks: pa.Table, originals: Callable[[], Iterator[dict[str, Any]]] | None
+) -> int:
     """The earliest time of everything the trace will hold, in Unix ns (one pass over the originals)."""
     found = []
     if originals is not None:
@@ -233,8 +251,14 @@ def _origin_ns(tables: dict[str, pa.Table], marks: pa.Table, originals: Callable
     return min(found) if found else 0
 
 
-def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[str, Any]],
-            originals: Callable[[], Iterator[dict[str, Any]]] | None, clock: _Clock, dropped: list[int]):  # fmt: skip
+def _events(
+    tables: dict[str, pa.Table],
+    marks: pa.Table,
+    findings: list[dict[str, Any]],
+    originals: Callable[[], Iterator[dict[str, Any]]] | None,
+    clock: _Clock,
+    dropped: list[int],
+):
     named: set[tuple[int, int]] = set()
 
     def meta(pid: int, tid: int | None, name: str, kind: str):
@@ -266,7 +290,15 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
         yield from meta(pid, None, f"NPU rank {row['rank']}", "p")
         yield from meta(pid, tid, f"Stream {tid}", "t")
         ts = clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000))
-        yield {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": row["duration_us"] or 0.0, "args": args}
+        yield {
+            "ph": "X",
+            "name": name,
+            "pid": pid,
+            "tid": tid,
+            "ts": ts,
+            "dur": row["duration_us"] or 0.0,
+            "args": args,
+        }
 
     def host_event(row: dict, base: int, label: str, name: str):
         """A host call or framework op on its rank's process (``base`` + rank), its thread a track."""
@@ -277,9 +309,19 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
         yield from meta(pid, None, f"{label} rank {row['rank']}", "p")
         yield from meta(pid, tid, f"Thread {tid}", "t")
         ts = clock.us(row["start_ns"] if row["start_ns"] is not None else round(row["start_us"] * 1000))
-        yield {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": row["duration_us"] or 0.0, "args": args}
+        yield {
+            "ph": "X",
+            "name": name,
+            "pid": pid,
+            "tid": tid,
+            "ts": ts,
+            "dur": row["duration_us"] or 0.0,
+            "args": args,
+        }
 
-    launches: dict[tuple[Any, int], tuple[int, int, float]] = {}  # (rank, connection id) -> the launching call's pid, tid, ts
+    launches: dict[
+        tuple[Any, int], tuple[int, int, float]
+    ] = {}  # (rank, connection id) -> the launching call's pid, tid, ts
     api_cols = ["rank", "level", "name", "thread_id", "start_us", "start_ns", "duration_us", "connection_id"]
     for row in tables["api_calls"].select(api_cols).to_pylist():
         if row["start_us"] is not None:
@@ -288,7 +330,9 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
             if row["connection_id"] is not None:
                 launches[(row["rank"], row["connection_id"])] = (events[-1]["pid"], events[-1]["tid"], events[-1]["ts"])
     host_ops = tables.get("host_ops")
-    if host_ops is not None and host_ops.num_rows:  # framework ops (a .db's PYTORCH_API), a process of their own per rank
+    if (
+        host_ops is not None and host_ops.num_rows
+    ):  # framework ops (a .db's PYTORCH_API), a process of their own per rank
         for row in host_ops.select(["rank", "name", "thread_id", "start_us", "start_ns", "duration_us"]).to_pylist():
             if row["start_us"] is not None:
                 yield from host_event(row, 3000, "Framework", row["name"] or "")
@@ -301,10 +345,37 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
         if start is None:
             return
         flow += 1
-        yield {"ph": "s", "cat": "HostToDevice", "name": "HostToDevice", "id": flow, "pid": start[0], "tid": start[1], "ts": start[2]}
-        yield {"ph": "f", "bp": "e", "cat": "HostToDevice", "name": "HostToDevice", "id": flow, "pid": pid, "tid": tid, "ts": ts}
+        yield {
+            "ph": "s",
+            "cat": "HostToDevice",
+            "name": "HostToDevice",
+            "id": flow,
+            "pid": start[0],
+            "tid": start[1],
+            "ts": start[2],
+        }
+        yield {
+            "ph": "f",
+            "bp": "e",
+            "cat": "HostToDevice",
+            "name": "HostToDevice",
+            "id": flow,
+            "pid": pid,
+            "tid": tid,
+            "ts": ts,
+        }
 
-    kernel_cols = ["rank", "stream_id", "op_name", "task_type", "start_us", "start_ns", "duration_us", "connection_id", "launched_by"]
+    kernel_cols = [
+        "rank",
+        "stream_id",
+        "op_name",
+        "task_type",
+        "start_us",
+        "start_ns",
+        "duration_us",
+        "connection_id",
+        "launched_by",
+    ]
     for row in tables["kernels"].select([c for c in kernel_cols if c in tables["kernels"].column_names]).to_pylist():
         if row["start_us"] is not None:
             args = {"Task Type": row["task_type"]}
@@ -313,10 +384,25 @@ def _events(tables: dict[str, pa.Table], marks: pa.Table, findings: list[dict[st
             events = list(device_event(row, row["op_name"] or "", args))
             yield from events
             yield from link(row, events[-1]["pid"], events[-1]["tid"], events[-1]["ts"])
-    copy_cols = ["rank", "side", "stream_id", "name", "size_bytes", "direction", "start_us", "start_ns", "duration_us", "connection_id"]
+    copy_cols = [
+        "rank",
+        "side",
+        "stream_id",
+        "name",
+        "size_bytes",
+        "direction",
+        "start_us",
+        "start_ns",
+        "duration_us",
+        "connection_id",
+    ]
     for row in tables["copies"].select([c for c in copy_cols if c in tables["copies"].column_names]).to_pylist():
         if row["side"] == "device" and row["start_us"] is not None:
-            events = list(device_event(row, row["name"] or "MEMCPY", {"size(B)": row["size_bytes"], "direction": row["direction"]}))
+            events = list(
+                device_event(
+                    row, row["name"] or "MEMCPY", {"size(B)": row["size_bytes"], "direction": row["direction"]}
+                )
+            )
             yield from events
             yield from link(row, events[-1]["pid"], events[-1]["tid"], events[-1]["ts"])
     yield from _marks(meta, marks, findings, clock)
@@ -339,7 +425,9 @@ def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]], clock: _Clock)
     for row in marks.to_pylist():
         name, args = row["kind"], {"rank": row["rank"]}
         if row.get("cause_kind") is not None:  # a device idle gap: what the host was doing
-            name = f"device idle: {row['cause'] or 'no host call recorded'}" + (f" ({row['cause_kind']})" if row["cause"] else "")
+            name = f"device idle: {row['cause'] or 'no host call recorded'}" + (
+                f" ({row['cause_kind']})" if row["cause"] else ""
+            )
             args.update(cause=row["cause"], cause_kind=row["cause_kind"])
         elif row["kind"] == "late rank":  # the stretch the other ranks waited for this one to enter a collective
             name = f"late rank {row['rank']}: {row['cause']}"
@@ -354,7 +442,9 @@ def _marks(meta, marks: pa.Table, findings: list[dict[str, Any]], clock: _Clock)
             "args": args,
         }
     for f in findings:
-        for r in f["evidence"].get("worst_ranges", []) + f["evidence"].get("worst_gaps", []) + f["evidence"].get("worst", []):
+        for r in (
+            f["evidence"].get("worst_ranges", []) + f["evidence"].get("worst_gaps", []) + f["evidence"].get("worst", [])
+        ):
             dur = r.get("exposed_us") or r.get("gap_us") or r.get("duration_us") or 0.0
             yield {
                 "ph": "X",
@@ -376,10 +466,14 @@ def write_chrome_trace(path: Path, view: Any, inputs: list[Path] = ()) -> list[s
     notes: list[str] = []
     dropped = [0]
     clock = _Clock(_origin_ns(view.tables, view.marks, view.originals))
-    lanes = _Lanes(_events(view.tables, view.marks, view.findings, view.originals, clock, [0]))  # a pass to find the overlaps
+    lanes = _Lanes(
+        _events(view.tables, view.marks, view.findings, view.originals, clock, [0])
+    )  # a pass to find the overlaps
 
     def events():
-        yield from map(_exact_end, lanes.apply(_events(view.tables, view.marks, view.findings, view.originals, clock, dropped)))
+        yield from map(
+            _exact_end, lanes.apply(_events(view.tables, view.marks, view.findings, view.originals, clock, dropped))
+        )
         if notes or dropped[0]:
             args = {"non_finite_as_null": notes[:1000], "count": len(notes), "events_without_a_time": dropped[0]}
             yield {"ph": "M", "name": "npudiag_notes", "pid": _NPUDIAG_PID, "tid": 0, "args": args}

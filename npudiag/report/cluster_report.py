@@ -16,8 +16,10 @@ PHASES = [
     ("stage_us", "task span"),
 ]  # fmt: skip
 # the glossary's words for the columns, under the matrix
-_WORDS = ("task span: the step's first to last device task (torch_npu's Stage); free: gaps between device tasks plus the "
-          "exposed copies (step_trace_time.csv's Free)")  # fmt: skip
+_WORDS = (
+    "task span: the step's first to last device task (torch_npu's Stage); free: gaps between device tasks plus the "
+    "exposed copies (step_trace_time.csv's Free)"
+)
 
 
 def _cell(v: float | None, med: float | None) -> Text:
@@ -32,7 +34,11 @@ def _cell(v: float | None, med: float | None) -> Text:
 
 def _median(rows: list[dict[str, Any]], key: str) -> float | None:
     vals = sorted(r[key] for r in rows if r.get(key) is not None)
-    return None if not vals else (vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2)
+    return (
+        None
+        if not vals
+        else (vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2)
+    )
 
 
 MATRIX_ROWS = 24  # more ranks than this: the slowest and fastest, and how many are between
@@ -48,7 +54,9 @@ def render_cluster_terminal(s: dict[str, Any], console: Console, per_step: bool 
         if len(matrix) > MATRIX_ROWS:
             shown = matrix[:16] + matrix[-8:]
             rest = len(matrix) - len(shown)
-        cols = [Col("rank", priority=0)] + [Col(label, priority=0 if k == "stage_us" else i + 1) for i, (k, label) in enumerate(PHASES)]
+        cols = [Col("rank", priority=0)] + [
+            Col(label, priority=0 if k == "stage_us" else i + 1) for i, (k, label) in enumerate(PHASES)
+        ]
         cols.append(Col("worst step", "fixed", 6))
         rows = []
         for i, r in enumerate(shown):
@@ -56,28 +64,54 @@ def render_cluster_terminal(s: dict[str, Any], console: Console, per_step: bool 
                 rows.append([Text("…", style="dim"), *[Text("") for _ in PHASES], Text("")])
             worst = "-" if r["worst_step"] is None else f"{r['worst_step']} ({fmt_us(r['worst_stage_us'])})"
             rows.append([str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES], worst])
-        title = f"Ranks over {count(s['steps'], 'step')}: mean per step, difference from the median rank (slowest first)"
-        caption = f"… {rest} ranks between the 16 slowest and the 8 fastest (all in --json and cluster_steps.parquet)" if rest else None
+        title = (
+            f"Ranks over {count(s['steps'], 'step')}: mean per step, difference from the median rank (slowest first)"
+        )
+        caption = (
+            f"… {rest} ranks between the 16 slowest and the 8 fastest (all in --json and cluster_steps.parquet)"
+            if rest
+            else None
+        )
         console.print(table(console, title, cols, rows, caption=caption))
         _render_sources(s.get("phase_sources"), console)
     if per_step:
         for step in s["per_step"]:
             med = {k: step["median"].get(k) for k, _ in PHASES}
-            cols = [Col("rank", priority=0)] + [Col(label, priority=0 if k == "stage_us" else i + 1) for i, (k, label) in enumerate(PHASES)]
+            cols = [Col("rank", priority=0)] + [
+                Col(label, priority=0 if k == "stage_us" else i + 1) for i, (k, label) in enumerate(PHASES)
+            ]
             rows = [[str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES]] for r in step["rows"]]
-            console.print(table(console, f"step {step['step']}: per rank (difference from the median rank)", cols, rows))
+            console.print(
+                table(console, f"step {step['step']}: per rank (difference from the median rank)", cols, rows)
+            )
     if s["slow_ranks"]:
-        cols = [Col("step", priority=0), Col("rank", priority=0), Col("stage", priority=1), Col("vs median", priority=0),
-                Col("cause", "fixed", 0), Col("slower ops", "text", 2, min_width=16)]  # fmt: skip
+        cols = [
+            Col("step", priority=0),
+            Col("rank", priority=0),
+            Col("stage", priority=1),
+            Col("vs median", priority=0),
+            Col("cause", "fixed", 0),
+            Col("slower ops", "text", 2, min_width=16),
+        ]
         rows = []
         for r in s["slow_ranks"][:30]:
             ops = ", ".join(f"{o['op']} +{fmt_us(o['delta_us'])}" for o in json.loads(r["slower_ops"] or "[]")[:3])
-            rows.append([str(r["step"]), str(r["rank"]), fmt_us(r["stage_us"]), f"+{r['excess_pct']:.1f}%",
-                         f"{r['cause']} +{fmt_us(r['cause_excess_us'])}", ops])  # fmt: skip
+            rows.append(
+                [
+                    str(r["step"]),
+                    str(r["rank"]),
+                    fmt_us(r["stage_us"]),
+                    f"+{r['excess_pct']:.1f}%",
+                    f"{r['cause']} +{fmt_us(r['cause_excess_us'])}",
+                    ops,
+                ]
+            )
         more = f" (first 30 of {len(s['slow_ranks'])})" if len(s["slow_ranks"]) > 30 else ""
         console.print(table(console, f"Slow ranks{more}", cols, rows))
     else:
-        console.print(Text("No slow rank: every rank is within the threshold of the median (or within its noise).", style="green"))
+        console.print(
+            Text("No slow rank: every rank is within the threshold of the median (or within its noise).", style="green")
+        )
     _render_stages(s.get("stage_imbalance"), console)
 
 
@@ -98,9 +132,14 @@ def _render_sources(src: dict[str, Any] | None, console: Console) -> None:
         said.append(f"from the kernels (as analyze) for {_ranks_text(src['kernels'])}")
     console.print(plain(f"Phases {' and '.join(said)}. {_WORDS}.", style="dim"))
     for d in src["differs"][:2]:
-        console.print(plain(f"rank {d['rank']} step {d['step']}: analyze counts free {fmt_us(d['kernels_free_us'])} (here "
-                            f"{fmt_us(d['free_us'])}) and task span {fmt_us(d['kernels_stage_us'])} (here {fmt_us(d['stage_us'])}) "
-                            "from the kernels, device copies included", style="dim"))  # fmt: skip
+        console.print(
+            plain(
+                f"rank {d['rank']} step {d['step']}: analyze counts free {fmt_us(d['kernels_free_us'])} (here "
+                f"{fmt_us(d['free_us'])}) and task span {fmt_us(d['kernels_stage_us'])} (here {fmt_us(d['stage_us'])}) "
+                "from the kernels, device copies included",
+                style="dim",
+            )
+        )
     if len(src["differs"]) > 2:
         console.print(plain(f"… and {len(src['differs']) - 2} more rank steps (--json: phase_sources)", style="dim"))
 
@@ -113,15 +152,27 @@ def _render_stages(imb: dict[str, Any] | None, console: Console) -> None:
     cols = [Col("stage", priority=0), Col("ranks", "text", 3, min_width=6)] + [
         Col(label, priority=0 if k == "computing_us" else i + 1) for i, (k, label) in enumerate(phases)
     ]
-    rows = [[str(r["pp_index"]), ",".join(str(x) for x in r["ranks"]), *[plain(fmt_us(r[k])) for k, _ in phases]] for r in imb["stages"]]
+    rows = [
+        [str(r["pp_index"]), ",".join(str(x) for x in r["ranks"]), *[plain(fmt_us(r[k])) for k, _ in phases]]
+        for r in imb["stages"]
+    ]
     console.print(table(console, "Pipeline stages: mean per step over each stage's ranks", cols, rows))
     share = f"{imb['share'] * 100:.1f}% of the step" if imb["share"] is not None else "no step time"
     if imb["imbalanced"]:
-        head = f"Stage imbalance: stage {imb['slowest_stage']} computes {fmt_us(imb['gap_us'])} more per step than stage "
-        console.print(Text(head + f"{imb['fastest_stage']} ({share}); time lost about {fmt_us(imb['time_lost_us'])}.", style="yellow"))
+        head = (
+            f"Stage imbalance: stage {imb['slowest_stage']} computes {fmt_us(imb['gap_us'])} more per step than stage "
+        )
+        console.print(
+            Text(
+                head + f"{imb['fastest_stage']} ({share}); time lost about {fmt_us(imb['time_lost_us'])}.",
+                style="yellow",
+            )
+        )
         console.print(Text(imb["advice"]))
     else:
-        console.print(Text(f"Stages balanced: computing differs by {fmt_us(imb['gap_us'])} per step ({share}).", style="green"))
+        console.print(
+            Text(f"Stages balanced: computing differs by {fmt_us(imb['gap_us'])} per step ({share}).", style="green")
+        )
 
 
 def _gbps(v: float | None) -> str:
@@ -132,14 +183,33 @@ def _gbps(v: float | None) -> str:
 
 def render_comm_terminal(s: dict[str, Any], console: Console) -> None:
     if s["links"]:
-        cols = [Col("transport", "fixed", 0), Col("links", priority=2), Col("bytes", priority=1), Col("time", priority=0),
-                Col("GB/s", priority=0), Col("slowest link GB/s", priority=3)]  # fmt: skip
-        rows = [[r["transport"] or "?", str(r["links"]), f"{(r['bytes'] or 0) / 1e6:,.1f} MB", fmt_us(r["time_us"]),
-                 _gbps(r["bandwidth_gbps"]), _gbps(r["min_link_bandwidth_gbps"])] for r in s["links"]]  # fmt: skip
+        cols = [
+            Col("transport", "fixed", 0),
+            Col("links", priority=2),
+            Col("bytes", priority=1),
+            Col("time", priority=0),
+            Col("GB/s", priority=0),
+            Col("slowest link GB/s", priority=3),
+        ]
+        rows = [
+            [
+                r["transport"] or "?",
+                str(r["links"]),
+                f"{(r['bytes'] or 0) / 1e6:,.1f} MB",
+                fmt_us(r["time_us"]),
+                _gbps(r["bandwidth_gbps"]),
+                _gbps(r["min_link_bandwidth_gbps"]),
+            ]
+            for r in s["links"]
+        ]
         console.print(table(console, "Communication by transport", cols, rows))
     for r in s["slow_links"][:10]:
         link = f"slow link {r['src_rank']}->{r['dst_rank']} ({r['transport']}, {r['op_name']}): {_gbps(r['bandwidth_gbps'])} GB/s"
-        console.print(plain(f"{link}, {r['ratio'] * 100:.0f}% of the median {_gbps(r['median_bandwidth_gbps'])} GB/s", style="red"))
+        console.print(
+            plain(
+                f"{link}, {r['ratio'] * 100:.0f}% of the median {_gbps(r['median_bandwidth_gbps'])} GB/s", style="red"
+            )
+        )
     for r in s.get("late_ranks", [])[:5]:
         doing = f"; no kernel data for rank {r['late_rank']}"
         if r["late_idle_us"] is not None:
@@ -148,14 +218,45 @@ def render_comm_terminal(s: dict[str, Any], console: Console) -> None:
             if r.get("late_host_cause"):
                 host = f", mostly held up by {r['late_host_cause']} ({r['late_host_kind']})"
             doing = f"; meanwhile its device computed {fmt_us(r['late_busy_us'])}{comm} and was idle {fmt_us(r['late_idle_us'])}{host}"
-        console.print(plain(f"rank {r['late_rank']} made {r['ranks_waiting']} rank(s) wait {fmt_us(r['late_by_us'])} in {r['step']} "
-                            f"({r['op_name']}){doing}", style="yellow"))  # fmt: skip
+        console.print(
+            plain(
+                f"rank {r['late_rank']} made {r['ranks_waiting']} rank(s) wait {fmt_us(r['late_by_us'])} in {r['step']} "
+                f"({r['op_name']}){doing}",
+                style="yellow",
+            )
+        )
     if s["wait_skew"]:
-        cols = [Col("step", "fixed", 2), Col("op", "name", 0, min_width=12), Col("ranks", priority=3), Col("max wait", priority=0),
-                Col("min wait", priority=1), Col("late rank", priority=0)]  # fmt: skip
+        cols = [
+            Col("step", "fixed", 2),
+            Col("op", "name", 0, min_width=12),
+            Col("ranks", priority=3),
+            Col("max wait", priority=0),
+            Col("min wait", priority=1),
+            Col("late rank", priority=0),
+        ]
         shown = s["wait_skew"][:10]
-        rows = [[r["step"], r["op_name"], str(r["ranks"]), fmt_us(r["max_wait_us"]), fmt_us(r["min_wait_us"]),
-                 str(r["late_rank"]) + (" *" if r.get("peer_not_profiled") else "")] for r in shown]  # fmt: skip
-        console.print(table(console, "Collectives with the widest wait-time spread (late rank: the one that entered last)", cols, rows))
+        rows = [
+            [
+                r["step"],
+                r["op_name"],
+                str(r["ranks"]),
+                fmt_us(r["max_wait_us"]),
+                fmt_us(r["min_wait_us"]),
+                str(r["late_rank"]) + (" *" if r.get("peer_not_profiled") else ""),
+            ]
+            for r in shown
+        ]
+        console.print(
+            table(
+                console,
+                "Collectives with the widest wait-time spread (late rank: the one that entered last)",
+                cols,
+                rows,
+            )
+        )
         if any(r.get("peer_not_profiled") for r in shown):
-            console.print(plain("  * the late rank waited 1 ms or more too: every profiled rank waited, on a rank not in the data"))
+            console.print(
+                plain(
+                    "  * the late rank waited 1 ms or more too: every profiled rank waited, on a rank not in the data"
+                )
+            )

@@ -53,8 +53,10 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
     head.append_text(plain(f"{result['baseline']['path']}  ->  {result['current']['path']}", style="dim"))
     console.print(head)
     cols = [Col("", "fixed", 0), Col("baseline", priority=0), Col("current", priority=0), Col("change", priority=0)]
-    rows = [[shown_name(r["metric"]), _value(r["metric"], r["baseline"]), _value(r["metric"], r["current"]), _change(r)]
-            for r in result["totals"]["rows"]]  # fmt: skip
+    rows = [
+        [shown_name(r["metric"]), _value(r["metric"], r["baseline"]), _value(r["metric"], r["current"]), _change(r)]
+        for r in result["totals"]["rows"]
+    ]
     console.print(table(console, "Totals (per run)", cols, rows))
     ops = result["ops"]
     torch = ops["match_by"] in ("torch", "module")  # rows with host time
@@ -62,9 +64,16 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
     what = "Modules (by path)" if module else "Framework ops" if torch else f"Operators by {ops['match_by']}"
     title = f"{what}, largest change first ({min(top, len(ops['rows']))} of {ops['total']})"
     # framework op names are long (aten::convolution_backward): they keep room before the host-self columns do
-    cols = [Col("module" if module else "op", "name", 0, min_width=28 if torch else 16), Col("count", priority=3), Col("base", priority=1),
-            Col("current", priority=1), Col("delta", priority=0), Col("change", priority=0), Col("avg base", priority=2),
-            Col("avg cur", priority=2)]  # fmt: skip
+    cols = [
+        Col("module" if module else "op", "name", 0, min_width=28 if torch else 16),
+        Col("count", priority=3),
+        Col("base", priority=1),
+        Col("current", priority=1),
+        Col("delta", priority=0),
+        Col("change", priority=0),
+        Col("avg base", priority=2),
+        Col("avg cur", priority=2),
+    ]
     if torch:
         host = "host" if module else "host self"
         cols += [Col(f"{host} base", priority=4), Col(f"{host} cur", priority=4)]
@@ -75,13 +84,24 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
     rows = []
     for r in shown:
         mark = {"added": " (new)", "removed": " (gone)"}.get(r["status"], "")
-        count = _count(r["base_count"]) if r["base_count"] == r["cur_count"] else f"{_count(r['base_count'])}→{_count(r['cur_count'])}"
+        count = (
+            _count(r["base_count"])
+            if r["base_count"] == r["cur_count"]
+            else f"{_count(r['base_count'])}→{_count(r['cur_count'])}"
+        )
         delta = r["delta_total_us"]
         row = [
-            plain(r["key"] + mark), count, fmt_us(r["base_total_us"]), fmt_us(r["cur_total_us"]),
-            Text(("+" if delta > 0 else "") + fmt_us(delta), style="red" if delta > 0 else "green" if delta < 0 else ""),
-            _ratio(r["ratio"]), fmt_us(r["base_avg_us"]), fmt_us(r["cur_avg_us"]),
-        ]  # fmt: skip
+            plain(r["key"] + mark),
+            count,
+            fmt_us(r["base_total_us"]),
+            fmt_us(r["cur_total_us"]),
+            Text(
+                ("+" if delta > 0 else "") + fmt_us(delta), style="red" if delta > 0 else "green" if delta < 0 else ""
+            ),
+            _ratio(r["ratio"]),
+            fmt_us(r["base_avg_us"]),
+            fmt_us(r["cur_avg_us"]),
+        ]
         if torch:
             row += [fmt_us(r["base_host_self_us"]), fmt_us(r["cur_host_self_us"])]
         if mfu:
@@ -93,7 +113,8 @@ def render_compare_terminal(result: dict[str, Any], console: Console, top: int =
         if module
         else "base, current: device time of the kernels each op launched, per run; avg: per call; host self: the op's own host time"
         if torch
-        else "base, current: the op's total device time per run; avg: per call" + ("; MFU: % of the chip's peak" if mfu else "")
+        else "base, current: the op's total device time per run; avg: per call"
+        + ("; MFU: % of the chip's peak" if mfu else "")
     )
     console.print(table(console, title, cols, rows, caption=caption))
     share = ops.get("matched_share") or {}

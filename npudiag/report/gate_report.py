@@ -76,14 +76,29 @@ def render_gate_terminal(result: dict[str, Any], console: Console, title: str = 
     console.print(head)
     limits = {limit_text(m) for m in result["metrics"]}
     caption = f"limit {limits.pop()} per metric; n = samples baseline/current" if len(limits) == 1 else None
-    cols = [Col("metric", "name", 0, min_width=16), Col("baseline", priority=1), Col("current", priority=0), Col("change", priority=0)]
+    cols = [
+        Col("metric", "name", 0, min_width=16),
+        Col("baseline", priority=1),
+        Col("current", priority=0),
+        Col("change", priority=0),
+    ]
     cols += [] if caption else [Col("limit", priority=3)]
     cols += [Col("n", priority=4), Col("p", priority=2), Col("verdict", "fixed", 0)]
     rows = []
     for m in result["metrics"]:
         limit = [] if caption else [limit_text(m)]
-        rows.append([shown_name(m["metric"]), median_text(m, "base"), median_text(m, "cur"), change_text(m), *limit,
-                     f"{m['base_n']}/{m['cur_n']}", p_text(m), Text(_LABEL[m["status"]], style=_STYLE[m["status"]])])  # fmt: skip
+        rows.append(
+            [
+                shown_name(m["metric"]),
+                median_text(m, "base"),
+                median_text(m, "cur"),
+                change_text(m),
+                *limit,
+                f"{m['base_n']}/{m['cur_n']}",
+                p_text(m),
+                Text(_LABEL[m["status"]], style=_STYLE[m["status"]]),
+            ]
+        )
     console.print(table(console, None, cols, rows, caption=caption))
     for w in result["warnings"]:
         console.print(plain(f"warning: {w}", style="yellow"))
@@ -107,8 +122,16 @@ def md_text(value: Any) -> str:
 def gate_markdown(result: dict[str, Any], baseline: str, current: str) -> str:
     """A GitHub job summary / PR comment: verdict first, then the table, then the method."""
     icon = "✅" if result["passed"] else "❌"
-    lines = [f"## {icon} npudiag gate {md_text(headline(result))}", "", f"Baseline {md_text(baseline)} vs current {md_text(current)}.", ""]
-    lines += ["| Metric | Baseline | Current | Change | Limit | Samples | p | Verdict |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"## {icon} npudiag gate {md_text(headline(result))}",
+        "",
+        f"Baseline {md_text(baseline)} vs current {md_text(current)}.",
+        "",
+    ]
+    lines += [
+        "| Metric | Baseline | Current | Change | Limit | Samples | p | Verdict |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for m in result["metrics"]:
         verdict = _LABEL[m["status"]]
         if m["failed"]:
@@ -165,8 +188,12 @@ def gate_junit(result: dict[str, Any], baseline: str, current: str) -> str:
             f"(n={m['cur_n']}), change {change_text(m)}, limit {limit_text(m)}, method {m['method']}, p={p_text(m)}"
         )
         if m["failed"]:
-            fail = ET.SubElement(case, "failure", type="regression",
-                                 message=xml_text(f"{m['metric']} regressed {change_text(m)}: {m['reason']}"))  # fmt: skip
+            fail = ET.SubElement(
+                case,
+                "failure",
+                type="regression",
+                message=xml_text(f"{m['metric']} regressed {change_text(m)}: {m['reason']}"),
+            )
             fail.text = xml_text(numbers)
         else:
             ET.SubElement(case, "system-out").text = xml_text(f"{m['status']}: {numbers}")

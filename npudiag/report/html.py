@@ -13,7 +13,16 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.output import write_file
-from npudiag.report.terminal import MEMORY_HEADERS, copy_numbers, fmt_pct, fmt_us, headline, held_rows, hot_op_numbers, memory_row
+from npudiag.report.terminal import (
+    MEMORY_HEADERS,
+    copy_numbers,
+    fmt_pct,
+    fmt_us,
+    headline,
+    held_rows,
+    hot_op_numbers,
+    memory_row,
+)
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -40,7 +49,9 @@ def _table(headers: list[str], rows: list[list[str]], left: int = 1, text_cols: 
     """Cells are HTML already (escaped by the caller); the first ``left`` and ``text_cols`` align left."""
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f'<td class="l">{c}</td>' if i < left or i in text_cols else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>"
+        "<tr>"
+        + "".join(f'<td class="l">{c}</td>' if i < left or i in text_cols else f"<td>{c}</td>" for i, c in enumerate(r))
+        + "</tr>"
         for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
@@ -72,7 +83,9 @@ def _step_svg(rows: list[dict[str, Any]], width: int = 700, bar_h: int = 16) -> 
         total = r["step_time_us"] or 0.0
         x = 120.0
         y = i * h
-        parts.append(f'<text x="0" y="{y + bar_h - 3}">rank {_e(r["rank"])} step {_e("all" if r["step"] is None else r["step"])}</text>')
+        parts.append(
+            f'<text x="0" y="{y + bar_h - 3}">rank {_e(r["rank"])} step {_e("all" if r["step"] is None else r["step"])}</text>'
+        )
         for key, name, color in _PHASES:
             w = (width - 130) * (r[key] or 0.0) / total if total else 0.0
             parts.append(
@@ -82,7 +95,9 @@ def _step_svg(rows: list[dict[str, Any]], width: int = 700, bar_h: int = 16) -> 
     y = len(rows) * h + 14
     x = 0
     for _, name, color in _PHASES:
-        parts.append(f'<rect x="{x}" y="{y - 10}" width="10" height="10" fill="{color}"/><text x="{x + 14}" y="{y}">{name}</text>')
+        parts.append(
+            f'<rect x="{x}" y="{y - 10}" width="10" height="10" fill="{color}"/><text x="{x + 14}" y="{y}">{name}</text>'
+        )
         x += 20 + 7 * len(name)
     parts.append("</svg>")
     return "".join(parts)
@@ -106,8 +121,12 @@ def _copy_timeline(copies: pa.Table, width: int = 700, height: int = 60) -> str:
         x = 60 + (width - 70) * (r["start_us"] - lo) / span
         w = max(0.5, (width - 70) * (r["duration_us"] or 0.0) / span)
         y = 2 if r["side"] == "device" else 32
-        parts.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="18" fill="{"#ef6c00" if r["side"] == "device" else "#6d4c41"}"/>')
-    parts.append(f'<text x="60" y="{height - 2}">0</text><text x="{width - 80}" y="{height - 2}">{_e(fmt_us(span))}</text></svg>')
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="18" fill="{"#ef6c00" if r["side"] == "device" else "#6d4c41"}"/>'
+        )
+    parts.append(
+        f'<text x="60" y="{height - 2}">0</text><text x="{width - 80}" y="{height - 2}">{_e(fmt_us(span))}</text></svg>'
+    )
     return "".join(parts)
 
 
@@ -131,8 +150,10 @@ def _roofline(rows: list[dict[str, Any]], width: int = 700, height: int = 360) -
     def py(v: float) -> float:
         return bottom - (v - y0) / (y1 - y0) * (bottom - top)
 
-    parts = [f'<svg role="img" aria-label="roofline" width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
-             f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>']  # fmt: skip
+    parts = [
+        f'<svg role="img" aria-label="roofline" width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
+        f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>',
+    ]
     for d in range(math.ceil(x0), math.floor(x1) + 1):
         parts.append(f'<text x="{px(d) - 10:.1f}" y="{bottom + 14}">1e{d}</text>')
     for d in range(math.ceil(y0), math.floor(y1) + 1):
@@ -147,8 +168,10 @@ def _roofline(rows: list[dict[str, Any]], width: int = 700, height: int = 360) -
     for r, x in sorted(zip(pts, xs, strict=True), key=lambda p: -p[0]["tflops"]):
         cx, cy = px(x), py(math.log10(r["tflops"]))
         mfu = f", MFU {fmt_pct(r['mfu_pct'])}" if r.get("mfu_pct") is not None else ""
-        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="#0b6e99"><title>{_e(r["op_type"])}: '
-                     f'{r["tflops"]:.1f} TFLOPS{_e(mfu)}</title></circle>')  # fmt: skip
+        parts.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="#0b6e99"><title>{_e(r["op_type"])}: '
+            f"{r['tflops']:.1f} TFLOPS{_e(mfu)}</title></circle>"
+        )
         ly = cy + 4
         while any(abs(ly - y) < 12 and abs(cx - x_) < 120 for x_, y in placed):
             ly += 12
@@ -190,7 +213,9 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
         out.append("<h2>Step breakdown</h2>" + _step_svg(summary["step_breakdown"]))
     hot = summary["hot_ops"]
     out.append(f"<h2>Hot operators by {_e(hot['by'])}</h2>")
-    out.append(_hbars([(r["key"], r["total_us"], f"{fmt_us(r['total_us'])} · {fmt_pct(r['share_pct'])}") for r in hot["top"]]))
+    out.append(
+        _hbars([(r["key"], r["total_us"], f"{fmt_us(r['total_us'])} · {fmt_pct(r['share_pct'])}") for r in hot["top"]])
+    )
     out.append(
         _table(
             ["op", "task type", "count", "total", "avg", "min", "max", "share"],
@@ -204,12 +229,21 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
         out.append(
             _table(
                 ["op type", "count", "total", "TFLOPS", "MFU", "FLOPs / byte", "bound"],
-                [[_e(r["op_type"]), f"{r['kernels']:,}", _e(fmt_us(r["total_us"])), f"{r['tflops']:.1f}",
-                  _e(fmt_pct(r["mfu_pct"])) if r.get("mfu_pct") is not None else "-",
-                  f"{r['flops_per_byte']:.1f}" if r.get("flops_per_byte") else "-", _e(r.get("bound") or "-")] for r in eff],
+                [
+                    [
+                        _e(r["op_type"]),
+                        f"{r['kernels']:,}",
+                        _e(fmt_us(r["total_us"])),
+                        f"{r['tflops']:.1f}",
+                        _e(fmt_pct(r["mfu_pct"])) if r.get("mfu_pct") is not None else "-",
+                        f"{r['flops_per_byte']:.1f}" if r.get("flops_per_byte") else "-",
+                        _e(r.get("bound") or "-"),
+                    ]
+                    for r in eff
+                ],
                 left=1,
             )
-        )  # fmt: skip
+        )
         out.append(_roofline(eff))
     cp = summary["copies"]
     host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""

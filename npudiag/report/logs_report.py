@@ -65,19 +65,27 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     head = Text("npudiag logs", style="bold")
     # the records' own levels ("1 warning" read as one of npudiag's warnings)
     numbers = (
-        f"{count(s['files'], 'file')}, {count(s['records'], 'record')}: {s['errors']:,} at ERROR or FATAL, {s['warnings']:,} at WARNING"
+        f"{count(s['files'], 'file')}, {count(s['records'], 'record')}: "
+        f"{s['errors']:,} at ERROR or FATAL, {s['warnings']:,} at WARNING"
     )
     head.append(f"  {numbers}", style="dim")
     console.print(head)
     for r in s.get("repeated_files") or []:
-        console.print(plain(f"{r['file']} repeats {count(r['records'], 'problem record')} of {r['same_as']}: counted once", style="dim"))
+        console.print(
+            plain(
+                f"{r['file']} repeats {count(r['records'], 'problem record')} of {r['same_as']}: counted once",
+                style="dim",
+            )
+        )
     if s.get("note"):
         console.print(plain(s["note"], style="yellow"))
     if s.get("clock_note"):
         console.print(plain(s["clock_note"], style="yellow"))
     if s.get("info_records_naming_codes"):
         n = s["info_records_naming_codes"]
-        console.print(plain(f"{n:,} INFO/DEBUG/EVENT records name an error code (a catalogue, not errors)", style="dim"))
+        console.print(
+            plain(f"{n:,} INFO/DEBUG/EVENT records name an error code (a catalogue, not errors)", style="dim")
+        )
     for p in s.get("line_prefixes") or []:
         note = f"{p['file']}: every line starts with a {p['prefix']} prefix; stripped (kept in the prefix column)"
         console.print(plain(note, style="dim"))
@@ -94,14 +102,18 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
             body.append_text(plain(k["kernel_name"]))
             body.append_text(plain(f" ({k['count']:,}×, first {_when(k, 'first_timestamp')})", style="dim"))
         body.append("\nfirst seen: ", style="dim")
-        body.append_text(path_text(f"{_when(root, 'first_timestamp')}  {where(root['first_file'], root['first_line'])}", inner))
+        body.append_text(
+            path_text(f"{_when(root, 'first_timestamp')}  {where(root['first_file'], root['first_line'])}", inner)
+        )
         body.append("\nlog: ", style="dim")
         body.append_text(plain(root["example"]))
         body.append("\n")
         followers = [f["title"] for f in s["findings"] if f.get("follows_from") == root["kb_id"]]
         if followers:  # the rule chain: what the logs show following from it
             body.append("followed by: ", style="bold")
-            body.append_text(plain("; ".join(followers[:6]) + (f"; +{len(followers) - 6} more" if len(followers) > 6 else "")))
+            body.append_text(
+                plain("; ".join(followers[:6]) + (f"; +{len(followers) - 6} more" if len(followers) > 6 else ""))
+            )
             body.append("\n")
         if root["checks"]:
             body.append("check next:\n", style="bold")
@@ -115,42 +127,86 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
             body.append_text(plain(f" ({root['advice']}: the source names the code, not this fix)", style="dim"))
         if root.get("source"):
             body.append("\nfrom: ", style="dim")
-            body.append_text(plain(root["source"] + (f" ({root['applies_to']})" if root.get("applies_to") else ""), style="dim"))
-        kind = {"device_fault": "earliest device fault", "cause": "earliest known failure", "symptom": "earliest consequence seen"}.get(
-            root["role"], "earliest known failure"
-        )
+            body.append_text(
+                plain(root["source"] + (f" ({root['applies_to']})" if root.get("applies_to") else ""), style="dim")
+            )
+        kind = {
+            "device_fault": "earliest device fault",
+            "cause": "earliest known failure",
+            "symptom": "earliest consequence seen",
+        }.get(root["role"], "earliest known failure")
         console.print(Panel(body, title=f"Root-cause candidate ({kind})", title_align="left", border_style="red"))
     elif first is not None:
-        console.print(Panel(plain(first["message"]), title=plain(f"First error: {_where(first)}"), title_align="left", border_style="red"))
+        console.print(
+            Panel(
+                plain(first["message"]),
+                title=plain(f"First error: {_where(first)}"),
+                title_align="left",
+                border_style="red",
+            )
+        )
     else:
         console.print(Text("No errors found.", style="green"))
     if first is not None and root is not None:
         at = f"{_when(first)} {first['module'] or ''} {_where(first)}"
         console.print(path_text(f"First error in time: {at}: {_cut(first['message'], 160)}", console.width))
     if s["error_codes"]:
-        cols = [Col("code", "fixed", 0), Col("count", priority=1), Col("first seen", "fixed", 2), Col("meaning", "text", 0, min_width=20)]
-        rows = [[r["code"], f"{r['count']:,}", _when(r, "first_timestamp"), r["meaning"] or ""] for r in s["error_codes"][:30]]
+        cols = [
+            Col("code", "fixed", 0),
+            Col("count", priority=1),
+            Col("first seen", "fixed", 2),
+            Col("meaning", "text", 0, min_width=20),
+        ]
+        rows = [
+            [r["code"], f"{r['count']:,}", _when(r, "first_timestamp"), r["meaning"] or ""]
+            for r in s["error_codes"][:30]
+        ]
         console.print(table(console, "Error codes", cols, rows))
     if s["findings"]:
-        cols = [Col("failure", "text", 0, min_width=20), Col("role", "fixed", 3), Col("count", priority=1), Col("first seen", "fixed", 2),
-                Col("fix", "text", 1, min_width=20)]  # fmt: skip
-        rows = [[f["title"], f["role"], f"{f['count']:,}", _when(f, "first_timestamp"), f"{f['fix']} (from: {_short_source(f)})"]
-                for f in s["findings"][:30]]  # fmt: skip
+        cols = [
+            Col("failure", "text", 0, min_width=20),
+            Col("role", "fixed", 3),
+            Col("count", priority=1),
+            Col("first seen", "fixed", 2),
+            Col("fix", "text", 1, min_width=20),
+        ]
+        rows = [
+            [
+                f["title"],
+                f["role"],
+                f"{f['count']:,}",
+                _when(f, "first_timestamp"),
+                f"{f['fix']} (from: {_short_source(f)})",
+            ]
+            for f in s["findings"][:30]
+        ]
         console.print(table(console, "Known failures (knowledge base)", cols, rows))
     if len(s["first_failure_by_rank"]) > 1:
-        cols = [Col("rank", priority=0), Col("time", "fixed", 1), Col("where", "name", 2, min_width=12),
-                Col("message", "text", 0, min_width=20)]  # fmt: skip
-        rows = [[str(r["rank"]), _when(r), where(r["file"], r["line"]), _cut(r["message"], 120)]
-                for r in s["first_failure_by_rank"][:16]]  # fmt: skip
+        cols = [
+            Col("rank", priority=0),
+            Col("time", "fixed", 1),
+            Col("where", "name", 2, min_width=12),
+            Col("message", "text", 0, min_width=20),
+        ]
+        rows = [
+            [str(r["rank"]), _when(r), where(r["file"], r["line"]), _cut(r["message"], 120)]
+            for r in s["first_failure_by_rank"][:16]
+        ]
         console.print(table(console, "First error per rank (earliest first)", cols, rows))
     for key, label in (("by_module", "module"), ("by_device", "device_id")):
         if s[key]:
             line = ", ".join(f"{r[label] if r[label] is not None else '?'} {r['count']}" for r in s[key][:12])
             console.print(plain(f"errors by {label}: {line}", style="dim"))
     if s["timeline"]:
-        cols = [Col("time", "fixed", 0), Col("module", "fixed", 2), Col("codes", "name", 1, min_width=8),
-                Col("message", "text", 0, min_width=20)]  # fmt: skip
-        rows = [[_when(r), r["module"] or "", ",".join(r["error_codes"]), r["message"][:200]] for r in s["timeline"][:20]]
+        cols = [
+            Col("time", "fixed", 0),
+            Col("module", "fixed", 2),
+            Col("codes", "name", 1, min_width=8),
+            Col("message", "text", 0, min_width=20),
+        ]
+        rows = [
+            [_when(r), r["module"] or "", ",".join(r["error_codes"]), r["message"][:200]] for r in s["timeline"][:20]
+        ]
         if len({r["file"] for r in s["timeline"][:20]}) > 1:  # records of several files: say whose each is
             cols.insert(3, Col("file", "name", 3, min_width=10))
             for row, r in zip(rows, s["timeline"]):

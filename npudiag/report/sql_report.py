@@ -32,8 +32,10 @@ def render_table(result: pa.Table, console: Console) -> None:
     names = result.column_names
     natural = sum(max([len(n)] + [len(r[j]) for r in rows]) + 2 for j, n in enumerate(names))
     if natural <= console.width:
-        cols = [Col(name, "num" if pa.types.is_integer(t) or pa.types.is_floating(t) else "text", priority=0)
-                for name, t in zip(names, result.schema.types)]  # fmt: skip
+        cols = [
+            Col(name, "num" if pa.types.is_integer(t) or pa.types.is_floating(t) else "text", priority=0)
+            for name, t in zip(names, result.schema.types)
+        ]
         console.print(table(console, None, cols, rows))
     else:
         label = max(len(n) for n in names)
@@ -42,8 +44,13 @@ def render_table(result: pa.Table, console: Console) -> None:
             for name, value in zip(names, row):
                 console.print(plain(f"{name.ljust(label)}  {value}"), soft_wrap=False)
     more = result.num_rows - len(rows)
-    console.print(plain(f"{result.num_rows:,} row(s)" + (f"; the first {len(rows)} shown (--format csv or json gives all)" if more else ""),
-                        style="dim"))  # fmt: skip
+    console.print(
+        plain(
+            f"{result.num_rows:,} row(s)"
+            + (f"; the first {len(rows)} shown (--format csv or json gives all)" if more else ""),
+            style="dim",
+        )
+    )
 
 
 def render_csv(result: pa.Table, terminal: bool = False) -> str:

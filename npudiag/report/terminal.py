@@ -46,14 +46,29 @@ def copy_numbers(r: dict[str, Any]) -> list[str]:
     return [f"{r['count']:,}", fmt_bytes(r["bytes"]), fmt_us(r["time_us"]), fmt_pct(r["share_pct"])]
 
 
-_BUSY_LABELS = {"computing_us": "compute", "communication_not_overlapped_us": "comm not overlapped", "copy_not_overlapped_us": "copies"}
+_BUSY_LABELS = {
+    "computing_us": "compute",
+    "communication_not_overlapped_us": "comm not overlapped",
+    "copy_not_overlapped_us": "copies",
+}
 
 
 # CANN's task types, short, where the terminal is narrower than WIDE columns: a legend under the table names them
 WIDE = 100
-TASK_TYPE_SHORT = {"AI_CORE": "AIC", "AI_VECTOR_CORE": "AIV", "AI_CPU": "AICPU", "COMMUNICATION": "COMM", "KERNEL_AICORE": "K_AIC",
-                   "KERNEL_AIVEC": "K_AIV", "KERNEL_AICPU": "K_AICPU", "KERNEL_MIX_AIC": "K_MIX_AIC", "KERNEL_MIX_AIV": "K_MIX_AIV",
-                   "HCCL_AI_CPU": "HCCL_AICPU", "WRITE_BACK": "WB", "INVALID": "INV"}  # fmt: skip
+TASK_TYPE_SHORT = {
+    "AI_CORE": "AIC",
+    "AI_VECTOR_CORE": "AIV",
+    "AI_CPU": "AICPU",
+    "COMMUNICATION": "COMM",
+    "KERNEL_AICORE": "K_AIC",
+    "KERNEL_AIVEC": "K_AIV",
+    "KERNEL_AICPU": "K_AICPU",
+    "KERNEL_MIX_AIC": "K_MIX_AIC",
+    "KERNEL_MIX_AIV": "K_MIX_AIV",
+    "HCCL_AI_CPU": "HCCL_AICPU",
+    "WRITE_BACK": "WB",
+    "INVALID": "INV",
+}
 
 
 def headline(prof: dict[str, Any]) -> list[str]:
@@ -69,9 +84,14 @@ def headline(prof: dict[str, Any]) -> list[str]:
     if n == 1:
         out.append(f"span {fmt_us(prof['span_us'])}")
     else:
-        out += [f"wall time {fmt_us(prof['span_us'])}", f"per rank (mean of {n}): span {fmt_us(prof.get('rank_span_sum_us', 0.0) / n)}"]
+        out += [
+            f"wall time {fmt_us(prof['span_us'])}",
+            f"per rank (mean of {n}): span {fmt_us(prof.get('rank_span_sum_us', 0.0) / n)}",
+        ]
     busy = f"device busy {fmt_us(prof['device_busy_us'] / n)} ({fmt_pct(prof['device_busy_pct'])} of span)"
-    out.append(busy + ("".join(f"\x00{'=' if i == 0 else '+'} {label} {fmt_us(v / n)}" for i, (v, label) in enumerate(parts))))
+    out.append(
+        busy + ("".join(f"\x00{'=' if i == 0 else '+'} {label} {fmt_us(v / n)}" for i, (v, label) in enumerate(parts)))
+    )
     out.append(f"kernel time {fmt_us(prof['kernel_time_us'] / n)}")
     lost = prof.get("time_lost_us")
     if lost:
@@ -82,7 +102,9 @@ def headline(prof: dict[str, Any]) -> list[str]:
 def figure_lines(items: list[str], width: int, sep: str = "  ·  ") -> list[str]:
     """``items`` joined by ``sep``, a new line where the next would not fit, so a label stays with
     its number; an item's NUL-separated pieces are joined by a space and may go on the next line."""
-    return pack_lines(((sep if k == 0 else " ", piece) for item in items for k, piece in enumerate(item.split("\x00"))), width)
+    return pack_lines(
+        ((sep if k == 0 else " ", piece) for item in items for k, piece in enumerate(item.split("\x00"))), width
+    )
 
 
 def render_terminal(summary: dict[str, Any], console: Console, command: str = "analyze") -> None:
@@ -103,22 +125,54 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
         more = f" (+{len(partial) - 6} more)" if len(partial) > 6 else ""
         console.print(plain(f"ranks without kernels, and the data they have: {shown}{more}", style="dim"))
     if len(summary.get("per_rank", [])) > 1:
-        cols = [Col("rank", priority=0), Col("kernels", priority=2), Col("span", priority=0), Col("busy", priority=3),
-                Col("busy %", priority=0), Col("kernel time", priority=4), Col("time lost", priority=1)]  # fmt: skip
-        rows = [[str(r["rank"]), f"{r['kernels']:,}", fmt_us(r["span_us"]), fmt_us(r["busy_us"]), fmt_pct(r["busy_pct"]),
-                 fmt_us(r["kernel_time_us"]), fmt_us(r.get("time_lost_us"))] for r in summary["per_rank"]]  # fmt: skip
+        cols = [
+            Col("rank", priority=0),
+            Col("kernels", priority=2),
+            Col("span", priority=0),
+            Col("busy", priority=3),
+            Col("busy %", priority=0),
+            Col("kernel time", priority=4),
+            Col("time lost", priority=1),
+        ]
+        rows = [
+            [
+                str(r["rank"]),
+                f"{r['kernels']:,}",
+                fmt_us(r["span_us"]),
+                fmt_us(r["busy_us"]),
+                fmt_pct(r["busy_pct"]),
+                fmt_us(r["kernel_time_us"]),
+                fmt_us(r.get("time_lost_us")),
+            ]
+            for r in summary["per_rank"]
+        ]
         console.print(table(console, "Ranks (each rank's own span and busy time)", cols, rows))
 
     hot = summary["hot_ops"]
     if hot["top"]:
         title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']}; share of kernel time)"
         short = console.width < WIDE  # task types abbreviated, with a legend of the ones shown
-        cols = [Col("op " + hot["by"], "name", 0, min_width=16), Col("task type", "name", 5, min_width=9, max_width=16 if short else 30),
-                Col("count", priority=2), Col("total", priority=0), Col("avg", priority=3), Col("min", priority=6),
-                Col("max", priority=4), Col("share", priority=0)]  # fmt: skip
-        types = [[TASK_TYPE_SHORT.get(t, t) if short else t for t in (r["task_types"] or "").split(";") if t] for r in hot["top"]]
+        cols = [
+            Col("op " + hot["by"], "name", 0, min_width=16),
+            Col("task type", "name", 5, min_width=9, max_width=16 if short else 30),
+            Col("count", priority=2),
+            Col("total", priority=0),
+            Col("avg", priority=3),
+            Col("min", priority=6),
+            Col("max", priority=4),
+            Col("share", priority=0),
+        ]
+        types = [
+            [TASK_TYPE_SHORT.get(t, t) if short else t for t in (r["task_types"] or "").split(";") if t]
+            for r in hot["top"]
+        ]
         rows = [[r["key"], " ".join(ts), *hot_op_numbers(r)] for r, ts in zip(hot["top"], types)]
-        used = {t for r in hot["top"] for t in (r["task_types"] or "").split(";") if short and TASK_TYPE_SHORT.get(t, t) != t}
+        used = {
+            t
+            for r in hot["top"]
+            for t in (r["task_types"] or "").split(";")
+            if short and TASK_TYPE_SHORT.get(t, t) != t
+        }
         legend = ", ".join(f"{TASK_TYPE_SHORT[t]} = {t}" for t in sorted(used, key=lambda t: TASK_TYPE_SHORT[t]))
         console.print(table(console, title, cols, rows, caption=f"task types: {legend}" if legend else None))
     else:
@@ -127,8 +181,15 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
 
     cp = summary["copies"]
     if cp["by_direction"]:
-        cols = [Col("side", "fixed", 0), Col("direction", "fixed", 0), Col("mode", "fixed", 3), Col("count", priority=1),
-                Col("bytes", priority=2), Col("time", priority=0), Col("share of side", priority=4)]  # fmt: skip
+        cols = [
+            Col("side", "fixed", 0),
+            Col("direction", "fixed", 0),
+            Col("mode", "fixed", 3),
+            Col("count", priority=1),
+            Col("bytes", priority=2),
+            Col("time", priority=0),
+            Col("share of side", priority=4),
+        ]
         rows = [[r["side"], r["direction"], r["mode"], *copy_numbers(r)] for r in cp["by_direction"]]
         host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
         console.print(table(console, f"Memory copies ({cp['count']:,} on the device{host})", cols, rows))
@@ -144,7 +205,12 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
 
     errors = summary.get("errors", [])
     if errors:
-        console.print(Text(f"{count(len(errors), 'input file')} could not be read (listed on stderr and in manifest.json)", style="red"))
+        console.print(
+            Text(
+                f"{count(len(errors), 'input file')} could not be read (listed on stderr and in manifest.json)",
+                style="red",
+            )
+        )
     warnings = summary.get("warnings", [])
     if warnings:
         console.print(Text(f"{count(len(warnings), 'warning')} (on stderr and in manifest.json)", style="yellow"))
@@ -159,10 +225,25 @@ def _efficiency(summary: dict[str, Any], console: Console) -> None:
     rows = [r for r in summary.get("op_efficiency") or [] if r.get("tflops") is not None]
     if not rows:
         return
-    cols = [Col("op type", "name", 0, min_width=12), Col("count", priority=3), Col("total", priority=2), Col("TFLOPS", priority=0),
-            Col("MFU", priority=0), Col("bound", "name", 1, min_width=5)]  # fmt: skip
-    body = [[r["op_type"], f"{r['kernels']:,}", fmt_us(r["total_us"]), f"{r['tflops']:.1f}",
-             fmt_pct(r.get("mfu_pct")), r.get("bound") or "-"] for r in rows]  # fmt: skip
+    cols = [
+        Col("op type", "name", 0, min_width=12),
+        Col("count", priority=3),
+        Col("total", priority=2),
+        Col("TFLOPS", priority=0),
+        Col("MFU", priority=0),
+        Col("bound", "name", 1, min_width=5),
+    ]
+    body = [
+        [
+            r["op_type"],
+            f"{r['kernels']:,}",
+            fmt_us(r["total_us"]),
+            f"{r['tflops']:.1f}",
+            fmt_pct(r.get("mfu_pct")),
+            r.get("bound") or "-",
+        ]
+        for r in rows
+    ]
     caption = None if any(r.get("mfu_pct") is not None for r in rows) else "MFU needs the peak: --peak-tflops"
     console.print(table(console, "Operator efficiency (FLOPs from shapes)", cols, body, caption=caption))
 
@@ -172,15 +253,24 @@ MEMORY_HEADERS = ["rank", "allocator", "peak allocated", "reserved", "unused", "
 
 def memory_row(m: dict[str, Any]) -> list[str]:
     """One rank's memory figures as every renderer shows them (MEMORY_HEADERS)."""
-    return ["-" if m["rank"] is None else str(m["rank"]), m.get("allocator") or "-", fmt_bytes(m.get("peak_allocated_bytes")),
-            fmt_bytes(m.get("reserved_at_peak_bytes", m.get("peak_reserved_bytes"))), fmt_bytes(m.get("fragmentation_bytes")),
-            "-" if m.get("peak_step") is None else str(m["peak_step"]), m.get("peak_op") or "-",
-            fmt_bytes(m.get("process_peak_reserved_bytes"))]  # fmt: skip
+    return [
+        "-" if m["rank"] is None else str(m["rank"]),
+        m.get("allocator") or "-",
+        fmt_bytes(m.get("peak_allocated_bytes")),
+        fmt_bytes(m.get("reserved_at_peak_bytes", m.get("peak_reserved_bytes"))),
+        fmt_bytes(m.get("fragmentation_bytes")),
+        "-" if m.get("peak_step") is None else str(m["peak_step"]),
+        m.get("peak_op") or "-",
+        fmt_bytes(m.get("process_peak_reserved_bytes")),
+    ]
 
 
 def held_rows(m: dict[str, Any]) -> list[list[str]]:
     """op, blocks, bytes, share of what a rank holds at its peak, then what no operator_memory block explains."""
-    rows = [[h["op_name"], f"{h['blocks']:,}", fmt_bytes(h["bytes"]), fmt_pct(h["share_pct"])] for h in m.get("held_at_peak", [])]
+    rows = [
+        [h["op_name"], f"{h['blocks']:,}", fmt_bytes(h["bytes"]), fmt_pct(h["share_pct"])]
+        for h in m.get("held_at_peak", [])
+    ]
     rest = m.get("unattributed_at_peak_bytes")
     if rest:
         share = 100.0 * rest / m["peak_allocated_bytes"] if m.get("peak_allocated_bytes") else None
@@ -194,13 +284,25 @@ def _memory(summary: dict[str, Any], console: Console) -> None:
         return
     kinds = {"allocator": ("fixed", 5), "op at peak": ("name", 4)}
     order = {"rank": 0, "peak allocated": 0, "reserved": 2, "unused": 1, "step": 3, "process": 6}
-    cols = [Col(h, kinds.get(h, ("num",))[0], kinds[h][1] if h in kinds else order[h], min_width=12 if h == "op at peak" else 8)
-            for h in MEMORY_HEADERS]  # fmt: skip
+    cols = [
+        Col(
+            h,
+            kinds.get(h, ("num",))[0],
+            kinds[h][1] if h in kinds else order[h],
+            min_width=12 if h == "op at peak" else 8,
+        )
+        for h in MEMORY_HEADERS
+    ]
     rows = [memory_row(m) for m in ranks]
     console.print(table(console, "Device memory at the allocation peak", cols, rows))
     held = ranks[0].get("held_at_peak", []) if len(ranks) == 1 else []
     if held:
-        cols = [Col("held by op", "name", 0, min_width=16), Col("blocks", priority=2), Col("bytes", priority=0), Col("share", priority=1)]
+        cols = [
+            Col("held by op", "name", 0, min_width=16),
+            Col("blocks", priority=2),
+            Col("bytes", priority=0),
+            Col("share", priority=1),
+        ]
         rows = held_rows(ranks[0])
         console.print(table(console, "Held at the memory peak", cols, rows))
 
@@ -211,16 +313,28 @@ _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 def _findings(summary: dict[str, Any], console: Console) -> None:
     findings = summary.get("findings", [])
     if findings:
-        cols = [Col("severity", "fixed", 0), Col("rule", "fixed", 2), Col("rank", priority=3), Col("time lost", priority=1),
-                Col("finding and advice", "text", 0, min_width=24)]  # fmt: skip
+        cols = [
+            Col("severity", "fixed", 0),
+            Col("rule", "fixed", 2),
+            Col("rank", priority=3),
+            Col("time lost", priority=1),
+            Col("finding and advice", "text", 0, min_width=24),
+        ]
         rows = []
         for f in findings:
             text = plain(f["title"], style="bold")
             text.append("\n")
             text.append_text(plain(f["advice"], style="dim"))
             rank = "all" if f["rank"] is None else str(f["rank"])
-            rows.append([Text(f["severity"], style=_SEVERITY_STYLE.get(f["severity"], "")), f["rule_id"], rank, fmt_us(f["time_lost_us"]),
-                         text])  # fmt: skip
+            rows.append(
+                [
+                    Text(f["severity"], style=_SEVERITY_STYLE.get(f["severity"], "")),
+                    f["rule_id"],
+                    rank,
+                    fmt_us(f["time_lost_us"]),
+                    text,
+                ]
+            )
         console.print(table(console, f"Findings ({len(findings)}), most time lost first", cols, rows))
     else:
         console.print("No findings.")
@@ -243,23 +357,35 @@ def _step_bars(summary: dict[str, Any], console: Console) -> None:
     if not rows:
         return
     cols = [Col("rank", priority=0), Col("step", priority=0), Col("step time", priority=0)]
-    phase_cols = [Col("before", priority=4), Col("compute", priority=1), Col("comm", priority=2), Col("copy", priority=3),
-                  Col("free", priority=2), Col("after", priority=5)]  # fmt: skip
+    phase_cols = [
+        Col("before", priority=4),
+        Col("compute", priority=1),
+        Col("comm", priority=2),
+        Col("copy", priority=3),
+        Col("free", priority=2),
+        Col("after", priority=5),
+    ]
     body = []
     for r in rows:
         total = r["step_time_us"] or 0.0
-        body.append([
-            "-" if r["rank"] is None else str(r["rank"]), "all" if r["step"] is None else str(r["step"]), fmt_us(total),
-            *(fmt_us(r.get(key)) for key, _, _ in _PHASES),
-        ])  # fmt: skip
+        body.append(
+            [
+                "-" if r["rank"] is None else str(r["rank"]),
+                "all" if r["step"] is None else str(r["step"]),
+                fmt_us(total),
+                *(fmt_us(r.get(key)) for key, _, _ in _PHASES),
+            ]
+        )
     # the bar gets what the numbers leave, up to 40 characters; none below 10
     numbers = sum(max(len(c.header), max(len(b[i]) for b in body)) + 2 for i, c in enumerate(cols + phase_cols))
     width = min(40, console.width - numbers - 2)
     # the legend goes with the chart: without the bars the title says only what the table is
     legend = Text("Step breakdown")
     if width >= 10:
-        legend = Text.from_markup("Step breakdown  [cyan]P[/] before first task  [green]C[/] computing  [magenta]M[/] comm not "
-                                  "overlapped  [yellow]Y[/] copy  . free  _ after last task")  # fmt: skip
+        legend = Text.from_markup(
+            "Step breakdown  [cyan]P[/] before first task  [green]C[/] computing  [magenta]M[/] comm not "
+            "overlapped  [yellow]Y[/] copy  . free  _ after last task"
+        )
         for r, b in zip(rows, body):
             total = r["step_time_us"] or 0.0
             bar = Text()
@@ -309,10 +435,23 @@ def _ranges(summary: dict[str, Any], console: Console) -> None:
         rows = block["tree"]
         if not rows:
             continue
-        cols = [Col(kind, "name", 0, min_width=16), Col("calls", priority=2), Col("host", priority=1), Col("device", priority=0),
-                Col("kernels", priority=3)]  # fmt: skip
-        body = [["  " * int(r["depth"]) + r["name"], f"{r['calls']:,}", fmt_us(r["host_us"]), fmt_us(r["device_us"]), f"{r['kernels']:,}"]
-                for r in rows]  # fmt: skip
+        cols = [
+            Col(kind, "name", 0, min_width=16),
+            Col("calls", priority=2),
+            Col("host", priority=1),
+            Col("device", priority=0),
+            Col("kernels", priority=3),
+        ]
+        body = [
+            [
+                "  " * int(r["depth"]) + r["name"],
+                f"{r['calls']:,}",
+                fmt_us(r["host_us"]),
+                fmt_us(r["device_us"]),
+                f"{r['kernels']:,}",
+            ]
+            for r in rows
+        ]
         title = f"{_RANGE_TITLES.get(kind, kind)} by device time of the kernels launched inside ({block['ranges']:,} recorded)"
         console.print(table(console, title, cols, body))
 

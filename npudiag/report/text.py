@@ -79,7 +79,9 @@ def _width(cell: Text) -> int:
     return max((len(line) for line in cell.plain.split("\n")), default=0)
 
 
-def table(console: Console, title: str | Text | None, cols: list[Col], rows: list[list[Any]], *, caption: str | None = None) -> Table:
+def table(
+    console: Console, title: str | Text | None, cols: list[Col], rows: list[list[Any]], *, caption: str | None = None
+) -> Table:
     """A Rich table of ``rows`` (cells: str, numbers or Text) that fits ``console.width``."""
     cells = [[plain(c) if not isinstance(c, Text) else c for c in row] for row in rows]
     natural = []
@@ -89,8 +91,10 @@ def table(console: Console, title: str | Text | None, cols: list[Col], rows: lis
     keep = list(range(len(cols)))
     # free text wraps at spaces: its longest word is its floor (a path is never broken mid-word while a
     # less important column could make room), up to 40 characters
-    longest = [max([0] + [len(w) for r in cells if j < len(r) for w in r[j].plain.split()]) if col.kind == "text" else 0
-               for j, col in enumerate(cols)]  # fmt: skip
+    longest = [
+        max([0] + [len(w) for r in cells if j < len(r) for w in r[j].plain.split()]) if col.kind == "text" else 0
+        for j, col in enumerate(cols)
+    ]
 
     def floor_of(j: int) -> int:
         col = cols[j]
@@ -117,8 +121,17 @@ def table(console: Console, title: str | Text | None, cols: list[Col], rows: lis
             total_extra = sum(extra.values()) or 1
             for j in flexible:
                 widths[j] = floors[j] + int(spare * extra[j] / total_extra)
-    t = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-              padding=(0, 1, 0, 0), expand=False, show_edge=False)  # fmt: skip
+    t = Table(
+        title=title,
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        expand=False,
+        show_edge=False,
+    )
     for j in keep:
         col = cols[j]
         if col.kind == "num":
@@ -172,7 +185,9 @@ def _last_break(part: str, start: int, end: int) -> int:
         return space
     for k in range(end, start, -1):
         a, b = part[k - 1], part[k]
-        if (a in _BREAK_AFTER and not (a == "." and b.isdigit() and part[k - 2 : k - 1].isdigit())) or (b.isupper() and a.islower()):
+        if (a in _BREAK_AFTER and not (a == "." and b.isdigit() and part[k - 2 : k - 1].isdigit())) or (
+            b.isupper() and a.islower()
+        ):
             return k
     return start
 

@@ -61,6 +61,18 @@ def dump_file_name(op_type: str, op_name: str, task_id: int, stream_id: int, tim
 
 
 def model_dump_dir(
-    root: Path, model: str = "resnet50", device: int = 0, model_id: int = 1, iteration: int = 0, time: str = "20260605155111"
+    root: Path,
+    model: str = "resnet50",
+    device: int = 0,
+    model_id: int = 1,
+    iteration: int = 0,
+    time: str = "20260605155111",
 ) -> Path:
-    return root / time / str(device) / model.replace(".", "_").replace("/", "_").replace(" ", "_") / str(model_id) / str(iteration)
+    return (
+        root
+        / time
+        / str(device)
+        / model.replace(".", "_").replace("/", "_").replace(" ", "_")
+        / str(model_id)
+        / str(iteration)
+    )

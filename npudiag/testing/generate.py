@@ -87,7 +87,15 @@ NO_MODEL = 4294967295
 
 # op type, kernel name, task type, mean duration us, weight, shapes, dtypes
 OP_MIX = [
-    ("MatMulV3", "aclnnMatmul_MatMulV3Common_MatMulV3", "AI_CORE", 180.0, 6, '"4096,1024;1024,3072"', "DT_BF16;DT_BF16"),
+    (
+        "MatMulV3",
+        "aclnnMatmul_MatMulV3Common_MatMulV3",
+        "AI_CORE",
+        180.0,
+        6,
+        '"4096,1024;1024,3072"',
+        "DT_BF16;DT_BF16",
+    ),
     (
         "FlashAttentionScore",
         "aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore",
@@ -137,7 +145,9 @@ class Variation:
     scale: dict[str, float] = field(default_factory=dict)
 
 
-def _vary(kinds: np.ndarray, dur: np.ndarray, gaps: np.ndarray, step: np.ndarray, v: Variation) -> tuple[np.ndarray, np.ndarray]:
+def _vary(
+    kinds: np.ndarray, dur: np.ndarray, gaps: np.ndarray, step: np.ndarray, v: Variation
+) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(v.noise_seed)
     per_step = 1.0 + rng.normal(0.0, v.jitter, int(step.max()) + 1)
     per_kernel = 1.0 + rng.normal(0.0, v.jitter, len(dur))
@@ -241,7 +251,9 @@ def _sync_events(start, dur, positions: np.ndarray, cann: int = 2711464191, bloc
     for i in positions:
         end = float(start[i] + dur[i])
         ev.append(_api_event(cann, "acl", "aclrtSynchronizeStream", "ACL_RTS", end - 30.0, 45.0 + blocked_us, 0))
-        ev.append(_api_event(cann, "runtime", "StreamSynchronize", "StreamSynchronize", end - 29.0, 43.0 + blocked_us, 0))
+        ev.append(
+            _api_event(cann, "runtime", "StreamSynchronize", "StreamSynchronize", end - 29.0, 43.0 + blocked_us, 0)
+        )
     return ev
 
 
@@ -250,7 +262,9 @@ def _freq_events(t0: float, plan: list[tuple[float, float]], pid: int = 27114643
     (args MHz) per change, at ``t0`` + offset µs."""
     ev: list[dict] = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "AI Core Freq"}}]
     for offset, mhz in plan:
-        ev.append({"name": "AI Core Freq", "ts": f"{t0 + offset:.3f}", "pid": pid, "tid": 0, "args": {"MHz": mhz}, "ph": "C"})
+        ev.append(
+            {"name": "AI Core Freq", "ts": f"{t0 + offset:.3f}", "pid": pid, "tid": 0, "args": {"MHz": mhz}, "ph": "C"}
+        )
     return ev
 
 
@@ -259,7 +273,11 @@ def _truth(kind: str, kinds: np.ndarray, dur: np.ndarray) -> GroundTruth:
     for i, m in enumerate(OP_MIX):
         sel = kinds == i
         if sel.any():
-            gt.by_type[m[0]] = {"count": int(sel.sum()), "total_us": float(np.round(dur[sel], 3).sum()), "task_type": m[2]}
+            gt.by_type[m[0]] = {
+                "count": int(sel.sum()),
+                "total_us": float(np.round(dur[sel], 3).sum()),
+                "task_type": m[2],
+            }
     return gt
 
 
@@ -338,7 +356,16 @@ def _op_statistic(path: Path, gt: GroundTruth, kinds, dur, device_col: bool) -> 
         ]
         rows.append((d.sum(), ["0", *row] if device_col else row))
     rows.sort(key=lambda r: -r[0])
-    header = ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
+    header = [
+        "OP Type",
+        "Core Type",
+        "Count",
+        "Total Time(us)",
+        "Min Time(us)",
+        "Avg Time(us)",
+        "Max Time(us)",
+        "Ratio(%)",
+    ]
     _write_csv(path, ["Device_id", *header] if device_col else header, [r for _, r in rows])
 
 
@@ -349,10 +376,20 @@ _PREFIX = {"acl": "AscendCL", "runtime": "Runtime"}
 def _api_event(cann: int, level: str, api: str, mode: str, ts: float, dur: float, conn: int) -> dict:
     """A CANN host API call as msprof writes it (``AscendCL@api`` / ``Runtime@api``)."""
     args = {"Thread Id": _HOST_TID, "Mode": mode, "level": level, "id": api, "item_id": "0", "connection_id": conn}
-    return {"name": f"{_PREFIX[level]}@{api}", "pid": cann, "tid": _HOST_TID, "ts": f"{ts:.3f}", "dur": dur, "args": args, "ph": "X"}
+    return {
+        "name": f"{_PREFIX[level]}@{api}",
+        "pid": cann,
+        "tid": _HOST_TID,
+        "ts": f"{ts:.3f}",
+        "dur": dur,
+        "args": args,
+        "ph": "X",
+    }
 
 
-def _task_event(hw: int, name: str, task_type: str, task_id: int, ts: float, dur: float, conn: int, extra: dict | None = None) -> dict:
+def _task_event(
+    hw: int, name: str, task_type: str, task_id: int, ts: float, dur: float, conn: int, extra: dict | None = None
+) -> dict:
     """An Ascend Hardware task on stream 2; ``extra`` adds msprof's copy args (size(B), operation...)."""
     args = {
         "Model Id": NO_MODEL,
@@ -390,7 +427,13 @@ def _trace_events(
     hw, cann = pid_base + 352, pid_base + 191
     ev = [
         {"name": "process_name", "pid": hw, "tid": 0, "args": {"name": "Ascend Hardware"}, "ph": "M"},
-        {"name": "process_labels", "pid": hw, "tid": 0, "args": {"labels": "NPU 0" if msprof_args else "NPU"}, "ph": "M"},
+        {
+            "name": "process_labels",
+            "pid": hw,
+            "tid": 0,
+            "args": {"labels": "NPU 0" if msprof_args else "NPU"},
+            "ph": "M",
+        },
         {"name": "process_name", "pid": cann, "tid": 0, "args": {"name": "CANN"}, "ph": "M"},
         {"name": "process_labels", "pid": cann, "tid": 0, "args": {"labels": "CPU"}, "ph": "M"},
         {"name": "thread_name", "pid": hw, "tid": 2, "args": {"name": "Stream 2"}, "ph": "M"},
@@ -448,11 +491,23 @@ def step_ranges(start, dur, step, copies_end: float | None = None) -> dict[int, 
 
 def _profiler_step_events(ranges: dict[int, tuple[float, float, float]], pid: int = 2647914) -> list[dict]:
     """torch_npu's ProfilerStep#N ranges on the Python process (category cpu_op), as trace_view.json has them."""
-    ev = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "Python"}},
-          {"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": "CPU"}}]  # fmt: skip
+    ev = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "Python"}},
+        {"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": "CPU"}},
+    ]
     for sv, (lo, hi, _) in ranges.items():
-        ev.append({"ph": "X", "name": f"ProfilerStep#{sv}", "pid": pid, "tid": pid, "ts": f"{lo:.3f}", "dur": round(hi - lo, 3),
-                   "cat": "cpu_op", "args": {"Sequence number": -1, "Fwd thread id": 0}})  # fmt: skip
+        ev.append(
+            {
+                "ph": "X",
+                "name": f"ProfilerStep#{sv}",
+                "pid": pid,
+                "tid": pid,
+                "ts": f"{lo:.3f}",
+                "dur": round(hi - lo, 3),
+                "cat": "cpu_op",
+                "args": {"Sequence number": -1, "Fwd thread id": 0},
+            }
+        )
     return ev
 
 
@@ -487,7 +542,14 @@ OPERATOR_MEMORY_HEADER = [
     "Allocation Total Allocated(MB)", "Allocation Total Reserved(MB)", "Allocation Total Active(MB)", "Release Total Allocated(MB)",
     "Release Total Reserved(MB)", "Release Total Active(MB)", "Stream Ptr", "Device Type",
 ]  # fmt: skip
-_MEM_OPS = ("aten::empty_strided", "aten::mm", "aten::add", "aten::_convolution", "npu::npu_fusion_attention", "aten::cat")
+_MEM_OPS = (
+    "aten::empty_strided",
+    "aten::mm",
+    "aten::add",
+    "aten::_convolution",
+    "npu::npu_fusion_attention",
+    "aten::cat",
+)
 _STREAM_PTR = "1431569360"
 
 
@@ -562,8 +624,12 @@ def write_torch_memory(prof: Path, start: np.ndarray, dur: np.ndarray, step: np.
     for t, _, delta, bid in events:
         while plan.churn and next_end is not None and t > next_end:
             reserved = -(-allocated // grain) * grain  # empty_cache: the cached blocks go back to the device
-            records.append(["PTA", _ts_ns(next_end), _mb(allocated), _mb(reserved), _mb(allocated), _STREAM_PTR, "NPU:0"])
-            records.append(["PTA+GE", _ts_ns(next_end), _mb(allocated), _mb(reserved), _mb(allocated), _STREAM_PTR, "NPU:0"])
+            records.append(
+                ["PTA", _ts_ns(next_end), _mb(allocated), _mb(reserved), _mb(allocated), _STREAM_PTR, "NPU:0"]
+            )
+            records.append(
+                ["PTA+GE", _ts_ns(next_end), _mb(allocated), _mb(reserved), _mb(allocated), _STREAM_PTR, "NPU:0"]
+            )
             next_end = next(ends, None)
         allocated += delta
         if allocated > reserved:
@@ -574,7 +640,10 @@ def write_torch_memory(prof: Path, start: np.ndarray, dur: np.ndarray, step: np.
             records.append([comp, _ts_ns(t), _mb(allocated), _mb(reserved), _mb(allocated), _STREAM_PTR, "NPU:0"])
         if allocated > peak[0]:
             peak = (allocated, reserved, t, blocks[bid]["name"])
-    app = [["APP", _ts_ns(t), "", _mb(reserved + (600 << 20)), "", "", "NPU:0"] for t in range(t0 - 10_000_000, t0, 2_000_000)]
+    app = [
+        ["APP", _ts_ns(t), "", _mb(reserved + (600 << 20)), "", "", "NPU:0"]
+        for t in range(t0 - 10_000_000, t0, 2_000_000)
+    ]
     _write_csv(prof / "memory_record.csv", MEMORY_RECORD_HEADER, app + records)
     rows = []
     for bid, bl in sorted(blocks.items(), key=lambda kv: kv[1]["alloc"]):
@@ -587,8 +656,18 @@ def write_torch_memory(prof: Path, start: np.ndarray, dur: np.ndarray, step: np.
         else:
             r_alloc, r_res = state[bid + "-"]
             held = bl["free"] - bl["alloc"]
-            row += [_ts_ns(bl["free"]), _ts_ns(bl["free"] - 400), _ts_ns(held), _ts_ns(held - 400),
-                    _mb(a_alloc), _mb(a_res), _mb(a_alloc), _mb(r_alloc), _mb(r_res), _mb(r_alloc)]  # fmt: skip
+            row += [
+                _ts_ns(bl["free"]),
+                _ts_ns(bl["free"] - 400),
+                _ts_ns(held),
+                _ts_ns(held - 400),
+                _mb(a_alloc),
+                _mb(a_res),
+                _mb(a_alloc),
+                _mb(r_alloc),
+                _mb(r_res),
+                _mb(r_alloc),
+            ]
         rows.append(row + [_STREAM_PTR, "NPU:0"])
     _write_csv(prof / "operator_memory.csv", OPERATOR_MEMORY_HEADER, rows)
     t_peak = peak[2]
@@ -653,14 +732,26 @@ def write_torch_profile(
     OVERLAP_ANALYSIS table MindStudio Insight writes into a .db it opens."""
     if export not in ("text", "db"):
         raise ValueError(f"export must be 'text' or 'db', not {export!r}")
-    kinds, start, dur, gaps, step = _plan(kernels, seed, steps, variation=variation, repeat_steps=repeat_steps,
-                                          syncs_per_step=syncs_per_step, sync_idle_us=sync_idle_us, fusible=fusible)  # fmt: skip
+    kinds, start, dur, gaps, step = _plan(
+        kernels,
+        seed,
+        steps,
+        variation=variation,
+        repeat_steps=repeat_steps,
+        syncs_per_step=syncs_per_step,
+        sync_idle_us=sync_idle_us,
+        fusible=fusible,
+    )
     gt = _truth("torch_npu", kinds, dur)
     folder = out / f"npudiag-host_{2647914 + rank}_20251127192734{rank:03d}_ascend_pt"
     prof = folder / "ASCEND_PROFILER_OUTPUT"
     prof.mkdir(parents=True, exist_ok=True)
     if export == "text":
-        _write_csv(prof / "kernel_details.csv", KERNEL_DETAILS_HEADER, _kernel_rows(kinds, start, dur, gaps, step, True, seed, dynamic_ops))
+        _write_csv(
+            prof / "kernel_details.csv",
+            KERNEL_DETAILS_HEADER,
+            _kernel_rows(kinds, start, dur, gaps, step, True, seed, dynamic_ops),
+        )
         _op_statistic(prof / "op_statistic.csv", gt, kinds, dur, device_col=True)
     info = {
         "config": {
@@ -668,7 +759,11 @@ def write_torch_profile(
                 "activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
                 "schedule": {"wait": 0, "active": steps, "warmup": 1, "repeat": 1, "skip_first": 0},
             },
-            "experimental_config": {"_profiler_level": "Level1", "_aic_metrics": "ACL_AICORE_PIPE_UTILIZATION", "_export_type": [export]},
+            "experimental_config": {
+                "_profiler_level": "Level1",
+                "_aic_metrics": "ACL_AICORE_PIPE_UTILIZATION",
+                "_export_type": [export],
+            },
         },
         "torch_npu_version": "2.7.1",
         "cann_version": "8.3.RC1",
@@ -681,7 +776,9 @@ def write_torch_profile(
     dist["rank"] = rank
     (folder / "profiler_metadata.json").write_text(json.dumps({"distributed_args": dist}), encoding="utf-8")
     rows = []
-    ranges = step_ranges(start, dur, step, _copies_end(start, dur, copies, copy_us) if trace or export == "db" else None)
+    ranges = step_ranges(
+        start, dur, step, _copies_end(start, dur, copies, copy_us) if trace or export == "db" else None
+    )
     for s in sorted(set(step.tolist())):
         sel = step == s
         comp = float(dur[sel & (np.array([OP_MIX[k][2] for k in kinds]) != "HCCL")].sum())
@@ -690,13 +787,36 @@ def write_torch_profile(
         # step's copies after its last kernel are outside it), exactly (relative first: an absolute
         # float64 at today's epoch resolves only 0.25 us); Preparing: the host step's start to the first task
         stage = float(((start[sel] - start[sel][0]) + dur[sel]).max())
-        rows.append(["0", str(s), repr(comp), repr(comm), "0.0", repr(comm), repr(max(stage - comp - comm, 0.0)), repr(stage), "0",
-                     repr(comm), repr(PREPARING_US)])  # fmt: skip
+        rows.append(
+            [
+                "0",
+                str(s),
+                repr(comp),
+                repr(comm),
+                "0.0",
+                repr(comm),
+                repr(max(stage - comp - comm, 0.0)),
+                repr(stage),
+                "0",
+                repr(comm),
+                repr(PREPARING_US),
+            ]
+        )
         gt.steps.append(int(s))
     if export == "db":
-        _write_db(prof / f"ascend_pytorch_profiler_{rank}.db", kinds, start, dur, copies, copy_bytes, copy_us, step=step, rank=rank,
-                  ranges=ranges,
-                  overlap_analysis=overlap_analysis)  # fmt: skip
+        _write_db(
+            prof / f"ascend_pytorch_profiler_{rank}.db",
+            kinds,
+            start,
+            dur,
+            copies,
+            copy_bytes,
+            copy_us,
+            step=step,
+            rank=rank,
+            ranges=ranges,
+            overlap_analysis=overlap_analysis,
+        )
         _write_analysis_db(prof / "analysis.db", rows)
         gt.copies = {"count": copies, "bytes_each": copy_bytes, "device_us_each": copy_us, "mode": "sync"}
         gt.profile_dir = str(folder)
@@ -727,7 +847,9 @@ def write_torch_profile(
         events += _alloc_events(start, step, mallocs_per_step, malloc_us)
         if syncs_per_step:
             # the host stays in each sync for most of the idle after it (a sync that covers at least half a gap is its cause)
-            events += _sync_events(start, dur, sync_positions(kernels, steps, syncs_per_step), blocked_us=0.75 * sync_idle_us)
+            events += _sync_events(
+                start, dur, sync_positions(kernels, steps, syncs_per_step), blocked_us=0.75 * sync_idle_us
+            )
         if aicore_freq:
             events += _freq_events(float(start[0]), aicore_freq)
         _write_trace(prof / "trace_view.json", events)
@@ -763,23 +885,36 @@ def write_msprof_profile(
     ``device_info`` (AI Cores, vector cores) writes device_0/info.json.0 as msprof does (every compute
     kernel of the generator runs on 40 blocks); ``t0_us``: when the first task starts (a run of msprof
     records the time it ran; two runs never share their task times)."""
-    kinds, start, dur, gaps, step = _plan(kernels, seed, 1, idle_gaps, idle_gap_us, **({"t0": t0_us} if t0_us is not None else {}))
+    kinds, start, dur, gaps, step = _plan(
+        kernels, seed, 1, idle_gaps, idle_gap_us, **({"t0": t0_us} if t0_us is not None else {})
+    )
     gt = _truth("msprof", kinds, dur)
     folder = out / "PROF_000001_20260605155111872_NPUDIAGGENERATEDAA"
     mso = folder / "mindstudio_profiler_output"
     mso.mkdir(parents=True, exist_ok=True)
     ts = "20260605155140"
     if text:
-        _write_csv(mso / f"op_summary_{ts}.csv", OP_SUMMARY_HEADER, _kernel_rows(kinds, start, dur, gaps, step, False, seed))
+        _write_csv(
+            mso / f"op_summary_{ts}.csv", OP_SUMMARY_HEADER, _kernel_rows(kinds, start, dur, gaps, step, False, seed)
+        )
         _op_statistic(mso / f"op_statistic_{ts}.csv", gt, kinds, dur, device_col=True)
-        events = _trace_events(start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=True, small_copies=small_copies)
+        events = _trace_events(
+            start, dur, kinds, copies, copy_bytes, copy_us, msprof_args=True, small_copies=small_copies
+        )
         if loop_iterations:
             iteration = np.minimum(np.arange(len(start)) * loop_iterations // max(len(start), 1), loop_iterations - 1)
             events += _alloc_events(start, iteration, mallocs_per_iteration, malloc_us)
-            syncs = sync_positions(len(start), loop_iterations, syncs_per_iteration) if syncs_per_iteration else np.array([], int)
+            syncs = (
+                sync_positions(len(start), loop_iterations, syncs_per_iteration)
+                if syncs_per_iteration
+                else np.array([], int)
+            )
             events += _sync_events(start, dur, syncs)
-            gt.loop = {"iterations": loop_iterations, "acl_alloc_calls": 2 * mallocs_per_iteration * loop_iterations,
-                       "acl_sync_calls": len(syncs)}  # fmt: skip
+            gt.loop = {
+                "iterations": loop_iterations,
+                "acl_alloc_calls": 2 * mallocs_per_iteration * loop_iterations,
+                "acl_sync_calls": len(syncs),
+            }
         _write_trace(mso / f"msprof_{ts}.json", events)
     if db:
         _write_db(folder / f"msprof_{ts}.db", kinds, start, dur, copies, copy_bytes, copy_us)
@@ -813,23 +948,61 @@ CREATE TABLE COMMUNICATION_OP (opName INTEGER,startNs INTEGER,endNs INTEGER,conn
 CREATE TABLE MEMCPY_INFO (globalTaskId NUMERIC PRIMARY KEY,size NUMERIC,memcpyOperation NUMERIC);
 CREATE TABLE CANN_API (startNs INTEGER,endNs INTEGER,type INTEGER,globalTid INTEGER,connectionId INTEGER PRIMARY KEY,name INTEGER);
 """
-_RUNTIME_TYPE = {"AI_CORE": "KERNEL_AICORE", "AI_VECTOR_CORE": "KERNEL_AIVEC", "AI_CPU": "KERNEL_AICPU", "MIX_AIC": "MIX_AIC"}
+_RUNTIME_TYPE = {
+    "AI_CORE": "KERNEL_AICORE",
+    "AI_VECTOR_CORE": "KERNEL_AIVEC",
+    "AI_CPU": "KERNEL_AICPU",
+    "MIX_AIC": "MIX_AIC",
+}
 _HCCL_STREAM = 4
-_SUBTASKS = (("Notify_Wait", 0.55, 0), ("Memcpy", 0.2, 1 << 20), ("Reduce_Inline", 0.15, 1 << 20), ("Notify_Record", 0.02, 0))
+_SUBTASKS = (
+    ("Notify_Wait", 0.55, 0),
+    ("Memcpy", 0.2, 1 << 20),
+    ("Reduce_Inline", 0.15, 1 << 20),
+    ("Notify_Record", 0.02, 0),
+)
 
 
 def _info_json(device: Path, ai_core_num: int, aiv_num: int) -> None:
     """msprof's device_N/info.json.N (and its .done marker), with the fields of a real Atlas A2 file."""
     device.mkdir(parents=True, exist_ok=True)
     info = {
-        "jobInfo": "NA", "version": "1.0", "OS": "Linux-5.10.0-aarch64", "cpuCores": 192, "hostname": "npudiag-host",
-        "hwtype": "aarch64", "devices": "0", "platform": "Ascend910B",
-        "DeviceInfo": [{"id": 0, "env_type": 3, "ctrl_cpu_id": "ARMv8_Cortex_A55", "ctrl_cpu_core_num": 1, "ctrl_cpu_endian_little": 1,
-                        "ts_cpu_core_num": 1, "ai_cpu_core_num": 6, "ai_core_num": ai_core_num, "ai_cpu_core_id": 1,
-                        "ai_core_id": 0, "aicpu_occupy_bitmap": 126, "ctrl_cpu": "0", "ai_cpu": "1,2,3,4,5,6", "aiv_num": aiv_num,
-                        "hwts_frequency": "50", "aic_frequency": "1800", "aiv_frequency": "1800"}],
-        "platform_version": "5", "pid": "2647914", "memoryTotal": 1584332800, "cpuNums": 192, "sysClockFreq": 100, "rank_id": 0,
-    }  # fmt: skip
+        "jobInfo": "NA",
+        "version": "1.0",
+        "OS": "Linux-5.10.0-aarch64",
+        "cpuCores": 192,
+        "hostname": "npudiag-host",
+        "hwtype": "aarch64",
+        "devices": "0",
+        "platform": "Ascend910B",
+        "DeviceInfo": [
+            {
+                "id": 0,
+                "env_type": 3,
+                "ctrl_cpu_id": "ARMv8_Cortex_A55",
+                "ctrl_cpu_core_num": 1,
+                "ctrl_cpu_endian_little": 1,
+                "ts_cpu_core_num": 1,
+                "ai_cpu_core_num": 6,
+                "ai_core_num": ai_core_num,
+                "ai_cpu_core_id": 1,
+                "ai_core_id": 0,
+                "aicpu_occupy_bitmap": 126,
+                "ctrl_cpu": "0",
+                "ai_cpu": "1,2,3,4,5,6",
+                "aiv_num": aiv_num,
+                "hwts_frequency": "50",
+                "aic_frequency": "1800",
+                "aiv_frequency": "1800",
+            }
+        ],
+        "platform_version": "5",
+        "pid": "2647914",
+        "memoryTotal": 1584332800,
+        "cpuNums": 192,
+        "sysClockFreq": 100,
+        "rank_id": 0,
+    }
     (device / "info.json.0").write_text(json.dumps(info), encoding="utf-8")
     (device / "info.json.0.done").write_text("", encoding="utf-8")
 
@@ -837,22 +1010,38 @@ def _info_json(device: Path, ai_core_num: int, aiv_num: int) -> None:
 def _communication_json(path: Path, kinds, start, dur, step, sizes_mb: list[float]) -> None:
     """torch_npu's communication.json: per step, per collective op, its Communication Time Info and its
     Communication Bandwidth Info for every transport (those it did not use at 0), as Level1 writes it."""
-    empty = {"Transit Size(MB)": 0, "Transit Time(ms)": 0, "Bandwidth(GB/s)": 0, "Large Packet Ratio": 0, "Size Distribution": {}}
+    empty = {
+        "Transit Size(MB)": 0,
+        "Transit Time(ms)": 0,
+        "Bandwidth(GB/s)": 0,
+        "Large Packet Ratio": 0,
+        "Size Distribution": {},
+    }
     out: dict = {}
     for n, i in enumerate(np.flatnonzero(np.array([OP_MIX[k][2] for k in kinds]) == "HCCL")):
         size = sizes_mb[n % len(sizes_mb)]
         elapse_ms = float(dur[i]) / 1000.0
         transit_ms = round(elapse_ms * 0.8, 6)
-        moved = {"Transit Size(MB)": size, "Transit Time(ms)": transit_ms, "Bandwidth(GB/s)": round(size / transit_ms, 4),
-                 "Large Packet Ratio": 1.0 if size >= 16 else 0.0, "Size Distribution": {str(size): [1, transit_ms]}}  # fmt: skip
+        moved = {
+            "Transit Size(MB)": size,
+            "Transit Time(ms)": transit_ms,
+            "Bandwidth(GB/s)": round(size / transit_ms, 4),
+            "Large Packet Ratio": 1.0 if size >= 16 else 0.0,
+            "Size Distribution": {str(size): [1, transit_ms]},
+        }
         op = {
             "Communication Time Info": {
-                "Start Timestamp(us)": float(start[i]), "Elapse Time(ms)": elapse_ms, "Transit Time(ms)": transit_ms,
-                "Wait Time(ms)": round(elapse_ms - transit_ms, 6), "Synchronization Time(ms)": 0, "Idle Time(ms)": 0,
-                "Wait Time Ratio": round((elapse_ms - transit_ms) / elapse_ms, 4), "Synchronization Time Ratio": 0,
+                "Start Timestamp(us)": float(start[i]),
+                "Elapse Time(ms)": elapse_ms,
+                "Transit Time(ms)": transit_ms,
+                "Wait Time(ms)": round(elapse_ms - transit_ms, 6),
+                "Synchronization Time(ms)": 0,
+                "Idle Time(ms)": 0,
+                "Wait Time Ratio": round((elapse_ms - transit_ms) / elapse_ms, 4),
+                "Synchronization Time Ratio": 0,
             },
             "Communication Bandwidth Info": {"RDMA": empty, "HCCS": moved, "PCIE": empty, "SDMA": moved, "SIO": empty},
-        }  # fmt: skip
+        }
         ops = out.setdefault(f"step{int(step[i])}", {"p2p": {}, "collective": {}})["collective"]
         ops[f"hcom_allReduce__868_{n}_1@13986101957389520"] = op
     path.write_text(json.dumps(out, indent=4), encoding="utf-8")
@@ -868,7 +1057,9 @@ def _write_analysis_db(path: Path, step_rows: list[list[str]]) -> None:
         "communication NUMERIC, free NUMERIC, stage NUMERIC, bubble NUMERIC, communication_not_overlapped_and_exclude_receive NUMERIC, "
         "preparing NUMERIC)"
     )
-    con.executemany("INSERT INTO StepTraceTime VALUES (?,?,?,?,?,?,?,?,?,?)", [(r[1], *map(float, r[2:])) for r in step_rows])
+    con.executemany(
+        "INSERT INTO StepTraceTime VALUES (?,?,?,?,?,?,?,?,?,?)", [(r[1], *map(float, r[2:])) for r in step_rows]
+    )
     con.commit()
     con.close()
 
@@ -935,11 +1126,25 @@ def _write_db(
         path.unlink()
     con = sqlite3.connect(path)
     con.executescript(_DB_SCHEMA)
-    con.executemany("INSERT INTO ENUM_API_TYPE VALUES (?, ?)",
-                    [(20000, "acl"), (15000, "model"), (10000, "node"), (5500, "communication"), (5000, "runtime")])  # fmt: skip
-    con.executemany("INSERT INTO ENUM_HCCL_TRANSPORT_TYPE VALUES (?, ?)", [(0, "SDMA"), (1, "RDMA"), (2, "LOCAL"), (65535, "INVALID_TYPE")])
-    con.executemany("INSERT INTO ENUM_HCCL_LINK_TYPE VALUES (?, ?)", [(0, "ON_CHIP"), (1, "HCCS"), (2, "PCIE"), (65535, "INVALID_TYPE")])
-    operations = [(0, "host to host"), (1, "host to device"), (2, "device to host"), (3, "device to device"), (65535, "other")]
+    con.executemany(
+        "INSERT INTO ENUM_API_TYPE VALUES (?, ?)",
+        [(20000, "acl"), (15000, "model"), (10000, "node"), (5500, "communication"), (5000, "runtime")],
+    )
+    con.executemany(
+        "INSERT INTO ENUM_HCCL_TRANSPORT_TYPE VALUES (?, ?)",
+        [(0, "SDMA"), (1, "RDMA"), (2, "LOCAL"), (65535, "INVALID_TYPE")],
+    )
+    con.executemany(
+        "INSERT INTO ENUM_HCCL_LINK_TYPE VALUES (?, ?)",
+        [(0, "ON_CHIP"), (1, "HCCS"), (2, "PCIE"), (65535, "INVALID_TYPE")],
+    )
+    operations = [
+        (0, "host to host"),
+        (1, "host to device"),
+        (2, "device to host"),
+        (3, "device to device"),
+        (65535, "other"),
+    ]
     con.executemany("INSERT INTO ENUM_MEMCPY_OPERATION VALUES (?, ?)", operations)
     con.execute("INSERT INTO NPU_INFO VALUES (0, 'Ascend910B2')")
     con.execute("INSERT INTO META_DATA VALUES ('SCHEMA_VERSION', '1.1.1')")
@@ -964,7 +1169,9 @@ def _write_db(
         conn += 1
         if ttype == "HCCL":
             op_id += 1
-            comm_ops.append((sid(name), s_ns, e_ns, conn, group, op_id, 0, 0, 4, sid("MESH-RING"), 4097000, sid(op_type), 0))
+            comm_ops.append(
+                (sid(name), s_ns, e_ns, conn, group, op_id, 0, 0, 4, sid("MESH-RING"), 4097000, sid(op_type), 0)
+            )
             comm_iv.append((s_ns, e_ns))
             apis.append((s_ns - 15000, s_ns - 5000, 5500, tid, conn, sid("hcom_allReduce_")))
             # HCCL's own per-op task on its stream, with no info row
@@ -973,18 +1180,68 @@ def _write_db(
             t = s_ns
             for k, (sub, share, nbytes) in enumerate(_SUBTASKS):
                 d = int((e_ns - s_ns) * share)
-                tasks.append((t, t + d, 0, conn, g, pid, sid("Notify Wait" if "Notify" in sub else "SDMA"), 4294967295, _HCCL_STREAM,
-                              1000 + i, NO_MODEL))  # fmt: skip
+                tasks.append(
+                    (
+                        t,
+                        t + d,
+                        0,
+                        conn,
+                        g,
+                        pid,
+                        sid("Notify Wait" if "Notify" in sub else "SDMA"),
+                        4294967295,
+                        _HCCL_STREAM,
+                        1000 + i,
+                        NO_MODEL,
+                    )
+                )
                 bw = nbytes / (d / 1e9) if d and nbytes else 0
-                comm_infos.append((sid(name), g, sid(sub), k % 2, group, k, 65535, rank or 0, 1, 0, nbytes, 4, 1 if nbytes else 0,
-                                   op_id, 1, bw))  # fmt: skip
+                comm_infos.append(
+                    (
+                        sid(name),
+                        g,
+                        sid(sub),
+                        k % 2,
+                        group,
+                        k,
+                        65535,
+                        rank or 0,
+                        1,
+                        0,
+                        nbytes,
+                        4,
+                        1 if nbytes else 0,
+                        op_id,
+                        1,
+                        bw,
+                    )
+                )
                 g += 1
                 t += d
             continue
         apis.append((s_ns - 12000, s_ns - 7500, 20000, tid, conn, sid("aclnn" + op_type)))
-        tasks.append((s_ns, e_ns, 0, conn, g, pid, sid(_RUNTIME_TYPE.get(ttype, ttype)), 4294967295, 2, 34473 + i, NO_MODEL))
-        infos.append((sid(name), g, 40, 0, sid(ttype), sid(op_type), sid("ND"), sid(dtypes), sid(shapes.strip('"')), sid("ND"),
-                      sid(dtypes), sid(shapes.strip('"')), sid(""), sid("dynamic"), sid("NO")))  # fmt: skip
+        tasks.append(
+            (s_ns, e_ns, 0, conn, g, pid, sid(_RUNTIME_TYPE.get(ttype, ttype)), 4294967295, 2, 34473 + i, NO_MODEL)
+        )
+        infos.append(
+            (
+                sid(name),
+                g,
+                40,
+                0,
+                sid(ttype),
+                sid(op_type),
+                sid("ND"),
+                sid(dtypes),
+                sid(shapes.strip('"')),
+                sid("ND"),
+                sid(dtypes),
+                sid(shapes.strip('"')),
+                sid(""),
+                sid("dynamic"),
+                sid("NO"),
+            )
+        )
         compute_iv.append((s_ns, e_ns))
         g += 1
         if kinds[i] == 0 and i % 7 == 0:  # an event hand-over to the HCCL stream now and then
@@ -994,8 +1251,21 @@ def _write_db(
     for _ in range(copies):
         conn += 1
         apis.append((t, t + int((copy_us + 20.0) * 1000), 20000, tid, conn, sid("aclrtMemcpy")))
-        tasks.append((t + 10000, t + 10000 + int(copy_us * 1000), 0, conn, g, pid, sid("MEMCPY_ASYNC"), 4294967295, 2, 90000 + g,
-                      NO_MODEL))  # fmt: skip
+        tasks.append(
+            (
+                t + 10000,
+                t + 10000 + int(copy_us * 1000),
+                0,
+                conn,
+                g,
+                pid,
+                sid("MEMCPY_ASYNC"),
+                4294967295,
+                2,
+                90000 + g,
+                NO_MODEL,
+            )
+        )
         memcpy.append((g, copy_bytes, 1))
         g += 1
         t += int((copy_us + 200.0) * 1000)
@@ -1013,10 +1283,14 @@ def _write_db(
         rows = [(sv, int(round(lo * 1000)), int(round(hi * 1000))) for sv, (lo, hi, _) in recorded.items()]
         con.executemany("INSERT INTO STEP_TIME VALUES (?, ?, ?)", rows)
     if overlap_analysis:
-        con.execute("CREATE TABLE OVERLAP_ANALYSIS (id INTEGER PRIMARY KEY AUTOINCREMENT, deviceId integer, startNs integer, "
-                    "endNs integer, type integer)")  # fmt: skip
-        con.executemany("INSERT INTO OVERLAP_ANALYSIS (deviceId, startNs, endNs, type) VALUES (0, ?, ?, ?)",
-                        overlap_analysis_rows(compute_iv, comm_iv))  # fmt: skip
+        con.execute(
+            "CREATE TABLE OVERLAP_ANALYSIS (id INTEGER PRIMARY KEY AUTOINCREMENT, deviceId integer, startNs integer, "
+            "endNs integer, type integer)"
+        )
+        con.executemany(
+            "INSERT INTO OVERLAP_ANALYSIS (deviceId, startNs, endNs, type) VALUES (0, ?, ?, ?)",
+            overlap_analysis_rows(compute_iv, comm_iv),
+        )
     con.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", [(v, k) for k, v in ids.items()])
     con.commit()
     con.close()

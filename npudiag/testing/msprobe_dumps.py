@@ -33,9 +33,19 @@ PLANTED = {
 }
 
 
-def _t(mx: float, mn: float, mean: float, norm: float, shape=(4, 4), dtype: str = "torch.float16", grad: bool = False) -> dict:
-    return {"type": "torch.Tensor", "dtype": dtype, "shape": list(shape), "Max": mx, "Min": mn, "Mean": mean, "Norm": norm,
-            "requires_grad": grad}  # fmt: skip
+def _t(
+    mx: float, mn: float, mean: float, norm: float, shape=(4, 4), dtype: str = "torch.float16", grad: bool = False
+) -> dict:
+    return {
+        "type": "torch.Tensor",
+        "dtype": dtype,
+        "shape": list(shape),
+        "Max": mx,
+        "Min": mn,
+        "Mean": mean,
+        "Norm": norm,
+        "requires_grad": grad,
+    }
 
 
 def _call(inputs: list, output: dict, kwargs: dict | None = None) -> dict:
@@ -52,8 +62,12 @@ def calls(mine: bool) -> dict[str, Any]:
             _t(2.0, 1.0, 1.25, 20.0 if mine else 5.0),
             {"alpha": {"type": "int", "value": 1}},
         ),
-        "Torch.softmax.0.forward": _call([x, {"type": "int", "value": -1}], _t(math.inf if mine else 1.0, 0.0, 0.25, 1.5)),
-        "Torch.mul.0.forward": _call([x, x], _t(1.0, 0.0, 0.5, 2.0, dtype="torch.float32" if mine else "torch.float16")),
+        "Torch.softmax.0.forward": _call(
+            [x, {"type": "int", "value": -1}], _t(math.inf if mine else 1.0, 0.0, 0.25, 1.5)
+        ),
+        "Torch.mul.0.forward": _call(
+            [x, x], _t(1.0, 0.0, 0.5, 2.0, dtype="torch.float32" if mine else "torch.float16")
+        ),
         "Torch.reshape.0.forward": _call([x], _t(1.0, -1.0, 0.0, 2.0, shape=(8, 2) if mine else (4, 4))),
         "Torch.relu.0.forward": _call([x], _t(1.0, 0.0, 0.25, 1.5, grad=mine)),
         "Torch.div.0.forward": _call([x, {"type": "int", "value": 2 if mine else 4}], _t(0.5, -0.5, 0.0, 1.0)),
@@ -76,7 +90,9 @@ def write_dump(folder: Path, data: dict[str, Any]) -> Path:
 
 def write_pair(out: Path) -> tuple[Path, Path]:
     """``out``/mine/step0/rank0 and ``out``/golden/step0/rank0: the two dumps of the pair."""
-    return write_dump(out / "mine" / "step0" / "rank0", calls(True)), write_dump(out / "golden" / "step0" / "rank0", calls(False))
+    return write_dump(out / "mine" / "step0" / "rank0", calls(True)), write_dump(
+        out / "golden" / "step0" / "rank0", calls(False)
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -41,7 +41,9 @@ def _dump_tree(root: Path, bad_from: int | None) -> None:
         if i == 2:
             y[0, 0] = np.nan
         name = f"conv{i}" if i else "conv1_long_name_aclnnInplaceAdd_AddAiCore_Add_with_a_distinctive_end"
-        write_dump_file(d / dump_file_name("MatMul", name, 10 + i, 1, 1764246877073569 + i), name, [Tensor(x)], [Tensor(y)])
+        write_dump_file(
+            d / dump_file_name("MatMul", name, 10 + i, 1, 1764246877073569 + i), name, [Tensor(x)], [Tensor(y)]
+        )
         x = y
 
 
@@ -53,8 +55,16 @@ def build_workspace(root: Path, fixtures: Path) -> Path:
     shutil.copytree(fixtures, root / "fixtures")
     for rank in range(8):
         scale = {"MatMulV3": 1.3} if rank == 5 else {}
-        write_torch_profile(root / "cluster_prof", kernels=600, seed=4, steps=4, rank=rank, copies=2,
-                            variation=Variation(rank, 0.01, scale), repeat_steps=True)  # fmt: skip
+        write_torch_profile(
+            root / "cluster_prof",
+            kernels=600,
+            seed=4,
+            steps=4,
+            rank=rank,
+            copies=2,
+            variation=Variation(rank, 0.01, scale),
+            repeat_steps=True,
+        )
     (root / "cluster_prof" / "ground_truth.json").unlink()
     _dump_tree(root / "dump", bad_from=3)
     _dump_tree(root / "golden", bad_from=None)

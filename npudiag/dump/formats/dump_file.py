@@ -109,7 +109,9 @@ def read_dump(path: Path) -> DumpFile:
     declared = sum(len(items) for _, items in groups)
     if declared > MAX_TENSORS:
         raise InputError(
-            path, f"header lists {declared:,} tensors; no real operator has more than {MAX_TENSORS:,} (file not read)", offset=8
+            path,
+            f"header lists {declared:,} tensors; no real operator has more than {MAX_TENSORS:,} (file not read)",
+            offset=8,
         )
     dump = DumpFile(path, 8 + n, msg.op_name, int(msg.dump_time), msg.version)
     offset = 8 + n
@@ -121,12 +123,16 @@ def read_dump(path: Path) -> DumpFile:
             orig = list(t.original_shape.dim) if hasattr(t, "original_shape") else []
             spec = TensorSpec(io, i, dtype, fmt, shape, orig, int(t.size), offset)
             if offset + spec.size_bytes > size:
-                raise InputError(path, f"{io} {i} needs {spec.size_bytes} bytes but the file ends at {size}", offset=offset)
+                raise InputError(
+                    path, f"{io} {i} needs {spec.size_bytes} bytes but the file ends at {size}", offset=offset
+                )
             _check_size(path, spec)
             dump.tensors.append(spec)
             offset += spec.size_bytes
     if offset != size:
-        raise InputError(path, f"header and tensor sizes add up to {offset} bytes, but the file has {size}", offset=offset)
+        raise InputError(
+            path, f"header and tensor sizes add up to {offset} bytes, but the file has {size}", offset=offset
+        )
     return dump
 
 
@@ -150,8 +156,15 @@ class FileTensor:
     shrinks while it is read (truncated by another process) is an InputError at the short read, where
     a memory map dies of SIGBUS (and left its staging folder and lock behind)."""
 
-    def __init__(self, path: Path, offset: int, stored: np.dtype, per: int, dtype: np.dtype, shape: tuple[int, ...], count: int) -> None:
-        self.path, self.offset, self.stored, self.per = path, offset, stored, per  # ``per`` stored values make one element
+    def __init__(
+        self, path: Path, offset: int, stored: np.dtype, per: int, dtype: np.dtype, shape: tuple[int, ...], count: int
+    ) -> None:
+        self.path, self.offset, self.stored, self.per = (
+            path,
+            offset,
+            stored,
+            per,
+        )  # ``per`` stored values make one element
         self.dtype, self.shape, self.size = dtype, shape, count
 
     @property
@@ -190,8 +203,12 @@ class FileTensor:
             while got < want:
                 n = os.preadv(fh.fileno(), [view[got:]], at + got)
                 if n <= 0:
-                    raise InputError(self.path, f"the file ends at {at + got} bytes while a tensor is read there (it changed while "
-                                                "it was read)", offset=at + got)  # fmt: skip
+                    raise InputError(
+                        self.path,
+                        f"the file ends at {at + got} bytes while a tensor is read there (it changed while "
+                        "it was read)",
+                        offset=at + got,
+                    )
                 got += n
         raw = np.frombuffer(buf, self.stored)
         if self.stored == np.uint16 and self.dtype == np.float32:  # bfloat16: the high half of a float32

@@ -11,7 +11,13 @@ from __future__ import annotations
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 _F = descriptor_pb2.FieldDescriptorProto
-_TYPES = {"int32": _F.TYPE_INT32, "uint32": _F.TYPE_UINT32, "uint64": _F.TYPE_UINT64, "string": _F.TYPE_STRING, "bytes": _F.TYPE_BYTES}
+_TYPES = {
+    "int32": _F.TYPE_INT32,
+    "uint32": _F.TYPE_UINT32,
+    "uint64": _F.TYPE_UINT64,
+    "string": _F.TYPE_STRING,
+    "bytes": _F.TYPE_BYTES,
+}
 PACKAGE = "toolkit.dumpdata"
 
 # message -> [(field name, number, type or message name, repeated)]

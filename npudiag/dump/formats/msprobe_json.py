@@ -72,7 +72,9 @@ def _is_scalar(v: dict) -> bool:
     return "value" in v and (v["value"] is None or isinstance(v["value"], (bool, int, float, str)))
 
 
-def _leaves(data: Any, name: str, depth: int, out: list[tuple[str, dict]], index_lists: bool = True, scalars: bool = False) -> None:
+def _leaves(
+    data: Any, name: str, depth: int, out: list[tuple[str, dict]], index_lists: bool = True, scalars: bool = False
+) -> None:
     """(msprobe name, tensor object) of every tensor under ``data`` (and every scalar argument with
     ``scalars``), in msprobe's order."""
     if depth > MAX_DEPTH:
@@ -90,7 +92,9 @@ def _leaves(data: Any, name: str, depth: int, out: list[tuple[str, dict]], index
 
 
 def _shape(v: Any) -> list[int] | None:
-    if not isinstance(v, list) or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 62 for d in v):
+    if not isinstance(v, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 62 for d in v
+    ):
         return None
     return v
 
@@ -142,16 +146,39 @@ def read_msprobe_dump(path: Path, scalars: bool = False) -> list[dict[str, Any]]
             raise InputError(path, str(exc)) from None
         index: dict[str, int] = {}
         for tensor_name, io, t in found:
-            base = {"file": text_of(path), "source": "msprobe", "op_type": call_type(call), "op_name": call, "iteration": step, "io": io,
-                    "tensor_name": tensor_name}  # fmt: skip
+            base = {
+                "file": text_of(path),
+                "source": "msprobe",
+                "op_type": call_type(call),
+                "op_name": call,
+                "iteration": step,
+                "io": io,
+                "tensor_name": tensor_name,
+            }
             if not _is_tensor(t):  # a scalar argument (only with scalars)
                 v = _number(t["value"])
-                rows.append({**base, "index": None, "scalar": True, "value": t["value"], "dtype": t["type"], "shape": [],
-                             "max": v, "min": v, "mean": v, "l2norm": v, "requires_grad": None})  # fmt: skip
+                rows.append(
+                    {
+                        **base,
+                        "index": None,
+                        "scalar": True,
+                        "value": t["value"],
+                        "dtype": t["type"],
+                        "shape": [],
+                        "max": v,
+                        "min": v,
+                        "mean": v,
+                        "l2norm": v,
+                        "requires_grad": None,
+                    }
+                )
                 continue
             index[io] = index.get(io, -1) + 1
             shape = _shape(t.get("shape"))
-            stats = {k: _number(t.get(src)) for k, src in (("max", "Max"), ("min", "Min"), ("mean", "Mean"), ("l2norm", "Norm"))}
+            stats = {
+                k: _number(t.get(src))
+                for k, src in (("max", "Max"), ("min", "Min"), ("mean", "Mean"), ("l2norm", "Norm"))
+            }
             grad = t.get("requires_grad")
             saved = t.get("data_name")  # tensor mode: the .pt / .npy file msprobe saved it to, in dump_tensor_data/
             if isinstance(saved, str) and saved and "/" not in saved and "\\" not in saved and saved not in (".", ".."):

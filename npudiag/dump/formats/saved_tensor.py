@@ -123,7 +123,10 @@ class _Reader:
                 end2 = self.data.find(b"\n", end1 + 1)
                 if end1 < 0 or end2 < 0 or end2 - self.pos > 256:
                     raise self._bad("a malformed global name")
-                module, name = self.data[self.pos : end1].decode("ascii", "replace"), self.data[end1 + 1 : end2].decode("ascii", "replace")
+                module, name = (
+                    self.data[self.pos : end1].decode("ascii", "replace"),
+                    self.data[end1 + 1 : end2].decode("ascii", "replace"),
+                )
                 self.pos = end2 + 1
                 self.stack.append(self._global(module, name))
             elif op == b"\x93":  # STACK_GLOBAL (protocol 4)
@@ -132,7 +135,11 @@ class _Reader:
                     raise self._bad("a malformed global name")
                 self.stack.append(self._global(module, name))
             elif op in (b"q", b"r", b"\x94"):  # BINPUT, LONG_BINPUT, MEMOIZE
-                key = len(self.memo) if op == b"\x94" else (self._take(1)[0] if op == b"q" else struct.unpack("<I", self._take(4))[0])
+                key = (
+                    len(self.memo)
+                    if op == b"\x94"
+                    else (self._take(1)[0] if op == b"q" else struct.unpack("<I", self._take(4))[0])
+                )
                 if not self.stack or len(self.memo) > 100_000:
                     raise self._bad("a memo entry without a value")
                 self.memo[key] = self.stack[-1]
@@ -182,7 +189,9 @@ def _storage_loader(zf: zipfile.ZipFile, prefix: str, path: Path, big_endian: bo
     def load(pid: Any) -> np.ndarray:
         # ('storage', storage class, key, location, element count)
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage" and isinstance(pid[1], _Storage)):
-            raise InputError(path, "a storage reference that is not torch.save's ('storage', class, key, location, size)")
+            raise InputError(
+                path, "a storage reference that is not torch.save's ('storage', class, key, location, size)"
+            )
         storage, key, count = pid[1], str(pid[2]), pid[4]
         if not key.isdigit() or not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise InputError(path, f"storage {key!r}: not a storage key and element count")
@@ -201,14 +210,21 @@ def _storage_loader(zf: zipfile.ZipFile, prefix: str, path: Path, big_endian: bo
 def _rebuild(obj: _Rebuilt, path: Path) -> np.ndarray:
     flat = obj.storage
     size, stride, offset = obj.size, obj.stride, obj.offset
-    ok = isinstance(size, tuple) and isinstance(stride, tuple) and len(size) == len(stride) <= 64 and isinstance(offset, int)
+    ok = (
+        isinstance(size, tuple)
+        and isinstance(stride, tuple)
+        and len(size) == len(stride) <= 64
+        and isinstance(offset, int)
+    )
     if not (ok and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (*size, *stride, offset))):
         raise InputError(path, "a tensor's size, stride or offset is not what torch.save writes")
     reach = offset + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else offset - 1
     if reach >= len(flat):
         raise InputError(path, f"the tensor reaches element {reach:,} of a storage of {len(flat):,}")
     if all(size):
-        out = np.lib.stride_tricks.as_strided(flat[offset:], shape=size, strides=tuple(s * flat.itemsize for s in stride)).copy()
+        out = np.lib.stride_tricks.as_strided(
+            flat[offset:], shape=size, strides=tuple(s * flat.itemsize for s in stride)
+        ).copy()
     else:
         out = np.zeros(size, flat.dtype)
     if out.dtype == np.uint32:  # bfloat16 widened: reinterpret the float32 bits
@@ -228,15 +244,30 @@ def read_saved_tensor(path: Path) -> np.ndarray:
             if len(streams) != 1:
                 raise InputError(path, "not a torch.save archive (expected one <name>/data.pkl)")
             if zf.getinfo(streams[0]).file_size > MAX_OBJECT_STREAM:
-                raise InputError(path, f"its data.pkl is over {MAX_OBJECT_STREAM:,} bytes; a saved tensor's is a few hundred")
+                raise InputError(
+                    path, f"its data.pkl is over {MAX_OBJECT_STREAM:,} bytes; a saved tensor's is a few hundred"
+                )
             prefix = streams[0].split("/")[0]
             order = f"{prefix}/byteorder"
             big = order in zf.namelist() and zf.read(order).strip() == b"big"
             obj = _Reader(zf.read(streams[0]), _storage_loader(zf, prefix, path, big), path).run()
     except InputError:
         raise
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, TypeError, IndexError, KeyError, struct.error, MemoryError,
-            NotImplementedError, RuntimeError, OverflowError, zlib.error) as exc:  # zipfile's own, on a damaged archive  # fmt: skip
+    except (
+        OSError,
+        ValueError,
+        zipfile.BadZipFile,
+        EOFError,
+        TypeError,
+        IndexError,
+        KeyError,
+        struct.error,
+        MemoryError,
+        NotImplementedError,
+        RuntimeError,
+        OverflowError,
+        zlib.error,
+    ) as exc:  # zipfile's own, on a damaged archive
         raise InputError(path, f"not a readable saved tensor ({type(exc).__name__}: {str(exc)[:120]})") from None
     if not isinstance(obj, _Rebuilt) or not isinstance(obj.storage, np.ndarray):
         raise InputError(path, "the saved object is not a tensor")

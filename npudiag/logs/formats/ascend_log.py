@@ -72,19 +72,27 @@ TORCH_NPU = re.compile(
     r"(ERR\d{5}) (\w+) ?(.*)$"
 )
 # torch_npu's distributed logger: "[285] [2025-12-12 12:10:10:644] torch.distributed: [ERROR] [479] ..."
-TORCH_DIST = re.compile(r"^\[(\d{1,10})\] \[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[:.,](\d{1,6})\] ([\w.]{1,64}): \[(\w{1,8})\] ?(.*)$")
+TORCH_DIST = re.compile(
+    r"^\[(\d{1,10})\] \[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[:.,](\d{1,6})\] ([\w.]{1,64}): \[(\w{1,8})\] ?(.*)$"
+)
 GLOG = re.compile(r"^\[?([EWIF])(\d{3,4}) (\d{2}:\d{2}:\d{2}\.\d+)(?: +(\d+))? ([^\s:\]]+):(\d+)\] ?(.*)$")
 GLOG_SHORT = re.compile(r"^\[?([EWIF]) ([\w.]+\.(?:cpp|cc|h|hpp|c|ts|py)):(\d+)\] ?(.*)$")
 PY_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):\s*$")
 PY_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)): ?(.*)$")
-MINDIE = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[.,:](\d+)\] \[(\w+)\] \[(\d+)\] \[([^\]:]+):(\d+)\] ?(.*)$")
+MINDIE = re.compile(
+    r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[.,:](\d+)\] \[(\w+)\] \[(\d+)\] \[([^\]:]+):(\d+)\] ?(.*)$"
+)
 PYLOG = re.compile(
     r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3}) - (\S+) - (CRITICAL|ERROR|WARNING|INFO|DEBUG) - (?:([\w.]+):(\d+) - )?(.*)$"
 )
-LOGURU = re.compile(r"^(?:[\w.-]+\s+\|\s+)?(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\.(\d+) \| (\w+)\s*\| ([\w.<>]+):([\w<>]+):(\d+) \| ?(.*)$")
+LOGURU = re.compile(
+    r"^(?:[\w.-]+\s+\|\s+)?(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\.(\d+) \| (\w+)\s*\| ([\w.<>]+):([\w<>]+):(\d+) \| ?(.*)$"
+)
 # the kernel ring buffer: "[ 2204.894988] msg", with a printk level "<3>[ 2204.89] msg", or dmesg -x "kern  :err   : [ 2204.89] msg"
 DMESG = re.compile(r"^(?:<([0-7])>)?\[\s{0,12}(\d{1,10}\.\d{1,9})\](?:\[\s{0,8}[TC]\d{1,8}\])? ?(.*)$")
-DMESG_X = re.compile(r"^(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local\d)\s{0,8}:(\w{3,7})\s{0,8}: (.*)$")
+DMESG_X = re.compile(
+    r"^(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local\d)\s{0,8}:(\w{3,7})\s{0,8}: (.*)$"
+)
 DMESG_MODULE = re.compile(r"\[ascend\] \[(\w{1,32})\]")
 # syslog (RFC 3164, as /var/log/messages and the device's message/ folder write it), optionally with
 # facility.priority: "May  8 17:24:32 (none) kern.warn kernel: [48596.522791][T10066] [ascend] [icm] ..."
@@ -111,7 +119,10 @@ DETAIL_LINE = re.compile(r"^\[(?:Error|Warning|Info)\]: ")
 # prefixes that a collector adds to every line of a pasted log: stripped before parsing, kept in "prefix"
 PREFIXES = (
     ("ray", re.compile(r"^\((?:[\w.:-]{1,64} )?pid=(\d{1,10})(?:, ip=[\w.:]{1,64})?\) ")),
-    ("cri", re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) (?:stdout|stderr) [FP] ")),
+    (
+        "cri",
+        re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) (?:stdout|stderr) [FP] "),
+    ),
     ("docker", re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) ")),
     ("mpirun", re.compile(r"^\[\d{1,6},\d{1,6}\]<(?:stdout|stderr)>:")),
     ("compose", re.compile(r"^[A-Za-z][\w.-]{0,63}\s{0,32}\| ")),
@@ -154,14 +165,21 @@ def _plog_time(text: str) -> datetime | None:
     # 2025-08-06-23:09:35.772.604 -> ms.us
     try:
         return datetime(
-            int(text[0:4]), int(text[5:7]), int(text[8:10]), int(text[11:13]), int(text[14:16]), int(text[17:19]),
+            int(text[0:4]),
+            int(text[5:7]),
+            int(text[8:10]),
+            int(text[11:13]),
+            int(text[14:16]),
+            int(text[17:19]),
             int(text[20:23]) * 1000 + int(text[24:27]),
-        )  # fmt: skip
+        )
     except ValueError:
         return None
 
 
-_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_MONTHS = {
+    m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)
+}
 
 
 def _no_year(month: int, day: int, hms: str, frac: str = "") -> datetime | None:
@@ -348,7 +366,9 @@ class LogParser:
         if not self._detected:
             self._detected = True
             head = list(islice(clean, PREFIX_SAMPLE_LINES))
-            kind = detect_prefix([x for item in head for x in (item if type(item) is Block else (item,))][:PREFIX_SAMPLE_LINES])
+            kind = detect_prefix(
+                [x for item in head for x in (item if type(item) is Block else (item,))][:PREFIX_SAMPLE_LINES]
+            )
             if kind is not None:
                 self.prefix_kind = kind
                 self._prefix = dict(PREFIXES)[kind]
@@ -381,7 +401,10 @@ class LogParser:
                 if len(buf) >= CHUNK_LINES or buf_chars >= CHUNK_CHARS:
                     if pool is None and vectorised:
                         pool = ThreadPoolExecutor(max_workers=2)
-                    cut = next((i for i in range(len(buf) - 1, 0, -1) if buf[i].startswith("[") and PLOG.match(buf[i])), len(buf))
+                    cut = next(
+                        (i for i in range(len(buf) - 1, 0, -1) if buf[i].startswith("[") and PLOG.match(buf[i])),
+                        len(buf),
+                    )
                     chunk, buf = buf[:cut], buf[cut:]
                     buf_chars = sum(len(x) for x in buf)
                     # cut before a header, the chunk ends where a record ends; with no header to cut at, its
@@ -403,7 +426,9 @@ class LogParser:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
 
-    def _resolve(self, fut: Future[list[plog_fast.Piece]] | None, lines: list[str], start: int) -> Iterator[pa.RecordBatch]:
+    def _resolve(
+        self, fut: Future[list[plog_fast.Piece]] | None, lines: list[str], start: int
+    ) -> Iterator[pa.RecordBatch]:
         """The chunk's rows in line order: the vectorised path's batches as they are, the ranges it left
         (and a chunk it did not take) line by line; a chunk of both forms comes out as one batch (a
         hundred rare records must not make a hundred small batches for every later step)."""
@@ -527,7 +552,11 @@ class LogParser:
 
     def _console(self, n: int, line: str, first: str) -> _Record | None:
         rec: _Record | None = None
-        if first in "EWI" and (m := CANN_LINE.match(line)) and (m.group("ts") or m.group("pid1") or m.group("pid2") or ":" in line[6:8]):
+        if (
+            first in "EWI"
+            and (m := CANN_LINE.match(line))
+            and (m.group("ts") or m.group("pid1") or m.group("pid2") or ":" in line[6:8])
+        ):
             code = m.group("code")
             pid = m.group("pid1") or m.group("pid2")
             rec = _Record(
@@ -548,7 +577,11 @@ class LogParser:
             rec = _Record(n, "glog", level=GLOG_LEVELS[m.group(1)], src_file=m.group(2), src_line=int(m.group(3)))
         elif first.isdigit() and (m := PYLOG.match(line)) is not None:
             rec = _Record(
-                n, "python_logging", level=LEVELS.get(m.group(4), "ERROR"), module=m.group(3), timestamp=_time(m.group(1), m.group(2))
+                n,
+                "python_logging",
+                level=LEVELS.get(m.group(4), "ERROR"),
+                module=m.group(3),
+                timestamp=_time(m.group(1), m.group(2)),
             )
             if m.group(5):
                 rec.src_file, rec.src_line = m.group(5), int(m.group(6))
@@ -562,12 +595,21 @@ class LogParser:
             rec.level = PRIORITY_LEVELS.get(m.group(2).lower(), rec.level)
         elif (m := LOGURU.match(line)) is not None:
             rec = _Record(
-                n, "python_logging", level=LEVELS.get(m.group(3).upper(), m.group(3).upper()), timestamp=_time(m.group(1), m.group(2))
+                n,
+                "python_logging",
+                level=LEVELS.get(m.group(3).upper(), m.group(3).upper()),
+                timestamp=_time(m.group(1), m.group(2)),
             )
             rec.src_file, rec.function, rec.src_line = m.group(4), m.group(5), int(m.group(6))
         elif first == "d" and (m := DEVICE_INFO.match(line)) is not None:
             status = m.group(4).strip()
-            rec = _Record(n, "device_info", level="INFO" if "running" in status else "WARNING", module="DEVICE", device_id=int(m.group(3)))
+            rec = _Record(
+                n,
+                "device_info",
+                level="INFO" if "running" in status else "WARNING",
+                module="DEVICE",
+                device_id=int(m.group(3)),
+            )
         if rec is not None:
             self._open(rec, line)
         return rec
@@ -587,7 +629,14 @@ class LogParser:
             )
         if (m := TORCH_DIST.match(line)) is not None:
             ts = _time(m.group(2), m.group(3).rjust(3, "0"))
-            return _Record(n, "torch_dist", level=LEVELS.get(m.group(5).upper()), module=m.group(4), timestamp=ts, pid=int(m.group(1)))
+            return _Record(
+                n,
+                "torch_dist",
+                level=LEVELS.get(m.group(5).upper()),
+                module=m.group(4),
+                timestamp=ts,
+                pid=int(m.group(1)),
+            )
         if (m := GLOG.match(line)) is not None:
             rec = _Record(n, "glog", level=GLOG_LEVELS[m.group(1)], src_file=m.group(5), src_line=int(m.group(6)))
             rec.no_year = _glog_time(m.group(2), m.group(3))
@@ -607,7 +656,9 @@ class LogParser:
                 src_line=int(m.group(6)),
             )
         if (m := BBOX.match(line)) is not None:
-            return _Record(n, "bbox", level="ERROR", module=m.group(4), timestamp=_time(m.group(1), m.group(2), sep="-"))
+            return _Record(
+                n, "bbox", level="ERROR", module=m.group(4), timestamp=_time(m.group(1), m.group(2), sep="-")
+            )
         if (m := DMESG.match(line)) is not None:
             return self._dmesg(n, m)
         if (m := APP.match(line)) is not None:
@@ -628,12 +679,16 @@ class LogParser:
     @staticmethod
     def _syslog(n: int, m: re.Match[str], ts: datetime | None) -> _Record:
         program, text = m.group(7), m.group(9)
-        no_year = _no_year(_MONTHS[m.group(1)], int(m.group(2)), m.group(3)) if ts is None and m.group(1) in _MONTHS else None
+        no_year = (
+            _no_year(_MONTHS[m.group(1)], int(m.group(2)), m.group(3)) if ts is None and m.group(1) in _MONTHS else None
+        )
         level = PRIORITY_LEVELS.get((m.group(6) or "").lower())
         if program == "kernel":
             rec = _Record(n, "syslog", module=_kernel_module(text), timestamp=ts, level=_kernel_level(text, level))
         else:
-            rec = _Record(n, "syslog", level=level, module=program, timestamp=ts, pid=int(m.group(8)) if m.group(8) else None)
+            rec = _Record(
+                n, "syslog", level=level, module=program, timestamp=ts, pid=int(m.group(8)) if m.group(8) else None
+            )
         rec.process = program
         rec.no_year = no_year
         return rec

@@ -66,7 +66,9 @@ PLOG = re.compile(
 # the TS firmware's content after the header (no [file:line]): a sequence number, the core, then
 # path:line function: -- 2020 "17 (cpuid:0) ../x/ai_core_dispatcher.c:1193 bs_done_exception_proc: slot_id=0"
 # and later "3986 (dieid:0,cpuid:0) stars_timewheel.c:90 stars_wait_sqe_is_timeout: Timeout: ..."
-TSCH_CONTENT = r"^ ?\d{1,10} \((?:dieid:\d{1,4},)?cpuid:\d{1,4}\) (?P<f>[^\s:]{1,256}):(?P<l>\d{1,9}) (?P<fn>\w{1,128}):"
+TSCH_CONTENT = (
+    r"^ ?\d{1,10} \((?:dieid:\d{1,4},)?cpuid:\d{1,4}\) (?P<f>[^\s:]{1,256}):(?P<l>\d{1,9}) (?P<fn>\w{1,128}):"
+)
 TSCH_RE = re.compile(TSCH_CONTENT)
 # the kernel's own level inside a line the device's klogd forwarded into a plog-format file:
 # "[EVENT] KERNEL(1396,None):... [klogd.c:248][2204.894988] [ascend] [ERROR] [devdrv] ..."
@@ -98,7 +100,9 @@ CODE_HINT_RE2 = r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|(?i:code|ret|result|failed)[^0-9\n
 _CUT_NOTE = re.compile(r" \[\.\.\. ([\d,]+) more characters cut by npudiag\]$")
 
 
-BLANK_RUN = 64  # this many blank lines in a row travel as one BlankRun (a file of newlines costs its bytes, not a loop each)
+BLANK_RUN = (
+    64  # this many blank lines in a row travel as one BlankRun (a file of newlines costs its bytes, not a loop each)
+)
 
 
 class BlankRun(str):

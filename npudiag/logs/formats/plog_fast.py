@@ -94,7 +94,11 @@ def _func_file_line(message: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
     file = _extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "file")
     if file.null_count == len(file):
         return file, file, pa.nulls(len(file), pa.int64())
-    return file, _extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "f"), _int(_extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "line"))
+    return (
+        file,
+        _extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "f"),
+        _int(_extract_where(message, "[FUNC:", _FUNC_FILE_LINE, "line")),
+    )
 
 
 def _code_lists(message: pa.Array, hint: np.ndarray) -> pa.ListArray:
@@ -118,7 +122,9 @@ def _int(a: pa.Array, bits: int = 63) -> pa.Array:
     null = pa.scalar(None, pa.string())
     n = pc.cast(pc.if_else(pc.or_(pc.equal(a, ""), pc.greater(pc.utf8_length(a), 18)), null, a), pa.int64())
     if bits < 63:
-        n = pc.if_else(pc.and_(pc.greater_equal(n, -(1 << bits)), pc.less(n, 1 << bits)), n, pa.scalar(None, pa.int64()))
+        n = pc.if_else(
+            pc.and_(pc.greater_equal(n, -(1 << bits)), pc.less(n, 1 << bits)), n, pa.scalar(None, pa.int64())
+        )
     return n
 
 
@@ -185,7 +191,9 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list
     maybe_two = pc.greater(pc.count_substring(arr, "):"), 1).to_numpy(zero_copy_only=False)
     if maybe_two.any():
         two = np.flatnonzero(maybe_two)
-        many = pc.greater(pc.count_substring_regex(arr.take(pa.array(two)), _HEADER_ANYWHERE), 1).to_numpy(zero_copy_only=False)
+        many = pc.greater(pc.count_substring_regex(arr.take(pa.array(two)), _HEADER_ANYWHERE), 1).to_numpy(
+            zero_copy_only=False
+        )
         bad[two[many]] = True
     if not bad.any() and not text_line.any():
         return [_parse_pure(lines, arr, head, is_header, cont_line, np.arange(n_lines), first_line, ctx)]
@@ -200,12 +208,22 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list
     batch = None
     if len(fast):
         take = pa.array(fast)
-        batch = _parse_pure(lines, arr.take(take), head.take(take), is_header[fast], cont_line[fast], fast, first_line, ctx)
+        batch = _parse_pure(
+            lines, arr.take(take), head.take(take), is_header[fast], cont_line[fast], fast, first_line, ctx
+        )
     texts = np.flatnonzero(text_line & ~line_slow)
     if len(texts):
         rows = _text_rows(arr.take(pa.array(texts)), texts, first_line, ctx)
-        batch = rows if batch is None else pa.Table.from_batches([batch, rows]).sort_by("line").combine_chunks().to_batches()[0]
-    starts = batch.column(LOG_EVENTS.get_field_index("line")).to_numpy() - first_line if batch is not None else np.array([], np.int64)
+        batch = (
+            rows
+            if batch is None
+            else pa.Table.from_batches([batch, rows]).sort_by("line").combine_chunks().to_batches()[0]
+        )
+    starts = (
+        batch.column(LOG_EVENTS.get_field_index("line")).to_numpy() - first_line
+        if batch is not None
+        else np.array([], np.int64)
+    )
     edges = np.flatnonzero(np.diff(np.concatenate([[0], line_slow.astype(np.int8), [0]])))
     done = 0
     for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist()):
@@ -219,7 +237,9 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list
     return pieces
 
 
-def _split_runaway(lines: list[str], hdr_idx: np.ndarray, r: int, conts: np.ndarray, bad: np.ndarray, text_line: np.ndarray) -> None:
+def _split_runaway(
+    lines: list[str], hdr_idx: np.ndarray, r: int, conts: np.ndarray, bad: np.ndarray, text_line: np.ndarray
+) -> None:
     """A record past MAX_CONTINUATION_LINES, as the line parser splits it: the header keeps its first
     MAX_CONTINUATION_LINES - 1 lines, every later line opens a text record of its own; an indented line
     there would continue the one before (the line parser's rule), so such a record goes to it whole."""
@@ -275,8 +295,16 @@ def _text_rows(arr: pa.Array, at: np.ndarray, first_line: int, ctx: LogContext) 
     return pa.RecordBatch.from_arrays([columns[f.name] for f in LOG_EVENTS], schema=LOG_EVENTS)
 
 
-def _parse_pure(lines: list[str], arr: pa.Array, head: pa.Array, is_header: np.ndarray, cont: np.ndarray, at: np.ndarray,
-                first_line: int, ctx: LogContext) -> pa.RecordBatch:  # fmt: skip
+def _parse_pure(
+    lines: list[str],
+    arr: pa.Array,
+    head: pa.Array,
+    is_header: np.ndarray,
+    cont: np.ndarray,
+    at: np.ndarray,
+    first_line: int,
+    ctx: LogContext,
+) -> pa.RecordBatch:
     """LOG_EVENTS rows of plain plog records: the chunk's lines ``at`` (their text array ``arr``, header
     matches ``head``, which of them are headers and which continuation lines with text) start with a
     header; ``lines`` is the whole chunk, and line numbers stay the file's where records of the chunk went
@@ -322,7 +350,9 @@ def _parse_pure(lines: list[str], arr: pa.Array, head: pa.Array, is_header: np.n
     if pc.any(is_kernel).as_py():
         inner = _field(pc.extract_regex(content, r".*?" + KERNEL_LEVEL), "lv")
         inner = pc.if_else(pc.equal(inner, "WARN"), pa.scalar("WARNING"), inner)
-        hw = pc.if_else(pc.match_substring(content, "[Hardware Error]"), pa.scalar("ERROR"), pa.scalar(None, pa.string()))
+        hw = pc.if_else(
+            pc.match_substring(content, "[Hardware Error]"), pa.scalar("ERROR"), pa.scalar(None, pa.string())
+        )
         level = pc.if_else(is_kernel, pc.coalesce(inner, hw, level), level)
     ffl_file, ffl_func, ffl_line = _func_file_line(message)
     if ffl_file.null_count < len(ffl_file):
@@ -331,10 +361,14 @@ def _parse_pure(lines: list[str], arr: pa.Array, head: pa.Array, is_header: np.n
         src_line = pc.if_else(use, ffl_line, src_line)
         src_file = pc.coalesce(src_file, ffl_file)
     # a plog record takes the path's device without looking (the line parser's rule); its rank it states
-    device = pa.array(np.full(n, ctx.device_id, np.int32)) if ctx.device_id is not None else _device_in_text(message, None)
+    device = (
+        pa.array(np.full(n, ctx.device_id, np.int32)) if ctx.device_id is not None else _device_in_text(message, None)
+    )
     rank = _rank_in_text(message, ctx.rank)
     loud = pc.invert(pc.fill_null(pc.is_in(level, pa.array(list(QUIET_LEVELS))), False))
-    hint = pc.fill_null(pc.and_(loud, pc.match_substring_regex(message, CODE_HINT_RE2)), False).to_numpy(zero_copy_only=False)
+    hint = pc.fill_null(pc.and_(loud, pc.match_substring_regex(message, CODE_HINT_RE2)), False).to_numpy(
+        zero_copy_only=False
+    )
     codes = _code_lists(message, hint)
     columns = {
         "file": pa.repeat(pa.scalar(ctx.file, pa.string()), n),
@@ -346,8 +380,9 @@ def _parse_pure(lines: list[str], arr: pa.Array, head: pa.Array, is_header: np.n
         "rank": rank,
         # firmware's -1 ("no process") and a number no column holds are the path's pid, as on the line parser
         "pid": pc.coalesce(
-            pc.if_else(pc.less(pid := _int(_field(h, "pid")), 0), pa.scalar(None, pa.int64()), pid), pa.scalar(ctx.pid, pa.int64())
-        ),  # fmt: skip
+            pc.if_else(pc.less(pid := _int(_field(h, "pid")), 0), pa.scalar(None, pa.int64()), pid),
+            pa.scalar(ctx.pid, pa.int64()),
+        ),
         "process": _field(h, "process"),
         "level": level,
         "module": module,

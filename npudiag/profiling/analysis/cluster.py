@@ -33,10 +33,17 @@ from npudiag.profiling.analysis.step_breakdown import TOLERANCE_US
 from npudiag.schemas import CLUSTER_COMM_WAITS, CLUSTER_STAGES, CLUSTER_STEPS, SLOW_RANKS
 
 PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_us"]
-PHASE_NAMES = {"computing_us": "computing", "communication_not_overlapped_us": "communication", "free_us": "free", "bubble_us": "bubble"}
+PHASE_NAMES = {
+    "computing_us": "computing",
+    "communication_not_overlapped_us": "communication",
+    "free_us": "free",
+    "bubble_us": "bubble",
+}
 
 
-def parallel_indices(args: dict[str, Any] | None, ranks: Iterable[int] | None = None) -> dict[int, tuple[int, int, int]] | None:
+def parallel_indices(
+    args: dict[str, Any] | None, ranks: Iterable[int] | None = None
+) -> dict[int, tuple[int, int, int]] | None:
     """Rank -> (DP, PP, TP index) from profiler_metadata.json ``distributed_args``, with Megatron's
     rank order (TP fastest, then DP, PP slowest), as msprof-analyze's cluster_step_trace_time.csv
     reports them; None when the arguments are missing or inconsistent (world != TP x PP x DP).
@@ -44,8 +51,14 @@ def parallel_indices(args: dict[str, Any] | None, ranks: Iterable[int] | None = 
     file claims, the work is bounded by what was read."""
     if not isinstance(args, dict):
         return None
-    keys = ("world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
-            "context_parallel_size", "expert_model_parallel_size")  # fmt: skip
+    keys = (
+        "world_size",
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "data_parallel_size",
+        "context_parallel_size",
+        "expert_model_parallel_size",
+    )
     vals = {k: args.get(k, 1) for k in keys}
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vals.values()):
         return None
@@ -92,13 +105,26 @@ def rank_steps(tables: dict[str, pa.Table]) -> pa.Table:
 
 def _phases(n: int, columns: dict[str, Any], source: str) -> pa.Table:
     cols = {**columns, "source": pa.repeat(pa.scalar(source), n)}
-    return pa.table({f.name: (cols[f.name] if f.name in cols else pa.nulls(n, f.type)) for f in CLUSTER_STEPS}).cast(CLUSTER_STEPS)
+    return pa.table({f.name: (cols[f.name] if f.name in cols else pa.nulls(n, f.type)) for f in CLUSTER_STEPS}).cast(
+        CLUSTER_STEPS
+    )
 
 
 def _trace_phases(steps: pa.Table) -> pa.Table:
     """CLUSTER_STEPS rows of the steps table's rows (a rank's step_trace_time.csv / STEP_TIME)."""
-    same = ("step", "rank", "device_id", "computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us",
-            "free_us", "bubble_us", "communication_not_overlapped_exclude_receive_us", "preparing_us")  # fmt: skip
+    same = (
+        "step",
+        "rank",
+        "device_id",
+        "computing_us",
+        "communication_not_overlapped_us",
+        "overlapped_us",
+        "communication_us",
+        "free_us",
+        "bubble_us",
+        "communication_not_overlapped_exclude_receive_us",
+        "preparing_us",
+    )
     return _phases(steps.num_rows, {**{c: steps[c] for c in same}, "stage_us": steps["step_time_us"]}, "step_trace")
 
 
@@ -106,9 +132,25 @@ def _kernel_phases(sb: pa.Table) -> pa.Table:
     """CLUSTER_STEPS rows of step_breakdown rows: step_trace_time.csv's Free holds the exposed copies, no bubble."""
     n = sb.num_rows
     free = pc.add(pc.fill_null(sb["free_us"], 0.0), pc.fill_null(sb["copy_not_overlapped_us"], 0.0))
-    same = ("step", "rank", "computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "stage_us")
-    return _phases(n, {**{c: sb[c] for c in same}, "free_us": free, "bubble_us": pa.repeat(pa.scalar(0.0), n),
-                       "communication_not_overlapped_exclude_receive_us": sb["communication_not_overlapped_us"]}, "kernels")  # fmt: skip
+    same = (
+        "step",
+        "rank",
+        "computing_us",
+        "communication_not_overlapped_us",
+        "overlapped_us",
+        "communication_us",
+        "stage_us",
+    )
+    return _phases(
+        n,
+        {
+            **{c: sb[c] for c in same},
+            "free_us": free,
+            "bubble_us": pa.repeat(pa.scalar(0.0), n),
+            "communication_not_overlapped_exclude_receive_us": sb["communication_not_overlapped_us"],
+        },
+        "kernels",
+    )
 
 
 def phase_sources(tables: dict[str, pa.Table], steps: pa.Table) -> dict[str, Any]:
@@ -118,7 +160,8 @@ def phase_sources(tables: dict[str, pa.Table], steps: pa.Table) -> dict[str, Any
     copy not overlapped, as step_trace_time.csv's Free holds the exposed copies) and stage (the
     step's first to last device task) beside the profiler's."""
     by = {
-        src: sorted(set(steps.filter(pc.equal(steps["source"], src))["rank"].drop_null().to_pylist())) for src in ("step_trace", "kernels")
+        src: sorted(set(steps.filter(pc.equal(steps["source"], src))["rank"].drop_null().to_pylist()))
+        for src in ("step_trace", "kernels")
     }
     sb = tables.get("step_breakdown")
     differs = []
@@ -131,8 +174,16 @@ def phase_sources(tables: dict[str, pa.Table], steps: pa.Table) -> dict[str, Any
             free = (k["free_us"] or 0.0) + (k["copy_not_overlapped_us"] or 0.0)
             span = k["step_time_us"] - k["before_first_task_us"] - k["after_last_task_us"]
             if not (_same(free, r["free_us"]) and _same(span, r["stage_us"])):
-                differs.append({"rank": r["rank"], "step": r["step"], "free_us": r["free_us"], "kernels_free_us": free,
-                                "stage_us": r["stage_us"], "kernels_stage_us": span})  # fmt: skip
+                differs.append(
+                    {
+                        "rank": r["rank"],
+                        "step": r["step"],
+                        "free_us": r["free_us"],
+                        "kernels_free_us": free,
+                        "stage_us": r["stage_us"],
+                        "kernels_stage_us": span,
+                    }
+                )
     return {**by, "differs": differs}
 
 
@@ -145,7 +196,9 @@ KernelsOf = Callable[[list[int]], pa.Table]
 HostsOf = Callable[[list[int]], tuple[pa.Table, pa.Table]]  # ranks -> (their api_calls, their host_ops)
 
 
-def _slower_ops(kernels_of: KernelsOf, slow_rank: int, median_rank: int, step: int | None, top: int = 5) -> list[dict[str, Any]]:
+def _slower_ops(
+    kernels_of: KernelsOf, slow_rank: int, median_rank: int, step: int | None, top: int = 5
+) -> list[dict[str, Any]]:
     """Ops slower on ``slow_rank`` than on ``median_rank`` in ``step`` (that step's kernels only)."""
     k = kernels_of([slow_rank, median_rank])
     if k.num_rows and step is not None and k["step"].null_count < k.num_rows:
@@ -160,7 +213,14 @@ def _slower_ops(kernels_of: KernelsOf, slow_rank: int, median_rank: int, step: i
     out = []
     for r in d.to_pylist():
         if r["delta_total_us"] > 0:
-            out.append({"op": r["key"], "delta_us": r["delta_total_us"], "ratio": r["ratio"], "median_rank_us": r["base_total_us"]})
+            out.append(
+                {
+                    "op": r["key"],
+                    "delta_us": r["delta_total_us"],
+                    "ratio": r["ratio"],
+                    "median_rank_us": r["base_total_us"],
+                }
+            )
         if len(out) == top:
             break
     return out
@@ -181,10 +241,16 @@ class StepGroups:
     def of(cls, table: pa.Table) -> StepGroups:
         if table.num_rows == 0:
             return cls(np.zeros(0, np.int64), np.zeros(1, np.int64), [])
-        keys = [("step", "ascending"), ("rank", "ascending")] if "rank" in table.column_names else [("step", "ascending")]
+        keys = (
+            [("step", "ascending"), ("rank", "ascending")] if "rank" in table.column_names else [("step", "ascending")]
+        )
         order = pc.sort_indices(table, sort_keys=keys, null_placement="at_end").to_numpy()
         step = table["step"].take(pa.array(order))
-        code = pc.fill_null(step, np.iinfo(np.int64).max).to_numpy(zero_copy_only=False) if step.null_count else step.to_numpy()
+        code = (
+            pc.fill_null(step, np.iinfo(np.int64).max).to_numpy(zero_copy_only=False)
+            if step.null_count
+            else step.to_numpy()
+        )
         heads = np.concatenate([[0], np.flatnonzero(code[1:] != code[:-1]) + 1])
         return cls(order, np.append(heads, len(order)), step.take(pa.array(heads)).to_pylist())
 
@@ -195,7 +261,9 @@ class StepGroups:
 
     def sorted(self, table: pa.Table, column: str) -> np.ndarray:
         """``column`` in the groups' order, nulls as NaN."""
-        return pc.fill_null(table[column].take(pa.array(self.order)), np.nan).to_numpy(zero_copy_only=False).astype(float)
+        return (
+            pc.fill_null(table[column].take(pa.array(self.order)), np.nan).to_numpy(zero_copy_only=False).astype(float)
+        )
 
     def median(self, values: np.ndarray) -> np.ndarray:
         """Each group's median of ``values`` (sorted rows), NaN left out; NaN for a group of none."""
@@ -212,7 +280,9 @@ class StepGroups:
         return np.where(count > 0, med, np.nan)
 
 
-def slow_ranks(table: pa.Table, kernels_of: KernelsOf | None = None, threshold: float = 0.05, z: float = 3.0) -> pa.Table:
+def slow_ranks(
+    table: pa.Table, kernels_of: KernelsOf | None = None, threshold: float = 0.05, z: float = 3.0
+) -> pa.Table:
     """Slow (step, rank) rows with their cause. ``kernels_of(ranks)`` returns those ranks' kernels,
     so only the slow rank and the median rank are ever read, not the whole cluster."""
     rows = []
@@ -239,7 +309,11 @@ def slow_ranks(table: pa.Table, kernels_of: KernelsOf | None = None, threshold: 
         growth = {p: float(v[i] - np.median(v[a:b][others])) for p, v in phases.items()}
         cause = max(growth, key=lambda p: growth[p])
         step = groups.steps[j]
-        slower = _slower_ops(kernels_of, ranks[i], ranks[near], step) if kernels_of is not None and cause == "computing_us" else []
+        slower = (
+            _slower_ops(kernels_of, ranks[i], ranks[near], step)
+            if kernels_of is not None and cause == "computing_us"
+            else []
+        )
         rows.append(
             {
                 "step": step,
@@ -262,8 +336,16 @@ CLUSTER_CSV_HEADER = [
     "Communication(Not Overlapped and Exclude Receive)",
 ]  # fmt: skip
 PARALLEL_HEADER = ["DP Index", "PP Index", "TP Index"]
-_CSV_VALUES = ["computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "free_us", "stage_us", "bubble_us",
-               "communication_not_overlapped_exclude_receive_us"]  # fmt: skip
+_CSV_VALUES = [
+    "computing_us",
+    "communication_not_overlapped_us",
+    "overlapped_us",
+    "communication_us",
+    "free_us",
+    "stage_us",
+    "bubble_us",
+    "communication_not_overlapped_exclude_receive_us",
+]
 
 
 def _num(v: Any) -> str:
@@ -276,7 +358,9 @@ def _nums(col: pa.ChunkedArray | pa.Array) -> list[str]:
     return list(map(repr, values)) if col.null_count == 0 else [_num(v) for v in values]
 
 
-def cluster_csv(table: pa.Table, safe: Callable[[list[str]], list[str]] = lambda cells: cells) -> tuple[list[str], list[list[str]]]:
+def cluster_csv(
+    table: pa.Table, safe: Callable[[list[str]], list[str]] = lambda cells: cells
+) -> tuple[list[str], list[list[str]]]:
     """msprof-analyze's cluster_step_trace_time.csv: header and rows, each column's cells passed through
     ``safe`` (the writer's CSV safety, output.csv_column).
 
@@ -297,16 +381,26 @@ def cluster_csv(table: pa.Table, safe: Callable[[list[str]], list[str]] = lambda
         *(safe(_nums(table[c])) for c in names),
     ]
     if parallel:
-        columns += [safe(["NA" if v is None else str(v) for v in table[c].to_pylist()]) for c in ("dp_index", "pp_index", "tp_index")]
+        columns += [
+            safe(["NA" if v is None else str(v) for v in table[c].to_pylist()])
+            for c in ("dp_index", "pp_index", "tp_index")
+        ]
     out = [list(r) for r in zip(*columns)]
     if parallel:  # one row per step and pipeline stage: each column's maximum over the stage's ranks
         staged = table.filter(pc.is_valid(table["pp_index"]))
-        g = staged.group_by(["step", "pp_index"], use_threads=False).aggregate([("rank", "list"), *((n, "max") for n in names)])
+        g = staged.group_by(["step", "pp_index"], use_threads=False).aggregate(
+            [("rank", "list"), *((n, "max") for n in names)]
+        )
         g = g.sort_by([("step", "ascending"), ("pp_index", "ascending")], null_placement="at_end")
         ranks = [str(tuple(sorted(r))) for r in g["rank_list"].to_pylist()]
         steps_ = ["" if v is None else str(v) for v in g["step"].to_pylist()]
-        cells = [safe(steps_), ["stage"] * g.num_rows, safe(ranks), *(safe(_nums(g[f"{n}_max"])) for n in names),
-                 *(["NA"] * g.num_rows,) * 3]  # fmt: skip
+        cells = [
+            safe(steps_),
+            ["stage"] * g.num_rows,
+            safe(ranks),
+            *(safe(_nums(g[f"{n}_max"])) for n in names),
+            *(["NA"] * g.num_rows,) * 3,
+        ]
         out += [list(r) for r in zip(*cells)]
     return header, out
 
@@ -392,10 +486,19 @@ def wait_skew(ops: pa.Table, top: int = 10) -> list[dict[str, Any]]:
         waits = [r["wait_us"] for r in rs]
         entered = [r for r in rs if r["start_us"] is not None]
         late = max(entered, key=lambda r: (r["start_us"], r["rank"])) if entered else None
-        out.append({"step": step, "op_name": op, "ranks": len(rs), "max_wait_us": max(waits), "min_wait_us": min(waits),
-                    "skew_us": max(waits) - min(waits), "late_rank": late["rank"] if late else None,
-                    "late_wait_us": late["wait_us"] if late else None,
-                    "peer_not_profiled": bool(late and late["wait_us"] >= PEER_WAIT_US)})  # fmt: skip
+        out.append(
+            {
+                "step": step,
+                "op_name": op,
+                "ranks": len(rs),
+                "max_wait_us": max(waits),
+                "min_wait_us": min(waits),
+                "skew_us": max(waits) - min(waits),
+                "late_rank": late["rank"] if late else None,
+                "late_wait_us": late["wait_us"] if late else None,
+                "peer_not_profiled": bool(late and late["wait_us"] >= PEER_WAIT_US),
+            }
+        )
     out.sort(key=lambda r: -r["skew_us"])
     return out[:top]
 
@@ -427,7 +530,9 @@ def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None, hosts_of: Hos
     if ops.num_rows == 0:
         return CLUSTER_COMM_WAITS.empty_table()
     rows = [
-        r for r in ops.select(["step", "op_name", "rank", "start_us"]).to_pylist() if r["rank"] is not None and r["start_us"] is not None
+        r
+        for r in ops.select(["step", "op_name", "rank", "start_us"]).to_pylist()
+        if r["rank"] is not None and r["start_us"] is not None
     ]
     rows.sort(key=lambda r: (str(r["step"]), str(r["op_name"]), r["rank"], r["start_us"]))
     seen: dict[tuple, int] = {}
@@ -446,7 +551,11 @@ def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None, hosts_of: Hos
         late = max(g, key=lambda r: (r["start_us"], r["rank"]))
         first = min(r["start_us"] for r in g)
         busy = comm = idle = cause = kind = None
-        mine = kernels.filter(pc.fill_null(pc.equal(kernels["rank"], late["rank"]), False)) if kernels is not None else None
+        mine = (
+            kernels.filter(pc.fill_null(pc.equal(kernels["rank"], late["rank"]), False))
+            if kernels is not None
+            else None
+        )
         if mine is not None and mine.num_rows:  # a rank without kernel data: nothing said of its device
             # computing, and communication where no compute runs: the collectives themselves are not compute
             compute = mine.filter(~tasks.communication_mask(mine)) if "task_class" in mine.column_names else mine
@@ -456,12 +565,27 @@ def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None, hosts_of: Hos
             idle = late["start_us"] - first - either
             if api is not None and idle > 0:
                 device = device_tasks(mine, schemas.empty("copies"))
-                cause, kind = main_cause(device, rank_rows(api, late["rank"]), rank_rows(host_ops, late["rank"]), first, late["start_us"])
+                cause, kind = main_cause(
+                    device, rank_rows(api, late["rank"]), rank_rows(host_ops, late["rank"]), first, late["start_us"]
+                )
         for r in g:
-            out.append({"step": step, "op_name": op, "occurrence": n, "rank": r["rank"], "start_us": r["start_us"],
-                        "wait_us": late["start_us"] - r["start_us"], "late_rank": late["rank"], "late_by_us": late["start_us"] - first,
-                        "late_busy_us": busy, "late_comm_us": comm, "late_idle_us": idle, "late_host_cause": cause,
-                        "late_host_kind": kind})  # fmt: skip
+            out.append(
+                {
+                    "step": step,
+                    "op_name": op,
+                    "occurrence": n,
+                    "rank": r["rank"],
+                    "start_us": r["start_us"],
+                    "wait_us": late["start_us"] - r["start_us"],
+                    "late_rank": late["rank"],
+                    "late_by_us": late["start_us"] - first,
+                    "late_busy_us": busy,
+                    "late_comm_us": comm,
+                    "late_idle_us": idle,
+                    "late_host_cause": cause,
+                    "late_host_kind": kind,
+                }
+            )
     return pa.Table.from_pylist(out, schema=CLUSTER_COMM_WAITS) if out else CLUSTER_COMM_WAITS.empty_table()
 
 
@@ -476,9 +600,21 @@ def late_ranks(waits: pa.Table, top: int = 5) -> list[dict[str, Any]]:
         if r["rank"] == r["late_rank"]:
             late.append(r)
     late.sort(key=lambda r: -r["late_by_us"])
-    keys = ("step", "op_name", "late_rank", "late_by_us", "late_busy_us", "late_comm_us", "late_idle_us", "late_host_cause",
-            "late_host_kind")  # fmt: skip
-    return [{**{k: r[k] for k in keys}, "ranks_waiting": waiting[(r["step"], r["op_name"], r["occurrence"])]} for r in late[:top]]
+    keys = (
+        "step",
+        "op_name",
+        "late_rank",
+        "late_by_us",
+        "late_busy_us",
+        "late_comm_us",
+        "late_idle_us",
+        "late_host_cause",
+        "late_host_kind",
+    )
+    return [
+        {**{k: r[k] for k in keys}, "ranks_waiting": waiting[(r["step"], r["op_name"], r["occurrence"])]}
+        for r in late[:top]
+    ]
 
 
 MATRIX_PHASES = ["computing_us", "communication_not_overlapped_us", "free_us", "bubble_us", "stage_us"]
@@ -501,12 +637,21 @@ def rank_matrix(table: pa.Table) -> list[dict[str, Any]]:
             means[p] = float(np.mean(vals)) if vals else None
         with_stage = [r for r in rs if r["stage_us"] is not None]
         worst = max(with_stage, key=lambda r: r["stage_us"]) if with_stage else None
-        out.append({"rank": rank, "steps": len(rs), **means, "worst_step": worst["step"] if worst else None,
-                    "worst_stage_us": worst["stage_us"] if worst else None})  # fmt: skip
+        out.append(
+            {
+                "rank": rank,
+                "steps": len(rs),
+                **means,
+                "worst_step": worst["step"] if worst else None,
+                "worst_stage_us": worst["stage_us"] if worst else None,
+            }
+        )
     stages = [r["stage_us"] for r in out if r["stage_us"] is not None]
     median = float(np.median(stages)) if stages else None
     for r in out:
-        r["stage_vs_median_pct"] = 100.0 * (r["stage_us"] - median) / median if median and r["stage_us"] is not None else None
+        r["stage_vs_median_pct"] = (
+            100.0 * (r["stage_us"] - median) / median if median and r["stage_us"] is not None else None
+        )
     out.sort(key=lambda r: (-(r["stage_us"] or 0.0), r["rank"] if r["rank"] is not None else -1))
     return out
 
@@ -606,8 +751,16 @@ def _stage_gaps(stage_rows: pa.Table) -> list[dict[str, Any]]:
     out = []
     for j in np.flatnonzero(count >= 2):  # the steps of a pipeline: one dict each, as the summary lists them
         hi, lo = slowest[j], fastest[j]
-        out.append({"step": groups.steps[j], "slowest": pp[hi], "fastest": pp[lo], "gap_us": float(comp[hi] - comp[lo]),
-                    "lost_us": float(comp[hi] - mean[j]), "step_us": float(stage_mean[j]) if stage_n[j] else None})  # fmt: skip
+        out.append(
+            {
+                "step": groups.steps[j],
+                "slowest": pp[hi],
+                "fastest": pp[lo],
+                "gap_us": float(comp[hi] - comp[lo]),
+                "lost_us": float(comp[hi] - mean[j]),
+                "step_us": float(stage_mean[j]) if stage_n[j] else None,
+            }
+        )
     return out
 
 
@@ -627,7 +780,14 @@ def phase_gaps(table: pa.Table, threshold: float = 0.05) -> list[dict[str, Any]]
         hi, lo = int(np.argmax(v)), int(np.argmin(v))
         gap = float(v[hi] - v[lo])
         share = gap / total if total else 0.0
-        out.append({"phase": name, "gap_us": gap, "share": share, "flagged": share > threshold,
-                    "max": {"rank": ranks[hi], "step": steps[hi], "us": float(v[hi])},
-                    "min": {"rank": ranks[lo], "step": steps[lo], "us": float(v[lo])}})  # fmt: skip
+        out.append(
+            {
+                "phase": name,
+                "gap_us": gap,
+                "share": share,
+                "flagged": share > threshold,
+                "max": {"rank": ranks[hi], "step": steps[hi], "us": float(v[hi])},
+                "min": {"rank": ranks[lo], "step": steps[lo], "us": float(v[lo])},
+            }
+        )
     return out

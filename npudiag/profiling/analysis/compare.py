@@ -46,43 +46,78 @@ def _aggregate(runs: Sequence[dict[str, pa.Table]], by: str, shapes: bool, level
         if level == "module":  # torch modules by path: their kernels' device time includes the nested modules'
             r = t.get("ranges", schemas.empty("ranges"))
             r = r.filter(pc.equal(r["kind"], "module"))
-            parts.append(pa.table({"key": r["path"], "n": pa.repeat(pa.scalar(1.0), r.num_rows), "d": pc.fill_null(r["device_us"], 0.0),
-                                   "h": pc.fill_null(r["duration_us"], 0.0)}))  # fmt: skip
+            parts.append(
+                pa.table(
+                    {
+                        "key": r["path"],
+                        "n": pa.repeat(pa.scalar(1.0), r.num_rows),
+                        "d": pc.fill_null(r["device_us"], 0.0),
+                        "h": pc.fill_null(r["duration_us"], 0.0),
+                    }
+                )
+            )
         elif level == "torch":
             o = gpu_as_aten(t.get("torch_ops", schemas.empty("torch_ops")), t)
-            parts.append(pa.table({"key": o["name"], "n": o["calls"].cast(pa.float64()), "d": pc.fill_null(o["device_us"], 0.0),
-                                   "h": pc.fill_null(o["host_self_us"], 0.0)}))  # fmt: skip
+            parts.append(
+                pa.table(
+                    {
+                        "key": o["name"],
+                        "n": o["calls"].cast(pa.float64()),
+                        "d": pc.fill_null(o["device_us"], 0.0),
+                        "h": pc.fill_null(o["host_self_us"], 0.0),
+                    }
+                )
+            )
         else:
             k = t["kernels"]
             d = pc.fill_null(k["duration_us"], 0.0)
-            parts.append(pa.table({"key": op_key(k, by, shapes), "n": pa.repeat(pa.scalar(1.0), k.num_rows), "d": d,
-                                   "h": pa.nulls(k.num_rows, pa.float64())}))  # fmt: skip
+            parts.append(
+                pa.table(
+                    {
+                        "key": op_key(k, by, shapes),
+                        "n": pa.repeat(pa.scalar(1.0), k.num_rows),
+                        "d": d,
+                        "h": pa.nulls(k.num_rows, pa.float64()),
+                    }
+                )
+            )
     g = pa.concat_tables(parts).group_by("key").aggregate([("n", "sum"), ("d", "sum"), ("h", "sum")])
     n = float(len(runs))
     host = pc.divide(g["h_sum"], n) if level in HOST_LEVELS else pa.nulls(g.num_rows, pa.float64())
-    return pa.table({"key": g["key"], "count": pc.divide(g["n_sum"], n), "total": pc.divide(g["d_sum"], n), "host": host})
+    return pa.table(
+        {"key": g["key"], "count": pc.divide(g["n_sum"], n), "total": pc.divide(g["d_sum"], n), "host": host}
+    )
 
 
 def gpu_as_aten(ops: pa.Table, tables: dict[str, pa.Table]) -> pa.Table:
     """A GPU run's torch_ops (its host ops came from a Kineto trace) with BACKEND_OPS renamed to their
     ATen op; the renamed rows keep their calls only where the ATen op has no row of its own."""
     host = tables.get("host_ops")
-    if ops.num_rows == 0 or host is None or host.num_rows == 0 or not pc.any(pc.equal(host["source"], "kineto")).as_py():
+    if (
+        ops.num_rows == 0
+        or host is None
+        or host.num_rows == 0
+        or not pc.any(pc.equal(host["source"], "kineto")).as_py()
+    ):
         return ops
     backend = pc.is_in(ops["name"], pa.array(list(BACKEND_OPS)))
     if not pc.any(backend).as_py():
         return ops
-    target = pc.fill_null(pc.take(pa.array(list(BACKEND_OPS.values())), pc.index_in(ops["name"], pa.array(list(BACKEND_OPS)))), "")
+    target = pc.fill_null(
+        pc.take(pa.array(list(BACKEND_OPS.values())), pc.index_in(ops["name"], pa.array(list(BACKEND_OPS)))), ""
+    )
     present = pc.is_in(target, ops["name"])
     calls = pc.if_else(pc.and_(backend, present), pa.scalar(0, pa.int64()), ops["calls"])
-    return ops.set_column(ops.schema.get_field_index("name"), "name", pc.if_else(backend, target, ops["name"])).set_column(
-        ops.schema.get_field_index("calls"), "calls", calls
-    )
+    return ops.set_column(
+        ops.schema.get_field_index("name"), "name", pc.if_else(backend, target, ops["name"])
+    ).set_column(ops.schema.get_field_index("calls"), "calls", calls)
 
 
 def steps_per_run(runs: Sequence[dict[str, pa.Table]]) -> float | None:
     """A side's recorded steps per run (its steps table), None where a run records none."""
-    counts = [t["steps"]["step"].drop_null().unique().__len__() if "steps" in t and t["steps"].num_rows else 0 for t in runs]
+    counts = [
+        t["steps"]["step"].drop_null().unique().__len__() if "steps" in t and t["steps"].num_rows else 0 for t in runs
+    ]
     return float(sum(counts) / len(counts)) if counts and all(counts) else None
 
 
@@ -116,12 +151,16 @@ def diff_ops(
     bt, ct = pc.fill_null(j["total_b"], 0.0), pc.fill_null(j["total_c"], 0.0)
     status = pc.if_else(pc.is_null(j["count_b"]), "added", pc.if_else(pc.is_null(j["count_c"]), "removed", "both"))
     top = pc.invert(pc.match_substring(j["key"], "/")) if level == "module" else pa.repeat(pa.scalar(True), j.num_rows)
-    b_sum = pc.sum(pc.filter(bt, top)).as_py() or 0.0  # shares of the whole: at the module level, of the outermost modules
+    b_sum = (
+        pc.sum(pc.filter(bt, top)).as_py() or 0.0
+    )  # shares of the whole: at the module level, of the outermost modules
     c_sum = pc.sum(pc.filter(ct, top)).as_py() or 0.0
     delta = pc.subtract(ct, bt)
 
     def avg(total: pa.Array, count: pa.Array) -> pa.Array:
-        return pc.if_else(pc.greater(count, 0.0), pc.divide(total, pc.max_element_wise(count, 1e-300)), pa.scalar(None, pa.float64()))
+        return pc.if_else(
+            pc.greater(count, 0.0), pc.divide(total, pc.max_element_wise(count, 1e-300)), pa.scalar(None, pa.float64())
+        )
 
     def share(total: pa.Array, whole: float) -> pa.Array:
         return pc.multiply(pc.divide(total, whole), 100.0) if whole > 0 else pa.nulls(len(total), pa.float64())
@@ -129,7 +168,9 @@ def diff_ops(
     ba, ca = avg(bt, bc), avg(ct, cc)
     out = pa.table(
         {
-            "match_by": pa.array([level if level in HOST_LEVELS else by + ("+shapes" if shapes else "")] * j.num_rows, pa.string()),
+            "match_by": pa.array(
+                [level if level in HOST_LEVELS else by + ("+shapes" if shapes else "")] * j.num_rows, pa.string()
+            ),
             "key": j["key"],
             "status": status,
             "base_count": bc,
@@ -137,7 +178,9 @@ def diff_ops(
             "base_total_us": bt,
             "cur_total_us": ct,
             "delta_total_us": delta,
-            "ratio": pc.if_else(pc.greater(bt, 0.0), pc.divide(ct, pc.max_element_wise(bt, 1e-300)), pa.scalar(None, pa.float64())),
+            "ratio": pc.if_else(
+                pc.greater(bt, 0.0), pc.divide(ct, pc.max_element_wise(bt, 1e-300)), pa.scalar(None, pa.float64())
+            ),
             "base_avg_us": ba,
             "cur_avg_us": ca,
             "delta_avg_us": pc.subtract(ca, ba),
@@ -196,13 +239,17 @@ def _side_totals(runs: Sequence[dict[str, pa.Table]]) -> dict[str, Any]:
     out = {
         "runs": n,
         "kernels": mean([t["kernels"].num_rows for t in runs]),
-        "kernel_time_us": mean([float(pc.sum(pc.fill_null(t["kernels"]["duration_us"], 0.0)).as_py() or 0.0) for t in runs]),
+        "kernel_time_us": mean(
+            [float(pc.sum(pc.fill_null(t["kernels"]["duration_us"], 0.0)).as_py() or 0.0) for t in runs]
+        ),
         "steps": int(len(step)),
         "step_time_median_us": float(np.median(step)) if len(step) else None,
         "step_time_mean_us": float(step.mean()) if len(step) else None,
         "copies": mean([c["count"] for c in copies]),
         "copy_time_us": mean([c["time_us"] for c in copies]),
-        "copy_exposed_us": mean([float(pc.sum(t["step_breakdown"]["copy_not_overlapped_us"]).as_py() or 0.0) for t in runs]),
+        "copy_exposed_us": mean(
+            [float(pc.sum(t["step_breakdown"]["copy_not_overlapped_us"]).as_py() or 0.0) for t in runs]
+        ),
         "idle_us": mean([float(pc.sum(t["step_breakdown"]["free_us"]).as_py() or 0.0) for t in runs]),
         "findings": mean([t["findings"].num_rows for t in runs]),
         "findings_by_severity": {k: v / n for k, v in sorted(severities.items())},
@@ -211,14 +258,27 @@ def _side_totals(runs: Sequence[dict[str, pa.Table]]) -> dict[str, Any]:
     }
     if n and all(t["kernels"].num_rows == 0 for t in runs):  # framework ops only (a PyTorch GPU trace): no NPU totals
         out.update(dict.fromkeys(_DEVICE_TOTALS))
-        host = np.array([v for t in runs if "steps" in t for v in t["steps"]["step_time_us"].to_pylist() if v is not None], float)
+        host = np.array(
+            [v for t in runs if "steps" in t for v in t["steps"]["step_time_us"].to_pylist() if v is not None], float
+        )
         if len(host):  # its steps are torch.profiler's ProfilerStep ranges: the host's step time
-            out.update(steps=len(host), step_time_median_us=float(np.median(host)), step_time_mean_us=float(host.mean()))
+            out.update(
+                steps=len(host), step_time_median_us=float(np.median(host)), step_time_mean_us=float(host.mean())
+            )
     return out
 
 
 # the totals of NPU device work: unknown (not zero) for a side that records framework ops only
-_DEVICE_TOTALS = ("kernels", "kernel_time_us", "copies", "copy_time_us", "copy_exposed_us", "idle_us", "findings", "findings_time_lost_us")
+_DEVICE_TOTALS = (
+    "kernels",
+    "kernel_time_us",
+    "copies",
+    "copy_time_us",
+    "copy_exposed_us",
+    "idle_us",
+    "findings",
+    "findings_time_lost_us",
+)
 
 
 TOTAL_ROWS = [

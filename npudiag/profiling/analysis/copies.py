@@ -88,7 +88,9 @@ def _link(device: pa.Table, host: pa.Table) -> tuple[pa.Table, pa.Table]:
     copy = _last_with(host["connection_id"], device["connection_id"])  # per call: its copy's row, or null
     linked = pc.is_valid(copy)
     mode = pc.if_else(pc.is_valid(call), pc.take(host["mode"], call), device["mode"])
-    size = pc.if_else(pc.and_(linked, pc.is_null(host["size_bytes"])), pc.take(device["size_bytes"], copy), host["size_bytes"])
+    size = pc.if_else(
+        pc.and_(linked, pc.is_null(host["size_bytes"])), pc.take(device["size_bytes"], copy), host["size_bytes"]
+    )
     unknown = pc.fill_null(pc.equal(host["direction"], "unknown"), False)
     direction = pc.if_else(pc.and_(linked, unknown), pc.take(device["direction"], copy), host["direction"])
     device = device.set_column(device.schema.get_field_index("mode"), "mode", mode)

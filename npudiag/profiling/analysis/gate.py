@@ -119,7 +119,12 @@ class GateVerdicts:
         return {
             "passed": not self.failed,
             "regressions": [v.metric for v in self.verdicts if v.failed],
-            "method": {"max_regression": c.max_regression, "alpha": c.alpha, "test": "Mann-Whitney U, two-sided", "statistic": "median"},
+            "method": {
+                "max_regression": c.max_regression,
+                "alpha": c.alpha,
+                "test": "Mann-Whitney U, two-sided",
+                "statistic": "median",
+            },
             "warnings": self.warnings,
             "metrics": [v.to_dict() for v in self.verdicts],
         }
@@ -139,7 +144,9 @@ def parse_percent(text: str | float | int) -> float:
         raise ValueError(f"expected a non-negative percentage such as 5% or 0.05, got {text!r}")
     if not s.endswith("%") and value >= 1:
         pct, frac, whole = _plain(value), _plain(value / 100), _plain(value * 100)
-        raise ValueError(f"{s} is ambiguous: write {pct}% for {pct} percent (or the fraction {frac}), or {whole}% for +{whole} percent")
+        raise ValueError(
+            f"{s} is ambiguous: write {pct}% for {pct} percent (or the fraction {frac}), or {whole}% for +{whole} percent"
+        )
     return value
 
 
@@ -178,14 +185,18 @@ def config_from(data: dict[str, Any], path: Path | str, base: GateConfig | None 
             raise ValueError(f"{path}: {name} must be a table, not {_toml_kind(section)}")
     bad = set(gate) - _GATE_KEYS
     if bad:
-        raise ValueError(f"{path}: unknown [gate] key(s) {', '.join(sorted(bad))}; expected {', '.join(sorted(_GATE_KEYS))}")
+        raise ValueError(
+            f"{path}: unknown [gate] key(s) {', '.join(sorted(bad))}; expected {', '.join(sorted(_GATE_KEYS))}"
+        )
     changes: dict[str, Any] = {}
     if "max_regression" in gate:
         changes["max_regression"] = _percent_in(path, "[gate] max_regression", gate["max_regression"])
     if "alpha" in gate:
         changes["alpha"] = check_alpha(_number(path, "[gate] alpha", gate["alpha"]), f"{path}: [gate] alpha")
     if "top_ops" in gate:
-        changes["top_ops"] = check_top_ops(_number(path, "[gate] top_ops", gate["top_ops"], whole=True), f"{path}: [gate] top_ops")
+        changes["top_ops"] = check_top_ops(
+            _number(path, "[gate] top_ops", gate["top_ops"], whole=True), f"{path}: [gate] top_ops"
+        )
     if "by" in gate:
         if gate["by"] not in ("type", "name"):
             raise ValueError(f'{path}: [gate] by: expected "type" or "name", got {gate["by"]!r}')
@@ -197,11 +208,15 @@ def config_from(data: dict[str, Any], path: Path | str, base: GateConfig | None 
     if "metrics" in gate:
         listed = gate["metrics"]
         if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
-            raise ValueError(f'{path}: [gate] metrics: expected a list of metric names such as ["op:MatMulV3"], not {_toml_kind(listed)}')
+            raise ValueError(
+                f'{path}: [gate] metrics: expected a list of metric names such as ["op:MatMulV3"], not {_toml_kind(listed)}'
+            )
         changes["metrics"] = tuple(canonical_metric(m) for m in listed)
     if "steps" in gate:
         if not isinstance(gate["steps"], (str, int)) or isinstance(gate["steps"], bool):
-            raise ValueError(f'{path}: [gate] steps: expected a window such as "3:" or "3:9", not {_toml_kind(gate["steps"])}')
+            raise ValueError(
+                f'{path}: [gate] steps: expected a window such as "3:" or "3:9", not {_toml_kind(gate["steps"])}'
+            )
         changes["steps"] = parse_steps(str(gate["steps"]))
     cfg = replace(cfg, **changes)
     per: dict[str, dict[str, Any]] = {}
@@ -222,7 +237,9 @@ def config_from(data: dict[str, Any], path: Path | str, base: GateConfig | None 
             if key in opts:
                 check_min_delta(_number(path, f"[metric.{given}] {key}", opts[key]), f"{path}: [metric.{given}] {key}")
         if "enabled" in opts and not isinstance(opts["enabled"], bool):
-            raise ValueError(f"{path}: [metric.{given}] enabled: expected true or false, not {_toml_kind(opts['enabled'])}")
+            raise ValueError(
+                f"{path}: [metric.{given}] enabled: expected true or false, not {_toml_kind(opts['enabled'])}"
+            )
         per[name] = opts
     return with_metric_rules(cfg, per)
 
@@ -231,7 +248,14 @@ MAX_TOP_OPS = 1000
 
 
 def _toml_kind(value: Any) -> str:
-    kinds = ((bool, "a boolean"), (dict, "a table"), (list, "an array"), (str, "a string"), (int, "an integer"), (float, "a number"))
+    kinds = (
+        (bool, "a boolean"),
+        (dict, "a table"),
+        (list, "an array"),
+        (str, "a string"),
+        (int, "an integer"),
+        (float, "a number"),
+    )
     return next((f"{name} ({value!r})"[:80] for t, name in kinds if isinstance(value, t)), type(value).__name__)
 
 
@@ -248,7 +272,9 @@ def _number(path: Path, key: str, value: Any, whole: bool = False) -> float:
 def check_alpha(value: float, where: str = "alpha") -> float:
     """The test's significance level: strictly between 0 and 1 (0 would never find a change significant)."""
     if not (math.isfinite(value) and 0 < value < 1):
-        raise ValueError(f"{where}: the significance level must be between 0 and 1 (exclusive), e.g. 0.002; got {value}")
+        raise ValueError(
+            f"{where}: the significance level must be between 0 and 1 (exclusive), e.g. 0.002; got {value}"
+        )
     return float(value)
 
 
@@ -322,7 +348,9 @@ def decide(
     limit = f"{'-' if better_high else '+'}{rule.max_regression * 100:g}%"
     if worse and (significant or not testable):
         status = "regression"
-        why = f"median {change} {'<' if better_high else '>'} {limit}" + (f", p={p:.2g} < {alpha:g}" if significant else ", threshold only")
+        why = f"median {change} {'<' if better_high else '>'} {limit}" + (
+            f", p={p:.2g} < {alpha:g}" if significant else ", threshold only"
+        )
     elif worse:
         status = "not_significant"
         why = f"median {change} but p={p:.2g} >= {alpha:g}: within noise"
@@ -334,8 +362,23 @@ def decide(
         why = f"median {change}, within {limit}" if loss > min_delta or ratio is None else f"median {change}"
         if worse_by is not None and worse_by > 1.0 + rule.max_regression:
             why = f"median {change} but only {abs(delta):.1f} {unit}, below the {min_delta:.1f} {unit} floor"
-    return Verdict(metric, status, len(base), len(cur), bm, cm, delta, ratio, rule.max_regression, min_delta, method, p, why, unit,
-                   better_high)  # fmt: skip
+    return Verdict(
+        metric,
+        status,
+        len(base),
+        len(cur),
+        bm,
+        cm,
+        delta,
+        ratio,
+        rule.max_regression,
+        min_delta,
+        method,
+        p,
+        why,
+        unit,
+        better_high,
+    )
 
 
 def judge(
@@ -351,7 +394,9 @@ def judge(
     for m in names:
         if not known_metric(m):
             raise ValueError(f"unknown metric {m!r}")
-    granularity = {side: {_granularity(t) for t in runs} for side, runs in (("baseline", base_runs), ("current", cur_runs))}
+    granularity = {
+        side: {_granularity(t) for t in runs} for side, runs in (("baseline", base_runs), ("current", cur_runs))
+    }
     if granularity["baseline"] != granularity["current"] or len(granularity["baseline"]) > 1:
         desc = {side: " and ".join(sorted(g)) for side, g in granularity.items()}
         raise ValueError(

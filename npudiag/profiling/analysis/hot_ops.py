@@ -58,8 +58,17 @@ def hot_ops(kernels: pa.Table, by: str = "type") -> pa.Table:
     )
     task_types = [";".join(sorted(v)) for v in g["task_type_distinct"].to_pylist()]
     grand = pc.sum(t["duration_us"]).as_py() or 0.0  # every row's duration, as op_statistic's Ratio(%)
-    return _hot_table(by, g["key"], task_types, g["rank_count_distinct"], g["duration_us_count"], g["duration_us_sum"],
-                      g["duration_us_min"], g["duration_us_max"], grand)  # fmt: skip
+    return _hot_table(
+        by,
+        g["key"],
+        task_types,
+        g["rank_count_distinct"],
+        g["duration_us_count"],
+        g["duration_us_sum"],
+        g["duration_us_min"],
+        g["duration_us_max"],
+        grand,
+    )
 
 
 def _hot_table(by: str, key, task_types: list[str], ranks, count, total, low, high, grand: float) -> pa.Table:
@@ -107,13 +116,24 @@ def merge_hot_ops(parts: list[pa.Table]) -> pa.Table:
             [("count", "sum"), ("total_us", "sum"), ("min_us", "min"), ("max_us", "max"), ("ranks", "sum")]
         )
         split = pc.split_pattern(pc.fill_null(sub["task_types"], ""), ";")
-        flat = pa.table({"key": pc.take(sub["key"], pc.list_parent_indices(split)), "tt": pc.list_flatten(split)}).filter(
-            pc.not_equal(pc.list_flatten(split), "")
-        )
+        flat = pa.table(
+            {"key": pc.take(sub["key"], pc.list_parent_indices(split)), "tt": pc.list_flatten(split)}
+        ).filter(pc.not_equal(pc.list_flatten(split), ""))
         tts = flat.group_by("key", use_threads=False).aggregate([("tt", "distinct")])
         tt_of = dict(zip(tts["key"].to_pylist(), (";".join(sorted(v)) for v in tts["tt_distinct"].to_pylist())))
         task_types = [tt_of.get(k, "") for k in g["key"].to_pylist()]
         grand = pc.sum(g["total_us_sum"]).as_py() or 0.0
-        out.append(_hot_table(by, g["key"], task_types, g["ranks_sum"], g["count_sum"], g["total_us_sum"], g["min_us_min"], g["max_us_max"],
-                              grand))  # fmt: skip
+        out.append(
+            _hot_table(
+                by,
+                g["key"],
+                task_types,
+                g["ranks_sum"],
+                g["count_sum"],
+                g["total_us_sum"],
+                g["min_us_min"],
+                g["max_us_max"],
+                grand,
+            )
+        )
     return pa.concat_tables(out) if out else schemas.empty("hot_ops")

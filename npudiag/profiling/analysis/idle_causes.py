@@ -47,7 +47,14 @@ GAPS = schemas.IDLE_GAPS
 # CANN calls that make the host wait for the device
 SYNC_CALLS = ("Synchronize", "StreamSync", "DeviceSync", "EventSync", "QueryEvent", "MemCopySync", "aclrtMemcpy")
 # framework ops that read a device value on the host, so they wait for the device to get there
-SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero", "aten::equal", "aten::masked_select")
+SYNC_OPS = (
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::is_nonzero",
+    "aten::nonzero",
+    "aten::equal",
+    "aten::masked_select",
+)
 # a CANN call whose name holds this (any case) compiles: aclopCompile, aclopCompileAndExecute(V2), opCompile, graph compiles
 COMPILE = "compile"
 # torch's DataLoader wraps each __next__ in a range of this name ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")
@@ -162,17 +169,32 @@ def device_tasks(kernels: pa.Table, copies: pa.Table) -> pa.Table:
     for t, name in ((kernels, "op_name"), (copies, "name")):
         if t.num_rows:
             start, end = _ranges_ns(t)
-            parts.append(pa.table({"name": _col(t, name, pa.string()), "start_ns": pa.array(start, pa.int64()),
-                                   "end_ns": pa.array(end, pa.int64()),
-                                   "connection_id": _col(t, "connection_id", pa.int64()),
-                                   "launched_by": _col(t, "launched_by", pa.string())}, schema=_DEVICE))  # fmt: skip
+            parts.append(
+                pa.table(
+                    {
+                        "name": _col(t, name, pa.string()),
+                        "start_ns": pa.array(start, pa.int64()),
+                        "end_ns": pa.array(end, pa.int64()),
+                        "connection_id": _col(t, "connection_id", pa.int64()),
+                        "launched_by": _col(t, "launched_by", pa.string()),
+                    },
+                    schema=_DEVICE,
+                )
+            )
     if not parts:
         return _DEVICE.empty_table()
     return pa.concat_tables(parts).sort_by([("start_ns", "ascending")])
 
 
-_DEVICE = pa.schema([("name", pa.string()), ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("connection_id", pa.int64()),
-                     ("launched_by", pa.string())])  # fmt: skip
+_DEVICE = pa.schema(
+    [
+        ("name", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("connection_id", pa.int64()),
+        ("launched_by", pa.string()),
+    ]
+)
 
 
 class _Calls:
@@ -214,7 +236,9 @@ def _on_thread(points: np.ndarray, point_thread: np.ndarray, calls: _Calls, idx:
     width = len(times) + 1
     p_code = np.searchsorted(threads, point_thread[known])
     c_code = np.searchsorted(threads, calls.thread[idx])
-    no_call = threads[np.minimum(p_code, len(threads) - 1)] != point_thread[known]  # a thread with no call: a code no call has
+    no_call = (
+        threads[np.minimum(p_code, len(threads) - 1)] != point_thread[known]
+    )  # a thread with no call: a code no call has
     p_code = np.where(no_call, len(threads) + 1, p_code)
     p_key = p_code * width + np.searchsorted(times, points[known])
     s_key = c_code * width + np.searchsorted(times, calls.start[idx])
@@ -225,7 +249,9 @@ def _on_thread(points: np.ndarray, point_thread: np.ndarray, calls: _Calls, idx:
     return out
 
 
-def attribute(device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s: np.ndarray, gap_e: np.ndarray) -> dict[str, pa.Array]:
+def attribute(
+    device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s: np.ndarray, gap_e: np.ndarray
+) -> dict[str, pa.Array]:
     """For the gaps [start, end] (ns) of one rank: cause, kind, the task ending each gap, the CANN
     call that launched it, its thread and the framework op that issued it (the module's docstring).
     ``device``: the rank's :func:`device_tasks`; ``api``, ``host_ops``: its CANN calls and framework ops."""
@@ -245,8 +271,16 @@ def attribute(device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s: np.nda
             return pa.nulls(n, type_)
         return pc.if_else(mask, pa.nulls(n, type_), pc.take(device[col], take))
 
-    next_task, conn, launched_by = of_next("name", pa.string()), of_next("connection_id", pa.int64()), of_next("launched_by", pa.string())
-    cann = _Calls(api, pc.binary_join_element_wise(pc.fill_null(api["level"], ""), api["name"], "@")) if api.num_rows else None
+    next_task, conn, launched_by = (
+        of_next("name", pa.string()),
+        of_next("connection_id", pa.int64()),
+        of_next("launched_by", pa.string()),
+    )
+    cann = (
+        _Calls(api, pc.binary_join_element_wise(pc.fill_null(api["level"], ""), api["name"], "@"))
+        if api.num_rows
+        else None
+    )
     # the launch call: the CANN call with the task's connection id (of several, the one starting last: the launch itself)
     launch = np.full(n, -1, np.int64)
     if cann is not None:
@@ -258,7 +292,9 @@ def attribute(device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s: np.nda
             pos = pc.index_in(conn, value_set=pa.array(ids[last], pa.int64()))
             found = pc.fill_null(pos, -1).to_numpy(zero_copy_only=False).astype(np.int64)
             launch = np.where(found >= 0, last[np.maximum(found, 0)], -1)
-    thread = np.where(launch >= 0, cann.thread[np.maximum(launch, 0)], -1) if cann is not None else np.full(n, -1, np.int64)
+    thread = (
+        np.where(launch >= 0, cann.thread[np.maximum(launch, 0)], -1) if cann is not None else np.full(n, -1, np.int64)
+    )
     # (1, 2) the launching thread busy in a CANN call: a compile, else another call that is no sync
     compiling = on_api = np.full(n, -1, np.int64)
     sync_api = np.zeros(0, bool)
@@ -276,21 +312,33 @@ def attribute(device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s: np.nda
     if host_ops.num_rows:
         named = pc.fill_null(host_ops["name"], "")
         ops = _Calls(host_ops, named)
-        not_step = ~pc.starts_with(named, "ProfilerStep#").to_numpy(zero_copy_only=False)  # step markers cover every gap
+        not_step = ~pc.starts_with(named, "ProfilerStep#").to_numpy(
+            zero_copy_only=False
+        )  # step markers cover every gap
     # (3) a synchronising call overlapping at least half the gap (so across its middle), the one overlapping most
     # of equal overlaps the CANN call, then the earliest to start
     sync_ops = _marks(ops.labels, lambda s: s in SYNC_OPS) if ops else None
     sources = ((cann, sync_api), (ops, sync_ops))
-    sync_calls = [(c, _by_start(c, np.flatnonzero(m))) for c, m in sources if c is not None and m is not None and m.any()]
+    sync_calls = [
+        (c, _by_start(c, np.flatnonzero(m))) for c, m in sources if c is not None and m is not None and m.any()
+    ]
     sync_label = pa.nulls(n, pa.string())
     sync_overlap = np.full(n, -np.inf)
     for calls, idx in sync_calls:
         s_, e_ = calls.start[idx], calls.end[idx]
-        found = best_covering(mid, s_, e_, lambda p, c, s_=s_, e_=e_: np.minimum(e_[c], gap_e[p]) - np.maximum(s_[c], gap_s[p]))
-        ov = np.where(found >= 0, np.minimum(e_[np.maximum(found, 0)], gap_e) - np.maximum(s_[np.maximum(found, 0)], gap_s), -np.inf)
+        found = best_covering(
+            mid, s_, e_, lambda p, c, s_=s_, e_=e_: np.minimum(e_[c], gap_e[p]) - np.maximum(s_[c], gap_s[p])
+        )
+        ov = np.where(
+            found >= 0,
+            np.minimum(e_[np.maximum(found, 0)], gap_e) - np.maximum(s_[np.maximum(found, 0)], gap_s),
+            -np.inf,
+        )
         better = (found >= 0) & (ov > sync_overlap)
         sync_overlap = np.where(better, ov, sync_overlap)
-        sync_label = pc.if_else(pa.array(better), calls.label(np.where(found >= 0, idx[np.maximum(found, 0)], -1)), sync_label)
+        sync_label = pc.if_else(
+            pa.array(better), calls.label(np.where(found >= 0, idx[np.maximum(found, 0)], -1)), sync_label
+        )
     syncing = sync_overlap >= half
     # (4) inside a DataLoader fetch
     loading = np.full(n, -1, np.int64)
@@ -303,10 +351,12 @@ def attribute(device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s: np.nda
     code = np.select([compiling >= 0, on_api >= 0, syncing, loading >= 0, dispatch], [0, 1, 2, 3, 4], 5)
     on_thread = np.where(code == 0, compiling, np.where(code == 1, on_api, -1))
     api_label = cann.label(on_thread) if cann is not None else pa.nulls(n, pa.string())
-    cause = pc.coalesce(api_label,
-                        pc.if_else(pa.array(code == 2), sync_label, pa.nulls(n, pa.string())),
-                        ops.label(np.where(code == 3, loading, -1)) if ops is not None else pa.nulls(n, pa.string()),
-                        pc.if_else(pa.array(code == 4), launched_by, pa.nulls(n, pa.string())))  # fmt: skip
+    cause = pc.coalesce(
+        api_label,
+        pc.if_else(pa.array(code == 2), sync_label, pa.nulls(n, pa.string())),
+        ops.label(np.where(code == 3, loading, -1)) if ops is not None else pa.nulls(n, pa.string()),
+        pc.if_else(pa.array(code == 4), launched_by, pa.nulls(n, pa.string())),
+    )
     return {
         "cause": cause,
         "kind": _kinds(code),
@@ -335,10 +385,18 @@ def idle_gaps(tables: dict[str, pa.Table], gaps: list[StepGaps]) -> pa.Table:
         if not n:
             continue
         placed = g.placed
-        found = attribute(device_tasks(rank_rows(kernels, g.rank), rank_rows(copies, g.rank)), rank_rows(api, g.rank),
-                          rank_rows(host_ops, g.rank), g.start_ns[placed], g.end_ns[placed])  # fmt: skip
+        found = attribute(
+            device_tasks(rank_rows(kernels, g.rank), rank_rows(copies, g.rank)),
+            rank_rows(api, g.rank),
+            rank_rows(host_ops, g.rank),
+            g.start_ns[placed],
+            g.end_ns[placed],
+        )
         cols = {}
-        for name, arr in found.items():  # a gap with no place in time (a step recorded as a duration only): nothing said of it
+        for (
+            name,
+            arr,
+        ) in found.items():  # a gap with no place in time (a step recorded as a duration only): nothing said of it
             arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
             full = pa.nulls(n, arr.type) if name != "kind" else pa.array(["none"] * n, pa.string())
             cols[name] = pc.replace_with_mask(full, pa.array(placed), arr) if placed.any() else full
@@ -368,19 +426,36 @@ def idle_causes(gaps: pa.Table) -> pa.Table:
     if gaps.num_rows == 0:
         return SCHEMA.empty_table()
     t = gaps.select(["rank", "step", "cause", "kind", "idle_us"])
-    t = t.group_by(["rank", "step", "cause", "kind"], use_threads=False).aggregate([("idle_us", "sum"), ("idle_us", "count")])
-    out = pa.table({"rank": t["rank"], "step": t["step"], "cause": t["cause"], "kind": t["kind"], "idle_us": t["idle_us_sum"],
-                    "count": t["idle_us_count"]}, schema=SCHEMA)  # fmt: skip
-    return out.sort_by([("rank", "ascending"), ("step", "ascending"), ("idle_us", "descending"), ("cause", "ascending")])
+    t = t.group_by(["rank", "step", "cause", "kind"], use_threads=False).aggregate(
+        [("idle_us", "sum"), ("idle_us", "count")]
+    )
+    out = pa.table(
+        {
+            "rank": t["rank"],
+            "step": t["step"],
+            "cause": t["cause"],
+            "kind": t["kind"],
+            "idle_us": t["idle_us_sum"],
+            "count": t["idle_us_count"],
+        },
+        schema=SCHEMA,
+    )
+    return out.sort_by(
+        [("rank", "ascending"), ("step", "ascending"), ("idle_us", "descending"), ("cause", "ascending")]
+    )
 
 
-def gap_causes(device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s_ns: np.ndarray, gap_e_ns: np.ndarray) -> tuple[list, list]:
+def gap_causes(
+    device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s_ns: np.ndarray, gap_e_ns: np.ndarray
+) -> tuple[list, list]:
     """Cause and kind of each gap [start, end] (ns) on one rank (the attribution above), as lists."""
     found = attribute(device, api, host_ops, gap_s_ns, gap_e_ns)
     return found["cause"].to_pylist(), found["kind"].to_pylist()
 
 
-def main_cause(device: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: float, hi_us: float) -> tuple[str | None, str | None]:
+def main_cause(
+    device: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: float, hi_us: float
+) -> tuple[str | None, str | None]:
     """Of one rank's device idle time inside [lo_us, hi_us] (the stretch's gaps between its
     ``device`` tasks (:func:`device_tasks`), ends included), the cause and kind holding the most,
     by the attribution above; (None, None) without idle time or a cause."""
@@ -426,8 +501,9 @@ def top_causes(table: pa.Table, limit: int = 5, *, host_calls: bool = True) -> d
         "causes": [
             {"cause": r["cause"], "kind": r["kind"], "idle_us": r["idle_us_sum"], "gaps": r["count_sum"]}
             for r in by.slice(0, limit).to_pylist()
-        ],  # fmt: skip
+        ],
         "by_kind_us": by_kind,
-        "advice": ADVICE.get(largest, "") + (NO_CALLS if largest == "none" and not host_calls else ""),  # the kind with the most idle time
+        "advice": ADVICE.get(largest, "")
+        + (NO_CALLS if largest == "none" and not host_calls else ""),  # the kind with the most idle time
         "source": SOURCES.get(largest),
     }

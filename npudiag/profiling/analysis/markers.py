@@ -18,8 +18,16 @@ from npudiag.profiling.analysis.context import rank_rows
 from npudiag.profiling.analysis.idle_causes import device_tasks, gap_causes
 from npudiag.profiling.analysis.quantities import exposed_copy_segments, idle_gaps, timeline
 
-SCHEMA = pa.schema([("rank", pa.int32()), ("kind", pa.string()), ("start_us", pa.float64()), ("duration_us", pa.float64()),
-                    ("cause", pa.string()), ("cause_kind", pa.string())])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("kind", pa.string()),
+        ("start_us", pa.float64()),
+        ("duration_us", pa.float64()),
+        ("cause", pa.string()),
+        ("cause_kind", pa.string()),
+    ]
+)
 
 
 def markers(tables: dict[str, pa.Table], min_gap_us: float = 1000.0) -> pa.Table:
@@ -43,7 +51,9 @@ def markers(tables: dict[str, pa.Table], min_gap_us: float = 1000.0) -> pa.Table
             if kind == "device idle" and len(s):
                 ns_s = tl.base + np.rint(s * 1000.0).astype(np.int64)
                 ns_e = tl.base + np.rint(e * 1000.0).astype(np.int64)
-                cause, ckind = gap_causes(device_tasks(k, c), rank_rows(api, rank), rank_rows(host_ops, rank), ns_s, ns_e)
+                cause, ckind = gap_causes(
+                    device_tasks(k, c), rank_rows(api, rank), rank_rows(host_ops, rank), ns_s, ns_e
+                )
                 rows["cause"] += cause
                 rows["cause_kind"] += ckind
             else:
@@ -64,7 +74,10 @@ def late_ranks(tables: dict[str, pa.Table], min_wait_us: float = 1000.0) -> dict
     if ops.num_rows == 0 or pc.count_distinct(ops["rank"]).as_py() < 2:
         return out
     kernels = tables["kernels"]
-    api, host_ops = tables.get("api_calls", schemas.empty("api_calls")), tables.get("host_ops", schemas.empty("host_ops"))
+    api, host_ops = (
+        tables.get("api_calls", schemas.empty("api_calls")),
+        tables.get("host_ops", schemas.empty("host_ops")),
+    )
 
     def of(t: pa.Table, ranks: list[int]) -> pa.Table:
         return t.filter(pc.fill_null(pc.is_in(t["rank"], pa.array(ranks, pa.int32())), False))
@@ -74,7 +87,9 @@ def late_ranks(tables: dict[str, pa.Table], min_wait_us: float = 1000.0) -> dict
         return out
     keys = ["step", "op_name", "occurrence"]
     sizes = waits.group_by(keys, use_threads=False).aggregate([("rank", "count")])
-    late = waits.filter(pc.and_(pc.equal(waits["rank"], waits["late_rank"]), pc.greater_equal(waits["late_by_us"], min_wait_us)))
+    late = waits.filter(
+        pc.and_(pc.equal(waits["rank"], waits["late_rank"]), pc.greater_equal(waits["late_by_us"], min_wait_us))
+    )
     late = late.join(sizes, keys, join_type="left outer").sort_by([("start_us", "ascending")])
     for w in late.to_pylist():
         host = f"; its host: {w['late_host_cause']} ({w['late_host_kind']})" if w["late_host_cause"] else ""

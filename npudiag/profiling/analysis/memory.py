@@ -52,11 +52,19 @@ def step_of(times_us: np.ndarray, bounds_us: np.ndarray, steps: np.ndarray) -> n
 def held_at(blocks: pa.Table, t_ns: int) -> pa.Table:
     """Bytes and blocks held at ``t_ns`` by op name, most bytes first."""
     if blocks.num_rows == 0:
-        return pa.table({"op_name": pa.array([], pa.string()), "bytes": pa.array([], pa.int64()), "blocks": pa.array([], pa.int64())})
+        return pa.table(
+            {
+                "op_name": pa.array([], pa.string()),
+                "bytes": pa.array([], pa.int64()),
+                "blocks": pa.array([], pa.int64()),
+            }
+        )
     alloc = pc.fill_null(blocks["alloc_ns"], np.iinfo(np.int64).min)
     release = pc.fill_null(blocks["release_ns"], np.iinfo(np.int64).max)
     held = blocks.filter(pc.and_(pc.less_equal(alloc, t_ns), pc.greater(release, t_ns)))
-    t = pa.table({"op_name": pc.fill_null(held["op_name"], BEFORE_PROFILE), "b": pc.abs(pc.fill_null(held["size_bytes"], 0))})
+    t = pa.table(
+        {"op_name": pc.fill_null(held["op_name"], BEFORE_PROFILE), "b": pc.abs(pc.fill_null(held["size_bytes"], 0))}
+    )
     g = t.group_by("op_name", use_threads=False).aggregate([("b", "sum"), ("b", "count")])
     g = pa.table({"op_name": g["op_name"], "bytes": g["b_sum"], "blocks": g["b_count"]})
     return g.take(pc.sort_indices(g, sort_keys=[("bytes", "descending"), ("op_name", "ascending")]))
@@ -114,8 +122,12 @@ def rank_memory(
         if out["peak_step"] == -1:
             out["peak_step"] = None
     else:
-        out.update({"peak_allocated_bytes": None, "peak_reserved_bytes": _max_of(samples, "reserved_bytes") if comp else None})
-    app = timeline.filter(pc.fill_null(pc.equal(timeline["component"], "APP"), False)) if timeline.num_rows else timeline
+        out.update(
+            {"peak_allocated_bytes": None, "peak_reserved_bytes": _max_of(samples, "reserved_bytes") if comp else None}
+        )
+    app = (
+        timeline.filter(pc.fill_null(pc.equal(timeline["component"], "APP"), False)) if timeline.num_rows else timeline
+    )
     out["process_peak_reserved_bytes"] = _max_of(app, "reserved_bytes")
     if blocks.num_rows:
         allocated_here = blocks.filter(pc.fill_null(pc.greater(blocks["size_bytes"], 0), False))
@@ -126,7 +138,8 @@ def rank_memory(
             total = out["peak_allocated_bytes"] or 0
             out["unattributed_at_peak_bytes"] = max(total - int(pc.sum(held["bytes"]).as_py() or 0), 0)
             out["held_at_peak"] = [
-                {**r, "share_pct": 100.0 * r["bytes"] / total if total else None} for r in held.slice(0, top).to_pylist()
+                {**r, "share_pct": 100.0 * r["bytes"] / total if total else None}
+                for r in held.slice(0, top).to_pylist()
             ]
         if len(steps):
             t = allocated_here.filter(pc.is_valid(allocated_here["alloc_us"]))
@@ -138,10 +151,14 @@ def rank_memory(
         ts_us, _, delta = reservation_changes(samples)
         s = step_of(ts_us, bounds_us, steps)
         out["reservation_changes_per_step"] = [
-            {"step": int(k), "growths": int(((s == k) & (delta > 0)).sum()), "returns": int(((s == k) & (delta < 0)).sum()),
-             "grown_bytes": int(delta[(s == k) & (delta > 0)].sum())}
+            {
+                "step": int(k),
+                "growths": int(((s == k) & (delta > 0)).sum()),
+                "returns": int(((s == k) & (delta < 0)).sum()),
+                "grown_bytes": int(delta[(s == k) & (delta > 0)].sum()),
+            }
             for k in steps
-        ]  # fmt: skip
+        ]
     return out
 
 
@@ -166,7 +183,9 @@ def memory_by_rank(tables: dict[str, pa.Table], top: int = 5) -> list[dict[str, 
     out = []
     for rank in memory_ranks(tables):
         bounds, steps = step_starts(ctx, rank)
-        row = rank_memory(ctx.for_rank("memory_timeline", rank), ctx.for_rank("op_memory", rank), bounds, steps, rank, top)
+        row = rank_memory(
+            ctx.for_rank("memory_timeline", rank), ctx.for_rank("op_memory", rank), bounds, steps, rank, top
+        )
         if row is not None:
             out.append(row)
     return out

@@ -90,7 +90,11 @@ def _memory_samples(tables: dict[str, pa.Table], metric: str, window: StepWindow
         alloc = pc.fill_null(t["allocated_bytes"], -1).to_numpy(zero_copy_only=False).astype(float)
         reserved = pc.fill_null(t["reserved_bytes"], -1).to_numpy(zero_copy_only=False).astype(float)
         bounds, steps = step_starts(ctx, rank)
-        step = step_of(t["ts_us"].to_numpy(zero_copy_only=False), bounds, steps) if ids is not None else np.full(len(alloc), -1)
+        step = (
+            step_of(t["ts_us"].to_numpy(zero_copy_only=False), bounds, steps)
+            if ids is not None
+            else np.full(len(alloc), -1)
+        )
         for k in ids if ids is not None else [None]:
             sel = np.flatnonzero(step == (k if k is not None else -1))
             if len(sel) == 0:
@@ -202,11 +206,17 @@ def _module_samples(tables: dict[str, pa.Table], path: str, window: StepWindow) 
     if r is None or r.num_rows == 0:
         return [0.0]
     calls = r.filter(pc.fill_null(pc.and_(pc.equal(r["kind"], "module"), pc.equal(r["path"], path)), False))
-    n = _n_ranks(tables["kernels"]) if tables["kernels"].num_rows else max(1, int(pc.count_distinct(r["rank"]).as_py() or 1))
+    n = (
+        _n_ranks(tables["kernels"])
+        if tables["kernels"].num_rows
+        else max(1, int(pc.count_distinct(r["rank"]).as_py() or 1))
+    )
     dev = np.nan_to_num(calls["device_us"].to_numpy(zero_copy_only=False).astype(float))
     st = tables["steps"]
     st = st.filter(pc.and_(pc.is_valid(st["start_ns"]), pc.is_valid(st["end_ns"]))) if st.num_rows else st
-    steps = sorted({s for s in st["step"].to_pylist() if s is not None and _in_window(s, window)}) if st.num_rows else []
+    steps = (
+        sorted({s for s in st["step"].to_pylist() if s is not None and _in_window(s, window)}) if st.num_rows else []
+    )
     if not steps:
         return [float(dev.sum()) / n]
     start = calls["start_ns"].to_numpy(zero_copy_only=False)
@@ -220,7 +230,9 @@ def _module_samples(tables: dict[str, pa.Table], path: str, window: StepWindow) 
     return out
 
 
-def run_samples(tables: dict[str, pa.Table], metric: str, *, by: str = "type", window: StepWindow = None) -> list[float]:
+def run_samples(
+    tables: dict[str, pa.Table], metric: str, *, by: str = "type", window: StepWindow = None
+) -> list[float]:
     """The samples of ``metric`` in one run, one per step (or one for the whole run)."""
     if metric.startswith("module:"):
         return _module_samples(tables, metric[len("module:") :], window)
@@ -241,7 +253,9 @@ def run_samples(tables: dict[str, pa.Table], metric: str, *, by: str = "type", w
     )
 
 
-def samples(runs: Sequence[dict[str, pa.Table]], metric: str, *, by: str = "type", window: StepWindow = None) -> np.ndarray:
+def samples(
+    runs: Sequence[dict[str, pa.Table]], metric: str, *, by: str = "type", window: StepWindow = None
+) -> np.ndarray:
     """``metric``'s samples pooled over repeated runs."""
     out: list[float] = []
     for tables in runs:
@@ -253,6 +267,13 @@ def top_op_keys(runs: Sequence[dict[str, pa.Table]], n: int, by: str = "type") -
     """The ``n`` op groups with the most device time over ``runs``, largest first."""
     if n <= 0 or not runs:
         return []
-    parts = [pa.table({"key": op_key(t["kernels"], by), "d": pc.fill_null(t["kernels"]["duration_us"], 0.0)}) for t in runs]
-    g = pa.concat_tables(parts).group_by("key").aggregate([("d", "sum")]).sort_by([("d_sum", "descending"), ("key", "ascending")])
+    parts = [
+        pa.table({"key": op_key(t["kernels"], by), "d": pc.fill_null(t["kernels"]["duration_us"], 0.0)}) for t in runs
+    ]
+    g = (
+        pa.concat_tables(parts)
+        .group_by("key")
+        .aggregate([("d", "sum")])
+        .sort_by([("d_sum", "descending"), ("key", "ascending")])
+    )
     return g["key"].slice(0, n).to_pylist()

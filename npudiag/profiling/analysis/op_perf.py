@@ -55,17 +55,59 @@ from npudiag.profiling import tasks
 
 # operations per AI Core per cycle by dtype class (the cube's 16x16x16 FP16 / 16x32x16 INT8 multiply)
 OPS_PER_CYCLE = {"fp16": 2 * 16 * 16 * 16, "int8": 2 * 16 * 32 * 16}
-DTYPE_CLASS = {"FLOAT16": "fp16", "BF16": "fp16", "INT8": "int8", "UINT8": "int8", "FLOAT": "fp32", "HIFLOAT32": "fp32",
-               "FLOAT32": "fp32", "INT32": "int32", "DOUBLE": "fp64"}  # fmt: skip
-DTYPE_BYTES = {"FLOAT16": 2, "BF16": 2, "FLOAT": 4, "FLOAT32": 4, "DOUBLE": 8, "INT8": 1, "UINT8": 1, "INT16": 2, "UINT16": 2,
-               "INT32": 4, "UINT32": 4, "INT64": 8, "UINT64": 8, "BOOL": 1, "COMPLEX64": 8, "HIFLOAT32": 4}  # fmt: skip
+DTYPE_CLASS = {
+    "FLOAT16": "fp16",
+    "BF16": "fp16",
+    "INT8": "int8",
+    "UINT8": "int8",
+    "FLOAT": "fp32",
+    "HIFLOAT32": "fp32",
+    "FLOAT32": "fp32",
+    "INT32": "int32",
+    "DOUBLE": "fp64",
+}
+DTYPE_BYTES = {
+    "FLOAT16": 2,
+    "BF16": 2,
+    "FLOAT": 4,
+    "FLOAT32": 4,
+    "DOUBLE": 8,
+    "INT8": 1,
+    "UINT8": 1,
+    "INT16": 2,
+    "UINT16": 2,
+    "INT32": 4,
+    "UINT32": 4,
+    "INT64": 8,
+    "UINT64": 8,
+    "BOOL": 1,
+    "COMPLEX64": 8,
+    "HIFLOAT32": 4,
+}
 # msprof-analyze advisor thresholds (aicore_performance.yaml, config.ini operator_bound_ratio, operator_bound_checker)
-OPTIONS = {"cube_mac": 0.8, "cube_mte2": 0.95, "fa_mte2": 0.8, "fa_fixpipe": 0.75, "fa_vec": 0.75, "vector_total": 0.9,
-           "vector_pipe": 0.7, "scalar": 0.8, "latency_us": 20.0}  # fmt: skip
+OPTIONS = {
+    "cube_mac": 0.8,
+    "cube_mte2": 0.95,
+    "fa_mte2": 0.8,
+    "fa_fixpipe": 0.75,
+    "fa_vec": 0.75,
+    "vector_total": 0.9,
+    "vector_pipe": 0.7,
+    "scalar": 0.8,
+    "latency_us": 20.0,
+}
 MATMUL_TYPES = ("MatMul", "MatMulV2", "MatMulV3", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
 FA_TYPES = ("FlashAttentionScore", "FlashAttentionScoreGrad")
-_RATIOS = ("aic_mac_ratio", "aic_mte2_ratio", "aic_fixpipe_ratio", "aic_scalar_ratio", "aiv_vec_ratio", "aiv_mte2_ratio",
-           "aiv_mte3_ratio", "aiv_scalar_ratio")  # fmt: skip
+_RATIOS = (
+    "aic_mac_ratio",
+    "aic_mte2_ratio",
+    "aic_fixpipe_ratio",
+    "aic_scalar_ratio",
+    "aiv_vec_ratio",
+    "aiv_mte2_ratio",
+    "aiv_mte3_ratio",
+    "aiv_scalar_ratio",
+)
 _READ = ("read_main_memory_datas_kb", "aic_main_mem_read_kb", "aiv_main_mem_read_kb")
 _WRITE = ("write_main_memory_datas_kb", "aic_main_mem_write_kb", "aiv_main_mem_write_kb")
 
@@ -92,7 +134,9 @@ def _dtype(name: str) -> str:
     return name.strip().upper().removeprefix("DT_")
 
 
-def _matmul(inputs: list[list[int]], outputs: list[list[int]], fmt: list[str], _dt: list[str]) -> tuple[int | None, str | None]:
+def _matmul(
+    inputs: list[list[int]], outputs: list[list[int]], fmt: list[str], _dt: list[str]
+) -> tuple[int | None, str | None]:
     if not inputs or not outputs or len(outputs[0]) < 2 or len(inputs[0]) < 2:
         return None, "shapes of fewer than two dimensions"
     out, a = outputs[0], inputs[0]
@@ -115,7 +159,9 @@ def _matmul(inputs: list[list[int]], outputs: list[list[int]], fmt: list[str], _
     return 2 * batch * m * n * k, None
 
 
-def _conv2d(inputs: list[list[int]], outputs: list[list[int]], fmt: list[str], _dt: list[str]) -> tuple[int | None, str | None]:
+def _conv2d(
+    inputs: list[list[int]], outputs: list[list[int]], fmt: list[str], _dt: list[str]
+) -> tuple[int | None, str | None]:
     if len(inputs) < 2 or not outputs or any(f.upper() not in ("NCHW", "ND") for f in fmt[:2]):
         return None, "Conv2D shapes not in NCHW"
     x, w, y = inputs[0], inputs[1], outputs[0]
@@ -129,12 +175,20 @@ def _attention_dims(q: list[int], k: list[int], v: list[int], b: int, n: int, sq
     if len(q) == 4 and len(k) == 4 and len(v) == 4:  # BNSD [B, N, S, D] or BSND [B, S, N, D]
         bnsd, bsnd = q[1:3] == [n, sq], q[1:3] == [sq, n]
         if bnsd == bsnd:
-            return "query's layout (BNSD or BSND) is ambiguous" if bnsd else f"query {q} does not hold N = {n} and Sq = {sq}"
+            return (
+                "query's layout (BNSD or BSND) is ambiguous"
+                if bnsd
+                else f"query {q} does not hold N = {n} and Sq = {sq}"
+            )
         return (k[2] if bnsd else k[1]), q[3], v[3]
     if len(q) == 3 and len(k) == 3 and len(v) == 3:  # BSH [B, S, H] or SBH [S, B, H]; H = N x D
         bsh, sbh = q[:2] == [b, sq], q[:2] == [sq, b]
         if bsh == sbh:
-            return "query's layout (BSH or SBH) is ambiguous" if bsh else "query is not in BSH / SBH (TND: varlen, needs actual_seq_qlen)"
+            return (
+                "query's layout (BSH or SBH) is ambiguous"
+                if bsh
+                else "query is not in BSH / SBH (TND: varlen, needs actual_seq_qlen)"
+            )
         skv, d = (k[1] if bsh else k[0]), q[2] // n if q[2] % n == 0 else 0
         if not d or k[2] % d or not k[2]:
             return f"hidden sizes {q[2]} / {k[2]} do not split into N = {n} heads of one size"
@@ -154,8 +208,10 @@ def _flash_attention(
         return None, "FlashAttention without query, key and value shapes"
     mask = [i for i, (dims, dt) in enumerate(zip(inputs, dtypes)) if len(dims) >= 2 and _dtype(dt) in ("BOOL", "UINT8")]
     if mask:
-        return None, (f"FlashAttention with an atten_mask {inputs[mask[0]]}: the sparse mode and pre / next tokens that decide "
-                      "how much of Q·Kᵀ is computed are not in the profile")  # fmt: skip
+        return None, (
+            f"FlashAttention with an atten_mask {inputs[mask[0]]}: the sparse mode and pre / next tokens that decide "
+            "how much of Q·Kᵀ is computed are not in the profile"
+        )
     stats = [d for d in (*outputs, *inputs[3:]) if len(d) == 4 and d[3] == 8]
     if not stats:
         return None, "FlashAttention without softmax_max [B, N, Sq, 8] (TND / varlen layout)"
@@ -167,7 +223,9 @@ def _flash_attention(
     return 2 * b * n * sq * skv * ((3 * d + 2 * dv) if grad else (d + dv)), None
 
 
-FORMULAS: dict[str, Callable[[list[list[int]], list[list[int]], list[str], list[str]], tuple[int | None, str | None]]] = {
+FORMULAS: dict[
+    str, Callable[[list[list[int]], list[list[int]], list[str], list[str]], tuple[int | None, str | None]]
+] = {
     **dict.fromkeys(MATMUL_TYPES, _matmul),
     "Conv2D": _conv2d,
     "FlashAttentionScore": lambda i, o, f, d: _flash_attention(i, o, f, d, grad=False),
@@ -175,8 +233,13 @@ FORMULAS: dict[str, Callable[[list[list[int]], list[list[int]], list[str], list[
 }
 
 
-def shape_flops(op_type: str | None, in_shapes: str | None, out_shapes: str | None, in_formats: str | None,
-                in_dtypes: str | None = None) -> tuple[int | None, str]:  # fmt: skip
+def shape_flops(
+    op_type: str | None,
+    in_shapes: str | None,
+    out_shapes: str | None,
+    in_formats: str | None,
+    in_dtypes: str | None = None,
+) -> tuple[int | None, str]:
     """(flops, note) of one op type and its recorded shapes; the note says why flops is None."""
     formula = FORMULAS.get(op_type or "")
     if formula is None:
@@ -192,7 +255,9 @@ def shape_flops(op_type: str | None, in_shapes: str | None, out_shapes: str | No
     return flops, why or ""
 
 
-def tensor_bytes(in_shapes: str | None, in_dtypes: str | None, out_shapes: str | None, out_dtypes: str | None) -> float | None:
+def tensor_bytes(
+    in_shapes: str | None, in_dtypes: str | None, out_shapes: str | None, out_dtypes: str | None
+) -> float | None:
     """Every input and output tensor's elements × dtype size; None where a dtype or shape is unknown."""
     total = 0
     for shapes, dtypes in ((in_shapes, in_dtypes), (out_shapes, out_dtypes)):
@@ -299,7 +364,9 @@ def peaks(tables: dict[str, pa.Table], options: dict[str, float]) -> dict[Any, d
     return out
 
 
-def _peak_per_row(rank: np.ndarray, dclass: np.ndarray, classes: list[Any], peak_of: dict[Any, dict[str, float]]) -> np.ndarray:
+def _peak_per_row(
+    rank: np.ndarray, dclass: np.ndarray, classes: list[Any], peak_of: dict[Any, dict[str, float]]
+) -> np.ndarray:
     out = np.full(len(rank), np.nan)
     for r, by in peak_of.items():
         on_rank = rank == (-1 if r is None else r)
@@ -315,34 +382,74 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
     k = tables["kernels"]
     if not k.num_rows:
         return schemas.empty("op_perf")
-    wanted = {"rank", "step", "start_ns", "op_name", "op_type", "task_type", "duration_us", "input_shapes", "output_shapes",
-              "input_formats", "input_dtypes", "output_dtypes", "aic_cube_fops", *_RATIOS, *_READ, *_WRITE}  # fmt: skip
+    wanted = {
+        "rank",
+        "step",
+        "start_ns",
+        "op_name",
+        "op_type",
+        "task_type",
+        "duration_us",
+        "input_shapes",
+        "output_shapes",
+        "input_formats",
+        "input_dtypes",
+        "output_dtypes",
+        "aic_cube_fops",
+        *_RATIOS,
+        *_READ,
+        *_WRITE,
+    }
     compute = pc.fill_null(pc.equal(k["task_class"], tasks.COMPUTE), False)
-    k = k.select([c for c in k.column_names if c in wanted]).filter(compute)  # only the columns read: a filter copies each
+    k = k.select([c for c in k.column_names if c in wanted]).filter(
+        compute
+    )  # only the columns read: a filter copies each
     if not k.num_rows:
         return schemas.empty("op_perf")
-    enc = {c: _encoded(_col(k, c, pa.string())) for c in ("op_type", "input_shapes", "output_shapes", "input_formats",
-                                                           "input_dtypes", "output_dtypes", "task_type")}  # fmt: skip
-    at, by_shape = _per_distinct([enc[c] for c in ("op_type", "input_shapes", "output_shapes", "input_formats", "input_dtypes")],
-                                 shape_flops)  # fmt: skip
+    enc = {
+        c: _encoded(_col(k, c, pa.string()))
+        for c in (
+            "op_type",
+            "input_shapes",
+            "output_shapes",
+            "input_formats",
+            "input_dtypes",
+            "output_dtypes",
+            "task_type",
+        )
+    }
+    at, by_shape = _per_distinct(
+        [enc[c] for c in ("op_type", "input_shapes", "output_shapes", "input_formats", "input_dtypes")], shape_flops
+    )
     shape_f = _take([f for f, _ in by_shape], at, pa.int64())
     cube_fops = pc.cast(pc.round(_col(k, "aic_cube_fops")), pa.int64())
     flops = pc.coalesce(cube_fops, shape_f)
-    has_cube, has_shape = pc.is_valid(cube_fops).to_numpy(zero_copy_only=False), pc.is_valid(shape_f).to_numpy(zero_copy_only=False)
+    has_cube, has_shape = (
+        pc.is_valid(cube_fops).to_numpy(zero_copy_only=False),
+        pc.is_valid(shape_f).to_numpy(zero_copy_only=False),
+    )
     source = _labels(np.where(has_cube, 0, np.where(has_shape, 1, -1)), ["cube_fops", "shape"])
     notes = [n or None for _, n in by_shape]
     note = pc.if_else(pc.is_valid(flops), pa.scalar(None, pa.string()), _take(notes, at, pa.string()))
-    read, write = (np.fmax.reduce([_num(k, c) for c in names]) for names in (_READ, _WRITE))  # whichever the export names
+    read, write = (
+        np.fmax.reduce([_num(k, c) for c in names]) for names in (_READ, _WRITE)
+    )  # whichever the export names
     measured = (read + write) * 1024.0
-    bat, by_tensors = _per_distinct([enc[c] for c in ("input_shapes", "input_dtypes", "output_shapes", "output_dtypes")], tensor_bytes)
+    bat, by_tensors = _per_distinct(
+        [enc[c] for c in ("input_shapes", "input_dtypes", "output_shapes", "output_dtypes")], tensor_bytes
+    )
     shaped = np.array([np.nan if b is None else b for b in by_tensors], float)[bat]
     nbytes = np.where(np.isnan(measured), shaped, measured)
-    bytes_source = _labels(np.where(~np.isnan(measured), 0, np.where(~np.isnan(shaped), 1, -1)), ["memory_metrics", "shapes"])
+    bytes_source = _labels(
+        np.where(~np.isnan(measured), 0, np.where(~np.isnan(shaped), 1, -1)), ["memory_metrics", "shapes"]
+    )
     dur = _num(k, "duration_us")
     ops = pc.cast(flops, pa.float64()).to_numpy(zero_copy_only=False).astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
         tflops = np.where(dur > 0, ops / (dur * 1e6), np.nan)
-        dat, dclasses = _per_distinct([enc["input_dtypes"]], lambda d: DTYPE_CLASS.get(_dtype(d.split(";")[0])) if d else None)
+        dat, dclasses = _per_distinct(
+            [enc["input_dtypes"]], lambda d: DTYPE_CLASS.get(_dtype(d.split(";")[0])) if d else None
+        )
         cls_values = sorted({c for c in dclasses if c})
         dcode = np.array([cls_values.index(c) if c else -1 for c in dclasses], np.int64)[dat]
         rank = pc.fill_null(_col(k, "rank", pa.int32()), -1).to_numpy().astype(np.int64)
@@ -351,15 +458,30 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
         intensity = np.where(nbytes > 0, ops / nbytes, np.nan)
     ratios = {r: _num(k, r) for r in _RATIOS}
     bound = _bound(enc["op_type"], enc["task_type"], dur, ratios, opts)
-    out = pa.table({
-        "rank": _col(k, "rank", pa.int32()), "step": _col(k, "step", pa.int64()), "start_ns": _col(k, "start_ns", pa.int64()),
-        "op_name": _col(k, "op_name", pa.string()), "op_type": _col(k, "op_type", pa.string()),
-        "task_type": _col(k, "task_type", pa.string()),
-        "dtype_class": _labels(dcode, cls_values), "duration_us": _floats(dur), "flops": flops, "flops_source": source,
-        "flops_note": note, "shape_flops": shape_f, "moved_bytes": _floats(nbytes), "bytes_source": bytes_source,
-        "achieved_tflops": _floats(tflops), "peak_tflops": _floats(peak), "mfu_pct": _floats(mfu), "flops_per_byte": _floats(intensity),
-        "bound": bound, **{n: _floats(v) for n, v in ratios.items()},
-    })  # fmt: skip
+    out = pa.table(
+        {
+            "rank": _col(k, "rank", pa.int32()),
+            "step": _col(k, "step", pa.int64()),
+            "start_ns": _col(k, "start_ns", pa.int64()),
+            "op_name": _col(k, "op_name", pa.string()),
+            "op_type": _col(k, "op_type", pa.string()),
+            "task_type": _col(k, "task_type", pa.string()),
+            "dtype_class": _labels(dcode, cls_values),
+            "duration_us": _floats(dur),
+            "flops": flops,
+            "flops_source": source,
+            "flops_note": note,
+            "shape_flops": shape_f,
+            "moved_bytes": _floats(nbytes),
+            "bytes_source": bytes_source,
+            "achieved_tflops": _floats(tflops),
+            "peak_tflops": _floats(peak),
+            "mfu_pct": _floats(mfu),
+            "flops_per_byte": _floats(intensity),
+            "bound": bound,
+            **{n: _floats(v) for n, v in ratios.items()},
+        }
+    )
     return schemas.conform(out, schemas.OP_PERF)
 
 
@@ -390,8 +512,13 @@ def _labels(codes: np.ndarray, labels: list[str]) -> pa.Array:
 _VERDICTS = ["cube", "cube+mte2", "mte2", "mte3", "fixpipe", "vector", "vector+memory", "scalar", "latency", "none"]
 
 
-def _bound(op_type: tuple[np.ndarray, list[Any]], task_type: tuple[np.ndarray, list[Any]], dur: np.ndarray, r: dict[str, np.ndarray],
-           o: dict[str, float]) -> pa.Array:  # fmt: skip
+def _bound(
+    op_type: tuple[np.ndarray, list[Any]],
+    task_type: tuple[np.ndarray, list[Any]],
+    dur: np.ndarray,
+    r: dict[str, np.ndarray],
+    o: dict[str, float],
+) -> pa.Array:
     """The bound verdict per kernel (the module docstring's thresholds); null where no ratio is recorded."""
     any_ratio = np.any([~np.isnan(r[n]) for n in _RATIOS], axis=0)
     if not any_ratio.any():  # no PipeUtilization collected (most traces): no verdict to work out
@@ -403,16 +530,30 @@ def _bound(op_type: tuple[np.ndarray, list[Any]], task_type: tuple[np.ndarray, l
 
     t_idx, t_values = task_type
     o_idx, o_values = op_type
-    is_cube = np.array([t == "AI_CORE" for t in t_values], bool)[t_idx] & np.array(["matmul" in x.lower() for x in o_values], bool)[o_idx]
+    is_cube = (
+        np.array([t == "AI_CORE" for t in t_values], bool)[t_idx]
+        & np.array(["matmul" in x.lower() for x in o_values], bool)[o_idx]
+    )
     is_fa = np.array([x in FA_TYPES for x in o_values], bool)[o_idx]
     is_vec = np.array([t in ("AI_VECTOR_CORE", "MIX_AIV") for t in t_values], bool)[t_idx]
     vec_total = sum(np.nan_to_num(r[n]) for n in ("aiv_vec_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio"))
     mac, mte2 = ge("aic_mac_ratio", "cube_mac"), ge("aic_mte2_ratio", "cube_mte2")
     cube = np.select([mac & mte2, mac, mte2], [v["cube+mte2"], v["cube"], v["mte2"]], -1)
-    fa = np.select([ge("aic_mte2_ratio", "fa_mte2"), ge("aic_fixpipe_ratio", "fa_fixpipe"), ge("aiv_vec_ratio", "fa_vec")],
-                   [v["mte2"], v["fixpipe"], v["vector"]], -1)  # fmt: skip
-    vec = np.select([vec_total >= o["vector_total"], ge("aiv_mte2_ratio", "vector_pipe"), ge("aiv_mte3_ratio", "vector_pipe"),
-                     ge("aiv_vec_ratio", "vector_pipe")], [v["vector+memory"], v["mte2"], v["mte3"], v["vector"]], -1)  # fmt: skip
+    fa = np.select(
+        [ge("aic_mte2_ratio", "fa_mte2"), ge("aic_fixpipe_ratio", "fa_fixpipe"), ge("aiv_vec_ratio", "fa_vec")],
+        [v["mte2"], v["fixpipe"], v["vector"]],
+        -1,
+    )
+    vec = np.select(
+        [
+            vec_total >= o["vector_total"],
+            ge("aiv_mte2_ratio", "vector_pipe"),
+            ge("aiv_mte3_ratio", "vector_pipe"),
+            ge("aiv_vec_ratio", "vector_pipe"),
+        ],
+        [v["vector+memory"], v["mte2"], v["mte3"], v["vector"]],
+        -1,
+    )
     scalar = np.where(ge("aic_scalar_ratio", "scalar") | ge("aiv_scalar_ratio", "scalar"), v["scalar"], -1)
     verdict = np.select([is_cube, is_fa, is_vec], [cube, fa, vec], -1)
     verdict = np.where(verdict >= 0, verdict, scalar)

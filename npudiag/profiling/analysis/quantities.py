@@ -142,11 +142,15 @@ def phases(tl: Timeline, step_time_us: float | None = None, before_us: float = 0
 
 def exposed_copy_segments(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     """The parts of device copies with no compute and no communication running (disjoint, sorted)."""
-    cover = merge(np.concatenate([tl.compute[0], tl.communication[0]]), np.concatenate([tl.compute[1], tl.communication[1]]))
+    cover = merge(
+        np.concatenate([tl.compute[0], tl.communication[0]]), np.concatenate([tl.compute[1], tl.communication[1]])
+    )
     return subtract(*tl.copies, *cover)
 
 
-def subtract(seg_s: np.ndarray, seg_e: np.ndarray, cov_s: np.ndarray, cov_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def subtract(
+    seg_s: np.ndarray, seg_e: np.ndarray, cov_s: np.ndarray, cov_e: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Parts of the (disjoint, sorted) segments not covered by the (disjoint, sorted) cover."""
     if len(seg_s) == 0:
         return seg_s, seg_e
@@ -195,7 +199,11 @@ def copy_totals(copies: pa.Table) -> dict[str, float | int | None]:
         return float(pc.sum(pc.fill_null(t["duration_us"], 0.0)).as_py() or 0.0) if t.num_rows else 0.0
 
     def size(t: pa.Table) -> int | None:
-        return None if t.num_rows == 0 or t["size_bytes"].null_count == t.num_rows else int(pc.sum(t["size_bytes"]).as_py() or 0)
+        return (
+            None
+            if t.num_rows == 0 or t["size_bytes"].null_count == t.num_rows
+            else int(pc.sum(t["size_bytes"]).as_py() or 0)
+        )
 
     dev_bytes = size(device)
     return {

@@ -18,9 +18,22 @@ KINDS = ("module", "mstx")
 def range_totals(ranges: pa.Table) -> pa.Table:
     """Per (kind, path): calls, host time, device time, kernels, its depth and first start."""
     if ranges.num_rows == 0:
-        return pa.table({c: pa.array([], t) for c, t in (("kind", pa.string()), ("path", pa.string()), ("name", pa.string()),
-                        ("depth", pa.int32()), ("calls", pa.int64()), ("host_us", pa.float64()), ("device_us", pa.float64()),
-                        ("kernels", pa.int64()), ("first_ns", pa.int64()))})  # fmt: skip
+        return pa.table(
+            {
+                c: pa.array([], t)
+                for c, t in (
+                    ("kind", pa.string()),
+                    ("path", pa.string()),
+                    ("name", pa.string()),
+                    ("depth", pa.int32()),
+                    ("calls", pa.int64()),
+                    ("host_us", pa.float64()),
+                    ("device_us", pa.float64()),
+                    ("kernels", pa.int64()),
+                    ("first_ns", pa.int64()),
+                )
+            }
+        )
     g = ranges.group_by(["kind", "path"], use_threads=False).aggregate(
         [
             ("name", "first"),
@@ -30,12 +43,21 @@ def range_totals(ranges: pa.Table) -> pa.Table:
             ("device_us", "sum"),
             ("kernels", "sum"),
             ("start_ns", "min"),
-        ]  # fmt: skip
+        ]
     )
-    return pa.table({
-        "kind": g["kind"], "path": g["path"], "name": g["name_first"], "depth": g["depth_min"], "calls": g["start_ns_count"],
-        "host_us": g["duration_us_sum"], "device_us": g["device_us_sum"], "kernels": g["kernels_sum"], "first_ns": g["start_ns_min"],
-    })  # fmt: skip
+    return pa.table(
+        {
+            "kind": g["kind"],
+            "path": g["path"],
+            "name": g["name_first"],
+            "depth": g["depth_min"],
+            "calls": g["start_ns_count"],
+            "host_us": g["duration_us_sum"],
+            "device_us": g["device_us_sum"],
+            "kernels": g["kernels_sum"],
+            "first_ns": g["start_ns_min"],
+        }
+    )
 
 
 def range_tree(ranges: pa.Table, kind: str, top: int = 12) -> list[dict[str, Any]]:

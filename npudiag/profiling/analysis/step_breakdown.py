@@ -41,7 +41,9 @@ def row_ns(t: pa.Table, exact_col: str = "start_ns", approx_col: str = "start_us
     approx = pc.cast(pc.round(pc.multiply(pc.fill_null(t[approx_col], np.nan), 1000.0)), pa.float64())
     a = approx.to_numpy(zero_copy_only=False)
     a = np.where(np.isfinite(a) & (np.abs(a) < 9e18), a, -(2.0**62)).astype(np.int64)
-    return np.where(pc.is_valid(exact).to_numpy(zero_copy_only=False), pc.fill_null(exact, 0).to_numpy(zero_copy_only=False), a)
+    return np.where(
+        pc.is_valid(exact).to_numpy(zero_copy_only=False), pc.fill_null(exact, 0).to_numpy(zero_copy_only=False), a
+    )
 
 
 @dataclass(frozen=True)
@@ -75,13 +77,19 @@ def step_slots(kernels: pa.Table, steps: pa.Table) -> StepSlots:
         none = np.zeros(0, np.int64)
         return StepSlots([], np.zeros(kernels.num_rows, np.int64), none, none)
     k_ns = row_ns(kernels)
-    kpos = pc.fill_null(pc.index_in(kstep, value_set=pa.array(ids, pa.int64())), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    kpos = (
+        pc.fill_null(pc.index_in(kstep, value_set=pa.array(ids, pa.int64())), -1)
+        .to_numpy(zero_copy_only=False)
+        .astype(np.int64)
+    )
     # a step starts where the steps table says, else at its first kernel
     starts = np.full(len(ids), 2**62, np.int64)
     has = kpos >= 0
     np.minimum.at(starts, kpos[has], k_ns[has])
     if steps.num_rows:
-        at = pc.fill_null(pc.index_in(steps["step"], value_set=pa.array(ids, pa.int64())), -1).to_numpy(zero_copy_only=False)
+        at = pc.fill_null(pc.index_in(steps["step"], value_set=pa.array(ids, pa.int64())), -1).to_numpy(
+            zero_copy_only=False
+        )
         rec = pc.fill_null(steps["start_us"], np.nan).to_numpy(zero_copy_only=False)
         ok = np.flatnonzero((at >= 0) & np.isfinite(rec) & (np.abs(rec) < 9e15))[::-1]
         last = ok[np.unique(at[ok], return_index=True)[1]]  # a step the table repeats: its last row
@@ -121,15 +129,21 @@ def _ok(v: np.ndarray) -> np.ndarray:
 
 def _recorded(steps: pa.Table, ids: list) -> _Recorded:
     n = len(ids)
-    out = _Recorded(np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64), *(np.full(n, np.nan) for _ in range(3)))
+    out = _Recorded(
+        np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64), *(np.full(n, np.nan) for _ in range(3))
+    )
     if steps.num_rows == 0 or ids == [None]:
         return out
-    at = pc.fill_null(pc.index_in(steps["step"], value_set=pa.array(ids, pa.int64())), -1).to_numpy(zero_copy_only=False)
+    at = pc.fill_null(pc.index_in(steps["step"], value_set=pa.array(ids, pa.int64())), -1).to_numpy(
+        zero_copy_only=False
+    )
     rows = np.flatnonzero(at >= 0)
     rows = rows[np.unique(at[rows], return_index=True)[1]]  # the first row of each step
     j = at[rows]
-    col = {c: pc.fill_null(steps[c], np.nan).to_numpy(zero_copy_only=False)[rows].astype(float)
-           for c in ("start_us", "end_us", "step_time_us", "stage_us", "preparing_us")}  # fmt: skip
+    col = {
+        c: pc.fill_null(steps[c], np.nan).to_numpy(zero_copy_only=False)[rows].astype(float)
+        for c in ("start_us", "end_us", "step_time_us", "stage_us", "preparing_us")
+    }
     start_ns, end_ns = (steps[c].take(pa.array(rows)) for c in ("start_ns", "end_ns"))
     exact = pc.is_valid(start_ns).to_numpy(zero_copy_only=False) & pc.is_valid(end_ns).to_numpy(zero_copy_only=False)
     sn, en = (pc.fill_null(x, 0).to_numpy(zero_copy_only=False).astype(np.int64) for x in (start_ns, end_ns))
@@ -137,14 +151,20 @@ def _recorded(steps: pa.Table, ids: list) -> _Recorded:
     start_ok = ~np.isnan(_ok(col["start_us"]))
     with np.errstate(invalid="ignore"):
         approx = ~exact & start_ok & np.isfinite(col["end_us"]) & (col["end_us"] >= col["start_us"])
-    out.stage[j], out.preparing[j], out.duration[j] = _ok(col["stage_us"]), _ok(col["preparing_us"]), _ok(col["step_time_us"])
+    out.stage[j], out.preparing[j], out.duration[j] = (
+        _ok(col["stage_us"]),
+        _ok(col["preparing_us"]),
+        _ok(col["step_time_us"]),
+    )
     out.has_range[j] = exact | approx
     # in integers throughout: a float on the way would round today's ns timestamps to 256 ns
     lo_approx = np.round(np.where(approx, col["start_us"], 0.0) * 1000).astype(np.int64)
     hi_approx = np.round(np.where(approx, col["end_us"], 0.0) * 1000).astype(np.int64)
     out.lo_ns[j] = np.where(exact, sn, np.where(approx, lo_approx, 0))
     out.hi_ns[j] = np.where(exact, en, np.where(approx, hi_approx, 0))
-    out.duration[j] = np.where(exact, (en - sn) / 1000.0, np.where(approx, col["end_us"] - col["start_us"], out.duration[j]))
+    out.duration[j] = np.where(
+        exact, (en - sn) / 1000.0, np.where(approx, col["end_us"] - col["start_us"], out.duration[j])
+    )
     return out
 
 
@@ -205,7 +225,9 @@ def _rank_breakdown(rank: Any, k: pa.Table, c: pa.Table, st: pa.Table) -> tuple[
     ids: list = slots.ids or [None]
     n = len(ids)
     kpos = slots.kpos if slots.ids else np.zeros(k.num_rows, np.int64)
-    cpos = (slots.at(row_ns(c)) if slots.ids else np.zeros(c.num_rows, np.int64)) if c.num_rows else np.zeros(0, np.int64)
+    cpos = (
+        (slots.at(row_ns(c)) if slots.ids else np.zeros(c.num_rows, np.int64)) if c.num_rows else np.zeros(0, np.int64)
+    )
     ks, ke = intervals(k, base, keep_null=True)
     ok = np.isfinite(ks) & np.isfinite(ke)
     comm = tasks.communication_mask(k) if k.num_rows else np.zeros(0, bool)
@@ -220,8 +242,9 @@ def _rank_breakdown(rank: Any, k: pa.Table, c: pa.Table, st: pa.Table) -> tuple[
     computing, _ = union(kpos[comp], ks[comp], ke[comp])
     communication, _ = union(kpos[com], ks[com], ke[com])
     either, _ = union(kpos[ok], ks[ok], ke[ok])
-    busy, (seg_g, seg_s, seg_e) = union(np.concatenate([kpos[ok], cpos[cok]]), np.concatenate([ks[ok], cs[cok]]),
-                                        np.concatenate([ke[ok], ce[cok]]))  # fmt: skip
+    busy, (seg_g, seg_s, seg_e) = union(
+        np.concatenate([kpos[ok], cpos[cok]]), np.concatenate([ks[ok], cs[cok]]), np.concatenate([ke[ok], ce[cok]])
+    )
     has = np.zeros(n, bool)
     first, last = np.full(n, np.nan), np.full(n, np.nan)
     if len(seg_g):
@@ -263,8 +286,10 @@ def _rank_breakdown(rank: Any, k: pa.Table, c: pa.Table, st: pa.Table) -> tuple[
         "device_busy_us": busy,
         "stage_us": np.where(np.isnan(rec.stage), span, rec.stage),
         "preparing_us": pa.array(
-            np.where(np.isnan(rec.preparing), before, rec.preparing), pa.float64(), mask=np.isnan(rec.preparing) & ~rec.has_range
-        ),  # fmt: skip
+            np.where(np.isnan(rec.preparing), before, rec.preparing),
+            pa.float64(),
+            mask=np.isnan(rec.preparing) & ~rec.has_range,
+        ),
         "kernels": count.astype(np.int64),
         "kernel_time_us": kernel_time,
         "profiler_step_time_us": pa.array(rec.duration, pa.float64(), mask=np.isnan(rec.duration)),
@@ -276,8 +301,17 @@ def _rank_breakdown(rank: Any, k: pa.Table, c: pa.Table, st: pa.Table) -> tuple[
     return table, gaps
 
 
-def _gaps(rank: Any, ids: list, base: int, segments: tuple, first: np.ndarray, last: np.ndarray, before: np.ndarray, after: np.ndarray,
-          ranged: np.ndarray) -> StepGaps:  # fmt: skip
+def _gaps(
+    rank: Any,
+    ids: list,
+    base: int,
+    segments: tuple,
+    first: np.ndarray,
+    last: np.ndarray,
+    before: np.ndarray,
+    after: np.ndarray,
+    ranged: np.ndarray,
+) -> StepGaps:
     """The step's gaps (µs after ``base`` in, exact ns out): between consecutive busy segments of a
     step; before its first task ([first - before, first]); after its last ([last, last + after]),
     placed where the step has a recorded range with tasks in it, else a length only (a step recorded
@@ -296,7 +330,9 @@ def _gaps(rank: Any, ids: list, base: int, segments: tuple, first: np.ndarray, l
     step_ids = np.array([-1 if x is None else x for x in ids], np.int64)
     start_ns, end_ns = (base + np.rint(np.where(placed, x, 0.0) * 1000.0).astype(np.int64) for x in (start, end))
     length = np.where(placed, end - start, after[group] if len(group) else 0.0)
-    return StepGaps(rank, step_ids[group] if len(group) else np.zeros(0, np.int64), start_ns, end_ns, length, where, placed)
+    return StepGaps(
+        rank, step_ids[group] if len(group) else np.zeros(0, np.int64), start_ns, end_ns, length, where, placed
+    )
 
 
 def step_time_warnings(breakdown: pa.Table, limit: int = 3) -> list[str]:
@@ -305,8 +341,10 @@ def step_time_warnings(breakdown: pa.Table, limit: int = 3) -> list[str]:
     if breakdown.num_rows == 0:
         return []
     out = []
-    for source, what in (("task_span", "whose profiler step time is shorter than the span of their device tasks; the task span is used"),
-                         ("extended", "whose device tasks run past the step's recorded range; the step is extended to them")):  # fmt: skip
+    for source, what in (
+        ("task_span", "whose profiler step time is shorter than the span of their device tasks; the task span is used"),
+        ("extended", "whose device tasks run past the step's recorded range; the step is extended to them"),
+    ):
         hit = breakdown.filter(pc.fill_null(pc.equal(breakdown["step_time_source"], source), False))
         if hit.num_rows == 0:
             continue

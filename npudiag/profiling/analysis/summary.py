@@ -22,8 +22,20 @@ from npudiag.profiling.analysis.quantities import clipped_union_us, copy_totals,
 from npudiag.profiling.analysis.ranges import range_summary
 
 # the tables that say a rank holds data, and what kind (a rank of only step / comm files counts)
-DATA_TABLES = ("kernels", "copies", "api_calls", "steps", "op_statistic", "api_statistic", "comm_ops", "comm_links", "comm_tasks",
-               "comm_bandwidth", "memory_timeline", "op_memory")  # fmt: skip
+DATA_TABLES = (
+    "kernels",
+    "copies",
+    "api_calls",
+    "steps",
+    "op_statistic",
+    "api_statistic",
+    "comm_ops",
+    "comm_links",
+    "comm_tasks",
+    "comm_bandwidth",
+    "memory_timeline",
+    "op_memory",
+)
 
 
 def _ranks_of(table: pa.Table) -> list:
@@ -79,7 +91,9 @@ def per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
                 "busy_us": busy,
                 "busy_pct": 100.0 * busy / span if span > 0 else None,
                 **{key: ph[key] for key in BUSY_PARTS},
-                "kernel_time_us": float(pc.sum(pc.fill_null(k["duration_us"], 0.0)).as_py() or 0.0) if k.num_rows else 0.0,
+                "kernel_time_us": float(pc.sum(pc.fill_null(k["duration_us"], 0.0)).as_py() or 0.0)
+                if k.num_rows
+                else 0.0,
                 "time_lost_us": lost,
             }
         )
@@ -88,7 +102,9 @@ def per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
 
 def task_type_totals(kernels: pa.Table) -> pa.Table:
     """Count and summed duration per task type: the mergeable part of the task-type table."""
-    t = pa.table({"task_type": pc.coalesce(kernels["task_type"], "unknown"), "d": pc.coalesce(kernels["duration_us"], 0.0)})
+    t = pa.table(
+        {"task_type": pc.coalesce(kernels["task_type"], "unknown"), "d": pc.coalesce(kernels["duration_us"], 0.0)}
+    )
     g = t.group_by("task_type", use_threads=False).aggregate([("d", "count"), ("d", "sum")])
     return pa.table({"task_type": g["task_type"], "count": g["d_count"], "total_us": g["d_sum"]})
 
@@ -146,8 +162,17 @@ def _copies(copies: pa.Table) -> dict[str, Any]:
     return {**totals, "device_time_us": totals["time_us"], "by_direction": rows}
 
 
-_STEP_KEYS = ["rank", "step", "step_time_us", "before_first_task_us", "computing_us", "communication_not_overlapped_us",
-              "copy_not_overlapped_us", "free_us", "after_last_task_us"]  # fmt: skip
+_STEP_KEYS = [
+    "rank",
+    "step",
+    "step_time_us",
+    "before_first_task_us",
+    "computing_us",
+    "communication_not_overlapped_us",
+    "copy_not_overlapped_us",
+    "free_us",
+    "after_last_task_us",
+]
 
 
 def _steps(breakdown: pa.Table, limit: int = 50) -> list[dict[str, Any]]:
@@ -166,8 +191,15 @@ _COPY_COLUMNS = ["side", "direction", "mode", "size_bytes", "duration_us"]
 
 
 _SUMS = ("duration_us", "flops", "flops_us", "roofline_flops", "flops_moved_bytes", "mfu_us", "mfu_weight_us")
-_EFFICIENCY = pa.schema([("op_type", pa.string()), ("bound", pa.string()), ("kernels", pa.int64()), *((n, pa.float64()) for n in _SUMS),
-                         ("peak_tflops", pa.float64())])  # fmt: skip
+_EFFICIENCY = pa.schema(
+    [
+        ("op_type", pa.string()),
+        ("bound", pa.string()),
+        ("kernels", pa.int64()),
+        *((n, pa.float64()) for n in _SUMS),
+        ("peak_tflops", pa.float64()),
+    ]
+)
 
 
 def efficiency_sums(perf: pa.Table) -> pa.Table:
@@ -178,21 +210,31 @@ def efficiency_sums(perf: pa.Table) -> pa.Table:
     dur = pc.fill_null(perf["duration_us"], 0.0)
     known_f, known_m = pc.is_valid(perf["flops"]), pc.is_valid(perf["mfu_pct"])
     both = pc.and_(known_f, pc.is_valid(perf["moved_bytes"]))
-    t = pa.table({
-        "op_type": pc.fill_null(perf["op_type"], "(none)"), "bound": perf["bound"], "duration_us": dur,
-        "flops": pc.fill_null(pc.cast(perf["flops"], pa.float64()), 0.0), "flops_us": pc.if_else(known_f, dur, 0.0),
-        "mfu_us": pc.if_else(known_m, pc.multiply(pc.fill_null(perf["mfu_pct"], 0.0), dur), 0.0),
-        "mfu_weight_us": pc.if_else(known_m, dur, 0.0),
-        # the bytes of the kernels whose FLOPs are known and bytes too: their FLOPs per byte (the roofline's x)
-        "roofline_flops": pc.if_else(both, pc.fill_null(pc.cast(perf["flops"], pa.float64()), 0.0), 0.0),
-        "flops_moved_bytes": pc.if_else(both, pc.fill_null(perf["moved_bytes"], 0.0), 0.0),
-        "peak_tflops": perf["peak_tflops"],
-    })  # fmt: skip
+    t = pa.table(
+        {
+            "op_type": pc.fill_null(perf["op_type"], "(none)"),
+            "bound": perf["bound"],
+            "duration_us": dur,
+            "flops": pc.fill_null(pc.cast(perf["flops"], pa.float64()), 0.0),
+            "flops_us": pc.if_else(known_f, dur, 0.0),
+            "mfu_us": pc.if_else(known_m, pc.multiply(pc.fill_null(perf["mfu_pct"], 0.0), dur), 0.0),
+            "mfu_weight_us": pc.if_else(known_m, dur, 0.0),
+            # the bytes of the kernels whose FLOPs are known and bytes too: their FLOPs per byte (the roofline's x)
+            "roofline_flops": pc.if_else(both, pc.fill_null(pc.cast(perf["flops"], pa.float64()), 0.0), 0.0),
+            "flops_moved_bytes": pc.if_else(both, pc.fill_null(perf["moved_bytes"], 0.0), 0.0),
+            "peak_tflops": perf["peak_tflops"],
+        }
+    )
     g = t.group_by(["op_type", "bound"], use_threads=False).aggregate(
         [("duration_us", "count"), *((n, "sum") for n in _SUMS), ("peak_tflops", "max")]
     )
-    cols = {"op_type": g["op_type"], "bound": g["bound"], "kernels": g["duration_us_count"], **{n: g[f"{n}_sum"] for n in _SUMS},
-            "peak_tflops": g["peak_tflops_max"]}  # fmt: skip
+    cols = {
+        "op_type": g["op_type"],
+        "bound": g["bound"],
+        "kernels": g["duration_us_count"],
+        **{n: g[f"{n}_sum"] for n in _SUMS},
+        "peak_tflops": g["peak_tflops_max"],
+    }
     return pa.table(cols, schema=_EFFICIENCY)
 
 
@@ -201,25 +243,39 @@ def op_efficiency(sums: pa.Table, top: int) -> list[dict[str, Any]]:
     the kernels with FLOPs, MFU weighted by time (null without a peak), and the bound holding most time."""
     if not sums.num_rows:
         return []
-    g = sums.group_by("op_type", use_threads=False).aggregate([("kernels", "sum"), *((n, "sum") for n in _SUMS), ("peak_tflops", "max")])
-    bounds = sums.filter(pc.is_valid(sums["bound"])).group_by(["op_type", "bound"], use_threads=False).aggregate([("duration_us", "sum")])
+    g = sums.group_by("op_type", use_threads=False).aggregate(
+        [("kernels", "sum"), *((n, "sum") for n in _SUMS), ("peak_tflops", "max")]
+    )
+    bounds = (
+        sums.filter(pc.is_valid(sums["bound"]))
+        .group_by(["op_type", "bound"], use_threads=False)
+        .aggregate([("duration_us", "sum")])
+    )
     main: dict[str, tuple[str, float]] = {}
-    for op, b, us in zip(bounds["op_type"].to_pylist(), bounds["bound"].to_pylist(), bounds["duration_us_sum"].to_pylist(), strict=True):
+    for op, b, us in zip(
+        bounds["op_type"].to_pylist(), bounds["bound"].to_pylist(), bounds["duration_us_sum"].to_pylist(), strict=True
+    ):
         if op not in main or us > main[op][1]:
             main[op] = (b, us)
     rows = []
     for r in g.sort_by([("duration_us_sum", "descending")]).to_pylist():
         if not r["flops_us_sum"] and r["op_type"] not in main:
             continue
-        rows.append({
-            "op_type": r["op_type"], "kernels": r["kernels_sum"], "total_us": r["duration_us_sum"],
-            "tflops": r["flops_sum"] / (r["flops_us_sum"] * 1e6) if r["flops_us_sum"] else None,
-            "mfu_pct": r["mfu_us_sum"] / r["mfu_weight_us_sum"] if r["mfu_weight_us_sum"] else None,
-            # FLOPs per byte over the kernels whose FLOPs and bytes are known, and the peak they ran against
-            "flops_per_byte": r["roofline_flops_sum"] / r["flops_moved_bytes_sum"] if r["flops_moved_bytes_sum"] else None,
-            "peak_tflops": r["peak_tflops_max"],
-            "bound": main.get(r["op_type"], (None, 0.0))[0],
-        })  # fmt: skip
+        rows.append(
+            {
+                "op_type": r["op_type"],
+                "kernels": r["kernels_sum"],
+                "total_us": r["duration_us_sum"],
+                "tflops": r["flops_sum"] / (r["flops_us_sum"] * 1e6) if r["flops_us_sum"] else None,
+                "mfu_pct": r["mfu_us_sum"] / r["mfu_weight_us_sum"] if r["mfu_weight_us_sum"] else None,
+                # FLOPs per byte over the kernels whose FLOPs and bytes are known, and the peak they ran against
+                "flops_per_byte": r["roofline_flops_sum"] / r["flops_moved_bytes_sum"]
+                if r["flops_moved_bytes_sum"]
+                else None,
+                "peak_tflops": r["peak_tflops_max"],
+                "bound": main.get(r["op_type"], (None, 0.0))[0],
+            }
+        )
     return rows[:top]
 
 
@@ -254,7 +310,9 @@ class SummaryParts:
             per_rank=per_rank(tables),
             ranks_present=ranks_present(tables),
             kernels=kernels.num_rows,
-            kernel_time_us=float(pc.sum(pc.coalesce(kernels["duration_us"], 0.0)).as_py() or 0.0) if kernels.num_rows else 0.0,
+            kernel_time_us=float(pc.sum(pc.coalesce(kernels["duration_us"], 0.0)).as_py() or 0.0)
+            if kernels.num_rows
+            else 0.0,
             task_types=task_type_totals(kernels),
             hot_ops=hot,
             copies=tables["copies"].select(_COPY_COLUMNS),
@@ -317,7 +375,9 @@ def summary_from_parts(
     hot = hot_all.filter(pc.equal(hot_all["group_by"], by))
     present = parts.ranks_present
     with_kernels = {str(r["rank"]) for r in per_rank if r["kernels"]}
-    partial = {r: names for r, names in sorted(present.items(), key=lambda kv: _rank_key(kv[0])) if r not in with_kernels}
+    partial = {
+        r: names for r, names in sorted(present.items(), key=lambda kv: _rank_key(kv[0])) if r not in with_kernels
+    }
     return {
         **(meta or {}),
         "profile": {
@@ -373,7 +433,9 @@ def _by_rank(table: pa.Table) -> pa.Table:
     """Rows in rank order (ranks analysed apart come back in the order they were found)."""
     if table.num_rows < 2:
         return table
-    return table.take(pc.sort_indices(table, sort_keys=[("rank", "ascending"), ("step", "ascending")]))  # nulls last (the default)
+    return table.take(
+        pc.sort_indices(table, sort_keys=[("rank", "ascending"), ("step", "ascending")])
+    )  # nulls last (the default)
 
 
 def _rank_key(r: str) -> tuple:

@@ -43,7 +43,9 @@ class Window:
     def of(cls, steps=None, time=None) -> Window:
         """From ``"10:100"`` / (10, 100) steps and ``"1.5s:3s"`` / (µs, µs) time; ValueError names the option."""
         return cls(
-            parse_steps(steps) if isinstance(steps, str) else (_checked_steps(*steps, steps_spec(steps)) if steps is not None else None),
+            parse_steps(steps)
+            if isinstance(steps, str)
+            else (_checked_steps(*steps, steps_spec(steps)) if steps is not None else None),
             parse_time(time) if isinstance(time, str) else (tuple(time) if time is not None else None),
         )
 
@@ -223,7 +225,9 @@ def _device_tasks_ns(kernels: pa.Table, copies: pa.Table) -> tuple[np.ndarray, n
 
 
 def apply_window(
-    tables: dict[str, pa.Table], steps: tuple[int | None, int | None] | None = None, time: tuple[float | None, float | None] | None = None
+    tables: dict[str, pa.Table],
+    steps: tuple[int | None, int | None] | None = None,
+    time: tuple[float | None, float | None] | None = None,
 ) -> dict[str, pa.Table]:
     """Tables restricted to the window; CutError when the profile cannot be cut that way, WindowError
     when the window holds none of its kernels.
@@ -238,7 +242,9 @@ def apply_window(
         raise CutError("--steps: this profile's kernels carry no step ids (use --time instead)")
     if time is not None and kernels.num_rows + copies.num_rows == 0:
         raise CutError("--time: no device tasks to measure the profile start from")
-    groups = {name: _groups(t) for name, t in tables.items() if t is not None and "rank" in t.column_names and t.num_rows}
+    groups = {
+        name: _groups(t) for name, t in tables.items() if t is not None and "rank" in t.column_names and t.num_rows
+    }
     masks = {name: np.zeros(tables[name].num_rows, bool) for name in groups}
     spans: list[float] = []
     kept_steps: dict[object, set[int]] = {}
@@ -271,7 +277,9 @@ def apply_window(
                 masks[name][idx] = keep.at(row_ns(t, exact, approx))
         _keep_held(tables, groups, masks, rank, keep)
         if span is not None and kmask.any():
-            _, ke = _device_tasks_ns(k.filter(pa.array(kmask)), c.filter(pa.array(keep.at(row_ns(c)))) if c.num_rows else c)
+            _, ke = _device_tasks_ns(
+                k.filter(pa.array(kmask)), c.filter(pa.array(keep.at(row_ns(c)))) if c.num_rows else c
+            )
             clip[rank] = (span.lo, max(span.hi, int(ke.max()) if len(ke) else span.hi))
     out = dict(tables)
     for name, mask in masks.items():
@@ -338,7 +346,9 @@ def _clipped(steps: pa.Table, clip: dict[object, tuple[int, int]]) -> pa.Table:
     if steps.num_rows == 0:
         return steps
     keys = [r for r in clip if r is not None]
-    pos = pc.fill_null(pc.index_in(steps["rank"], value_set=pa.array(keys, pa.int32())), len(keys)).to_numpy(zero_copy_only=False)
+    pos = pc.fill_null(pc.index_in(steps["rank"], value_set=pa.array(keys, pa.int32())), len(keys)).to_numpy(
+        zero_copy_only=False
+    )
     lo = np.array([clip[r][0] for r in keys] + [-(2**62)], np.int64)[pos]
     hi = np.array([clip[r][1] for r in keys] + [2**62], np.int64)[pos]
     cols = {}
@@ -364,8 +374,10 @@ def _empty_window(kernels: pa.Table, steps_table: pa.Table | None, steps, time, 
     lo = "" if time[0] is None else _fmt_time(time[0])
     hi = "" if time[1] is None else _fmt_time(time[1])
     whole = _fmt_time(span_us)
-    return (f"--time {lo}:{hi}: no device task starts in that window; this profile spans {whole} from its first device task "
-            f"(--time 0s:{whole})")  # fmt: skip
+    return (
+        f"--time {lo}:{hi}: no device task starts in that window; this profile spans {whole} from its first device task "
+        f"(--time 0s:{whole})"
+    )
 
 
 def steps_spec(steps: tuple[int | None, int | None]) -> str:

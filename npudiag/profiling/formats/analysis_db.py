@@ -110,13 +110,18 @@ def _comm_ops(path: Path, con: sqlite3.Connection, rank: int | None) -> pa.Table
         t = "CommAnalyzerTime"
         out.append(
             {
-                "rank": rank, "step": None if d.get("step") is None else str(d.get("step")), "kind": d.get("type"),
+                "rank": rank,
+                "step": None if d.get("step") is None else str(d.get("step")),
+                "kind": d.get("type"),
                 "op_name": None if d.get("hccl_op_name") is None else str(d.get("hccl_op_name")),
-                "start_us": _num(path, t, d.get("start_timestamp")), "elapse_us": _ms(path, t, d.get("elapse_time")),
-                "transit_us": _ms(path, t, d.get("transit_time")), "wait_us": _ms(path, t, d.get("wait_time")),
-                "synchronization_us": _ms(path, t, d.get("synchronization_time")), "idle_us": _ms(path, t, d.get("idle_time")),
+                "start_us": _num(path, t, d.get("start_timestamp")),
+                "elapse_us": _ms(path, t, d.get("elapse_time")),
+                "transit_us": _ms(path, t, d.get("transit_time")),
+                "wait_us": _ms(path, t, d.get("wait_time")),
+                "synchronization_us": _ms(path, t, d.get("synchronization_time")),
+                "idle_us": _ms(path, t, d.get("idle_time")),
             }
-        )  # fmt: skip
+        )
     return pa.Table.from_pylist(out, schema=schemas.COMM_OPS) if out else schemas.empty("comm_ops")
 
 
@@ -134,8 +139,15 @@ def _comm_bandwidth(path: Path, con: sqlite3.Connection, rank: int | None) -> pa
         seen.add((step, op, transport))
         figures = (_num(path, t, d.get(k)) for k in ("transit_size", "transit_time", "bandwidth", "large_packet_ratio"))
         kind = d.get("type")
-        row = bandwidth_row(path, rank, None if step is None else str(step), None if kind is None else str(kind),
-                            None if op is None else str(op), transport, *figures)  # fmt: skip
+        row = bandwidth_row(
+            path,
+            rank,
+            None if step is None else str(step),
+            None if kind is None else str(kind),
+            None if op is None else str(op),
+            transport,
+            *figures,
+        )
         if row is not None:
             out.append(row)
     return pa.Table.from_pylist(out, schema=schemas.COMM_BANDWIDTH) if out else schemas.empty("comm_bandwidth")
@@ -158,13 +170,19 @@ def _comm_links(path: Path, con: sqlite3.Connection, rank: int | None) -> pa.Tab
         size_mb = _num(path, t, d.get("transit_size"))
         out.append(
             {
-                "rank": rank, "step": None if d.get("step") is None else str(d.get("step")), "kind": d.get("type"),
+                "rank": rank,
+                "step": None if d.get("step") is None else str(d.get("step")),
+                "kind": d.get("type"),
                 "op_group": f"{group}@{d.get('group_name')}" if d.get("group_name") is not None else group,
-                "op_name": d.get("op_name"), "src_rank": _rank_of(d.get("src_rank")), "dst_rank": _rank_of(d.get("dst_rank")),
-                "transport": d.get("transport_type"), "size_bytes": round(size_mb * 1e6) if size_mb is not None else None,
-                "time_us": _ms(path, t, d.get("transit_time")), "bandwidth_gbps": _num(path, t, d.get("bandwidth")),
+                "op_name": d.get("op_name"),
+                "src_rank": _rank_of(d.get("src_rank")),
+                "dst_rank": _rank_of(d.get("dst_rank")),
+                "transport": d.get("transport_type"),
+                "size_bytes": round(size_mb * 1e6) if size_mb is not None else None,
+                "time_us": _ms(path, t, d.get("transit_time")),
+                "bandwidth_gbps": _num(path, t, d.get("bandwidth")),
             }
-        )  # fmt: skip
+        )
     return pa.Table.from_pylist(out, schema=schemas.COMM_LINKS) if out else schemas.empty("comm_links")
 
 

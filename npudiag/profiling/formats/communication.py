@@ -40,7 +40,9 @@ def _kinds(path: Path, step: str, kinds: object) -> dict[str, dict]:
         raise InputError(path, f"step {step!r}: expected an object of p2p / collective")
     for kind, ops in kinds.items():
         if ops is not None and not isinstance(ops, dict):
-            raise InputError(path, f"step {step!r}, {kind!r}: expected an object of communication ops, found {type(ops).__name__}")
+            raise InputError(
+                path, f"step {step!r}, {kind!r}: expected an object of communication ops, found {type(ops).__name__}"
+            )
     return {k: v or {} for k, v in kinds.items()}
 
 
@@ -75,13 +77,19 @@ def read_matrix(path: Path, rank: int | None) -> pa.Table:
                     time_ms = _num(path, info, "Transit Time(ms)")
                     rows.append(
                         {
-                            "rank": rank, "step": step, "kind": kind, "op_group": group, "op_name": info.get("Op Name"),
-                            "src_rank": int(m.group(1)), "dst_rank": int(m.group(2)), "transport": info.get("Transport Type"),
+                            "rank": rank,
+                            "step": step,
+                            "kind": kind,
+                            "op_group": group,
+                            "op_name": info.get("Op Name"),
+                            "src_rank": int(m.group(1)),
+                            "dst_rank": int(m.group(2)),
+                            "transport": info.get("Transport Type"),
                             "size_bytes": round(size_mb * 1e6) if size_mb is not None else None,
                             "time_us": time_ms * 1000 if time_ms is not None else None,
                             "bandwidth_gbps": _num(path, info, "Bandwidth(GB/s)"),
                         }
-                    )  # fmt: skip
+                    )
     return pa.Table.from_pylist(rows, schema=COMM_LINKS) if rows else COMM_LINKS.empty_table()
 
 
@@ -109,13 +117,22 @@ def read_communication_tables(path: Path, rank: int | None) -> tuple[dict[str, p
 
                 rows.append(
                     {
-                        "rank": rank, "step": step, "kind": kind, "op_name": op, "start_us": _num(path, t, "Start Timestamp(us)"),
-                        "elapse_us": ms("Elapse Time(ms)"), "transit_us": ms("Transit Time(ms)"), "wait_us": ms("Wait Time(ms)"),
-                        "synchronization_us": ms("Synchronization Time(ms)"), "idle_us": ms("Idle Time(ms)"),
+                        "rank": rank,
+                        "step": step,
+                        "kind": kind,
+                        "op_name": op,
+                        "start_us": _num(path, t, "Start Timestamp(us)"),
+                        "elapse_us": ms("Elapse Time(ms)"),
+                        "transit_us": ms("Transit Time(ms)"),
+                        "wait_us": ms("Wait Time(ms)"),
+                        "synchronization_us": ms("Synchronization Time(ms)"),
+                        "idle_us": ms("Idle Time(ms)"),
                     }
-                )  # fmt: skip
+                )
                 try:  # optional figures: an op whose bandwidth part is unusable keeps its times
-                    bw.extend(_bandwidth_rows(path, rank, step, kind, op, info.get("Communication Bandwidth Info") or {}))
+                    bw.extend(
+                        _bandwidth_rows(path, rank, step, kind, op, info.get("Communication Bandwidth Info") or {})
+                    )
                 except InputError as exc:
                     skipped.append(exc.problem)
     warnings = []
@@ -150,9 +167,17 @@ def bandwidth_row(path: Path, rank, step, kind, op, transport, size_mb, time_ms,
         return None
     if (size_mb or 0) < 0 or (time_ms or 0) < 0 or (size_mb or 0) > 1e12:
         raise InputError(path, f"{op!r}, {transport!r}: transit size {size_mb} MB / time {time_ms} ms out of range")
-    return {"rank": rank, "step": step, "kind": kind, "op_name": op, "transport": str(transport),
-            "size_bytes": None if size_mb is None else round(size_mb * 1e6), "time_us": None if time_ms is None else time_ms * 1000.0,
-            "bandwidth_gbps": gbps, "large_packet_pct": None if large is None else large * 100.0}  # fmt: skip
+    return {
+        "rank": rank,
+        "step": step,
+        "kind": kind,
+        "op_name": op,
+        "transport": str(transport),
+        "size_bytes": None if size_mb is None else round(size_mb * 1e6),
+        "time_us": None if time_ms is None else time_ms * 1000.0,
+        "bandwidth_gbps": gbps,
+        "large_packet_pct": None if large is None else large * 100.0,
+    }
 
 
 register(

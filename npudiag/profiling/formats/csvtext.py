@@ -56,8 +56,12 @@ def read_header(path: Path) -> list[str]:
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror}") from None
     if len(first) > MAX_HEADER_BYTES:
-        raise InputError(path, f"a header line longer than {MAX_HEADER_BYTES >> 20} MiB (tens of thousands of columns); a profiler CSV "
-                               "has a few dozen", line=1)  # fmt: skip
+        raise InputError(
+            path,
+            f"a header line longer than {MAX_HEADER_BYTES >> 20} MiB (tens of thousands of columns); a profiler CSV "
+            "has a few dozen",
+            line=1,
+        )
     if not first.strip():
         raise InputError(path, "empty file; expected a CSV header line", line=1)
     if b"\x00" in first:
@@ -91,7 +95,9 @@ def read_csv_text(
     names = read_header(path)
     for group in required:
         if not any(n in names for n in group):
-            raise InputError(path, f"missing column {' or '.join(repr(g) for g in group)}; header has {len(names)} columns", line=1)
+            raise InputError(
+                path, f"missing column {' or '.join(repr(g) for g in group)}; header has {len(names)} columns", line=1
+            )
     warnings: list[str] = []
     include: list[str] | None = None
     if max_columns is not None and len(names) > max_columns:
@@ -100,7 +106,9 @@ def read_csv_text(
         include = [n for n in names if n in needed]
         include += [n for n in names if n not in needed][: max_columns - len(include)]
         include = list(dict.fromkeys(include))
-        warnings.append(f"{path}: {len(names)} columns; only the first {len(include)} were read (a profiler CSV has far fewer)")
+        warnings.append(
+            f"{path}: {len(names)} columns; only the first {len(include)} were read (a profiler CSV has far fewer)"
+        )
         names = include
     skipped: list[tuple[int, str]] = []
 
@@ -119,7 +127,9 @@ def read_csv_text(
             read_options=pacsv.ReadOptions(use_threads=True),
             parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=multiline),
             convert_options=pacsv.ConvertOptions(
-                column_types={n: pa.string() for n in names} if all_text else {n: pa.string() for n in text_columns if n in names},
+                column_types={n: pa.string() for n in names}
+                if all_text
+                else {n: pa.string() for n in text_columns if n in names},
                 include_columns=include or [],
                 null_values=NULL_TOKENS,
                 strings_can_be_null=True,
@@ -258,7 +268,9 @@ def to_int(ct: CsvText, name: str | None, label: str | None = None, bits: int = 
     out_of_range = pc.fill_null(pc.greater_equal(pc.abs(finite), limit), False)
     if pc.any(out_of_range).as_py():
         i = int(pc.index(out_of_range, True).as_py())
-        raise InputError(ct.path, f"column {label or name!r} has {raw[i].as_py()!r}, too large for a {bits}-bit integer", line=i + 2)
+        raise InputError(
+            ct.path, f"column {label or name!r} has {raw[i].as_py()!r}, too large for a {bits}-bit integer", line=i + 2
+        )
     if pa.types.is_integer(raw.type):
         return raw.cast(pa.int64())
     return pc.cast(pc.floor(finite), pa.int64(), safe=False)

@@ -48,7 +48,9 @@ class _Reader:
         try:
             raw = self.fh.read(CHUNK_CHARS)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a damaged or cut compressed file
-            raise InputError(self.path, f"not a readable gzip file ({type(exc).__name__})", offset=self.offset()) from None
+            raise InputError(
+                self.path, f"not a readable gzip file ({type(exc).__name__})", offset=self.offset()
+            ) from None
         if self.progress is not None:
             self.progress(len(raw))
         try:
@@ -136,7 +138,9 @@ def iter_events(path: Path, progress: Callable[[int], None] | None = None) -> It
         while True:
             ch = r.skip_ws()
             if ch == "":
-                raise InputError(path, "trace ends in the middle of the event array (file cut off?); expected ']'", offset=r.offset())
+                raise InputError(
+                    path, "trace ends in the middle of the event array (file cut off?); expected ']'", offset=r.offset()
+                )
             if ch == "]":
                 return
             if ch == ",":

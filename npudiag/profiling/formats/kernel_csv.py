@@ -59,7 +59,9 @@ _COLUMNS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 _CONSUMED_EXTRA = {"task_stop(us)"}  # task_time's end column: start + duration already say it
 MAX_COLUMNS = 512  # the core columns and the PMU metric tail of any --aic-metrics set fit many times over
-_ALL_NAMES = tuple(n for alternatives, _ in _COLUMNS.values() for n in alternatives)  # every name a core column may have
+_ALL_NAMES = tuple(
+    n for alternatives, _ in _COLUMNS.values() for n in alternatives
+)  # every name a core column may have
 REQUIRED = (
     _COLUMNS["op_name"][0],
     _COLUMNS["start_us"][0],
@@ -79,7 +81,9 @@ def kind_of(path: Path) -> str:
 def read_kernels(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
     # start times stay text so they can be parsed exactly (see to_ns)
     with phase("csv: read"):
-        ct = read_csv_text(path, REQUIRED, text_columns=_COLUMNS["start_us"][0], max_columns=MAX_COLUMNS, keep=_ALL_NAMES)
+        ct = read_csv_text(
+            path, REQUIRED, text_columns=_COLUMNS["start_us"][0], max_columns=MAX_COLUMNS, keep=_ALL_NAMES
+        )
     try:
         with phase("csv: columns converted"):
             table = kernels_from_csv(ct, kind_of(path), rank)
@@ -137,7 +141,9 @@ def kernels_from_csv(ct: CsvText, source: str, rank: int | None) -> pa.Table:
     if start_name is not None:
         cols["start_ns"] = to_ns(ct, start_name)
     if "model_id" in cols:
-        cols["model_id"] = pc.if_else(pc.equal(cols["model_id"], NO_MODEL_ID), pa.scalar(None, pa.int64()), cols["model_id"])
+        cols["model_id"] = pc.if_else(
+            pc.equal(cols["model_id"], NO_MODEL_ID), pa.scalar(None, pa.int64()), cols["model_id"]
+        )
     cols["source"] = pa.repeat(pa.scalar(source, pa.string()), n)
     cols["rank"] = pa.repeat(pa.scalar(rank, pa.int32()), n)
     table = schemas.conform(pa.table(cols), schemas.KERNELS)

@@ -28,16 +28,26 @@ from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, range_table, torc
 from npudiag.profiling.formats.trace_events import MISSING, NS_LIMIT, code, exact_ns, num
 
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")  # torch.profiler's step ranges (cpu_op, or user_annotation in newer versions)
+_STEP = re.compile(
+    r"^ProfilerStep#(\d+)$"
+)  # torch.profiler's step ranges (cpu_op, or user_annotation in newer versions)
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 # Kineto's own keys of the trace object, and the categories only a GPU run's events have (today's and
 # the 2021 names); a torch_npu / msprof trace is an array, or carries Ascend's process names
 _KINETO_KEY = re.compile(rb'"(?:schemaVersion|deviceProperties|distributedInfo)"\s*:')
-_GPU_CAT = re.compile(rb'"cat"\s*:\s*"(?:cuda_runtime|cuda_driver|kernel|gpu_memcpy|gpu_memset|Runtime|Kernel|Memcpy|Memset)"')
+_GPU_CAT = re.compile(
+    rb'"cat"\s*:\s*"(?:cuda_runtime|cuda_driver|kernel|gpu_memcpy|gpu_memset|Runtime|Kernel|Memcpy|Memset)"'
+)
 _ASCEND = re.compile(rb'"(?:Ascend Hardware|async_npu|HostToDevice)"')
 # the 2021 category names (torch 1.8 / 1.9 Kineto) and the current ones they are read as (Kineto's
 # TensorBoard plugin reads both the same way, by lower-cased name)
-OLD_CATS = {"operator": "cpu_op", "runtime": "cuda_runtime", "kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
+OLD_CATS = {
+    "operator": "cpu_op",
+    "runtime": "cuda_runtime",
+    "kernel": "kernel",
+    "memcpy": "gpu_memcpy",
+    "memset": "gpu_memset",
+}
 
 
 def is_kineto(head: bytes) -> bool:
@@ -74,7 +84,9 @@ class _Ranges:
         self.names.append(name)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return tuple(np.frombuffer(a, np.int64) if len(a) else np.zeros(0, np.int64) for a in (self.thread, self.start, self.end))
+        return tuple(
+            np.frombuffer(a, np.int64) if len(a) else np.zeros(0, np.int64) for a in (self.thread, self.start, self.end)
+        )
 
 
 def read_kineto(path: Path, rank: int | None = None) -> Read:
@@ -90,7 +102,13 @@ def read_kineto(path: Path, rank: int | None = None) -> Read:
         cat = ev.get("cat")
         if cat.__class__ is str and cat[:1].isupper():  # a 2021 trace's category
             cat = OLD_CATS.get(cat.lower(), cat)
-        if cat not in LAUNCH_CATS and cat not in DEVICE_CATS and cat != "cpu_op" and cat != "python_function" and cat != "user_annotation":
+        if (
+            cat not in LAUNCH_CATS
+            and cat not in DEVICE_CATS
+            and cat != "cpu_op"
+            and cat != "python_function"
+            and cat != "user_annotation"
+        ):
             continue
         t, d = num(ev.get("ts")), num(ev.get("dur"))
         if t != t or d != d or d < 0 or d > 1e12:
@@ -111,7 +129,9 @@ def read_kineto(path: Path, rank: int | None = None) -> Read:
         thread = threads.setdefault((code(ev.get("pid")), code(ev.get("tid"))), len(threads))
         name = ev.get("name")
         name = name if name.__class__ is str else str(name)
-        if name.startswith("ProfilerStep#") and (m := _STEP.match(name)) is not None:  # cpu_op or user_annotation by version
+        if (
+            name.startswith("ProfilerStep#") and (m := _STEP.match(name)) is not None
+        ):  # cpu_op or user_annotation by version
             steps.append((int(m.group(1)), s, s + dns))
             if cat == "cpu_op":
                 ops.add(thread, s, dns, name)
@@ -134,19 +154,29 @@ def read_kineto(path: Path, rank: int | None = None) -> Read:
         thread, start, end = ops.arrays()
         torch_ops = torch_op_table(ops.names, thread, start, end, lt, lns, k_us, rank)
         n = len(start)
-        host_ops = pa.table({
-            "source": pa.array(["kineto"] * n, pa.string()), "rank": pa.array([rank] * n, pa.int32()),
-            "name": pa.array(ops.names, pa.string()), "start_us": pa.array(start / 1000.0, pa.float64()),
-            "start_ns": pa.array(start, pa.int64()), "duration_us": pa.array((end - start) / 1000.0, pa.float64()),
-            "thread_id": pa.array(tids[thread], pa.int64(), mask=tids[thread] == MISSING),
-        }, schema=schemas.HOST_OPS).sort_by([("start_ns", "ascending")])  # fmt: skip
+        host_ops = pa.table(
+            {
+                "source": pa.array(["kineto"] * n, pa.string()),
+                "rank": pa.array([rank] * n, pa.int32()),
+                "name": pa.array(ops.names, pa.string()),
+                "start_us": pa.array(start / 1000.0, pa.float64()),
+                "start_ns": pa.array(start, pa.int64()),
+                "duration_us": pa.array((end - start) / 1000.0, pa.float64()),
+                "thread_id": pa.array(tids[thread], pa.int64(), mask=tids[thread] == MISSING),
+            },
+            schema=schemas.HOST_OPS,
+        ).sort_by([("start_ns", "ascending")])
     if modules.names:
         thread, start, end = modules.arrays()
         ranges = range_table("kineto", "module", modules.names, thread, tids[thread], start, end, lt, lns, k_us, rank)
     warnings = [f"{path}: {skipped:,} event(s) without a usable ts / dur were skipped"] if skipped else []
     if not ops.names:
-        warnings.append(f"{path}: a PyTorch (Kineto) trace with no cpu_op events; record it with torch.profiler's CPU activity")
-    return Read({"torch_ops": torch_ops, "host_ops": host_ops, "ranges": ranges, "steps": _steps(steps, rank)}, warnings)
+        warnings.append(
+            f"{path}: a PyTorch (Kineto) trace with no cpu_op events; record it with torch.profiler's CPU activity"
+        )
+    return Read(
+        {"torch_ops": torch_ops, "host_ops": host_ops, "ranges": ranges, "steps": _steps(steps, rank)}, warnings
+    )
 
 
 def _steps(found: list[tuple[int, int, int]], rank: int | None) -> pa.Table:
@@ -160,12 +190,18 @@ def _steps(found: list[tuple[int, int, int]], rank: int | None) -> pa.Table:
     start = np.array([first[i][0] for i in ids], np.int64)
     end = np.array([first[i][1] for i in ids], np.int64)
     k = len(ids)
-    table = pa.table({
-        "source": pa.array(["kineto"] * k, pa.string()), "rank": pa.array([rank] * k, pa.int32()), "step": pa.array(ids, pa.int64()),
-        "start_us": pa.array(start / 1000.0, pa.float64()), "end_us": pa.array(end / 1000.0, pa.float64()),
-        "start_ns": pa.array(start, pa.int64()), "end_ns": pa.array(end, pa.int64()),
-        "step_time_us": pa.array((end - start) / 1000.0, pa.float64()),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "source": pa.array(["kineto"] * k, pa.string()),
+            "rank": pa.array([rank] * k, pa.int32()),
+            "step": pa.array(ids, pa.int64()),
+            "start_us": pa.array(start / 1000.0, pa.float64()),
+            "end_us": pa.array(end / 1000.0, pa.float64()),
+            "start_ns": pa.array(start, pa.int64()),
+            "end_ns": pa.array(end, pa.int64()),
+            "step_time_us": pa.array((end - start) / 1000.0, pa.float64()),
+        }
+    )
     return schemas.conform(table, schemas.STEPS)
 
 

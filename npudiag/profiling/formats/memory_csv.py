@@ -59,7 +59,9 @@ def _bytes(ct: CsvText, stem: str) -> pa.ChunkedArray | None:
     too_big = pc.fill_null(pc.greater_equal(pc.abs(scaled), 2.0**62), False)
     if pc.any(too_big).as_py():
         i = int(pc.index(too_big, True).as_py())
-        raise InputError(ct.path, f"column {name!r} has {ct.table.column(name)[i].as_py()!r}, beyond any device memory", line=i + 2)
+        raise InputError(
+            ct.path, f"column {name!r} has {ct.table.column(name)[i].as_py()!r}, beyond any device memory", line=i + 2
+        )
     return pc.cast(pc.round(scaled), pa.int64(), safe=False)
 
 

@@ -41,8 +41,15 @@ from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, Queue, db_launche
 
 MAX_TEXT = 1 << 16  # characters kept of one STRING_IDS value (real names are far shorter)
 NO_RANK = 4294967295
-_OPERATION = {"host to device": "H2D", "device to host": "D2H", "device to device": "D2D", "host to host": "H2H",
-              "addr device to device": "D2D", "host to device ex": "H2D", "device to host ex": "D2H"}  # fmt: skip
+_OPERATION = {
+    "host to device": "H2D",
+    "device to host": "D2H",
+    "device to device": "D2D",
+    "host to host": "H2H",
+    "addr device to device": "D2D",
+    "host to device ex": "H2D",
+    "device to host ex": "D2H",
+}
 
 
 @dataclass
@@ -200,7 +207,9 @@ def read_db(path: Path, rank: int | None = None) -> DbTables:
     try:
         db = _Db(path, con)
         if "TASK" not in db.present or "STRING_IDS" not in db.present:
-            raise InputError(path, "no TASK / STRING_IDS tables; expected an msprof or torch_npu profiler export database")
+            raise InputError(
+                path, "no TASK / STRING_IDS tables; expected an msprof or torch_npu profiler export database"
+            )
         try:
             return _read(db, rank)
         except sqlite3.DatabaseError as exc:
@@ -224,15 +233,37 @@ def _read(db: _Db, rank: int | None) -> DbTables:
         rank = _db_rank(db)
     task = db.read(
         "TASK",
-        {"start_ns": "startNs", "end_ns": "endNs", "device_id": "deviceId", "connection_id": "connectionId", "gid": "globalTaskId",
-         "type_id": "taskType", "context_id": "contextId", "stream_id": "streamId", "task_id": "taskId", "model_id": "modelId"},
-    )  # fmt: skip
+        {
+            "start_ns": "startNs",
+            "end_ns": "endNs",
+            "device_id": "deviceId",
+            "connection_id": "connectionId",
+            "gid": "globalTaskId",
+            "type_id": "taskType",
+            "context_id": "contextId",
+            "stream_id": "streamId",
+            "task_id": "taskId",
+            "model_id": "modelId",
+        },
+    )
     task = task.append_column("task_type", db.text(task["type_id"]))
     n = task.num_rows
-    cti_cols = {"gid": "globalTaskId", "name": "name", "type": "taskType", "op_type": "opType", "block_dim": "blockDim",
-                "mix_block_dim": "mixBlockDim", "input_formats": "inputFormats", "input_dtypes": "inputDataTypes",
-                "input_shapes": "inputShapes", "output_formats": "outputFormats", "output_dtypes": "outputDataTypes",
-                "output_shapes": "outputShapes", "op_state": "opState", "hf32_eligible": "hf32Eligible"}  # fmt: skip
+    cti_cols = {
+        "gid": "globalTaskId",
+        "name": "name",
+        "type": "taskType",
+        "op_type": "opType",
+        "block_dim": "blockDim",
+        "mix_block_dim": "mixBlockDim",
+        "input_formats": "inputFormats",
+        "input_dtypes": "inputDataTypes",
+        "input_shapes": "inputShapes",
+        "output_formats": "outputFormats",
+        "output_dtypes": "outputDataTypes",
+        "output_shapes": "outputShapes",
+        "op_state": "opState",
+        "hf32_eligible": "hf32Eligible",
+    }
     if "COMPUTE_TASK_INFO" in db.present:
         cti = _first_per_key(db.read("COMPUTE_TASK_INFO", cti_cols), "gid")
     else:
@@ -241,12 +272,23 @@ def _read(db: _Db, rank: int | None) -> DbTables:
     comm_info = _first_per_key(
         db.read(
             "COMMUNICATION_TASK_INFO",
-            {"gid": "globalTaskId", "name": "name", "type": "taskType", "plane_id": "planeId", "src": "srcRank", "dst": "dstRank",
-             "transport": "transportType", "size": "size", "link": "linkType", "op_id": "opId", "bandwidth": "bandwidth"},
+            {
+                "gid": "globalTaskId",
+                "name": "name",
+                "type": "taskType",
+                "plane_id": "planeId",
+                "src": "srcRank",
+                "dst": "dstRank",
+                "transport": "transportType",
+                "size": "size",
+                "link": "linkType",
+                "op_id": "opId",
+                "bandwidth": "bandwidth",
+            },
             floats=("bandwidth",),
         ),
         "gid",
-    )  # fmt: skip
+    )
     gid = task["gid"]
     in_cti = pc.index_in(gid, value_set=cti["gid"]) if cti.num_rows else pa.nulls(n, pa.int32())
     in_comm = pc.index_in(gid, value_set=comm_info["gid"]) if comm_info.num_rows else pa.nulls(n, pa.int32())
@@ -260,15 +302,23 @@ def _read(db: _Db, rank: int | None) -> DbTables:
 
     comm_ops = _comm_ops(db, task, rank)
     kernels = _compute_kernels(db, task.filter(is_cti), cti, pc.drop_null(pc.filter(in_cti, is_cti)), rank)
-    kernels = schemas.concat([t for t in (kernels, comm_ops) if t.num_rows] or [kernels]).sort_by([("start_ns", "ascending")])
+    kernels = schemas.concat([t for t in (kernels, comm_ops) if t.num_rows] or [kernels]).sort_by(
+        [("start_ns", "ascending")]
+    )
     copies = _copies(db, rest.filter(pc.equal(classes, tasks.COPY)), rank)
     ctasks = _comm_tasks(db, task.filter(is_comm), comm_info, pc.drop_null(pc.filter(in_comm, is_comm)), rank)
     api = _api_calls(db, rank) if "CANN_API" in db.present else schemas.empty("api_calls")
     steps = _steps(db, rank, task)
     checked = []
-    for name, table in (("TASK / COMMUNICATION_OP", kernels), ("TASK (MEMCPY)", copies), ("COMMUNICATION_TASK_INFO", ctasks),
-                        ("CANN_API", api)):  # fmt: skip
-        table, bad = drop_bad_timing(table, f"{db.path} {name}", lambda i, t=table: f"startNs {t['start_ns'][i].as_py()}")
+    for name, table in (
+        ("TASK / COMMUNICATION_OP", kernels),
+        ("TASK (MEMCPY)", copies),
+        ("COMMUNICATION_TASK_INFO", ctasks),
+        ("CANN_API", api),
+    ):
+        table, bad = drop_bad_timing(
+            table, f"{db.path} {name}", lambda i, t=table: f"startNs {t['start_ns'][i].as_py()}"
+        )
         db.warnings.extend(bad)
         checked.append(table)
     out = DbTables(*checked, steps, counts, rank, db.warnings)
@@ -296,8 +346,17 @@ def _op_calls(db: _Db, kind: str = "op") -> pa.Table | None:
     """PYTORCH_API rows of ``kind`` (ENUM_API_TYPE) with a start and an end not before it; None without the table."""
     if "PYTORCH_API" not in db.present:
         return None
-    api = db.read("PYTORCH_API", {"startNs": "startNs", "endNs": "endNs", "globalTid": "globalTid", "connectionId": "connectionId",
-                                   "name": "name", "type": "type"})  # fmt: skip
+    api = db.read(
+        "PYTORCH_API",
+        {
+            "startNs": "startNs",
+            "endNs": "endNs",
+            "globalTid": "globalTid",
+            "connectionId": "connectionId",
+            "name": "name",
+            "type": "type",
+        },
+    )
     api_type = _API_TYPES[kind]
     if "ENUM_API_TYPE" in db.present:
         found = [r[0] for r in db.con.execute("SELECT id FROM ENUM_API_TYPE WHERE name = ?", (kind,)).fetchall()]
@@ -308,7 +367,11 @@ def _op_calls(db: _Db, kind: str = "op") -> pa.Table | None:
 
 def _links(db: _Db, task: pa.Table) -> tuple[pa.Table, pa.Table]:
     """CONNECTION_IDS (an op's id -> its connection ids) and the tasks with a connection id, as from_db reads them."""
-    conn = db.read("CONNECTION_IDS", {"id": "id", "connectionId": "connectionId"}) if "CONNECTION_IDS" in db.present else None
+    conn = (
+        db.read("CONNECTION_IDS", {"id": "id", "connectionId": "connectionId"})
+        if "CONNECTION_IDS" in db.present
+        else None
+    )
     links = conn if conn is not None else pa.table({"id": pa.array([], _INT), "connectionId": pa.array([], _INT)})
     t = task.select(["connection_id", "start_ns", "end_ns"]).rename_columns(["connectionId", "startNs", "endNs"])
     return links.filter(pc.is_valid(links["connectionId"])), t.filter(pc.is_valid(t["connectionId"]))
@@ -342,7 +405,9 @@ def _queue(db: _Db, conn: pa.Table, names: dict[int, str]) -> Queue | None:
         return None
     rows = rows.append_column("row", pa.array(np.arange(rows.num_rows)))
     links = pa.table({"id": pc.cast(conn["id"], pa.int64()), "corr": pc.cast(conn["connectionId"], pa.int64())})
-    j = pa.table({"id": pc.cast(rows["connectionId"], pa.int64()), "row": rows["row"]}).join(links, "id", join_type="inner")
+    j = pa.table({"id": pc.cast(rows["connectionId"], pa.int64()), "row": rows["row"]}).join(
+        links, "id", join_type="inner"
+    )
     row, corr = j["row"].to_numpy(), j["corr"].to_numpy()
     label = np.array([names.get(i, "") for i in rows["name"].to_pylist()], object)[row]
     deq = np.char.startswith(label.astype(str), "Dequeue")
@@ -358,7 +423,9 @@ def with_launched_by(table: pa.Table, conn_ids: np.ndarray, names: pa.Array) -> 
     keep = pc.is_valid(names).to_numpy(zero_copy_only=False)
     pos = pc.index_in(table["connection_id"], value_set=pa.array(conn_ids[keep], pa.int64()))
     found = pc.take(names.filter(pa.array(keep)), pos)
-    return table.set_column(table.schema.get_field_index("launched_by"), "launched_by", pc.coalesce(table["launched_by"], found))
+    return table.set_column(
+        table.schema.get_field_index("launched_by"), "launched_by", pc.coalesce(table["launched_by"], found)
+    )
 
 
 # ENUM_MSTX_EVENT_TYPE: 0 marker, 1 push/pop, 2 start/end, 3 marker_ex; the ranges are 1 and 2
@@ -370,8 +437,10 @@ def _mstx_events(db: _Db) -> pa.Table | None:
     globalTid (the thread the range started on) and the message's STRING_IDS id as ``name``."""
     if "MSTX_EVENTS" not in db.present:
         return None
-    t = db.read("MSTX_EVENTS", {"startNs": "startNs", "endNs": "endNs", "type": "eventType", "globalTid": "globalTid",
-                                "name": "message"})  # fmt: skip
+    t = db.read(
+        "MSTX_EVENTS",
+        {"startNs": "startNs", "endNs": "endNs", "type": "eventType", "globalTid": "globalTid", "name": "message"},
+    )
     kinds = dict(_MSTX_RANGES)
     if "ENUM_MSTX_EVENT_TYPE" in db.present:
         found = dict(db.con.execute("SELECT name, id FROM ENUM_MSTX_EVENT_TYPE").fetchall())
@@ -389,7 +458,9 @@ def _api_launches(db: _Db, task: pa.Table) -> tuple[np.ndarray, np.ndarray, np.n
     api = db.read("CANN_API", {"s": "startNs", "tid": "globalTid", "connectionId": "connectionId"})
     api = api.filter(pc.and_(pc.is_valid(api["connectionId"]), pc.is_valid(api["s"])))
     first = api.group_by("connectionId", use_threads=False).aggregate([("s", "min")])
-    first = first.join(api.rename_columns(["s_min", "tid", "connectionId"]), ["connectionId", "s_min"], join_type="inner")
+    first = first.join(
+        api.rename_columns(["s_min", "tid", "connectionId"]), ["connectionId", "s_min"], join_type="inner"
+    )
     first = first.group_by(["connectionId", "s_min"], use_threads=False).aggregate([("tid", "min")])
     t = task.select(["connection_id", "start_ns", "end_ns"]).rename_columns(["connectionId", "start", "end"])
     j = t.join(first, "connectionId", join_type="inner")
@@ -402,8 +473,11 @@ def _ranges(db: _Db, rank: int | None, task: pa.Table, ops: pa.Table | None) -> 
     (torch_npu's: PYTORCH_API rows of type mstx; msprof's: MSTX_EVENTS push/pop and start/end), with the
     tasks launched inside them: from the framework ops inside (an op's start on its thread is its
     launch point), or where the profile has no framework ops, from the CANN API calls inside."""
-    found = [(kind, rows) for kind, api_kind in (("module", "trace"), ("mstx", "mstx"))
-             if (rows := _op_calls(db, api_kind)) is not None and rows.num_rows]  # fmt: skip
+    found = [
+        (kind, rows)
+        for kind, api_kind in (("module", "trace"), ("mstx", "mstx"))
+        if (rows := _op_calls(db, api_kind)) is not None and rows.num_rows
+    ]
     mstx = _mstx_events(db)
     if mstx is not None and mstx.num_rows:
         found.append(("mstx", mstx))
@@ -425,8 +499,21 @@ def _ranges(db: _Db, rank: int | None, task: pa.Table, ops: pa.Table | None) -> 
         if rows.num_rows == 0:
             continue
         thread = ns_of(rows["globalTid"])
-        parts.append(range_table("db", kind, pc.fill_null(names, "").to_pylist(), thread, thread & 0xFFFFFFFF, ns_of(rows["startNs"]),
-                                 ns_of(rows["endNs"]), lt, lns, k_us, rank))  # fmt: skip
+        parts.append(
+            range_table(
+                "db",
+                kind,
+                pc.fill_null(names, "").to_pylist(),
+                thread,
+                thread & 0xFFFFFFFF,
+                ns_of(rows["startNs"]),
+                ns_of(rows["endNs"]),
+                lt,
+                lns,
+                k_us,
+                rank,
+            )
+        )
     if not parts:
         return schemas.empty("ranges")
     return schemas.concat(parts).sort_by([("start_ns", "ascending"), ("depth", "ascending")])
@@ -438,10 +525,15 @@ def _host_ops(db: _Db, rank: int | None, api: pa.Table | None) -> pa.Table:
         return schemas.empty("host_ops")
     n = api.num_rows
     start = pc.cast(api["startNs"], pa.int64())
-    cols = {"source": _repeat("db", n, pa.string()), "rank": _repeat(rank, n, pa.int32()), "name": db.text(api["name"]),
-            "start_us": _us(start), "start_ns": start,
-            "duration_us": pc.divide(pc.cast(pc.subtract(pc.cast(api["endNs"], pa.int64()), start), pa.float64()), 1000.0),
-            "thread_id": pc.bit_wise_and(pc.cast(api["globalTid"], pa.int64()), 0xFFFFFFFF)}  # fmt: skip
+    cols = {
+        "source": _repeat("db", n, pa.string()),
+        "rank": _repeat(rank, n, pa.int32()),
+        "name": db.text(api["name"]),
+        "start_us": _us(start),
+        "start_ns": start,
+        "duration_us": pc.divide(pc.cast(pc.subtract(pc.cast(api["endNs"], pa.int64()), start), pa.float64()), 1000.0),
+        "thread_id": pc.bit_wise_and(pc.cast(api["globalTid"], pa.int64()), 0xFFFFFFFF),
+    }
     return schemas.conform(pa.table(cols), schemas.HOST_OPS).sort_by([("start_ns", "ascending")])
 
 
@@ -449,19 +541,38 @@ def _aicore_freq(db: _Db, rank: int | None) -> pa.Table:
     """AICORE_FREQ: one row per change of the AI Core clock (deviceId, timestampNs, freq in MHz)."""
     if "AICORE_FREQ" not in db.present:
         return schemas.empty("aicore_freq")
-    t = db.read("AICORE_FREQ", {"device_id": "deviceId", "ts_ns": "timestampNs", "freq_mhz": "freq"}, floats=("freq_mhz",))
+    t = db.read(
+        "AICORE_FREQ", {"device_id": "deviceId", "ts_ns": "timestampNs", "freq_mhz": "freq"}, floats=("freq_mhz",)
+    )
     n = t.num_rows
-    cols = {"source": _repeat("db", n, pa.string()), "rank": _repeat(rank, n, pa.int32()),
-            "device_id": pc.cast(t["device_id"], pa.int32(), safe=False), "ts_us": _us(t["ts_ns"]), "ts_ns": t["ts_ns"],
-            "freq_mhz": t["freq_mhz"]}  # fmt: skip
+    cols = {
+        "source": _repeat("db", n, pa.string()),
+        "rank": _repeat(rank, n, pa.int32()),
+        "device_id": pc.cast(t["device_id"], pa.int32(), safe=False),
+        "ts_us": _us(t["ts_ns"]),
+        "ts_ns": t["ts_ns"],
+        "freq_mhz": t["freq_mhz"],
+    }
     return schemas.conform(pa.table(cols), schemas.AICORE_FREQ).sort_by([("ts_ns", "ascending")])
 
 
 def _compute_kernels(db: _Db, task: pa.Table, cti: pa.Table, pos: pa.Array, rank: int | None) -> pa.Table:
     n = task.num_rows
     info = cti.take(pos) if n else cti.slice(0, 0)
-    text = {k: db.text(info[k]) for k in ("op_type", "op_state", "hf32_eligible", "input_shapes", "input_dtypes", "input_formats",
-                                          "output_shapes", "output_dtypes", "output_formats")}  # fmt: skip
+    text = {
+        k: db.text(info[k])
+        for k in (
+            "op_type",
+            "op_state",
+            "hf32_eligible",
+            "input_shapes",
+            "input_dtypes",
+            "input_formats",
+            "output_shapes",
+            "output_dtypes",
+            "output_formats",
+        )
+    }
     task_type = pc.coalesce(db.text(info["type"]), task["task_type"])
     cols = {
         "source": _repeat("db", n, pa.string()),
@@ -551,13 +662,25 @@ def _pmu_columns(db: _Db, task: pa.Table) -> dict[str, pa.Array]:
 def _comm_ops(db: _Db, task: pa.Table, rank: int | None) -> pa.Table:
     if "COMMUNICATION_OP" not in db.present:
         return _empty_kernels()
-    op = db.read("COMMUNICATION_OP", {"op_id": "opId", "name": "opName", "start_ns": "startNs", "end_ns": "endNs",
-                                      "connection_id": "connectionId", "op_type": "opType", "device_id": "deviceId"})  # fmt: skip
+    op = db.read(
+        "COMMUNICATION_OP",
+        {
+            "op_id": "opId",
+            "name": "opName",
+            "start_ns": "startNs",
+            "end_ns": "endNs",
+            "connection_id": "connectionId",
+            "op_type": "opType",
+            "device_id": "deviceId",
+        },
+    )
     if op["op_id"].null_count < op.num_rows:  # opId is the key: a repeated op counts once
         op = _first_per_key(op, "op_id")
     n = op.num_rows
     device = op["device_id"]
-    if n and device.null_count == n and task.num_rows:  # older exports: the device of the task that shares the connection
+    if (
+        n and device.null_count == n and task.num_rows
+    ):  # older exports: the device of the task that shares the connection
         pos = pc.index_in(op["connection_id"], value_set=task["connection_id"])
         device = pc.take(task["device_id"], pos)
     cols = {
@@ -586,7 +709,9 @@ def _copies(db: _Db, task: pa.Table, rank: int | None) -> pa.Table:
     size = pa.nulls(n, _INT)
     direction = _repeat("unknown", n, pa.string())
     if n and "MEMCPY_INFO" in db.present:
-        info = _first_per_key(db.read("MEMCPY_INFO", {"gid": "globalTaskId", "size": "size", "op": "memcpyOperation"}), "gid")
+        info = _first_per_key(
+            db.read("MEMCPY_INFO", {"gid": "globalTaskId", "size": "size", "op": "memcpyOperation"}), "gid"
+        )
         pos = pc.index_in(task["gid"], value_set=info["gid"])
         size = pc.take(info["size"], pos)
         names = db.enum("ENUM_MEMCPY_OPERATION", pc.take(info["op"], pos))
@@ -643,8 +768,17 @@ def _comm_tasks(db: _Db, task: pa.Table, info_all: pa.Table, pos: pa.Array, rank
 
 
 def _api_calls(db: _Db, rank: int | None) -> pa.Table:
-    raw = db.read("CANN_API", {"start_ns": "startNs", "end_ns": "endNs", "type": "type", "tid": "globalTid",
-                               "connection_id": "connectionId", "name": "name"})  # fmt: skip
+    raw = db.read(
+        "CANN_API",
+        {
+            "start_ns": "startNs",
+            "end_ns": "endNs",
+            "type": "type",
+            "tid": "globalTid",
+            "connection_id": "connectionId",
+            "name": "name",
+        },
+    )
     n = raw.num_rows
     level = db.enum("ENUM_API_TYPE", raw["type"]) if "ENUM_API_TYPE" in db.present else pa.nulls(n, pa.string())
     table = pa.table(
@@ -709,16 +843,33 @@ def _memory_timeline(db: _Db, rank: int | None) -> pa.Table:
     and device level, DDR + HBM): bytes and ns, as every table of the export."""
     parts = []
     if "MEMORY_RECORD" in db.present:
-        t = db.read("MEMORY_RECORD", {"component": "component", "ts_ns": "timestamp", "allocated_bytes": "totalAllocated",
-                                      "reserved_bytes": "totalReserved", "active_bytes": "totalActive",
-                                      "stream_ptr": "streamPtr", "device_id": "deviceId"})  # fmt: skip
+        t = db.read(
+            "MEMORY_RECORD",
+            {
+                "component": "component",
+                "ts_ns": "timestamp",
+                "allocated_bytes": "totalAllocated",
+                "reserved_bytes": "totalReserved",
+                "active_bytes": "totalActive",
+                "stream_ptr": "streamPtr",
+                "device_id": "deviceId",
+            },
+        )
         parts.append(_samples(rank, "allocator", t.drop_columns(["component"]), db.text(t["component"])))
     if "NPU_MODULE_MEM" in db.present:
-        cols = {"module": "moduleId", "ts_ns": "timestampNs", "reserved_bytes": "totalReserved", "device_id": "deviceId"}
+        cols = {
+            "module": "moduleId",
+            "ts_ns": "timestampNs",
+            "reserved_bytes": "totalReserved",
+            "device_id": "deviceId",
+        }
         t = db.read("NPU_MODULE_MEM", cols)
         parts.append(_samples(rank, "module", t.drop_columns(["module"]), db.enum("ENUM_MODULE", t["module"])))
     if "NPU_MEM" in db.present:
-        t = db.read("NPU_MEM", {"type": "type", "ts_ns": "timestampNs", "hbm_bytes": "hbm", "ddr_bytes": "ddr", "device_id": "deviceId"})
+        t = db.read(
+            "NPU_MEM",
+            {"type": "type", "ts_ns": "timestampNs", "hbm_bytes": "hbm", "ddr_bytes": "ddr", "device_id": "deviceId"},
+        )
         used = pc.add(pc.fill_null(t["hbm_bytes"], 0), pc.fill_null(t["ddr_bytes"], 0))
         level = pc.utf8_upper(db.text(t["type"]))  # app (the process) or device
         parts.append(_samples(rank, "npu", t.drop_columns(["type"]).append_column("reserved_bytes", used), level))
@@ -730,13 +881,24 @@ def _op_memory(db: _Db, rank: int | None) -> pa.Table:
         return schemas.empty("op_memory")
     t = db.read(
         "OP_MEMORY",
-        {"name": "name", "size_bytes": "size", "alloc_ns": "allocationTime", "release_ns": "releaseTime",
-         "active_release_ns": "activeReleaseTime", "duration_ns": "duration", "active_duration_ns": "activeDuration",
-         "alloc_allocated_bytes": "allocationTotalAllocated", "alloc_reserved_bytes": "allocationTotalReserved",
-         "alloc_active_bytes": "allocationTotalActive", "release_allocated_bytes": "releaseTotalAllocated",
-         "release_reserved_bytes": "releaseTotalReserved", "release_active_bytes": "releaseTotalActive",
-         "stream_ptr": "streamPtr", "device_id": "deviceId"},
-    )  # fmt: skip
+        {
+            "name": "name",
+            "size_bytes": "size",
+            "alloc_ns": "allocationTime",
+            "release_ns": "releaseTime",
+            "active_release_ns": "activeReleaseTime",
+            "duration_ns": "duration",
+            "active_duration_ns": "activeDuration",
+            "alloc_allocated_bytes": "allocationTotalAllocated",
+            "alloc_reserved_bytes": "allocationTotalReserved",
+            "alloc_active_bytes": "allocationTotalActive",
+            "release_allocated_bytes": "releaseTotalAllocated",
+            "release_reserved_bytes": "releaseTotalReserved",
+            "release_active_bytes": "releaseTotalActive",
+            "stream_ptr": "streamPtr",
+            "device_id": "deviceId",
+        },
+    )
     n = t.num_rows
     cols = {
         "source": _repeat("db", n, pa.string()),

@@ -41,7 +41,9 @@ MODULES = (
 # the roles ingest routes itself (the device tasks split by class, the step merge, the host calls beside
 # a .db's tasks, the frequency samples kept once); every other role is a table read whole from the best
 # precedence level whose files hold rows (see whole_roles)
-ROUTED_ROLES = frozenset({"device_tasks", "kernel_csv", "device_timeline", "hccl", "hccl_streams", "steps", "api_calls", "aicore_freq"})
+ROUTED_ROLES = frozenset(
+    {"device_tasks", "kernel_csv", "device_timeline", "hccl", "hccl_streams", "steps", "api_calls", "aicore_freq"}
+)
 # tables ingest derives from the read ones (the device tasks split; copies joined to their host calls)
 DERIVED_TABLES = ("kernels", "copies", "comm_tasks", "api_calls")
 # the kind of data ``check`` reports each canonical table as (None: facts, not data a switch records)
@@ -91,7 +93,9 @@ class Format:
     yields: tuple[str, ...]
     headers: tuple[frozenset[str], ...] = ()
     trace_content: bool = False
-    content: Callable[[bytes], bool] | None = None  # a JSON of unknown name whose first 64 KiB this accepts is this kind
+    content: Callable[[bytes], bool] | None = (
+        None  # a JSON of unknown name whose first 64 KiB this accepts is this kind
+    )
     sources: dict[str, int] = field(default_factory=dict)
     append: bool = False
     totals: bool = False
@@ -111,7 +115,9 @@ def register(fmt: Format) -> Format:
             raise ValueError(f"format {fmt.kind}: table {table!r} has no kind of data for check (give it in reports)")
     for role in fmt.sources:
         if role not in ROUTED_ROLES and role not in fmt.yields:
-            raise ValueError(f"format {fmt.kind}: role {role!r} is neither routed by ingest nor a table it yields (nothing would read it)")
+            raise ValueError(
+                f"format {fmt.kind}: role {role!r} is neither routed by ingest nor a table it yields (nothing would read it)"
+            )
     _FORMATS[fmt.kind] = fmt
     return fmt
 

@@ -67,11 +67,17 @@ def _bad(col: pa.ChunkedArray) -> np.ndarray:
 def _problems(table: pa.Table, path: Path) -> list[str]:
     out = []
     for name in _TIME_COLUMNS:
-        bad = _bad(table[name]) if not name.startswith(("start", "end")) else ~np.isfinite(pc.fill_null(table[name], 0.0).to_numpy())
+        bad = (
+            _bad(table[name])
+            if not name.startswith(("start", "end"))
+            else ~np.isfinite(pc.fill_null(table[name], 0.0).to_numpy())
+        )
         if bad.any():
             i = int(np.nonzero(bad)[0][0])
-            out.append(f"{path}: {int(bad.sum())} {name} value(s) negative or not finite (first at data row {i + 1}: "
-                       f"{table[name][i].as_py()}); ignored")  # fmt: skip
+            out.append(
+                f"{path}: {int(bad.sum())} {name} value(s) negative or not finite (first at data row {i + 1}: "
+                f"{table[name][i].as_py()}); ignored"
+            )
     return out
 
 

@@ -115,9 +115,15 @@ class Launches:
 
 
 def op_launches(
-    names: list[str], thread: np.ndarray, start: np.ndarray, end: np.ndarray,
-    launch_thread: np.ndarray, launch_ns: np.ndarray, owners: np.ndarray | None = None, queue: Queue | None = None,
-) -> Launches:  # fmt: skip
+    names: list[str],
+    thread: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    launch_thread: np.ndarray,
+    launch_ns: np.ndarray,
+    owners: np.ndarray | None = None,
+    queue: Queue | None = None,
+) -> Launches:
     """The ops (``thread`` codes, ``start`` / ``end`` ns) nested, and the op of each launch (the thread
     and time of each kernel's flow start); ``owners`` gives each kernel's op directly (the .db links
     them) instead of the launch points. With a ``queue``, work launched from a worker's Dequeue belongs
@@ -133,7 +139,9 @@ def op_launches(
     _depth, parent = _nesting(thread, start, end)
     framework = pc.match_substring(pa.array(names, pa.string()), "::").to_numpy(zero_copy_only=False)
     lt, lns = np.asarray(launch_thread, np.int64), launch_ns
-    if owners is not None:  # the op's own start stands for its launch point (-1: the launch point given); inside a Dequeue it is relayed
+    if (
+        owners is not None
+    ):  # the op's own start stands for its launch point (-1: the launch point given); inside a Dequeue it is relayed
         owners = np.asarray(owners, np.int64)
         given = owners >= 0
         lt = np.where(given, thread[np.maximum(owners, 0)], lt if len(lt) else -1)
@@ -148,14 +156,23 @@ def op_launches(
 
 
 def torch_op_table(
-    names: list[str], thread: np.ndarray, start: np.ndarray, end: np.ndarray,
-    launch_thread: np.ndarray, launch_ns: np.ndarray, kernel_us: np.ndarray, rank: int | None,
-    owners: np.ndarray | None = None, queue: Queue | None = None,
-) -> pa.Table:  # fmt: skip
+    names: list[str],
+    thread: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    launch_thread: np.ndarray,
+    launch_ns: np.ndarray,
+    kernel_us: np.ndarray,
+    rank: int | None,
+    owners: np.ndarray | None = None,
+    queue: Queue | None = None,
+) -> pa.Table:
     """TORCH_OPS from op calls and launches (see :func:`op_launches`) and each launched kernel's duration."""
     if len(start) == 0:
         return TORCH_OPS.empty_table()
-    return op_table(names, op_launches(names, thread, start, end, launch_thread, launch_ns, owners, queue), kernel_us, rank)
+    return op_table(
+        names, op_launches(names, thread, start, end, launch_thread, launch_ns, owners, queue), kernel_us, rank
+    )
 
 
 def op_table(names: list[str], launches: Launches, kernel_us: np.ndarray, rank: int | None) -> pa.Table:
@@ -173,8 +190,18 @@ def op_table(names: list[str], launches: Launches, kernel_us: np.ndarray, rank: 
         hit = owner >= 0
         device = np.bincount(owner[hit], weights=np.asarray(kernel_us, float)[hit], minlength=len(dur))
         kernels = np.bincount(owner[hit], minlength=len(dur))
-    t = pa.table({"name": pa.array(names, pa.string()), "dur": dur / 1000.0, "self": self_ns / 1000.0, "dev": device, "k": kernels})
-    g = t.group_by("name", use_threads=False).aggregate([("dur", "count"), ("dur", "sum"), ("self", "sum"), ("dev", "sum"), ("k", "sum")])
+    t = pa.table(
+        {
+            "name": pa.array(names, pa.string()),
+            "dur": dur / 1000.0,
+            "self": self_ns / 1000.0,
+            "dev": device,
+            "k": kernels,
+        }
+    )
+    g = t.group_by("name", use_threads=False).aggregate(
+        [("dur", "count"), ("dur", "sum"), ("self", "sum"), ("dev", "sum"), ("k", "sum")]
+    )
     out = pa.table(
         {
             "rank": pa.array([rank] * g.num_rows, pa.int32()),
@@ -208,8 +235,15 @@ def _ranked(start: np.ndarray, end: np.ndarray, launch_ns: np.ndarray, queue: Qu
     times = np.unique(np.concatenate(parts))
     start, end, launch_ns = (np.searchsorted(times, x) for x in (start, end, launch_ns))
     if q is not None:
-        q = Queue(q.deq_thread, np.searchsorted(times, q.deq_start), np.searchsorted(times, q.deq_end), q.deq_corr,
-                  q.enq_thread, np.searchsorted(times, q.enq_start), q.enq_corr)  # fmt: skip
+        q = Queue(
+            q.deq_thread,
+            np.searchsorted(times, q.deq_start),
+            np.searchsorted(times, q.deq_end),
+            q.deq_corr,
+            q.enq_thread,
+            np.searchsorted(times, q.enq_start),
+            q.enq_corr,
+        )
     return start, end, launch_ns, q
 
 
@@ -263,9 +297,16 @@ def _owner(thread, start, end, parent, lt, lts) -> np.ndarray:
 Points = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # connection ids, threads, ns, device us
 
 
-def from_db(api: pa.Table, conn: pa.Table, task: pa.Table, names: dict[int, str], rank: int | None, queue: Queue | None = None,
-            launch_points: Points | None = None, comm: tuple[pa.Table, Points | None] | None = None,
-            ) -> tuple[pa.Table, np.ndarray, pa.Array]:  # fmt: skip
+def from_db(
+    api: pa.Table,
+    conn: pa.Table,
+    task: pa.Table,
+    names: dict[int, str],
+    rank: int | None,
+    queue: Queue | None = None,
+    launch_points: Points | None = None,
+    comm: tuple[pa.Table, Points | None] | None = None,
+) -> tuple[pa.Table, np.ndarray, pa.Array]:
     """TORCH_OPS from the .db's PYTORCH_API rows of type op (startNs, endNs, globalTid, connectionId,
     name id), CONNECTION_IDS (an op's id -> its connectionIds) and TASK (startNs, endNs, connectionId);
     and the framework op that launched the tasks of each connection id (the ids, the op names).
@@ -281,7 +322,9 @@ def from_db(api: pa.Table, conn: pa.Table, task: pa.Table, names: dict[int, str]
     counted = len(owners)
     if comm is not None:
         parts = _db_launch_rows(api, conn, *comm)
-        owners, lt, lns, k_us, conn_ids = (np.concatenate([a, b]) for a, b in zip((owners, lt, lns, k_us, conn_ids), parts))
+        owners, lt, lns, k_us, conn_ids = (
+            np.concatenate([a, b]) for a, b in zip((owners, lt, lns, k_us, conn_ids), parts)
+        )
     launches = op_launches(label, thread, start, end, lt, lns, owners=owners, queue=queue)
     mine = Launches(launches.dur, launches.parent, launches.owner[:counted], launches.outermost[:counted])
     return op_table(label, mine, k_us[:counted], rank), conn_ids, launched_by(label, launches)
@@ -311,8 +354,13 @@ def db_launches(api: pa.Table, conn: pa.Table, task: pa.Table) -> tuple[np.ndarr
     op_index = pa.table({"id": pc.cast(api["connectionId"], pa.int64()), "op": pa.array(np.arange(api.num_rows))})
     links = pa.table({"id": pc.cast(conn["id"], pa.int64()), "connectionId": pc.cast(conn["connectionId"], pa.int64())})
     links = links.join(op_index, "id", join_type="inner")
-    t = pa.table({"connectionId": pc.cast(task["connectionId"], pa.int64()), "startNs": ns_of(task["startNs"]),
-                  "endNs": ns_of(task["endNs"])})  # fmt: skip
+    t = pa.table(
+        {
+            "connectionId": pc.cast(task["connectionId"], pa.int64()),
+            "startNs": ns_of(task["startNs"]),
+            "endNs": ns_of(task["endNs"]),
+        }
+    )
     tasks = t.join(links.select(["connectionId", "op"]), "connectionId", join_type="inner")
     us = (tasks["endNs"].to_numpy() - tasks["startNs"].to_numpy()) / 1000.0
     return tasks["op"].to_numpy(), us, tasks["connectionId"].to_numpy()
@@ -323,9 +371,19 @@ PATH_DEPTH = 32  # a path names at most this many enclosing ranges; deeper ones 
 
 
 def range_table(
-    source: str, kind: str, names: list[str], thread: np.ndarray, thread_ids: np.ndarray, start: np.ndarray, end: np.ndarray,
-    launch_thread: np.ndarray, launch_ns: np.ndarray, kernel_us: np.ndarray, rank: int | None, queue: Queue | None = None,
-) -> pa.Table:  # fmt: skip
+    source: str,
+    kind: str,
+    names: list[str],
+    thread: np.ndarray,
+    thread_ids: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    launch_thread: np.ndarray,
+    launch_ns: np.ndarray,
+    kernel_us: np.ndarray,
+    rank: int | None,
+    queue: Queue | None = None,
+) -> pa.Table:
     """RANGES from host time ranges of one kind (``thread`` codes, ``thread_ids`` their ids, exact ns)
     and kernel launches (thread code and ns of each kernel's launch, its device time). A range holds
     the kernels launched on its thread while it ran (through a ``queue``'s Dequeue, the Enqueue that
@@ -349,20 +407,23 @@ def range_table(
         lo = np.searchsorted(k_launch[order], k_start, side="left")
         hi = np.searchsorted(k_launch[order], k_end, side="right")
         kernels, device = hi - lo, cum[hi] - cum[lo]
-    return pa.table({
-        "source": pa.array([source] * n, pa.string()),
-        "rank": pa.array([rank] * n, pa.int32()),
-        "kind": pa.array([kind] * n, pa.string()),
-        "name": pa.array(names, pa.string()),
-        "path": _paths(pa.array(names, pa.string()), depth, parent, thread, rs),
-        "depth": pa.array(depth, pa.int32()),
-        "start_us": pa.array(start / 1000.0, pa.float64()),
-        "start_ns": pa.array(start, pa.int64()),
-        "duration_us": pa.array((end - start) / 1000.0, pa.float64()),
-        "thread_id": pa.array(thread_ids, pa.int64()),
-        "kernels": pa.array(kernels, pa.int64()),
-        "device_us": pa.array(device, pa.float64()),
-    }, schema=RANGES).sort_by([("start_ns", "ascending"), ("depth", "ascending")])  # fmt: skip
+    return pa.table(
+        {
+            "source": pa.array([source] * n, pa.string()),
+            "rank": pa.array([rank] * n, pa.int32()),
+            "kind": pa.array([kind] * n, pa.string()),
+            "name": pa.array(names, pa.string()),
+            "path": _paths(pa.array(names, pa.string()), depth, parent, thread, rs),
+            "depth": pa.array(depth, pa.int32()),
+            "start_us": pa.array(start / 1000.0, pa.float64()),
+            "start_ns": pa.array(start, pa.int64()),
+            "duration_us": pa.array((end - start) / 1000.0, pa.float64()),
+            "thread_id": pa.array(thread_ids, pa.int64()),
+            "kernels": pa.array(kernels, pa.int64()),
+            "device_us": pa.array(device, pa.float64()),
+        },
+        schema=RANGES,
+    ).sort_by([("start_ns", "ascending"), ("depth", "ascending")])
 
 
 def _paths(label: pa.Array, depth: np.ndarray, parent: np.ndarray, thread: np.ndarray, start: np.ndarray) -> pa.Array:

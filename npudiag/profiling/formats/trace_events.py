@@ -37,8 +37,14 @@ INT_ARGS = {
     "dst": ("dst rank",),
     "plane": ("plane id",),
 }
-STR_ARGS = {"type": ("Task Type", "task type"), "operation": ("operation",), "level": ("level",), "transport": ("transport type",),
-             "link": ("link type",), "bandwidth": ("bandwidth(GB/s)",)}  # fmt: skip
+STR_ARGS = {
+    "type": ("Task Type", "task type"),
+    "operation": ("operation",),
+    "level": ("level",),
+    "transport": ("transport type",),
+    "link": ("link type",),
+    "bandwidth": ("bandwidth(GB/s)",),
+}
 
 
 def code(value: object) -> int:
@@ -66,7 +72,9 @@ def exact_ns(ts: object, as_float: float) -> int:
         whole, _, frac = ts.strip().partition(".")
         if len(whole) <= 17:
             try:
-                out = int(whole) * 1000 + (int((frac + "000")[:3]) if frac else 0) * (-1 if whole.startswith("-") else 1)
+                out = int(whole) * 1000 + (int((frac + "000")[:3]) if frac else 0) * (
+                    -1 if whole.startswith("-") else 1
+                )
                 return out if -NS_LIMIT < out < NS_LIMIT else MISSING
             except ValueError:
                 pass
@@ -87,5 +95,10 @@ def store_chunk(pid, tid, ts, ts_ns, dur, name: pa.Array, cat: pa.Array, ints: d
     """Kept complete events in the reader's store: int columns hold MISSING for no value (no nulls),
     text columns are dictionary-encoded."""
     arrays = [pid, tid, ts, ts_ns, dur, name, cat, *(ints[k] for k in INT_ARGS), *(strs[k] for k in STR_ARGS)]
-    return pa.Table.from_arrays([pa.array(a, f.type) if isinstance(a, np.ndarray) else pc.dictionary_encode(a) if f.type == TEXT else a
-                                 for a, f in zip(arrays, STORE)], schema=STORE)  # fmt: skip
+    return pa.Table.from_arrays(
+        [
+            pa.array(a, f.type) if isinstance(a, np.ndarray) else pc.dictionary_encode(a) if f.type == TEXT else a
+            for a, f in zip(arrays, STORE)
+        ],
+        schema=STORE,
+    )

@@ -57,7 +57,10 @@ _ATTR = {k: f"a{i}" for i, k in enumerate(_ARG_KEYS)}
 _Args = msgspec.defstruct(
     "_Args",
     [(_ATTR[k], Any, msgspec.field(default=None, name=k)) for k in _ARG_KEYS]
-    + [("name", Any, msgspec.UNSET), ("labels", Any, msgspec.UNSET)],  # absent is not null: M events read a.get("name", "")
+    + [
+        ("name", Any, msgspec.UNSET),
+        ("labels", Any, msgspec.UNSET),
+    ],  # absent is not null: M events read a.get("name", "")
     gc=False,
 )
 
@@ -116,7 +119,9 @@ def read(path: Path, make_state: Callable[[], Any], progress: Callable[[int], No
     return state
 
 
-def _ahead(path: Path, arrow: _ArrowPieces, progress: Callable[[int], None] | None) -> Iterator[tuple[bytes, bool, _Parsed | None]]:
+def _ahead(
+    path: Path, arrow: _ArrowPieces, progress: Callable[[int], None] | None
+) -> Iterator[tuple[bytes, bool, _Parsed | None]]:
     """The pieces of ``path`` in order, each with whether it is UTF-8 text and what ``arrow.prepare``
     made of it. Two threads prepare the next pieces (pyarrow parses and computes without the GIL)
     while the caller fills the state from the previous one; at most three pieces are in hand."""
@@ -282,11 +287,22 @@ def _fill(state: Any, events: list) -> None:
         raw_ts = _take(ts, rows)
         if not len(rows):
             return
-    _append(state.cols, pids[rows], _take(tid, rows), _take(name, rows), _take(cat, rows), t, raw_ts, _take(dur, rows),
-            _take(args, rows))  # fmt: skip
+    _append(
+        state.cols,
+        pids[rows],
+        _take(tid, rows),
+        _take(name, rows),
+        _take(cat, rows),
+        t,
+        raw_ts,
+        _take(dur, rows),
+        _take(args, rows),
+    )
 
 
-def _append(cols: Any, pids: np.ndarray, tid: list, name: list, cat: list, t: np.ndarray, raw_ts: list, dur: list, args: list) -> None:
+def _append(
+    cols: Any, pids: np.ndarray, tid: list, name: list, cat: list, t: np.ndarray, raw_ts: list, dur: list, args: list
+) -> None:
     if set(map(type, name)) != {str}:
         name = [_name(v) for v in name]
     if not set(map(type, cat)) <= {str, NoneType}:
@@ -301,8 +317,19 @@ def _append(cols: Any, pids: np.ndarray, tid: list, name: list, cat: list, t: np
         if not set(map(type, v)) <= {str, NoneType}:
             v = [s if s is None or s.__class__ is str else str(s) for s in v]
         strs[key] = pa.array(v, pa.string())
-    cols.append_chunk(te.store_chunk(pids, _ints(tid), t, _ns(raw_ts, t), _floats(dur), pa.array(name, pa.string()),
-                                     pa.array(cat, pa.string()), ints, strs))  # fmt: skip
+    cols.append_chunk(
+        te.store_chunk(
+            pids,
+            _ints(tid),
+            t,
+            _ns(raw_ts, t),
+            _floats(dur),
+            pa.array(name, pa.string()),
+            pa.array(cat, pa.string()),
+            ints,
+            strs,
+        )
+    )
 
 
 def _name(v: object) -> str:
@@ -379,9 +406,21 @@ _BANDWIDTH = "bandwidth(GB/s)"  # a number in real traces (read as text by the p
 
 def _arrow_schema(ts: pa.DataType) -> pa.Schema:
     args = [pa.field(k, pa.int64()) for keys in te.INT_ARGS.values() for k in keys]
-    args += [pa.field(k, pa.float64() if k == _BANDWIDTH else pa.string()) for keys in te.STR_ARGS.values() for k in keys]
-    return pa.schema([("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()), ("pid", pa.int64()),
-                      ("tid", pa.int64()), ("ts", ts), ("dur", pa.float64()), ("args", pa.struct(args))])  # fmt: skip
+    args += [
+        pa.field(k, pa.float64() if k == _BANDWIDTH else pa.string()) for keys in te.STR_ARGS.values() for k in keys
+    ]
+    return pa.schema(
+        [
+            ("ph", pa.string()),
+            ("cat", pa.string()),
+            ("name", pa.string()),
+            ("pid", pa.int64()),
+            ("tid", pa.int64()),
+            ("ts", ts),
+            ("dur", pa.float64()),
+            ("args", pa.struct(args)),
+        ]
+    )
 
 
 _PH_CODES = pa.array(["X", "s", "f", "C", "M"])
@@ -409,8 +448,11 @@ class _ArrowPieces:
         self.decoder = decoder
         # torch_npu and msprof >= 8 write ts as text, older msprof as a number; msprof 8 pretty-prints
         # (events over several lines); the combination that last worked is tried first
-        self.options = [pj.ParseOptions(explicit_schema=_arrow_schema(t), unexpected_field_behavior="ignore", newlines_in_values=nl)
-                        for nl in (False, True) for t in (pa.string(), pa.float64())]  # fmt: skip
+        self.options = [
+            pj.ParseOptions(explicit_schema=_arrow_schema(t), unexpected_field_behavior="ignore", newlines_in_values=nl)
+            for nl in (False, True)
+            for t in (pa.string(), pa.float64())
+        ]
         self.read = pj.ReadOptions(block_size=1 << 20)
         self.sep: bytes | None = None
         self.mixed = False  # the first piece has separators other than sep: cut by the pattern
@@ -524,7 +566,9 @@ class _ArrowPieces:
         ints = {}
         for key, names in te.INT_ARGS.items():
             v = first(names)
-            ints[key] = np.full(rows_kept, MISSING, np.int64) if v is None else pc.fill_null(v, MISSING) if v.null_count else v
+            ints[key] = (
+                np.full(rows_kept, MISSING, np.int64) if v is None else pc.fill_null(v, MISSING) if v.null_count else v
+            )
         strs = {}
         for key, names in te.STR_ARGS.items():
             v = first(names)
@@ -532,8 +576,17 @@ class _ArrowPieces:
                 strs[key] = schemas.nulls(rows_kept, pa.string())
             else:
                 strs[key] = v if pa.types.is_string(v.type) else pc.cast(v, pa.string())
-        chunk = te.store_chunk(k["pid"], pc.fill_null(k["tid"], MISSING), sec, ns, pc.fill_null(k["dur"], np.nan), k["name"], k["cat"],
-                               ints, strs)  # fmt: skip
+        chunk = te.store_chunk(
+            k["pid"],
+            pc.fill_null(k["tid"], MISSING),
+            sec,
+            ns,
+            pc.fill_null(k["dur"], np.nan),
+            k["name"],
+            k["cat"],
+            ints,
+            strs,
+        )
         return _Parsed(pids, ph, one, one_text, rows, bad, chunk)
 
     def fill(self, state: Any, parsed: _Parsed | None) -> bool:

@@ -39,8 +39,27 @@ from npudiag.profiling.formats import trace_fast
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.jsonstream import iter_events
 from npudiag.profiling.formats.registry import Format, Read, of_object, register
-from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, Launches, Queue, launched_by, op_launches, op_table, range_table
-from npudiag.profiling.formats.trace_events import INT_ARGS, MISSING, SKIP_CATS, STORE, STR_ARGS, TEXT, code, exact_ns, num, store_chunk
+from npudiag.profiling.formats.torch_ops import (
+    MODULE_PREFIX,
+    Launches,
+    Queue,
+    launched_by,
+    op_launches,
+    op_table,
+    range_table,
+)
+from npudiag.profiling.formats.trace_events import (
+    INT_ARGS,
+    MISSING,
+    SKIP_CATS,
+    STORE,
+    STR_ARGS,
+    TEXT,
+    code,
+    exact_ns,
+    num,
+    store_chunk,
+)
 from npudiag.schemas import map_distinct
 
 HARDWARE = "Ascend Hardware"
@@ -112,10 +131,19 @@ class _Columns:
         if not len(self.pid):
             return
         f64, i64 = (lambda c: np.frombuffer(c, np.float64)), (lambda c: np.frombuffer(c, np.int64))
-        self.chunks.append(store_chunk(i64(self.pid), i64(self.tid), f64(self.ts), i64(self.ts_ns), f64(self.dur),
-                                       pa.array(self.name, pa.string()), pa.array(self.cat, pa.string()),
-                                       {k: i64(v) for k, v in self.ints.items()},
-                                       {k: pa.array(v, pa.string()) for k, v in self.strs.items()}))  # fmt: skip
+        self.chunks.append(
+            store_chunk(
+                i64(self.pid),
+                i64(self.tid),
+                f64(self.ts),
+                i64(self.ts_ns),
+                f64(self.dur),
+                pa.array(self.name, pa.string()),
+                pa.array(self.cat, pa.string()),
+                {k: i64(v) for k, v in self.ints.items()},
+                {k: pa.array(v, pa.string()) for k, v in self.strs.items()},
+            )
+        )
         self._reset()
 
     def finish(self) -> _Final:
@@ -126,7 +154,9 @@ class _Columns:
     def pid_code(self, value: object) -> int:
         c = code(value)
         if c == MISSING and value is not None:
-            key = value if value.__hash__ is not None else repr(value)  # a list or object as pid: hostile, still one process
+            key = (
+                value if value.__hash__ is not None else repr(value)
+            )  # a list or object as pid: hostile, still one process
             c = self.other_pids.setdefault(key, -1 - len(self.other_pids))
         return c
 
@@ -337,7 +367,12 @@ def read_trace(path: Path, rank: int | None = None, progress: Callable[[int], No
 
 
 def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
-    cols, bad_ts, process_names, process_labels = state.cols.finish(), state.bad_ts, state.process_names, state.process_labels
+    cols, bad_ts, process_names, process_labels = (
+        state.cols.finish(),
+        state.bad_ts,
+        state.process_names,
+        state.process_labels,
+    )
     thread_names, flows, freq, torch = state.thread_names, state.flows, state.freq, state.torch
     warnings = []
     if bad_ts:
@@ -358,7 +393,9 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
         if not names or not len(rows):
             return np.zeros(len(rows), bool)
         here = pa.table({"pid": pid[rows], "tid": tid[rows], "i": np.arange(len(rows))})
-        named = pa.table({"pid": [k[0] for k in names], "tid": [k[1] for k in names]}, schema=here.select(["pid", "tid"]).schema)
+        named = pa.table(
+            {"pid": [k[0] for k in names], "tid": [k[1] for k in names]}, schema=here.select(["pid", "tid"]).schema
+        )
         out = np.zeros(len(rows), bool)
         out[here.join(named, ["pid", "tid"], join_type="left semi")["i"].to_numpy()] = True
         return out
@@ -377,18 +414,27 @@ def _tables(path: Path, state: _Reading, rank: int | None) -> TraceTables:
     plane_ids = _plane_ids(pid[planes], tid[planes], thread_names)
     torch_tables, launchers, comm_launchers = torch.tables(cols, hw, ops, rank)
     parts = []
-    for build in (lambda: _task_table(cols, hw, rank, device_id, flows, launchers),
-                  lambda: _comm_op_table(cols, ops, rank, device_id, comm_launchers),
-                  lambda: _comm_task_table(cols, planes, plane_ids, rank), lambda: _api_table(cols, cann, rank)):  # fmt: skip
+    for build in (
+        lambda: _task_table(cols, hw, rank, device_id, flows, launchers),
+        lambda: _comm_op_table(cols, ops, rank, device_id, comm_launchers),
+        lambda: _comm_task_table(cols, planes, plane_ids, rank),
+        lambda: _api_table(cols, cann, rank),
+    ):
         if len(parts) == 3:  # the API calls and what follows need none of the device tasks' columns
-            cols.drop(*(f"i:{k}" for k in ("model", "stream", "task", "size", "src", "dst", "plane")),
-                      *(f"s:{k}" for k in ("operation", "transport", "link", "bandwidth")))  # fmt: skip
+            cols.drop(
+                *(f"i:{k}" for k in ("model", "stream", "task", "size", "src", "dst", "plane")),
+                *(f"s:{k}" for k in ("operation", "transport", "link", "bandwidth")),
+            )
         table = build()
         # the takes and casts of a table leave memory free but held by Arrow's allocator; handed
         # back, the peak stays near what is live
         pa.default_memory_pool().release_unused()
-        label = "op_name" if "op_name" in table.column_names else ("name" if "name" in table.column_names else "task_type")
-        table, bad = drop_bad_timing(table, str(path), lambda i, t=table, c=label: f"event {t[c][i].as_py()!r} at {t['start_us'][i]}")
+        label = (
+            "op_name" if "op_name" in table.column_names else ("name" if "name" in table.column_names else "task_type")
+        )
+        table, bad = drop_bad_timing(
+            table, str(path), lambda i, t=table, c=label: f"event {t[c][i].as_py()!r} at {t['start_us'][i]}"
+        )
         warnings.extend(bad)
         parts.append(table)
     return TraceTables(
@@ -409,9 +455,11 @@ def _links(state: _Reading) -> dict[str, int]:
     f = state.flow_ids
     pairs = [
         (np.fromiter(state.flows, np.int64, len(state.flows)), np.unique(np.frombuffer(f.h2d_ends, np.int64))),
-        (np.fromiter(state.torch.starts, np.int64, len(state.torch.starts)),
-         np.fromiter(state.torch.ends, np.int64, len(state.torch.ends))),
-    ]  # fmt: skip
+        (
+            np.fromiter(state.torch.starts, np.int64, len(state.torch.starts)),
+            np.fromiter(state.torch.ends, np.int64, len(state.torch.ends)),
+        ),
+    ]
     ids = both = starts = 0
     for s, e in pairs:
         ids += len(np.union1d(s, e))
@@ -447,8 +495,15 @@ class _TorchOps:
         self.starts: dict[int, tuple[int, int]] = {}  # flow id -> (thread code, ns) inside the op
         self.ends: dict[int, tuple[int, int, int]] = {}  # flow id -> (pid, tid, ns): the kernel's start on its stream
         self.threads: dict[tuple[int, int], int] = {}  # (pid, tid) -> thread code
-        self.queue: dict[str, list[tuple[int, int, int, int]]] = {"enqueue": [], "dequeue": []}  # (thread, start, end, corr)
-        self.modules: tuple[array, array, array] = (array("q"), array("q"), array("q"))  # nn.Module ranges: thread, start, end
+        self.queue: dict[str, list[tuple[int, int, int, int]]] = {
+            "enqueue": [],
+            "dequeue": [],
+        }  # (thread, start, end, corr)
+        self.modules: tuple[array, array, array] = (
+            array("q"),
+            array("q"),
+            array("q"),
+        )  # nn.Module ranges: thread, start, end
         self.module_names: list[str] = []
 
     def _thread(self, ev: dict, cols: _Columns) -> int:
@@ -488,7 +543,9 @@ class _TorchOps:
         t, d = num(ev.get("ts")), num(ev.get("dur"))
         a = ev.get("args")
         corr = code(a.get("correlation_id")) if isinstance(a, dict) else MISSING
-        if t != t or d != d or d > 1e12 or corr == MISSING:  # as _span: no enqueue lasts 11 days (1.8e305 µs overflowed)
+        if (
+            t != t or d != d or d > 1e12 or corr == MISSING
+        ):  # as _span: no enqueue lasts 11 days (1.8e305 µs overflowed)
             return
         s = exact_ns(ev.get("ts"), t)
         if s == MISSING:
@@ -511,20 +568,25 @@ class _TorchOps:
         """Each cpu_op call as a time range (HOST_OPS)."""
         if not self.names:
             return schemas.empty("host_ops")
-        tids = np.array([tid for (_pid, tid) in self.threads], np.int64)  # thread code -> tid (codes are insertion order)
+        tids = np.array(
+            [tid for (_pid, tid) in self.threads], np.int64
+        )  # thread code -> tid (codes are insertion order)
         start = np.frombuffer(self.start, np.int64)
         end = np.frombuffer(self.end, np.int64)
         thread = tids[np.frombuffer(self.thread, np.int64)]
         n = len(start)
-        table = pa.table({
-            "source": pa.array(["trace"] * n, pa.string()),
-            "rank": pa.array([rank] * n, pa.int32()),
-            "name": pa.array(self.names, pa.string()),
-            "start_us": pa.array(start / 1000.0, pa.float64()),
-            "start_ns": pa.array(start, pa.int64()),
-            "duration_us": pa.array((end - start) / 1000.0, pa.float64()),
-            "thread_id": pa.array(thread, pa.int64(), mask=thread == MISSING),
-        }, schema=schemas.HOST_OPS)  # fmt: skip
+        table = pa.table(
+            {
+                "source": pa.array(["trace"] * n, pa.string()),
+                "rank": pa.array([rank] * n, pa.int32()),
+                "name": pa.array(self.names, pa.string()),
+                "start_us": pa.array(start / 1000.0, pa.float64()),
+                "start_ns": pa.array(start, pa.int64()),
+                "duration_us": pa.array((end - start) / 1000.0, pa.float64()),
+                "thread_id": pa.array(thread, pa.int64(), mask=thread == MISSING),
+            },
+            schema=schemas.HOST_OPS,
+        )
         return table.sort_by([("start_ns", "ascending")])
 
     def tables(
@@ -539,15 +601,28 @@ class _TorchOps:
         enq = np.array(self.queue["enqueue"], np.int64).reshape(-1, 4)
         queue = Queue(deq[:, 0], deq[:, 1], deq[:, 2], deq[:, 3], enq[:, 0], enq[:, 1], enq[:, 3])
         both = [f for f in self.starts if f in self.ends]
-        launches = pa.table({"pid": [self.ends[f][0] for f in both], "tid": [self.ends[f][1] for f in both],
-                             "ns": [self.ends[f][2] for f in both], "lt": [self.starts[f][0] for f in both],
-                             "lns": [self.starts[f][1] for f in both]},
-                            schema=pa.schema([(c, pa.int64()) for c in ("pid", "tid", "ns", "lt", "lns")]))  # fmt: skip
+        launches = pa.table(
+            {
+                "pid": [self.ends[f][0] for f in both],
+                "tid": [self.ends[f][1] for f in both],
+                "ns": [self.ends[f][2] for f in both],
+                "lt": [self.starts[f][0] for f in both],
+                "lns": [self.starts[f][1] for f in both],
+            },
+            schema=pa.schema([(c, pa.int64()) for c in ("pid", "tid", "ns", "lt", "lns")]),
+        )
 
         def flows_to(rows: np.ndarray, keep: pa.Array | None) -> pa.Table:
             """Each flow's task: the one starting at the flow's end, on the same stream thread."""
-            t = pa.table({"pid": cols.pid[rows], "tid": cols.tid[rows], "ns": cols.num("ts_ns", rows), "us": cols.num("dur", rows),
-                          "row": np.arange(len(rows))})  # fmt: skip
+            t = pa.table(
+                {
+                    "pid": cols.pid[rows],
+                    "tid": cols.tid[rows],
+                    "ns": cols.num("ts_ns", rows),
+                    "us": cols.num("dur", rows),
+                    "row": np.arange(len(rows)),
+                }
+            )
             return launches.join(t.filter(keep) if keep is not None else t, ["pid", "tid", "ns"], join_type="inner")
 
         # device work only: compute kernels and copies, not communication sub-tasks or syncs
@@ -560,19 +635,41 @@ class _TorchOps:
         if self.names:
             thread, start, end = (np.frombuffer(a, np.int64) for a in (self.thread, self.start, self.end))
             found = op_launches(
-                self.names, thread, start, end, np.r_[lt, jc["lt"].to_numpy()], np.r_[lns, jc["lns"].to_numpy()], queue=queue
+                self.names,
+                thread,
+                start,
+                end,
+                np.r_[lt, jc["lt"].to_numpy()],
+                np.r_[lns, jc["lns"].to_numpy()],
+                queue=queue,
             )
             n = j.num_rows
-            ops = op_table(self.names, Launches(found.dur, found.parent, found.owner[:n], found.outermost[:n]), k_us, rank)
+            ops = op_table(
+                self.names, Launches(found.dur, found.parent, found.owner[:n], found.outermost[:n]), k_us, rank
+            )
             names = launched_by(self.names, found)
             launchers = _per_row(len(hw), j["row"].to_numpy(), names.slice(0, n))
             comm_launchers = _per_row(len(comm), jc["row"].to_numpy(), names.slice(n))
         ranges = schemas.empty("ranges")
         if self.module_names:
-            tids = np.array([tid for (_pid, tid) in self.threads], np.int64)  # thread code -> tid (codes are insertion order)
+            tids = np.array(
+                [tid for (_pid, tid) in self.threads], np.int64
+            )  # thread code -> tid (codes are insertion order)
             m_thread = np.frombuffer(self.modules[0], np.int64)
-            ranges = range_table("trace", "module", self.module_names, m_thread, tids[m_thread], np.frombuffer(self.modules[1], np.int64),
-                                 np.frombuffer(self.modules[2], np.int64), lt, lns, k_us, rank, queue=queue)  # fmt: skip
+            ranges = range_table(
+                "trace",
+                "module",
+                self.module_names,
+                m_thread,
+                tids[m_thread],
+                np.frombuffer(self.modules[1], np.int64),
+                np.frombuffer(self.modules[2], np.int64),
+                lt,
+                lns,
+                k_us,
+                rank,
+                queue=queue,
+            )
         return (ops, self.intervals(rank), ranges), launchers, comm_launchers
 
 
@@ -580,7 +677,9 @@ def _per_row(n: int, rows: np.ndarray, values: pa.Array) -> pa.Array:
     """``values`` (one per join row) placed at their ``rows`` of ``n``; a row two flows reach (a repeated
     event): its first; rows none reach: null."""
     at, first = np.unique(rows, return_index=True)
-    return pc.take(values.take(pa.array(first, pa.int64())), pc.index_in(pa.array(np.arange(n)), value_set=pa.array(at)))
+    return pc.take(
+        values.take(pa.array(first, pa.int64())), pc.index_in(pa.array(np.arange(n)), value_set=pa.array(at))
+    )
 
 
 def _freq_table(samples: list[tuple[int, float, float]], rank, device_id) -> pa.Table:
@@ -589,14 +688,17 @@ def _freq_table(samples: list[tuple[int, float, float]], rank, device_id) -> pa.
     samples.sort()
     ns, us, mhz = (np.array(c) for c in zip(*samples))
     n = len(samples)
-    return pa.table({
-        "source": pa.array(["trace"] * n, pa.string()),
-        "rank": pa.array([rank] * n, pa.int32()),
-        "device_id": pa.array([device_id] * n, pa.int32()),
-        "ts_us": pa.array(us, pa.float64()),
-        "ts_ns": pa.array(np.where(ns == MISSING, None, ns).tolist(), pa.int64()),
-        "freq_mhz": pa.array(mhz, pa.float64()),
-    }, schema=schemas.AICORE_FREQ)  # fmt: skip
+    return pa.table(
+        {
+            "source": pa.array(["trace"] * n, pa.string()),
+            "rank": pa.array([rank] * n, pa.int32()),
+            "device_id": pa.array([device_id] * n, pa.int32()),
+            "ts_us": pa.array(us, pa.float64()),
+            "ts_ns": pa.array(np.where(ns == MISSING, None, ns).tolist(), pa.int64()),
+            "freq_mhz": pa.array(mhz, pa.float64()),
+        },
+        schema=schemas.AICORE_FREQ,
+    )
 
 
 def _step_events(names: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -670,11 +772,15 @@ def _model(cols: _Final, rows: np.ndarray) -> pa.Array:
     return _int_col(np.where(model == NO_MODEL_ID, MISSING, model))
 
 
-def _task_table(cols: _Final, rows: np.ndarray, rank, device_id, flows: dict[int, int], launchers: pa.Array | None) -> pa.Table:
+def _task_table(
+    cols: _Final, rows: np.ndarray, rank, device_id, flows: dict[int, int], launchers: pa.Array | None
+) -> pa.Table:
     conn = _take_int(cols, "connection", rows)
     launch = None
     if flows:
-        at = pc.index_in(pa.array(conn), pa.array(np.fromiter(flows, np.int64, len(flows)))).to_numpy(zero_copy_only=False)
+        at = pc.index_in(pa.array(conn), pa.array(np.fromiter(flows, np.int64, len(flows)))).to_numpy(
+            zero_copy_only=False
+        )
         found = ~np.isnan(at) & (conn != MISSING)
         launch = np.full(len(rows), MISSING, np.int64)
         launch[found] = np.fromiter(flows.values(), np.int64, len(flows))[at[found].astype(np.int64)]
@@ -687,7 +793,9 @@ def _task_table(cols: _Final, rows: np.ndarray, rank, device_id, flows: dict[int
             "task_type": cols.text("type", rows),
             "connection_id": _int_col(conn),
             "size_bytes": _int_col(_take_int(cols, "size", rows)),
-            "direction": map_distinct(cols.text("operation", rows), lambda op: _OPERATION.get((op or "").lower(), "unknown")),
+            "direction": map_distinct(
+                cols.text("operation", rows), lambda op: _OPERATION.get((op or "").lower(), "unknown")
+            ),
             "launch_ns": _int_col(launch) if launch is not None else pa.nulls(len(rows), pa.int64()),
             "launched_by": launchers if launchers is not None else pa.nulls(len(rows), pa.string()),
         }
@@ -722,7 +830,9 @@ def _comm_task_table(cols: _Final, rows: np.ndarray, plane_ids: np.ndarray, rank
             "source": pa.repeat(pa.scalar("trace"), n),
             "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
             "plane_id": pa.array(np.where(plane_ids == MISSING, 0, plane_ids), pa.int32(), mask=plane_ids == MISSING),
-            "task_type": pc.coalesce(cols.text("type", rows), cols.text("name", rows)),  # else its name: both say Notify_Wait...
+            "task_type": pc.coalesce(
+                cols.text("type", rows), cols.text("name", rows)
+            ),  # else its name: both say Notify_Wait...
             "start_us": pa.array(cols.num("ts", rows), pa.float64()),
             "start_ns": _int_col(cols.num("ts_ns", rows)),
             "duration_us": pa.array(cols.num("dur", rows), pa.float64()),
@@ -776,7 +886,9 @@ def _step_table(cols: _Final, markers: np.ndarray, profiler_steps: np.ndarray, r
                     "start_us": float(ts[i]),
                     "end_us": float(ts[i]) + d if d is not None else None,
                     "start_ns": exact,
-                    "end_ns": exact + round(d * 1000) if exact is not None and d is not None and abs(d) <= 1e12 else None,
+                    "end_ns": exact + round(d * 1000)
+                    if exact is not None and d is not None and abs(d) <= 1e12
+                    else None,
                 },
             )
     rows = [{"source": source, "rank": rank, "device_id": device_id, **steps[k]} for k in sorted(steps)]
@@ -788,9 +900,13 @@ def _api_table(cols: _Final, rows: np.ndarray, rank) -> pa.Table:
     # the pattern and the prefix's level once per distinct name of the store's dictionary, taken to the rows
     encoded, level = cols.encoded("name", rows), cols.text("level", rows)
     distinct, at = encoded.dictionary, encoded.indices
-    parts = pc.extract_regex(distinct, r"(?s)^(?P<prefix>[^@]*)@(?P<rest>.+)$")  # null where there is no '@' or nothing after it
+    parts = pc.extract_regex(
+        distinct, r"(?s)^(?P<prefix>[^@]*)@(?P<rest>.+)$"
+    )  # null where there is no '@' or nothing after it
     split = pc.is_valid(parts)
-    prefix_level = map_distinct(pc.struct_field(parts, "prefix"), lambda p: _LEVEL_PREFIX.get(p, p.lower()) if p is not None else None)
+    prefix_level = map_distinct(
+        pc.struct_field(parts, "prefix"), lambda p: _LEVEL_PREFIX.get(p, p.lower()) if p is not None else None
+    )
     names = pc.if_else(split, pc.struct_field(parts, "rest"), distinct).take(at)
     split, prefix_level = pc.fill_null(split.take(at), False), prefix_level.take(at)
     has_level = pc.fill_null(pc.not_equal(level, ""), False)
@@ -813,7 +929,17 @@ def _api_table(cols: _Final, rows: np.ndarray, rank) -> pa.Table:
     return schemas.conform(table, schemas.API_CALLS)
 
 
-_TRACE_PARTS = ("tasks", "comm_ops", "comm_tasks", "api_calls", "steps", "aicore_freq", "torch_ops", "host_ops", "ranges")
+_TRACE_PARTS = (
+    "tasks",
+    "comm_ops",
+    "comm_tasks",
+    "api_calls",
+    "steps",
+    "aicore_freq",
+    "torch_ops",
+    "host_ops",
+    "ranges",
+)
 
 
 def _read_as(path: Path, rank: int | None) -> Read:
@@ -852,5 +978,11 @@ register(
         sources={"device_tasks": 4, "device_timeline": 0, "hccl_streams": 0},
     )
 )
-register(Format("step_trace_json", re.compile(r"^step_trace[^/]*\.json$"), _read_as, _TRACE_PARTS, sources={"steps": 3}))
-register(Format("hccl_json", re.compile(r"^hccl_\d[^/]*\.json$"), _read_as, _TRACE_PARTS, sources={"hccl": 0, "hccl_streams": 0}))
+register(
+    Format("step_trace_json", re.compile(r"^step_trace[^/]*\.json$"), _read_as, _TRACE_PARTS, sources={"steps": 3})
+)
+register(
+    Format(
+        "hccl_json", re.compile(r"^hccl_\d[^/]*\.json$"), _read_as, _TRACE_PARTS, sources={"hccl": 0, "hccl_streams": 0}
+    )
+)

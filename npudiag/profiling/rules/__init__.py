@@ -54,9 +54,28 @@ __all__ = [
     "sort_findings",
 ]
 
-RULES = (sync_copy, unoverlapped_copy, small_copies, alloc_in_loop, device_idle, single_stream, aicpu_ops, hot_op,
-         memory_fragmentation, memory_peak_op, alloc_churn, sync_stream, aicore_freq, fusion_candidates,
-         small_packets, dynamic_shape, block_dim, bandwidth, comm_peer_wait, op_efficiency)  # fmt: skip
+RULES = (
+    sync_copy,
+    unoverlapped_copy,
+    small_copies,
+    alloc_in_loop,
+    device_idle,
+    single_stream,
+    aicpu_ops,
+    hot_op,
+    memory_fragmentation,
+    memory_peak_op,
+    alloc_churn,
+    sync_stream,
+    aicore_freq,
+    fusion_candidates,
+    small_packets,
+    dynamic_shape,
+    block_dim,
+    bandwidth,
+    comm_peer_wait,
+    op_efficiency,
+)
 RuleFn = Callable[[RuleContext, dict[str, float]], list[Finding]]
 
 
@@ -81,7 +100,9 @@ def parse_rule_options(items: list[str]) -> dict[str, dict[str, float]]:
         if rule_id not in known:
             raise ValueError(f"--rule-opt {item!r}: unknown rule {rule_id!r}; rules are {', '.join(known)}")
         if opt not in known[rule_id]:
-            raise ValueError(f"--rule-opt {item!r}: {rule_id} has no option {opt!r}; options are {', '.join(known[rule_id])}")
+            raise ValueError(
+                f"--rule-opt {item!r}: {rule_id} has no option {opt!r}; options are {', '.join(known[rule_id])}"
+            )
         try:
             number = float(value)
         except ValueError:
@@ -118,7 +139,9 @@ def options_for(rule_id: str, overrides: dict[str, dict[str, float]] | None = No
 
 
 def run_rules(
-    tables: dict[str, pa.Table] | RuleContext, overrides: dict[str, dict[str, float]] | None = None, exclude: tuple[str, ...] = ()
+    tables: dict[str, pa.Table] | RuleContext,
+    overrides: dict[str, dict[str, float]] | None = None,
+    exclude: tuple[str, ...] = (),
 ) -> tuple[list[Finding], dict[str, str]]:
     """All findings, most time lost first, and the rules skipped with their reasons. ``tables`` may
     be a context the caller already used, so what it built (timelines, hot ops) is not built again."""

@@ -24,7 +24,9 @@ OPTIONS = {"min_drop": 0.05, "warning_share": 0.01, "critical_share": 0.05}
 MSPROF_ANALYZE = "computation: AI Core frequency (operators run below the rated frequency, drop >= 5 %)"
 
 
-def _owned(compute: tuple[np.ndarray, np.ndarray], s: np.ndarray, e: np.ndarray, share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _owned(
+    compute: tuple[np.ndarray, np.ndarray], s: np.ndarray, e: np.ndarray, share: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The last ``share`` of each compute segment clipped to each stretch [s, e) (stretches are disjoint)."""
     cs, ce = compute
     starts, ends = [], []
@@ -52,7 +54,11 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         if top <= 0:
             continue
         exact = f["ts_ns"].to_numpy(zero_copy_only=False) if f["ts_ns"].null_count == 0 else None
-        t = (exact - tl.base) / 1000.0 if exact is not None else f["ts_us"].to_numpy(zero_copy_only=False) - tl.base / 1000.0
+        t = (
+            (exact - tl.base) / 1000.0
+            if exact is not None
+            else f["ts_us"].to_numpy(zero_copy_only=False) - tl.base / 1000.0
+        )
         ends = np.append(t[1:], max(tl.last, t[-1]))
         slow = mhz < (1.0 - opts["min_drop"]) * top
         if not slow.any():
@@ -64,9 +70,15 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             continue
         lost = busy[hit] * (1.0 - m[hit] / top)
         lost_us = float(lost.sum())
-        stretches = [{"from_us": round(float(a) + tl.base / 1000.0, 3), "to_us": round(float(b) + tl.base / 1000.0, 3),
-                      "mhz": float(x), "compute_us": round(float(c), 3)}
-                     for a, b, x, c in zip(s[hit], e[hit], m[hit], busy[hit])][:5]  # fmt: skip
+        stretches = [
+            {
+                "from_us": round(float(a) + tl.base / 1000.0, 3),
+                "to_us": round(float(b) + tl.base / 1000.0, 3),
+                "mhz": float(x),
+                "compute_us": round(float(c), 3),
+            }
+            for a, b, x, c in zip(s[hit], e[hit], m[hit], busy[hit])
+        ][:5]
         low = float(m[hit].min())
         out.append(
             Finding(
@@ -79,7 +91,12 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 lost_us,
                 int(hit.sum()),
                 rank,
-                {"highest_mhz": top, "lowest_mhz": low, "compute_at_low_clock_us": float(busy[hit].sum()), "stretches": stretches},
+                {
+                    "highest_mhz": top,
+                    "lowest_mhz": low,
+                    "compute_at_low_clock_us": float(busy[hit].sum()),
+                    "stretches": stretches,
+                },
                 absolute(tl, *_owned(tl.compute, s[hit], e[hit], 1.0 - m[hit] / top)),
             )
         )

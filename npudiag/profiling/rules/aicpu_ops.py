@@ -23,13 +23,17 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         raise Skipped("no task types in the kernel table (torch_npu Level0 writes N/A)")
     out = []
     for rank in ctx.ranks():
-        k = ctx.for_rank("kernels", rank).select(["task_type", "op_type", "op_name", "start_us", "start_ns", "duration_us"])
+        k = ctx.for_rank("kernels", rank).select(
+            ["task_type", "op_type", "op_name", "start_us", "start_ns", "duration_us"]
+        )
         a = k.filter(pc.fill_null(pc.is_in(k["task_type"], pa.array(["AI_CPU", "AICPU", "KERNEL_AICPU"])), False))
         if a.num_rows == 0:
             continue
         key = pc.coalesce(a["op_type"], a["op_name"], "(unnamed AI_CPU task)")
         a = a.append_column("_key", key)
-        g = a.group_by("_key", use_threads=False).aggregate([("duration_us", "count"), ("duration_us", "sum"), ("duration_us", "max")])
+        g = a.group_by("_key", use_threads=False).aggregate(
+            [("duration_us", "count"), ("duration_us", "sum"), ("duration_us", "max")]
+        )
         span = ctx.span_us(rank)
         for row in g.sort_by([("duration_us_sum", "descending"), ("_key", "ascending")]).to_pylist():
             if (row["duration_us_max"] or 0.0) <= opts["min_us"]:
@@ -51,7 +55,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                         "max_us": row["duration_us_max"],
                         "span_us": span,
                         "share_of_span_pct": 100.0 * lost / span if span else None,
-                    },  # fmt: skip
+                    },
                     spans_of(mine),
                 )
             )

@@ -27,7 +27,9 @@ ACROSS_STEPS = True
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if ctx.table("memory_timeline").num_rows == 0:
-        raise Skipped("no allocator timeline (needs memory_record.csv, or MEMORY_RECORD in the .db; torch_npu profile_memory=True)")
+        raise Skipped(
+            "no allocator timeline (needs memory_record.csv, or MEMORY_RECORD in the .db; torch_npu profile_memory=True)"
+        )
     ranks = sorted(set(pc.unique(ctx.table("memory_timeline")["rank"]).to_pylist()), key=lambda r: (r is None, r))
     out = []
     for rank in ranks:
@@ -52,7 +54,11 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         blocks = ctx.for_rank("op_memory", rank)
         by_op: Counter[str] = Counter()
         if blocks.num_rows:
-            at = blocks.filter(pc.fill_null(pc.is_in(blocks["alloc_ns"], value_set=pc.cast(ts_ns[sel], blocks["alloc_ns"].type)), False))
+            at = blocks.filter(
+                pc.fill_null(
+                    pc.is_in(blocks["alloc_ns"], value_set=pc.cast(ts_ns[sel], blocks["alloc_ns"].type)), False
+                )
+            )
             by_op.update(n or "?" for n in at["op_name"].to_pylist())
         out.append(
             Finding(
@@ -72,7 +78,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     "grown_bytes_per_step": grown,
                     "returns": returns,
                     "ops_at_growth": dict(by_op.most_common(5)),
-                },  # fmt: skip
+                },
             )
         )
     return out

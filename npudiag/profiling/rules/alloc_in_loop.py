@@ -26,7 +26,9 @@ OPTIONS = {"min_steps": 2.0, "warning_share": 0.01, "critical_share": 0.05}
 MSPROF_ANALYZE = "memory: slow `aclMallocMemInner` / `aclrtFree` calls (> 10 ms)"
 # compares steps with each other (allocations repeated in every step after the first): a window of fewer steps may not show it
 ACROSS_STEPS = True
-ALLOC_API = re.compile(r"^(aclrtMalloc\w*|aclrtFree\w*|rtMalloc\w*|rtFree\w*|DevMalloc\w*|DevFree\w*|aclMallocMemInner)$")
+ALLOC_API = re.compile(
+    r"^(aclrtMalloc\w*|aclrtFree\w*|rtMalloc\w*|rtFree\w*|DevMalloc\w*|DevFree\w*|aclMallocMemInner)$"
+)
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
@@ -78,7 +80,13 @@ def _in_loop(ctx: RuleContext, rank, calls: pa.Table, opts: dict[str, float]) ->
     device work between its calls (found by recurrence). Every such call counts: without steps no
     iteration can be told to be the warm-up."""
     names = calls["name"].to_pylist()
-    sel = recurring(ctx, rank, pc.fill_null(calls["start_us"], np.nan).to_numpy(zero_copy_only=False), names, int(opts["min_steps"]) + 1)
+    sel = recurring(
+        ctx,
+        rank,
+        pc.fill_null(calls["start_us"], np.nan).to_numpy(zero_copy_only=False),
+        names,
+        int(opts["min_steps"]) + 1,
+    )
     if not sel.any():
         return None
     host_us = float(pc.fill_null(calls["duration_us"], 0.0).to_numpy()[sel].sum())

@@ -21,7 +21,14 @@ import pyarrow.compute as pc
 from npudiag.profiling.rules.base import Finding, RuleContext, transfers
 
 RULE_ID = "bandwidth"
-OPTIONS = {"sdma_gbps": 18.0, "ratio": 0.8, "min_mb": 16.0, "retransmission_ms": 4000.0, "warning_share": 0.03, "critical_share": 0.10}
+OPTIONS = {
+    "sdma_gbps": 18.0,
+    "ratio": 0.8,
+    "min_mb": 16.0,
+    "retransmission_ms": 4000.0,
+    "warning_share": 0.03,
+    "critical_share": 0.10,
+}
 MSPROF_ANALYZE = "bandwidth contention (SDMA < 0.8 x 18 GB/s) and communication retransmission (RDMA > 4,000 ms)"
 
 
@@ -30,7 +37,9 @@ def _owned(ctx: RuleContext, rank, slow: pa.Table, lost_us: np.ndarray) -> tuple
     ops = ctx.for_rank("comm_ops", rank)
     if ops.num_rows == 0 or slow.num_rows == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    keys = pa.table({"step": ops["step"], "op_name": ops["op_name"], "start_us": ops["start_us"], "elapse_us": ops["elapse_us"]})
+    keys = pa.table(
+        {"step": ops["step"], "op_name": ops["op_name"], "start_us": ops["start_us"], "elapse_us": ops["elapse_us"]}
+    )
     want = pa.table({"step": slow["step"], "op_name": slow["op_name"], "lost": lost_us})
     j = want.join(keys, ["step", "op_name"], join_type="inner")
     j = j.filter(pc.and_(pc.is_valid(j["start_us"]), pc.is_valid(j["elapse_us"])))

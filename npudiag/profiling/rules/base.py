@@ -45,8 +45,12 @@ def findings_table(findings: list[Finding]) -> pa.Table:
     return pa.table(
         {
             "finding_id": pa.array(
-                [f.finding_id or f"{f.rule_id}:{'all' if f.rank is None else f.rank}:{i + 1}" for i, f in enumerate(findings)], pa.string()
-            ),  # fmt: skip
+                [
+                    f.finding_id or f"{f.rule_id}:{'all' if f.rank is None else f.rank}:{i + 1}"
+                    for i, f in enumerate(findings)
+                ],
+                pa.string(),
+            ),
             "rule_id": pa.array([f.rule_id for f in findings], pa.string()),
             "severity": pa.array([f.severity for f in findings], pa.string()),
             "rank": pa.array([f.rank for f in findings], pa.int32()),
@@ -86,7 +90,9 @@ def intervals_table(findings: list[Finding]) -> pa.Table:
 
 def absolute(tl: Timeline, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Timeline-relative segments (µs after ``tl.base``) as absolute ns, as findings store them."""
-    return tl.base + np.round(np.asarray(s) * 1000.0).astype(np.int64), tl.base + np.round(np.asarray(e) * 1000.0).astype(np.int64)
+    return tl.base + np.round(np.asarray(s) * 1000.0).astype(np.int64), tl.base + np.round(
+        np.asarray(e) * 1000.0
+    ).astype(np.int64)
 
 
 def row_spans(table: pa.Table, share: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -119,7 +125,9 @@ def device_copies(ctx: RuleContext, rank: int | None) -> pa.Table:
     return c.filter(pc.equal(c["side"], "device")) if c.num_rows else c
 
 
-def recurring(ctx: RuleContext, rank: int | None, starts_us: np.ndarray, names: list[str], min_times: int) -> np.ndarray:
+def recurring(
+    ctx: RuleContext, rank: int | None, starts_us: np.ndarray, names: list[str], min_times: int
+) -> np.ndarray:
     """For a profile without step markers (an AscendCL program's loop under msprof): which calls
     recur in a loop, found by recurrence. The calls of one API name that have device work (a kernel or
     a device copy starting) between one and the next form runs; a name whose calls recur so at least
@@ -127,8 +135,12 @@ def recurring(ctx: RuleContext, rank: int | None, starts_us: np.ndarray, names: 
     whose calls all come together (a burst at start-up, before the device works) is not."""
     k = ctx.for_rank("kernels", rank)
     c = device_copies(ctx, rank)
-    work = np.sort(np.concatenate([pc.fill_null(t["start_us"], np.nan).to_numpy(zero_copy_only=False) for t in (k, c) if t.num_rows]
-                                  or [np.array([], float)]))  # fmt: skip
+    work = np.sort(
+        np.concatenate(
+            [pc.fill_null(t["start_us"], np.nan).to_numpy(zero_copy_only=False) for t in (k, c) if t.num_rows]
+            or [np.array([], float)]
+        )
+    )
     work = work[np.isfinite(work)]
     out = np.zeros(len(starts_us), bool)
     _, which = np.unique(np.asarray(names, dtype=object).astype(str), return_inverse=True)
@@ -160,7 +172,9 @@ def transfers(ctx: RuleContext) -> pa.Table:
     """Per-op transfer sizes by transport (comm_bandwidth); Skipped, saying what gives them, when there are none."""
     bw = ctx.table("comm_bandwidth")
     if bw.num_rows == 0:
-        raise Skipped("no per-op transfer sizes (communication.json or analysis.db from a torch_npu profile of Level1 or more)")
+        raise Skipped(
+            "no per-op transfer sizes (communication.json or analysis.db from a torch_npu profile of Level1 or more)"
+        )
     return bw
 
 

@@ -38,7 +38,9 @@ def _cores(ctx: RuleContext, rank) -> tuple[int, int] | None:
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if ctx.table("device_info").num_rows == 0:
-        raise Skipped("no core count (msprof's device_N/info.json.N DeviceInfo ai_core_num; torch_npu keeps it under PROF_*/device_*)")
+        raise Skipped(
+            "no core count (msprof's device_N/info.json.N DeviceInfo ai_core_num; torch_npu keeps it under PROF_*/device_*)"
+        )
     kernels = ctx.table("kernels")
     if kernels.num_rows == 0 or pc.all(pc.is_null(kernels["block_dim"])).as_py():
         raise Skipped("no block dims in the kernel table")
@@ -46,12 +48,16 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     for rank in ctx.ranks():
         cores = _cores(ctx, rank)
         k = ctx.for_rank("kernels", rank)
-        k = k.select(["task_type", "block_dim", "mix_block_dim", "duration_us", "start_us", "start_ns", "op_type", "op_name"])
+        k = k.select(
+            ["task_type", "block_dim", "mix_block_dim", "duration_us", "start_us", "start_ns", "op_type", "op_name"]
+        )
         if cores is None or k.num_rows == 0:
             continue
         aic, aiv = cores
         total_us = pc.sum(pc.fill_null(k["duration_us"], 0.0)).as_py() or 0.0
-        k = k.filter(pc.fill_null(pc.and_(pc.is_in(k["task_type"], pa.array(TYPES)), pc.greater(k["block_dim"], 0)), False))
+        k = k.filter(
+            pc.fill_null(pc.and_(pc.is_in(k["task_type"], pa.array(TYPES)), pc.greater(k["block_dim"], 0)), False)
+        )
         if k.num_rows == 0 or not total_us:
             continue
         vector = pc.equal(k["task_type"], "AI_VECTOR_CORE").to_numpy(zero_copy_only=False)
@@ -60,16 +66,28 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         partial = blocks % n != 0
         if aiv:  # msprof-analyze: a MIX_AIC task whose mix block dim fills the vector cores is fine
             mix = pc.fill_null(k["mix_block_dim"], 0).to_numpy(zero_copy_only=False)
-            partial &= ~(pc.equal(k["task_type"], "MIX_AIC").to_numpy(zero_copy_only=False) & (mix > 0) & (mix % aiv == 0))
+            partial &= ~(
+                pc.equal(k["task_type"], "MIX_AIC").to_numpy(zero_copy_only=False) & (mix > 0) & (mix % aiv == 0)
+            )
         if not partial.any():
             continue
         waves = -(-blocks // n)
         empty = 1.0 - blocks / (n * waves)
         dur = pc.fill_null(k["duration_us"], 0.0).to_numpy(zero_copy_only=False)
-        t = pa.table({"op": pc.coalesce(k["op_type"], k["op_name"], pa.scalar("(unnamed)")), "dur": dur, "lost": dur * empty,
-                      "blocks": blocks, "cores": n, "partial": partial, "i": np.arange(k.num_rows)}).filter(pa.array(partial))  # fmt: skip
-        g = t.group_by("op", use_threads=False).aggregate([("dur", "sum"), ("lost", "sum"), ("dur", "count"), ("blocks", "min"),
-                                                            ("blocks", "max"), ("cores", "max")])  # fmt: skip
+        t = pa.table(
+            {
+                "op": pc.coalesce(k["op_type"], k["op_name"], pa.scalar("(unnamed)")),
+                "dur": dur,
+                "lost": dur * empty,
+                "blocks": blocks,
+                "cores": n,
+                "partial": partial,
+                "i": np.arange(k.num_rows),
+            }
+        ).filter(pa.array(partial))
+        g = t.group_by("op", use_threads=False).aggregate(
+            [("dur", "sum"), ("lost", "sum"), ("dur", "count"), ("blocks", "min"), ("blocks", "max"), ("cores", "max")]
+        )
         g = g.filter(pc.greater_equal(g["dur_sum"], opts["min_share"] * total_us))
         g = g.sort_by([("lost_sum", "descending"), ("op", "ascending")])
         start, end, ok = row_spans(k)
@@ -81,7 +99,11 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             e = end[idx][keep]
             s = e - np.round((e - start[idx][keep]) * share[keep]).astype(np.int64)
             lost = float(row["lost_sum"])
-            dims = f"{row['blocks_min']}" if row["blocks_min"] == row["blocks_max"] else f"{row['blocks_min']}-{row['blocks_max']}"
+            dims = (
+                f"{row['blocks_min']}"
+                if row["blocks_min"] == row["blocks_max"]
+                else f"{row['blocks_min']}-{row['blocks_max']}"
+            )
             out.append(
                 Finding(
                     RULE_ID,

@@ -27,9 +27,11 @@ RULE_ID = "comm_peer_wait"
 OPTIONS = {"min_share": 0.5, "min_wait_us": 1000.0, "warning_share": 0.05, "critical_share": 0.20, "worst": 5.0}
 MSPROF_ANALYZE = "none (its advisor counts the same time as transmit time)"
 WAITS = ("Notify_Wait", "Notify Wait")
-ADVICE = ("The collective waited for a peer to arrive, not for the link: make the peer come sooner. Look at what that rank "
-          "did before the collective (npudiag cluster names the late rank of each collective and what held it up: load "
-          "imbalance, a slower step, host work or data loading on that rank), not at the network.")  # fmt: skip
+ADVICE = (
+    "The collective waited for a peer to arrive, not for the link: make the peer come sooner. Look at what that rank "
+    "did before the collective (npudiag cluster names the late rank of each collective and what held it up: load "
+    "imbalance, a slower step, host work or data loading on that rank), not at the network."
+)
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
@@ -54,10 +56,23 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         peer = f" for rank {top['peer_rank']}" if top["peer_rank"] is not None else " for a peer"
         more = f" (+{len(rows) - 1} more collective(s), {lost / 1e3:.2f} ms in all)" if len(rows) > 1 else ""
         plane = f", plane {top['plane_id']}" if top["plane_id"] >= 0 else ""
-        title = (f"{top['op_name']} waited {top['wait_us'] / 1e3:.2f} ms of its {top['duration_us'] / 1e3:.2f} ms{peer} "
-                 f"({top['wait_type']}{plane}){more}")  # fmt: skip
-        out.append(Finding(RULE_ID, ctx.severity(rank, lost, opts), title, ADVICE, lost, len(rows), rank,
-                           {"ops": worst, "min_share": opts["min_share"]}, (s, e)))  # fmt: skip
+        title = (
+            f"{top['op_name']} waited {top['wait_us'] / 1e3:.2f} ms of its {top['duration_us'] / 1e3:.2f} ms{peer} "
+            f"({top['wait_type']}{plane}){more}"
+        )
+        out.append(
+            Finding(
+                RULE_ID,
+                ctx.severity(rank, lost, opts),
+                title,
+                ADVICE,
+                lost,
+                len(rows),
+                rank,
+                {"ops": worst, "min_share": opts["min_share"]},
+                (s, e),
+            )
+        )
     return out
 
 
@@ -77,9 +92,17 @@ def _waiting_ops(rank, ops: pa.Table, waits: pa.Table, opts: dict[str, float]):
     named = pc.fill_null(pc.equal(op_of, waits["op_name"]), False).to_numpy(zero_copy_only=False)
     same = inside & named
     # a plane the data does not name is -1
-    w = pa.table({"occ": occ, "plane_id": pc.fill_null(waits["plane_id"], -1), "task_type": waits["task_type"],
-                  "us": pc.fill_null(waits["duration_us"], 0.0), "src": waits["src_rank"], "dst": waits["dst_rank"],
-                  "i": np.arange(waits.num_rows)}).filter(pa.array(same))  # fmt: skip
+    w = pa.table(
+        {
+            "occ": occ,
+            "plane_id": pc.fill_null(waits["plane_id"], -1),
+            "task_type": waits["task_type"],
+            "us": pc.fill_null(waits["duration_us"], 0.0),
+            "src": waits["src_rank"],
+            "dst": waits["dst_rank"],
+            "i": np.arange(waits.num_rows),
+        }
+    ).filter(pa.array(same))
     if w.num_rows == 0:
         return None
     per_plane = w.group_by(["occ", "plane_id"], use_threads=False).aggregate([("us", "sum")])
@@ -97,12 +120,23 @@ def _waiting_ops(rank, ops: pa.Table, waits: pa.Table, opts: dict[str, float]):
     rows = []
     for r in j.to_pylist():  # one row per flagged collective (a few): its wait, its type and its peer
         mine = chosen.filter(pc.and_(pc.equal(chosen["occ"], r["occ"]), pc.equal(chosen["plane_id"], r["plane_id"])))
-        longest = mine.sort_by([("us", "descending"), ("i", "ascending")]).slice(0, 1).to_pylist()[0]  # the wait holding the most
+        longest = (
+            mine.sort_by([("us", "descending"), ("i", "ascending")]).slice(0, 1).to_pylist()[0]
+        )  # the wait holding the most
         peers = [p for p in (longest["src"], longest["dst"]) if p is not None and p != rank]
         duration = float(length[b_occ == r["occ"]][0])
-        rows.append({"op_name": waits["op_name"][longest["i"]].as_py(), "start_ns": int(o_s[r["occ"]]), "plane_id": r["plane_id"],
-                     "wait_us": r["us_sum"], "duration_us": duration, "share": r["us_sum"] / duration, "wait_type": longest["task_type"],
-                     "peer_rank": peers[0] if peers else None})  # fmt: skip
+        rows.append(
+            {
+                "op_name": waits["op_name"][longest["i"]].as_py(),
+                "start_ns": int(o_s[r["occ"]]),
+                "plane_id": r["plane_id"],
+                "wait_us": r["us_sum"],
+                "duration_us": duration,
+                "share": r["us_sum"] / duration,
+                "wait_type": longest["task_type"],
+                "peer_rank": peers[0] if peers else None,
+            }
+        )
     idx = chosen["i"].to_numpy()
     ms, me = merge(s[idx], e[idx])
     return rows, ms, me

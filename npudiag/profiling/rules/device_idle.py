@@ -34,11 +34,15 @@ from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, absolute
 RULE_ID = "device_idle"
 OPTIONS = {"min_gap_us": 1000.0, "warning_share": 0.05, "critical_share": 0.20, "worst": 5.0}
 MSPROF_ANALYZE = "overall summary's free time; npudiag gives each gap to what delayed the launch of the task ending it"
-SOURCE = "CANN Profiling documentation, step_trace: Data_aug Bound = this iteration's FP Start - the previous Iteration End"
-_BETWEEN_ADVICE = ("Most of it lies between steps, before the next step's first task: msprof counts this gap as the next "
-                   "iteration's Data_aug Bound, and the CANN Profiling documentation (step_trace) says to check whether "
-                   "data reading makes it long. Prefetch the next batch while the device runs (more data workers, "
-                   "pinned memory) and keep host work between steps off the critical path.")  # fmt: skip
+SOURCE = (
+    "CANN Profiling documentation, step_trace: Data_aug Bound = this iteration's FP Start - the previous Iteration End"
+)
+_BETWEEN_ADVICE = (
+    "Most of it lies between steps, before the next step's first task: msprof counts this gap as the next "
+    "iteration's Data_aug Bound, and the CANN Profiling documentation (step_trace) says to check whether "
+    "data reading makes it long. Prefetch the next batch while the device runs (more data workers, "
+    "pinned memory) and keep host work between steps off the critical path."
+)
 
 
 def _advice(by_kind: dict[str, float]) -> str:
@@ -66,19 +70,29 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         span = tl.span_us
         idx = np.nonzero(long)[0]
         base = tl.base
-        found = attribute(device_tasks(ctx.for_rank("kernels", rank), ctx.for_rank("copies", rank)), ctx.for_rank("api_calls", rank),
-                          ctx.for_rank("host_ops", rank), base + np.rint(rel_s[idx] * 1000.0).astype(np.int64),
-                          base + np.rint(rel_e[idx] * 1000.0).astype(np.int64))  # fmt: skip
+        found = attribute(
+            device_tasks(ctx.for_rank("kernels", rank), ctx.for_rank("copies", rank)),
+            ctx.for_rank("api_calls", rank),
+            ctx.for_rank("host_ops", rank),
+            base + np.rint(rel_s[idx] * 1000.0).astype(np.int64),
+            base + np.rint(rel_e[idx] * 1000.0).astype(np.int64),
+        )
         causes, kinds = found["cause"].to_pylist(), found["kind"].to_pylist()
         by_kind: dict[str, float] = {}
         for i, kind in zip(idx, kinds):
             by_kind[kind] = by_kind.get(kind, 0.0) + float(gaps[i])
         order = np.argsort(-gaps[idx])[: int(opts["worst"])]
         worst = [
-            {"start_us": float(gap_start[idx[j]]), "gap_us": float(gaps[idx[j]]), "cause": causes[j], "kind": kinds[j],
-             "next_task": found["next_task"][j].as_py(), "launched_by": found["launched_by"][j].as_py()}
+            {
+                "start_us": float(gap_start[idx[j]]),
+                "gap_us": float(gaps[idx[j]]),
+                "cause": causes[j],
+                "kind": kinds[j],
+                "next_task": found["next_task"][j].as_py(),
+                "launched_by": found["launched_by"][j].as_py(),
+            }
             for j in order
-        ]  # fmt: skip
+        ]
         between = _between_steps(ctx, rank, tl.base, rel_s, rel_e)
         for w, j in zip(worst, order):
             w["where"] = "between_steps" if between[idx[j]] else "inside_step"

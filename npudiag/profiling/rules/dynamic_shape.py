@@ -45,12 +45,16 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         raise Skipped("no step ids: shapes cannot be compared step by step (profile with a torch_npu schedule)")
     out = []
     for rank in ctx.ranks():
-        k = ctx.for_rank("kernels", rank).select(["step", "task_class", "op_type", "op_state", "input_shapes", "duration_us"])
+        k = ctx.for_rank("kernels", rank).select(
+            ["step", "task_class", "op_type", "op_state", "input_shapes", "duration_us"]
+        )
         steps = sorted(s for s in pc.unique(k["step"]).to_pylist() if s is not None)
         later = steps[1:] if len(steps) > opts["min_steps"] else []
         if len(later) < opts["min_steps"]:
             continue
-        in_steps = pc.and_(pc.is_in(k["step"], pa.array(later, pa.int64())), pc.not_equal(k["task_class"], "communication"))
+        in_steps = pc.and_(
+            pc.is_in(k["step"], pa.array(later, pa.int64())), pc.not_equal(k["task_class"], "communication")
+        )
         k = k.filter(pc.fill_null(in_steps, False))
         total_us = pc.sum(k["duration_us"]).as_py() or 0.0
         has_shape = pc.and_(pc.is_valid(k["op_type"]), pc.invert(pc.is_in(k["input_shapes"], pa.array(["", "N/A"]))))
@@ -60,14 +64,21 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         # steps each (op type, shapes) ran in, against the steps the op type ran in
         pairs = shaped.group_by(["op_type", "input_shapes"], use_threads=False).aggregate([("step", "count_distinct")])
         per_op = shaped.group_by("op_type", use_threads=False).aggregate(
-            [("step", "count_distinct"), ("input_shapes", "count_distinct"), ("duration_us", "sum"), ("duration_us", "count")]
+            [
+                ("step", "count_distinct"),
+                ("input_shapes", "count_distinct"),
+                ("duration_us", "sum"),
+                ("duration_us", "count"),
+            ]
         )
         op_steps = dict(zip(per_op["op_type"].to_pylist(), per_op["step_count_distinct"].to_pylist()))
         need = pc.take(pa.array(list(op_steps.values())), pc.index_in(pairs["op_type"], pa.array(list(op_steps))))
         varying = set(pairs.filter(pc.less(pairs["step_count_distinct"], need))["op_type"].to_pylist())
         if not varying:
             continue
-        ops = per_op.filter(pc.is_in(per_op["op_type"], pa.array(sorted(varying)))).sort_by([("duration_us_sum", "descending")])
+        ops = per_op.filter(pc.is_in(per_op["op_type"], pa.array(sorted(varying)))).sort_by(
+            [("duration_us_sum", "descending")]
+        )
         varying_us = pc.sum(ops["duration_us_sum"]).as_py() or 0.0
         share = varying_us / total_us
         if share < opts["min_share"]:
@@ -75,7 +86,9 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         calls = _compile_calls(ctx, rank, later)
         idle_us, ranges = idle_after(ctx, rank, calls) if calls.num_rows else (0.0, None)
         states = k.group_by("op_state", use_threads=False).aggregate([("op_state", "count")])
-        names = ", ".join(f"{r['op_type']} ({r['input_shapes_count_distinct']} shapes)" for r in ops.slice(0, 4).to_pylist())
+        names = ", ".join(
+            f"{r['op_type']} ({r['input_shapes_count_distinct']} shapes)" for r in ops.slice(0, 4).to_pylist()
+        )
         out.append(
             Finding(
                 RULE_ID,
@@ -99,7 +112,9 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     "kernel_us": varying_us,
                     "share_of_kernel_time": share,
                     "compile_calls": calls.num_rows,
-                    "compile_us": float(pc.sum(pc.fill_null(calls["duration_us"], 0.0)).as_py() or 0.0) if calls.num_rows else 0.0,
+                    "compile_us": float(pc.sum(pc.fill_null(calls["duration_us"], 0.0)).as_py() or 0.0)
+                    if calls.num_rows
+                    else 0.0,
                     "op_state": {str(r["op_state"]): r["op_state_count"] for r in states.to_pylist()},
                 },
                 ranges,

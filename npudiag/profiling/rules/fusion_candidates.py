@@ -108,8 +108,9 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         raise Skipped("no kernels in this profile")
     out = []
     for rank in ctx.ranks():
-        k = ctx.for_rank("kernels", rank).select(["task_class", "task_type", "stream_id", "start_us", "start_ns", "duration_us", "op_type",
-                                                  "op_name"])  # fmt: skip
+        k = ctx.for_rank("kernels", rank).select(
+            ["task_class", "task_type", "stream_id", "start_us", "start_ns", "duration_us", "op_type", "op_name"]
+        )
         rows = _runs(k, opts)
         if rows is None:
             continue
@@ -124,7 +125,9 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         # runs are numbered 0.. in row order, each a block of rows: the key is a list view over the
         # names (no group-by, no copy of them), min / max per block by reduceat
         first = np.flatnonzero(~same)
-        names_of_run = pa.ListArray.from_arrays(pa.array(np.append(first, len(s)), pa.int32()), rows["name"].combine_chunks())
+        names_of_run = pa.ListArray.from_arrays(
+            pa.array(np.append(first, len(s)), pa.int32()), rows["name"].combine_chunks()
+        )
         busy = np.bincount(run_ids, weights=(e - s).astype(float), minlength=len(first))
         gaps = np.bincount(gap_run, weights=(gap_e - gap_s).astype(float), minlength=len(first))
         runs = pa.table(
@@ -143,8 +146,15 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         distinct_of_run = pc.index_in(runs["key"], value_set=g["key"]).to_numpy()  # each run's row of g
         del runs
         times = pa.array([m for _, m in roots], pa.int64())
-        g = pa.table({"key": root_keys, "n": pc.multiply(g["busy_ns_count"], times), "busy_ns": g["busy_ns_sum"],
-                      "wall_ns": g["wall_ns_sum"], "gap_ns": g["gap_ns_sum"]})  # fmt: skip
+        g = pa.table(
+            {
+                "key": root_keys,
+                "n": pc.multiply(g["busy_ns_count"], times),
+                "busy_ns": g["busy_ns_sum"],
+                "wall_ns": g["wall_ns_sum"],
+                "gap_ns": g["gap_ns_sum"],
+            }
+        )
         g = g.group_by("key", use_threads=False).aggregate([("n", "sum"), *sums])
         g = g.rename_columns(["key", "busy_ns_count", "busy_ns_sum", "wall_ns_sum", "gap_ns_sum"])
         span = ctx.span_us(rank)
@@ -155,7 +165,9 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         cand = g.filter(
             pc.and_(
                 pc.and_(
-                    pc.and_(pc.greater_equal(g["busy_ns_count"], opts["min_count"]), pc.less(ratio, opts["max_busy_ratio"])),
+                    pc.and_(
+                        pc.greater_equal(g["busy_ns_count"], opts["min_count"]), pc.less(ratio, opts["max_busy_ratio"])
+                    ),
                     pc.greater_equal(g["gap_ns_sum"], opts["min_share"] * span * 1000.0),
                 ),
                 fusible,
@@ -163,7 +175,9 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         ).sort_by([("gap_ns_sum", "descending"), ("key", "ascending")])
         cand = cand.slice(0, int(opts["top"]))
         # each gap's candidate (by its run's key), -1 for the others
-        which = pc.fill_null(pc.index_in(root_keys, value_set=cand["key"]), -1).to_numpy(zero_copy_only=False)[distinct_of_run[gap_run]]
+        which = pc.fill_null(pc.index_in(root_keys, value_set=cand["key"]), -1).to_numpy(zero_copy_only=False)[
+            distinct_of_run[gap_run]
+        ]
         for i, row in enumerate(cand.to_pylist()):
             lost = row["gap_ns_sum"] / 1000.0
             mine = which == i

@@ -22,8 +22,14 @@ _NO_PMU = "Large share of kernel time: collect with --aic-metrics PipeUtilizatio
 _NO_BOUND = "No pipe is above the bound ratio: likely latency- or launch-bound; check block dim, tiling and fusion."
 _RATIOS = ("aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio", "aic_scalar_ratio", "aiv_scalar_ratio")
 
-_KIND = {"aic_mac_ratio": "compute", "aiv_vec_ratio": "compute", "aic_mte2_ratio": "memory", "aiv_mte2_ratio": "memory",
-         "aic_scalar_ratio": "scalar", "aiv_scalar_ratio": "scalar"}  # fmt: skip
+_KIND = {
+    "aic_mac_ratio": "compute",
+    "aiv_vec_ratio": "compute",
+    "aic_mte2_ratio": "memory",
+    "aiv_mte2_ratio": "memory",
+    "aic_scalar_ratio": "scalar",
+    "aiv_scalar_ratio": "scalar",
+}
 _ADVICE = {
     "memory": "Memory-bound: reduce data moved (fuse with neighbours, avoid TransData/format changes, bigger tiles).",
     "compute": "Compute-bound: check the dtype (bf16/fp16, HF32 where allowed) and that block dim fills the cores.",
@@ -44,12 +50,25 @@ def ratio_sums(kernels: pa.Table) -> pa.Table:
     the rule can run once over a whole cluster from each rank's sums."""
     cols = [n for n in _RATIOS if n in kernels.column_names and pa.types.is_floating(kernels[n].type)]
     if not cols or kernels.num_rows == 0:
-        return pa.table({"key": pa.array([], pa.string()), "ratio": pa.array([], pa.string()), "sum": pa.array([], pa.float64()),
-                         "count": pa.array([], pa.int64())})  # fmt: skip
+        return pa.table(
+            {
+                "key": pa.array([], pa.string()),
+                "ratio": pa.array([], pa.string()),
+                "sum": pa.array([], pa.float64()),
+                "count": pa.array([], pa.int64()),
+            }
+        )
     t = pa.table({"key": pc.coalesce(kernels["op_type"], kernels["op_name"]), **{n: kernels[n] for n in cols}})
     g = t.group_by("key", use_threads=False).aggregate([(n, agg) for n in cols for agg in ("sum", "count")])
     parts = [
-        pa.table({"key": g["key"], "ratio": pa.array([n] * g.num_rows, pa.string()), "sum": g[f"{n}_sum"], "count": g[f"{n}_count"]})
+        pa.table(
+            {
+                "key": g["key"],
+                "ratio": pa.array([n] * g.num_rows, pa.string()),
+                "sum": g[f"{n}_sum"],
+                "count": g[f"{n}_count"],
+            }
+        )
         for n in cols
     ]
     return pa.concat_tables(parts)
@@ -80,7 +99,9 @@ def findings_from(hot_by_type: pa.Table, sums: pa.Table, opts: dict[str, float])
     means: dict[str, dict[str, float]] = {}
     if sums.num_rows:
         g = sums.group_by(["key", "ratio"], use_threads=False).aggregate([("sum", "sum"), ("count", "sum")])
-        for key, ratio, total, n in zip(g["key"].to_pylist(), g["ratio"].to_pylist(), g["sum_sum"].to_pylist(), g["count_sum"].to_pylist()):
+        for key, ratio, total, n in zip(
+            g["key"].to_pylist(), g["ratio"].to_pylist(), g["sum_sum"].to_pylist(), g["count_sum"].to_pylist()
+        ):
             if n:
                 means.setdefault(key, {})[ratio] = total / n
     out = []
@@ -111,7 +132,7 @@ def findings_from(hot_by_type: pa.Table, sums: pa.Table, opts: dict[str, float])
                     "ratios": ratios,
                     "bound": bound,
                     "bound_pipes": pipes,
-                },  # fmt: skip
+                },
             )
         )
     return out

@@ -19,7 +19,9 @@ MSPROF_ANALYZE = "none"
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if ctx.table("memory_timeline").num_rows == 0:
-        raise Skipped("no allocator timeline (needs memory_record.csv, or MEMORY_RECORD in the .db; torch_npu profile_memory=True)")
+        raise Skipped(
+            "no allocator timeline (needs memory_record.csv, or MEMORY_RECORD in the .db; torch_npu profile_memory=True)"
+        )
     out = []
     for m in memory_by_rank(ctx.tables):
         frag, reserved = m.get("fragmentation_bytes"), m.get("reserved_at_peak_bytes")
@@ -52,7 +54,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                         "peak_step",
                         "peak_op",
                     )
-                },  # fmt: skip
+                },
             )
         )
     return out

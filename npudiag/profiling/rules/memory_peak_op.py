@@ -18,7 +18,9 @@ MSPROF_ANALYZE = "none"
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if ctx.table("op_memory").num_rows == 0 or ctx.table("memory_timeline").num_rows == 0:
-        raise Skipped("no per-operator memory (needs operator_memory.csv and memory_record.csv, or OP_MEMORY and MEMORY_RECORD in the .db)")
+        raise Skipped(
+            "no per-operator memory (needs operator_memory.csv and memory_record.csv, or OP_MEMORY and MEMORY_RECORD in the .db)"
+        )
     out = []
     for m in memory_by_rank(ctx.tables):
         total = m.get("peak_allocated_bytes")
@@ -49,7 +51,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     "peak_ts_us": m.get("peak_ts_us"),
                     "peak_step": m.get("peak_step"),
                     "held_at_peak": held,
-                },  # fmt: skip
+                },
             )
         )
     return out

@@ -24,7 +24,9 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         c = device_copies(ctx, rank)
         if c.num_rows < opts["min_copies"]:
             continue
-        streams = set(pc.unique(pc.drop_null(k["stream_id"])).to_pylist()) | set(pc.unique(pc.drop_null(c["stream_id"])).to_pylist())
+        streams = set(pc.unique(pc.drop_null(k["stream_id"])).to_pylist()) | set(
+            pc.unique(pc.drop_null(c["stream_id"])).to_pylist()
+        )
         if len(streams) != 1:
             continue
         (stream,) = streams

@@ -36,8 +36,10 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         raise Skipped("no memory copies in this profile")
     if pc.sum(pc.is_valid(copies["size_bytes"])).as_py() in (0, None):
         kinds = ", ".join(_SOURCE_WORDS.get(x, x) for x in sorted(set(copies["source"].drop_null().to_pylist())))
-        raise Skipped(f"copy sizes are not recorded ({kinds or 'the copies'}: no size per copy; msprof's timeline export, "
-                      "msprof_*.json, gives each MEMCPY_ASYNC event a size(B))")  # fmt: skip
+        raise Skipped(
+            f"copy sizes are not recorded ({kinds or 'the copies'}: no size per copy; msprof's timeline export, "
+            "msprof_*.json, gives each MEMCPY_ASYNC event a size(B))"
+        )
     out = []
     for rank in ctx.ranks_of("copies"):
         c = ctx.for_rank("copies", rank)

@@ -44,7 +44,9 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             out.append(
                 Finding(
                     RULE_ID,
-                    ctx.severity(rank, small_us, opts, span_us=span) if span else "info",  # no kernels: nothing to weigh it by
+                    ctx.severity(rank, small_us, opts, span_us=span)
+                    if span
+                    else "info",  # no kernels: nothing to weigh it by
                     f"{small.num_rows} of {t.num_rows} {transport} transfers ({100 * ratio:.0f}%) move under {limit:g} MB each",
                     ADVICE,
                     None,

@@ -49,7 +49,10 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     "apis": names,
                     "bytes": nbytes,
                     "side": side,
-                    "worst": [{"start_us": r["start_us"], "duration_us": r["duration_us"], "name": r["name"]} for r in worst.to_pylist()],
+                    "worst": [
+                        {"start_us": r["start_us"], "duration_us": r["duration_us"], "name": r["name"]}
+                        for r in worst.to_pylist()
+                    ],
                 },
                 spans_of(sync),
             )

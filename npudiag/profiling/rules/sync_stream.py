@@ -91,19 +91,29 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         names = sorted(set(counted["name"].to_pylist()))
         host_wait_us = float(pc.sum(pc.fill_null(counted["duration_us"], 0.0)).as_py() or 0.0)
         if blocking:
-            title = (f"{followed} of {launches} kernel launches are followed by a stream synchronise "
-                     f"(ratio {ratio:.2f}): launch blocking; {idle_us / 1e3:.2f} ms device idle")  # fmt: skip
-            advice = ("Unset ASCEND_LAUNCH_BLOCKING (it makes every launch wait for the device; use it only to find a failing "
-                      "op), then remove any remaining synchronise calls from the loop.")  # fmt: skip
+            title = (
+                f"{followed} of {launches} kernel launches are followed by a stream synchronise "
+                f"(ratio {ratio:.2f}): launch blocking; {idle_us / 1e3:.2f} ms device idle"
+            )
+            advice = (
+                "Unset ASCEND_LAUNCH_BLOCKING (it makes every launch wait for the device; use it only to find a failing "
+                "op), then remove any remaining synchronise calls from the loop."
+            )
         else:
-            title = (f"{counted.num_rows} synchronise calls recur in every step after the first "
-                     f"({idle_us / 1e3:.2f} ms device idle after them)")  # fmt: skip
+            title = (
+                f"{counted.num_rows} synchronise calls recur in every step after the first "
+                f"({idle_us / 1e3:.2f} ms device idle after them)"
+            )
             if by_recurrence:
-                title = (f"{counted.num_rows} synchronise calls recur between device tasks ({idle_us / 1e3:.2f} ms device idle "
-                         "after them): the profile has no step markers, so the loop was found by the calls recurring")  # fmt: skip
-            advice = ("Remove host-device synchronisation from the step loop: .item(), .cpu(), printing or checking a "
-                      "device tensor, or an explicit synchronize; synchronise once per step at most, with events "
-                      "(aclrtRecordEvent / aclrtStreamWaitEvent) between streams instead of waiting on the host.")  # fmt: skip
+                title = (
+                    f"{counted.num_rows} synchronise calls recur between device tasks ({idle_us / 1e3:.2f} ms device idle "
+                    "after them): the profile has no step markers, so the loop was found by the calls recurring"
+                )
+            advice = (
+                "Remove host-device synchronisation from the step loop: .item(), .cpu(), printing or checking a "
+                "device tensor, or an explicit synchronize; synchronise once per step at most, with events "
+                "(aclrtRecordEvent / aclrtStreamWaitEvent) between streams instead of waiting on the host."
+            )
         out.append(
             Finding(
                 RULE_ID,
@@ -120,7 +130,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     "launches": launches,
                     "launches_then_sync": followed,
                     "launch_sync_ratio": round(ratio, 4),
-                },  # fmt: skip
+                },
                 ranges,
             )
         )
