@@ -19,8 +19,8 @@ from npudiag.errors import OptionError
 from npudiag.profiling import pipeline
 from npudiag.profiling.options import AnalyzeOptions
 from npudiag.report.chrome_trace import write_chrome_trace
-from npudiag.report.html import write_html
 from npudiag.report.json_report import render_json
+from npudiag.report.renderers import RENDERERS, SummaryView, write_view
 from npudiag.report.terminal import render_terminal
 
 
@@ -55,10 +55,14 @@ def _steps(
 
 
 def write_views(
-    result: pipeline.Analysis, chrome_trace: Path | None, html_out: Path | None, inputs: list[Path]
+    result: pipeline.Analysis,
+    chrome_trace: Path | None,
+    files: dict[str, Path | None],
+    inputs: list[Path],
+    command: str = "analyze",
 ) -> None:
-    """The Chrome trace and the HTML page of an analysis, where asked for; what they could not hold
-    goes into the result's warnings."""
+    """The Chrome trace of an analysis and its ``files`` (renderer name -> path: ``html``, ``markdown``),
+    where asked for; what they could not hold goes into the result's warnings."""
     if chrome_trace is not None:
         view = pipeline.timeline_of(result)
         result.warnings.extend(f"{chrome_trace}: {w}" for w in view.warnings)
@@ -67,8 +71,10 @@ def write_views(
             result.warnings.append(
                 f"{chrome_trace}: {len(notes)} number(s) JSON cannot hold written as null (first: {notes[0]})"
             )
-    if html_out is not None:
-        write_html(html_out, result.summary, result.tables["copies"], inputs)
+    view = SummaryView(result.summary, command, lambda name: result.tables[name])
+    for name, path in files.items():
+        if path is not None:
+            write_view(RENDERERS[name], path, view, inputs)
 
 
 def run_analyze(
@@ -85,6 +91,7 @@ def run_analyze(
     time_window: str | None = None,
     chrome_trace: Path | None = None,
     html_out: Path | None = None,
+    markdown: Path | None = None,
     rule_file: Path | None = None,
     rule_opt: list[str] = (),  # type: ignore[assignment]
     peak_tflops: str | None = None,
@@ -125,7 +132,7 @@ def run_analyze(
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None
     if result.read_any:
-        write_views(result, chrome_trace, html_out, paths)
+        write_views(result, chrome_trace, {"html": html_out, "markdown": markdown}, paths)
     show_analysis(result, say, json_out)
 
 
@@ -160,12 +167,13 @@ def run_report(
     say: Say = Say(),
     chrome_trace: Path | None = None,
     html_out: Path | None = None,
+    markdown: Path | None = None,
 ) -> None:
     """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
     result = pipeline.load_output(out, top=top, by=by)
     earlier = list(result.warnings)  # what analyze said when it wrote the folder: not news now
     del result.warnings[:]
-    write_views(result, chrome_trace, html_out, [out])
+    write_views(result, chrome_trace, {"html": html_out, "markdown": markdown}, [out], command="report")
     if json_out:
         sys.stdout.write(render_json(result.summary) + "\n")
     elif not say.quiet:

@@ -31,6 +31,9 @@ PEAK_TFLOPS = typer.Option(
     "--peak-tflops",
     help="The chip's peak for MFU: one number, or per dtype (fp16=295,int8=590); else from device info.",
 )
+MARKDOWN = typer.Option(
+    None, "--markdown", help="Write a Markdown summary, e.g. to $GITHUB_STEP_SUMMARY (appended there)."
+)
 VERBOSE = typer.Option(False, "--verbose", "-v", help="Print every warning (not only the first 5) and each input read.")
 
 

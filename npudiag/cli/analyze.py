@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, PEAK_TFLOPS, QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, MARKDOWN, PEAK_TFLOPS, QUIET, VERBOSE, Say
 
 ANALYZE_EXAMPLE = """\b
 Example:
@@ -50,6 +50,7 @@ def analyze(
     html_out: Path = typer.Option(
         None, "--html", help="Also write one self-contained HTML page of the summary and plots."
     ),
+    markdown: Path = MARKDOWN,
     rule_file: Path = typer.Option(
         None, "--rule-file", help="TOML file of rule options ([sync_copy] min_bytes = 65536); --rule-opt wins."
     ),
@@ -98,6 +99,7 @@ def analyze(
         time_window=time_window,
         chrome_trace=chrome_trace,
         html_out=html_out,
+        markdown=markdown,
         rule_file=rule_file,
         rule_opt=rule_opt,
         peak_tflops=peak_tflops,

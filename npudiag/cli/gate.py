@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from npudiag.cli._out import PEAK_TFLOPS, VERBOSE, Say
+from npudiag.cli._out import MARKDOWN, PEAK_TFLOPS, VERBOSE, Say
 from npudiag.cli.analyze import By
 
 if TYPE_CHECKING:
@@ -73,7 +72,7 @@ def gate_cmd(
     ),
     peak_tflops: str = PEAK_TFLOPS,
     junit: Path = typer.Option(None, "--junit", help="Write JUnit XML (one testcase per metric) for Jenkins / GitLab."),
-    markdown: Path = typer.Option(None, "--markdown", help="Write a Markdown summary, e.g. to $GITHUB_STEP_SUMMARY."),
+    markdown: Path = MARKDOWN,
     json_out: bool = typer.Option(False, "--json", help="Print the verdicts as JSON on stdout, nothing else."),
     update_baseline: Path = typer.Option(
         None, "--update-baseline", help="When the gate passes, store CURRENT here as the new baseline."
@@ -94,10 +93,11 @@ def gate_cmd(
 
     from npudiag.cli._progress import Bar
     from npudiag.errors import OptionError
-    from npudiag.output import append_file, write_file
+    from npudiag.output import write_file
     from npudiag.profiling import pipeline
     from npudiag.report.gate_report import failed_lines, gate_junit, gate_markdown, render_gate_terminal
     from npudiag.report.json_report import render_json
+    from npudiag.report.renderers import write_text
 
     if accept and update_baseline is None:  # alone it would turn the gate off without a word
         raise typer.BadParameter(
@@ -127,10 +127,7 @@ def gate_cmd(
         write_file(junit, gate_junit(data, str(baseline), str(current)), inputs=[baseline, current])
     if markdown is not None:
         text = gate_markdown(data, str(baseline), str(current))
-        if _step_summary(markdown):  # GitHub's step summary is added to by every step: appended, never replaced
-            append_file(markdown, text if text.endswith("\n") else text + "\n")
-        else:
-            write_file(markdown, text, inputs=[baseline, current])
+        write_text(markdown, text, appendable=True, inputs=[baseline, current])
     if json_out:
         sys.stdout.write(render_json(data) + "\n")
     elif not quiet:
@@ -152,9 +149,3 @@ def _flagged(exc) -> str:
     text, name = str(exc), exc.option or ""
     flag = {"alpha": "--alpha", "metric": "--metric"}.get(name)
     return flag + text[len(name) :] if flag and text.startswith(name + " ") else text
-
-
-def _step_summary(path: Path) -> bool:
-    """Whether ``path`` is GitHub Actions' job summary file ($GITHUB_STEP_SUMMARY)."""
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    return bool(summary) and os.path.realpath(path) == os.path.realpath(summary)

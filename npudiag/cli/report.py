@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import QUIET, VERBOSE, Say
+from npudiag.cli._out import MARKDOWN, QUIET, VERBOSE, Say
 from npudiag.cli.analyze import By
 
 REPORT_EXAMPLE = """\b
@@ -25,6 +25,7 @@ def report(
     html_out: Path = typer.Option(
         None, "--html", help="Also write one self-contained HTML page of the summary and plots."
     ),
+    markdown: Path = MARKDOWN,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:
@@ -39,4 +40,5 @@ def report(
         say=Say(quiet, verbose),
         chrome_trace=chrome_trace,
         html_out=html_out,
+        markdown=markdown,
     )

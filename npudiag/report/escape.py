@@ -36,3 +36,14 @@ def clean_json(text: str) -> str:
     """JSON text with the characters :func:`clean` escapes written as JSON escapes (``\\u202e``): the
     same document, safe on a terminal (json.dumps leaves C1, bidi and invisible characters raw)."""
     return _CONTROL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text) if _CONTROL.search(text) else text
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~&])")
+
+
+def md_text(value: Any) -> str:
+    """Input text for a Markdown table cell or line: every character Markdown or HTML acts on is
+    escaped (a backslash, or an entity for < > &), pipes cannot end the cell, control characters and
+    newlines cannot end the row."""
+    s = clean(value).replace("\\n", " ")
+    return _MD_SPECIAL.sub(lambda m: {"<": "&lt;", ">": "&gt;", "&": "&amp;"}.get(m.group(1), "\\" + m.group(1)), s)

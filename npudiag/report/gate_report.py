@@ -15,8 +15,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from npudiag.report.escape import md_text
 from npudiag.report.terminal import fmt_bytes, fmt_pct, fmt_us
-from npudiag.report.text import Col, clean, plain, table
+from npudiag.report.text import Col, plain, table
 from npudiag.units import shown_name
 
 _STYLE = {"regression": "bold red", "improvement": "green", "not_significant": "yellow", "pass": ""}
@@ -106,17 +107,6 @@ def render_gate_terminal(result: dict[str, Any], console: Console, title: str = 
         if m["failed"]:
             console.print(plain(f"{shown_name(m['metric'])}: {m['reason']}", style="red"))
     console.print(Text(headline(result), style="bold green" if result["passed"] else "bold red"))
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~&])")
-
-
-def md_text(value: Any) -> str:
-    """Input text for a Markdown table cell or line: every character Markdown or HTML acts on is
-    escaped (a backslash, or an entity for < > &), pipes cannot end the cell, control characters and
-    newlines cannot end the row."""
-    s = clean(value).replace("\\n", " ")
-    return _MD_SPECIAL.sub(lambda m: {"<": "&lt;", ">": "&gt;", "&": "&amp;"}.get(m.group(1), "\\" + m.group(1)), s)
 
 
 def gate_markdown(result: dict[str, Any], baseline: str, current: str) -> str:

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import html
 import math
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from npudiag.output import write_file
 from npudiag.report.terminal import (
     MEMORY_HEADERS,
     copy_numbers,
@@ -266,7 +264,3 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
                 out.append(_table(["op", "blocks", "bytes", "share"], [[_e(c) for c in r] for r in held_rows(m)]))
     out.append("</body></html>\n")
     return "".join(out)
-
-
-def write_html(path: Path, summary: dict[str, Any], copies: pa.Table, inputs: list[Path] = ()) -> None:  # type: ignore[assignment]
-    write_file(path, render_html(summary, copies).encode("utf-8"), inputs=inputs)

@@ -1,0 +1,181 @@
+"""An analysis summary as GitHub-flavoured Markdown (a CI job summary, a pull-request comment).
+
+The same figures as the terminal view, from the same cell helpers (:mod:`npudiag.report.terminal`), as
+Markdown tables with the numbers right-aligned; every text from the inputs (op names, titles, advice)
+goes through :func:`~npudiag.report.escape.md_text`, so a name cannot end a cell, start markup or
+inject HTML. Nothing is cut: a table has every row the summary holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from npudiag.report.escape import md_text
+from npudiag.report.terminal import (
+    MEMORY_HEADERS,
+    copy_numbers,
+    fmt_pct,
+    fmt_us,
+    headline,
+    held_rows,
+    hot_op_numbers,
+    idle_cause_items,
+    memory_row,
+)
+
+_PHASES = (
+    "before_first_task_us",
+    "computing_us",
+    "communication_not_overlapped_us",
+    "copy_not_overlapped_us",
+    "free_us",
+    "after_last_task_us",
+)
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int = 0) -> list[str]:
+    """A Markdown table: the first ``text_columns`` left-aligned, the numbers after them right-aligned.
+    Cells are already Markdown (escaped by the caller where they come from inputs)."""
+    align = ["---" if i < text_columns else "---:" for i in range(len(headers))]
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join(align) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+def render_markdown(summary: dict[str, Any], command: str = "analyze") -> str:
+    """The summary of one analysis (``analyze`` or ``report``) as one Markdown document."""
+    prof = summary["profile"]
+    title = f" — {md_text(summary['title'])}" if summary.get("title") else ""
+    lines = [f"## npudiag {command}{title}", ""]
+    figures = [f"ranks {prof['ranks']}", *headline(prof)]
+    lines += [" · ".join(md_text(f.replace("\x00", " ")) for f in figures), ""]
+    lines += _ranks(summary) + _hot_ops(summary) + _efficiency(summary) + _copies(summary) + _memory(summary)
+    lines += _steps(summary) + _idle(summary) + _findings(summary)
+    errors, warnings = summary.get("errors", []), summary.get("warnings", [])
+    lines += [f"> **Could not read:** {md_text(e)}" for e in errors]
+    lines += [f"> **Warning:** {md_text(w)}" for w in warnings]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _section(title: str, body: list[str]) -> list[str]:
+    return [f"### {title}", "", *body, ""] if body else []
+
+
+def _ranks(summary: dict[str, Any]) -> list[str]:
+    ranks = summary.get("per_rank", [])
+    if len(ranks) < 2:
+        return []
+    rows = [
+        [
+            str(r["rank"]),
+            f"{r['kernels']:,}",
+            fmt_us(r["span_us"]),
+            fmt_us(r["busy_us"]),
+            fmt_pct(r["busy_pct"]),
+            fmt_us(r["kernel_time_us"]),
+            fmt_us(r.get("time_lost_us")),
+        ]
+        for r in ranks
+    ]
+    headers = ["rank", "kernels", "span", "busy", "busy %", "kernel time", "time lost"]
+    return _section("Ranks (each rank's own span and busy time)", md_table(headers, rows))
+
+
+def _hot_ops(summary: dict[str, Any]) -> list[str]:
+    hot = summary["hot_ops"]
+    if not hot["top"]:
+        return ["No device kernels found.", ""]
+    title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']}; share of kernel time)"
+    rows = [
+        [md_text(r["key"]), md_text(" ".join(t for t in (r["task_types"] or "").split(";") if t)), *hot_op_numbers(r)]
+        for r in hot["top"]
+    ]
+    headers = ["op " + hot["by"], "task type", "count", "total", "avg", "min", "max", "share"]
+    return _section(title, md_table(headers, rows, text_columns=2))
+
+
+def _efficiency(summary: dict[str, Any]) -> list[str]:
+    found = [r for r in summary.get("op_efficiency") or [] if r.get("tflops") is not None]
+    if not found:
+        return []
+    rows = [
+        [
+            md_text(r["op_type"]),
+            f"{r['kernels']:,}",
+            fmt_us(r["total_us"]),
+            f"{r['tflops']:.1f}",
+            fmt_pct(r.get("mfu_pct")),
+            md_text(r.get("bound") or "-"),
+        ]
+        for r in found
+    ]
+    body = md_table(["op type", "count", "total", "TFLOPS", "MFU", "bound"], rows, text_columns=1)
+    if all(r.get("mfu_pct") is None for r in found):
+        body += ["", "MFU needs the peak: `--peak-tflops`."]
+    return _section("Operator efficiency (FLOPs from shapes)", body)
+
+
+def _copies(summary: dict[str, Any]) -> list[str]:
+    cp = summary["copies"]
+    if not cp["by_direction"]:
+        return ["No memory copies in this profile.", ""]
+    host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
+    rows = [
+        [md_text(r["side"]), md_text(r["direction"]), md_text(r["mode"]), *copy_numbers(r)] for r in cp["by_direction"]
+    ]
+    headers = ["side", "direction", "mode", "count", "bytes", "time", "share of side"]
+    return _section(f"Memory copies ({cp['count']:,} on the device{host})", md_table(headers, rows, text_columns=3))
+
+
+def _memory(summary: dict[str, Any]) -> list[str]:
+    ranks = summary.get("memory", {}).get("ranks", [])
+    if not ranks:
+        return []
+    rows = [[md_text(c) for c in memory_row(m)] for m in ranks]
+    out = _section("Device memory at the allocation peak", md_table(MEMORY_HEADERS, rows, text_columns=2))
+    if len(ranks) == 1 and ranks[0].get("held_at_peak"):
+        held = [[md_text(c) for c in row] for row in held_rows(ranks[0])]
+        out += _section("Held at the memory peak", md_table(["held by op", "blocks", "bytes", "share"], held, 1))
+    return out
+
+
+def _steps(summary: dict[str, Any]) -> list[str]:
+    steps = summary.get("step_breakdown", [])
+    if not steps:
+        return []
+    rows = [
+        [
+            "-" if r["rank"] is None else str(r["rank"]),
+            "all" if r["step"] is None else str(r["step"]),
+            fmt_us(r["step_time_us"] or 0.0),
+            *(fmt_us(r.get(k)) for k in _PHASES),
+        ]
+        for r in steps
+    ]
+    headers = ["rank", "step", "step time", "before", "compute", "comm", "copy", "free", "after"]
+    return _section("Step breakdown", md_table(headers, rows))
+
+
+def _idle(summary: dict[str, Any]) -> list[str]:
+    idle = summary.get("idle_causes") or {}
+    if not idle.get("idle_us"):
+        return []
+    return _section(
+        f"Device idle in steps {fmt_us(idle['idle_us'])}, by cause",
+        [f"- {md_text(item)}" for item in idle_cause_items(idle)],
+    )
+
+
+def _findings(summary: dict[str, Any]) -> list[str]:
+    findings = summary.get("findings", [])
+    body = []
+    for f in findings:
+        rank = "all ranks" if f["rank"] is None else f"rank {f['rank']}"
+        lost = f", {fmt_us(f['time_lost_us'])} lost" if f.get("time_lost_us") else ""
+        body.append(f"- **{md_text(f['severity'])}** {md_text(f['rule_id'])} ({rank}{lost}): {md_text(f['title'])}")
+        body.append(f"  {md_text(f['advice'])}")
+    body += [f"- skipped {md_text(rule)}: {md_text(why)}" for rule, why in summary.get("rules_skipped", {}).items()]
+    if not findings:
+        body = ["No findings.", *body]
+    return _section(f"Findings ({len(findings)}), most time lost first", body)
