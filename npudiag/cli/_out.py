@@ -1,4 +1,5 @@
-"""What every command says besides its report, and the options that control it.
+"""What every command says besides its report, and the options more than one command takes (each
+declared once here).
 
 Messages go to stderr as ``npudiag: ...`` lines with input text escaped (never raw control
 characters). ``-q/--quiet`` keeps only warnings and errors (no report, no progress, no "wrote X");
@@ -11,12 +12,24 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 
 import typer
 
 from npudiag.report.escape import clean
 
 MAX_WARNINGS = 5
+
+
+class By(str, Enum):
+    type = "type"
+    name = "name"
+
+
+HOT_TOP = typer.Option(20, "--top", min=1, max=1_000_000, help="How many hot operators to show.")
+HOT_BY = typer.Option(By.type, "--by", help="Group hot operators by op type or op name.")
+SUMMARY_JSON = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout, nothing else.")
+STEPS_EACH_RUN = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up.")
 
 QUIET = typer.Option(
     False, "--quiet", "-q", help="Print only warnings and errors: no report, no progress (--json still prints)."

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, MARKDOWN, PEAK_TFLOPS, QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, HOT_BY, HOT_TOP, MARKDOWN, PEAK_TFLOPS, QUIET, SUMMARY_JSON, VERBOSE, By, Say
 
 ANALYZE_EXAMPLE = """\b
 Example:
@@ -19,11 +19,6 @@ class Runs(str, Enum):
     all = "all"
 
 
-class By(str, Enum):
-    type = "type"
-    name = "name"
-
-
 def analyze(
     paths: list[Path] = typer.Argument(
         ..., metavar="PATH", help="PROF_* or *_ascend_pt folders, a parent of many, or single CSV / JSON / .db files."
@@ -31,11 +26,9 @@ def analyze(
     out: Path = typer.Option(
         None, "--out", "-o", help="Folder for the Parquet tables and manifest.json [default: ./npudiag-out/<name>]."
     ),
-    top: int = typer.Option(20, "--top", min=1, max=1_000_000, help="How many hot operators to show."),
-    by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
-    json_out: bool = typer.Option(
-        False, "--json", help="Print the summary as one JSON document on stdout, nothing else."
-    ),
+    top: int = HOT_TOP,
+    by: By = HOT_BY,
+    json_out: bool = SUMMARY_JSON,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST (inclusive), e.g. 10:100 to drop warm-up."),

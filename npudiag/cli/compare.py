@@ -8,8 +8,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, PEAK_TFLOPS, QUIET, VERBOSE, Say
-from npudiag.cli.analyze import By
+from npudiag.cli._out import FORCE, PEAK_TFLOPS, QUIET, STEPS_EACH_RUN, VERBOSE, By, Say
 
 COMPARE_EXAMPLE = """\b
 Examples:
@@ -41,7 +40,7 @@ def compare(
         Path("npudiag-out/compare"), "--out", "-o", help="Folder for diff.parquet and compare.json."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout, nothing else."),
-    steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up."),
+    steps: str = STEPS_EACH_RUN,
     time_window: str = typer.Option(
         None, "--time", help="Only what starts in START:END from each rank's first device task, e.g. 1s:3s."
     ),

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from npudiag.cli._out import MARKDOWN, PEAK_TFLOPS, VERBOSE, Say
-from npudiag.cli.analyze import By
+from npudiag.cli._out import MARKDOWN, PEAK_TFLOPS, STEPS_EACH_RUN, VERBOSE, By, Say
 
 if TYPE_CHECKING:
     from npudiag.profiling.analysis.gate import GateConfig
@@ -66,7 +65,7 @@ def gate_cmd(
         None, "--top-ops", min=0, max=1000, help="Gate the N hottest ops of each side [default: 10]."
     ),
     by: By = typer.Option(None, "--by", help="Op metrics by op type or op name [default: type]."),
-    steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST of each run, e.g. 3: to drop warm-up."),
+    steps: str = STEPS_EACH_RUN,
     min_delta_us: float = typer.Option(
         None, "--min-delta-us", help="Ignore changes smaller than this [default: 0.2% of the step time]."
     ),

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import MARKDOWN, QUIET, VERBOSE, Say
-from npudiag.cli.analyze import By
+from npudiag.cli._out import HOT_BY, HOT_TOP, MARKDOWN, QUIET, SUMMARY_JSON, VERBOSE, By, Say
 
 REPORT_EXAMPLE = """\b
 Example:
@@ -16,9 +15,9 @@ Example:
 
 def report(
     out: Path = typer.Argument(..., metavar="OUT", help="A folder written by 'npudiag analyze --out'."),
-    top: int = typer.Option(20, "--top", min=1, max=1_000_000, help="How many hot operators to show."),
-    by: By = typer.Option(By.type, "--by", help="Group hot operators by op type or op name."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    top: int = HOT_TOP,
+    by: By = HOT_BY,
+    json_out: bool = SUMMARY_JSON,
     chrome_trace: Path = typer.Option(
         None, "--chrome-trace", help="Also write a Chrome trace JSON marking exposed copies, idle gaps, findings."
     ),
