@@ -14,6 +14,7 @@ import ctypes
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1
 PARENT_VAR = "NPUDIAG_POOL_PARENT"
@@ -33,6 +34,8 @@ def die_with_parent() -> None:
     SIGINT, which the terminal sends to the whole process group, instead of printing a traceback."""
     with contextlib.suppress(ValueError):  # not the main thread: nothing to set
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # started with SIGINT blocked (executors._server_starts_deaf)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     parent_death_signal()
     if sys.platform.startswith("linux") and os.getppid() == 1:  # the parent died before the request
         os.kill(os.getpid(), signal.SIGKILL)
@@ -50,6 +53,61 @@ def _in_fork_server() -> bool:
     )
 
 
+def _pool_gone(exc: BaseException) -> bool:
+    """A worker forked while npudiag shut its pool down (Ctrl-C) finds the pool's lock already unlinked:
+    FileNotFoundError in multiprocessing's synchronize.py, as it unpickles its process object."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    return isinstance(exc, FileNotFoundError) and bool(frames) and frames[-1].filename.endswith("synchronize.py")
+
+
+def _quiet_start(start: Callable[..., int]) -> Callable[..., int]:
+    """multiprocessing's start of a forked worker (``spawn._main``), silent when the pool is gone (see
+    :func:`_pool_gone`): the fork server would print that error's traceback with ``sys.excepthook``
+    (Typer's by then: the worker has imported npudiag's ``__main__``) after npudiag said "interrupted",
+    for nothing that went wrong. Any other error is raised and printed as before."""
+
+    def run(*args: object, **kwargs: object) -> int:
+        try:
+            return start(*args, **kwargs)
+        except Exception as exc:
+            if _pool_gone(exc):
+                return 1
+            raise
+
+    return run
+
+
+def _started_after_parent_died() -> bool:
+    """This process has the fork server's shape and the variable, but npudiag (the pid in it) is gone: it
+    died (an interrupt) while this server was still starting, so the server was orphaned before it could
+    ask to die with it. Such a server must not fork the workers npudiag asked for: their start fails on
+    the pool's vanished lock and prints a traceback. A pid in the variable that is alive (another
+    process's child that inherited it) keeps things as they are; a zombie is gone."""
+    var = os.environ.get(PARENT_VAR, "")
+    if not var.isdigit() or str(os.getppid()) == var or sys.argv[:1] != ["-c"]:
+        return False
+    if "multiprocessing.forkserver" not in sys.modules:
+        return False
+    try:
+        os.kill(int(var), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    try:  # dead, not yet reaped by whoever started npudiag: a zombie still answers kill(pid, 0)
+        with open(f"/proc/{var}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+if __name__ != "__main__" and _started_after_parent_died():
+    os._exit(0)
 if __name__ != "__main__" and _in_fork_server():
+    from multiprocessing import spawn
+
     # imported before the server saves its signal handlers: the workers it forks start with SIGINT ignored
     die_with_parent()
+    spawn._main = _quiet_start(spawn._main)  # type: ignore[assignment]

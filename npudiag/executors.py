@@ -9,8 +9,10 @@ a path every worker reaches.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -95,8 +97,31 @@ def _pool_context() -> multiprocessing.context.BaseContext:
         ctx = multiprocessing.get_context("forkserver")
         os.environ[_orphans.PARENT_VAR] = str(os.getpid())  # the fork server dies with this process
         ctx.set_forkserver_preload(["npudiag._orphans", "npudiag.profiling.rank_job", "npudiag.profiling.ingest"])
+        from multiprocessing import forkserver, resource_tracker
+
+        # the tracker first: its own start unblocks SIGINT in this thread whatever the mask was before
+        resource_tracker.ensure_running()
+        with _server_starts_deaf():
+            forkserver.ensure_running()
         return ctx
     return multiprocessing.get_context("spawn")
+
+
+@contextlib.contextmanager
+def _server_starts_deaf() -> Iterator[None]:
+    """SIGINT blocked in this thread while the fork server starts: it inherits the mask across fork and
+    exec, so a Ctrl-C to the process group while it is still starting Python cannot kill it mid-start
+    with "Fatal Python error: init_import_site" on the shared stderr (seen in CI). It unblocks SIGINT
+    once it ignores it (``_orphans.die_with_parent``); the workers it forks start that way. A Ctrl-C
+    meant for npudiag arrives here when the mask is put back."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 @dataclass

@@ -3,6 +3,8 @@ that dies takes only its own task down (the pool is rebuilt and the suspects ret
 
 from __future__ import annotations
 
+import time
+
 from npudiag.executors import InProcess, LocalPool, WorkerDied, choose_backend
 from npudiag.testing.tasks import square_or_die
 
@@ -70,3 +72,61 @@ def test_pool_workers_leave_ctrl_c_to_npudiag_and_other_children_keep_it() -> No
     child = subprocess.run([sys.executable, "-c", "import npudiag._orphans, signal; print(signal.getsignal(signal.SIGINT))"],
                            env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert child.stdout.strip() == "<built-in function default_int_handler>", child.stderr
+
+
+def test_a_fork_server_orphaned_while_starting_exits_without_a_word(tmp_path) -> None:
+    """CI: Ctrl-C to the process group while the fork server was still importing its preload; npudiag
+    exited, the server (its parent gone, so never asked to die with it) then forked the queued workers,
+    whose start failed on the pool's vanished lock and printed a traceback. A server whose npudiag is
+    dead, or a zombie, now exits at once; with npudiag alive it goes on."""
+    import os
+    import subprocess
+    import sys
+
+    from npudiag import _orphans
+
+    server = "import multiprocessing.forkserver, sys; sys.argv[:1] = ['-c']; import npudiag._orphans; print('serving')"
+
+    def start_server(parent: int) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, _orphans.PARENT_VAR: str(parent)}
+        return subprocess.run([sys.executable, "-c", server], env=env, capture_output=True, text=True, timeout=60)
+
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()  # dead and reaped
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        for _ in range(200):  # dead, not reaped: a zombie
+            with open(f"/proc/{zombie.pid}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[-1].split()[0] == b"Z":
+                    break
+            time.sleep(0.05)
+        for parent in (done.pid, zombie.pid):
+            r = start_server(parent)
+            assert (r.returncode, r.stdout, r.stderr) == (0, "", ""), (parent, r)
+    finally:
+        zombie.wait()
+    for parent in (os.getpid(), 1):  # its live parent; a live process of another tree (the var inherited)
+        r = start_server(parent)
+        assert r.stdout == "serving\n", (parent, r)
+
+
+def test_a_worker_started_after_its_pool_is_gone_is_silent() -> None:
+    """The fork server's workers start through a wrapper: the vanished lock of a pool npudiag shut down is
+    no error to print; any other error of the start still is."""
+    import multiprocessing.synchronize as ms
+
+    import pytest
+
+    from npudiag import _orphans
+
+    def start() -> int:
+        lock = object.__new__(ms.Lock)
+        lock.__setstate__((0, 1, 1, "/npudiag-test-no-such-lock"))
+        return 0
+
+    def other() -> int:
+        raise FileNotFoundError("not the pool's lock")
+
+    assert _orphans._quiet_start(start)() == 1
+    with pytest.raises(FileNotFoundError):
+        _orphans._quiet_start(other)()
