@@ -140,3 +140,14 @@ def test_formatter_markers_only_on_module_level_tables() -> None:
     assert len(skips) <= 20, skips
     assert [r.split(":")[0] for r in regions] == ["npudiag/schemas.py"], regions
     assert "line-length = 120" in (PACKAGE / "ruff.toml").read_text(encoding="utf-8")
+
+
+def test_one_name_per_class() -> None:
+    """No two classes in npudiag share a name (a GateResult, a Timeline, a Level or a Format in two
+    modules read as one concept and were not)."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                seen.setdefault(node.name, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not {name: where for name, where in seen.items() if len(where) > 1}

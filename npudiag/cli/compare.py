@@ -16,7 +16,7 @@ Examples:
   npudiag compare fixtures/sample_torch fixtures/sample_torch --level torch"""
 
 
-class Level(str, Enum):
+class CompareLevel(str, Enum):
     kernel = "kernel"
     torch = "torch"
     module = "module"
@@ -28,8 +28,8 @@ def compare(
     ),
     current: Path = typer.Argument(..., metavar="CURRENT", help="Current: the same kinds of input as the baseline."),
     by: By = typer.Option(By.type, "--by", help="Match operators by op type or by op name."),
-    level: Level = typer.Option(
-        Level.kernel,
+    level: CompareLevel = typer.Option(
+        CompareLevel.kernel,
         "--level",
         help="kernel: device kernels; torch: framework ops (aten::mm ...) with their kernels' device time; "
         "module: torch modules by path with the device time of the kernels launched inside.",

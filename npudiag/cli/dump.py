@@ -37,13 +37,13 @@ app = typer.Typer(
 )
 
 
-class Mode(str, Enum):
+class DumpMode(str, Enum):
     all = "all"
     input = "input"
     output = "output"
 
 
-class Data(str, Enum):
+class DumpData(str, Enum):
     tensor = "tensor"
     stats = "stats"
 
@@ -54,7 +54,7 @@ class Exception_(str, Enum):
     detail = "detail"
 
 
-class Level(str, Enum):
+class DumpLevel(str, Enum):
     op = "op"
     kernel = "kernel"
     all = "all"
@@ -85,11 +85,11 @@ def author(
     ctx: typer.Context,
     layers: str = typer.Option(None, "--layers", help="Comma-separated op names to dump (dump_list[].layer)."),
     model: str = typer.Option(None, "--model", help="The model_name the layers belong to [CANN default: every model]."),
-    mode: Mode = typer.Option(Mode.output, "--mode", help="dump_mode."),
+    mode: DumpMode = typer.Option(DumpMode.output, "--mode", help="dump_mode."),
     path: str = typer.Option("./dump", "--path", help="dump_path (where dump files land)."),
     steps: str = typer.Option(None, "--steps", help="Iterations to dump, e.g. 0,5-9 (dump_step)."),
-    data: Data = typer.Option(Data.tensor, "--data", help="dump_data: whole tensors or statistics only."),
-    level: Level = typer.Option(None, "--level", help="dump_level: op, kernel or all [CANN default all]."),
+    data: DumpData = typer.Option(DumpData.tensor, "--data", help="dump_data: whole tensors or statistics only."),
+    level: DumpLevel = typer.Option(None, "--level", help="dump_level: op, kernel or all [CANN default all]."),
     overflow: bool = typer.Option(
         False, "--overflow", help="Overflow dump (acl.json: dump_debug on; msprobe: nan_check); stands alone."
     ),

@@ -19,7 +19,7 @@ Examples:
 PROFILE_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
-class Mode(str, Enum):
+class CollectMode(str, Enum):
     cli = "cli"
     env = "env"
     acl_json = "acl-json"
@@ -63,8 +63,8 @@ def profile(
         metavar="APP [ARGS]...",
         help="The program to profile and its arguments (use -- before it if its arguments look like options).",
     ),
-    mode: Mode = typer.Option(
-        Mode.cli,
+    mode: CollectMode = typer.Option(
+        CollectMode.cli,
         "--mode",
         help="cli: run msprof with the app; env: PROFILING_MODE/PROFILING_OPTIONS; acl-json: the profiler section of acl.json.",
     ),

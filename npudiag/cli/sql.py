@@ -18,7 +18,7 @@ Examples:
   npudiag sql npudiag-out/torch "SELECT * FROM step_breakdown" --format csv"""
 
 
-class Format(str, Enum):
+class OutputFormat(str, Enum):
     table = "table"
     csv = "csv"
     json = "json"
@@ -29,8 +29,8 @@ def sql(
         ..., metavar="OUT", help="An out folder (analyze, cluster, logs parse, dump parse): its tables are views."
     ),
     query: str = typer.Argument(..., metavar="QUERY", help="SELECT statements (DuckDB's SQL); nothing is written."),
-    fmt: Format = typer.Option(
-        Format.table, "--format", "-f", help="table (the first 200 rows), csv or json (every row)."
+    fmt: OutputFormat = typer.Option(
+        OutputFormat.table, "--format", "-f", help="table (the first 200 rows), csv or json (every row)."
     ),
     quiet: bool = typer.Option(
         False,
@@ -54,9 +54,9 @@ def sql(
         say.errors([f"query: {exc}"])
         raise typer.Exit(2) from None
     result, terminal = done.tables["result"], sys.stdout.isatty()
-    if fmt is Format.csv:
+    if fmt is OutputFormat.csv:
         sys.stdout.write(render_csv(result, terminal))
-    elif fmt is Format.json:
+    elif fmt is OutputFormat.json:
         sys.stdout.write(render_json(result, terminal))
     elif not quiet:
         render_table(result, Console())

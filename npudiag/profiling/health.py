@@ -48,7 +48,7 @@ LEVELS = {"Level_none": -1, "Level0": 0, "Level1": 1, "Level2": 2}
 
 
 @dataclass(frozen=True)
-class Data:
+class DataKind:
     """One kind of data a profile may hold: what it is, and what records it."""
 
     name: str
@@ -58,41 +58,41 @@ class Data:
 
 
 DATA = (
-    Data("kernels", "device tasks (operators on the NPU)", "activities=[ProfilerActivity.NPU]", "--task-time=on"),
-    Data("host_api", "CANN API calls on the host", "profiler_level=Level1 or higher", "--ascendcl=on"),
-    Data("framework_ops", "framework operators (cpu_op)", "activities=[ProfilerActivity.CPU]", "(torch_npu only)"),
-    Data(
+    DataKind("kernels", "device tasks (operators on the NPU)", "activities=[ProfilerActivity.NPU]", "--task-time=on"),
+    DataKind("host_api", "CANN API calls on the host", "profiler_level=Level1 or higher", "--ascendcl=on"),
+    DataKind("framework_ops", "framework operators (cpu_op)", "activities=[ProfilerActivity.CPU]", "(torch_npu only)"),
+    DataKind(
         "modules",
         "torch module ranges (nn.Module forwards)",
         "with_stack=True and with_modules=True",
         "(torch_npu only)",
     ),
-    Data(
+    DataKind(
         "flows",
         "host-to-device flows (op launch -> kernel)",
         "activities CPU and NPU",
         "--ascendcl=on with --task-time=on",
     ),
-    Data(
+    DataKind(
         "steps",
         "step boundaries",
         "call prof.step() once per iteration",
         "a graph model's iterations, or the application's mstx marks with --msproftx=on",
     ),
-    Data("memory", "memory records", "profile_memory=True", "--task-memory=on"),
-    Data(
+    DataKind("memory", "memory records", "profile_memory=True", "--task-memory=on"),
+    DataKind(
         "communication",
         "collective communication (HCCL)",
         "profiler_level=Level1 or higher, on more than one rank",
         "--hccl=on",
     ),
-    Data(
+    DataKind(
         "aicore_metrics",
         "AI Core PMU metrics per kernel",
         "aic_metrics=AiCMetrics.PipeUtilization (Level1 or higher)",
         "--aic-metrics=PipeUtilization",
     ),
-    Data(
+    DataKind(
         "frequency",
         "AI Core frequency samples",
         "(recorded where the chip reports it)",
@@ -362,7 +362,7 @@ def _profile(u: disc.Unit, res: UnitResult | None, failed: str | None, record: d
     return p
 
 
-def _added_data() -> tuple[Data, ...]:
+def _added_data() -> tuple[DataKind, ...]:
     """The kinds of data formats registered beyond npudiag's own report (a reader's new table)."""
     known = {d.name for d in DATA}
     added = {
@@ -372,7 +372,7 @@ def _added_data() -> tuple[Data, ...]:
         if f.reports.get(t) not in (None, *known)
     }
     how = "(see the format's reader)"
-    return tuple(Data(name, f"{name} ({kind} files)", how, how) for name, kind in added.items())
+    return tuple(DataKind(name, f"{name} ({kind} files)", how, how) for name, kind in added.items())
 
 
 def _from_totals(name: str, u: disc.Unit) -> bool:

@@ -60,7 +60,7 @@ class _Mark:
 _MARK = _Mark()
 
 
-class _Reader:
+class _PickleReader:
     """The opcodes of a saved tensor's data.pkl (protocol 2, and 4's framing), nothing more."""
 
     def __init__(self, data: bytes, load_storage, path: Path) -> None:
@@ -250,7 +250,7 @@ def read_saved_tensor(path: Path) -> np.ndarray:
             prefix = streams[0].split("/")[0]
             order = f"{prefix}/byteorder"
             big = order in zf.namelist() and zf.read(order).strip() == b"big"
-            obj = _Reader(zf.read(streams[0]), _storage_loader(zf, prefix, path, big), path).run()
+            obj = _PickleReader(zf.read(streams[0]), _storage_loader(zf, prefix, path, big), path).run()
     except InputError:
         raise
     except (
