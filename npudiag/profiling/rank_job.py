@@ -146,9 +146,8 @@ def _profile_wide(
     findings, skipped = [], {}
     for rule in PROFILE_WIDE_RULES:
         try:
-            findings += rule.combine(
-                parts, [o.partials[rule.RULE_ID] for o in outcomes], options_for(rule.RULE_ID, overrides)
-            )
+            partials = [o.partials[rule.RULE_ID] for o in outcomes]
+            findings += rule.combine(parts.kernels, parts.hot_ops, partials, options_for(rule.RULE_ID, overrides))
         except Skipped as why:
             skipped[rule.RULE_ID] = str(why)
     return findings_table(findings), skipped

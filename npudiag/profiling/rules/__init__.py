@@ -129,7 +129,7 @@ def load_rule_file(path: Path) -> dict[str, dict[str, float]]:
 
 # rules that look at the profile as a whole (shares of all device time), not rank by rank: where
 # ranks are analysed apart each rank gives the rule's ``partial(tables)`` and the rule runs once,
-# ``combine(summary_parts, partials, opts)``, over what the ranks add up to (npudiag.profiling.rank_job)
+# ``combine(kernels, hot_ops, partials, opts)``, over what the ranks add up to (npudiag.profiling.rank_job)
 PROFILE_WIDE_RULES = (hot_op,)
 PROFILE_WIDE = tuple(m.RULE_ID for m in PROFILE_WIDE_RULES)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from npudiag.profiling.analysis.summary import SummaryParts
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped
 
 RULE_ID = "hot_op"
@@ -86,11 +85,11 @@ def partial(tables: dict[str, pa.Table]) -> pa.Table:
     return ratio_sums(tables["kernels"])
 
 
-def combine(parts: SummaryParts, partials: list[pa.Table], opts: dict[str, float]) -> list[Finding]:
-    """The rule over a whole profile analysed rank by rank: from the summed hot ops and each rank's :func:`partial`."""
-    if parts.kernels == 0:
+def combine(kernels: int, hot: pa.Table, partials: list[pa.Table], opts: dict[str, float]) -> list[Finding]:
+    """The rule over a whole profile analysed rank by rank: from its kernel count, its hot ops summed over
+    the ranks (both from the summary's parts) and each rank's :func:`partial`."""
+    if kernels == 0:
         raise Skipped("no device tasks in this profile")
-    hot = parts.hot_ops
     return findings_from(hot.filter(pc.equal(hot["group_by"], "type")), pa.concat_tables(partials), opts)
 
 
