@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from npudiag import schemas
 from npudiag.profiling.formats.csvtext import read_csv_text, to_float, to_int, to_text
-from npudiag.profiling.formats.registry import Format, pair, register
+from npudiag.profiling.formats.registry import Format, one_table, register
 
 
 def read_api_statistic(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
@@ -34,7 +34,7 @@ register(
     Format(
         "api_statistic",
         re.compile(r"^api_statistic[^/]*\.csv$"),
-        lambda path, rank: pair(read_api_statistic(path, rank), "api_statistic"),
+        lambda path, rank: one_table(read_api_statistic(path, rank), "api_statistic"),
         ("api_statistic",),
         headers=(frozenset({"API Name", "Level", "Time(us)", "Count"}),),
         append=True,

@@ -30,7 +30,7 @@ from npudiag.profiling.formats.csvtext import (
     to_ns,
     to_text,
 )
-from npudiag.profiling.formats.registry import Format, pair, register
+from npudiag.profiling.formats.registry import Format, one_table, register
 
 # canonical column -> (alternative source names, converter)
 _COLUMNS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -167,7 +167,7 @@ for _kind, _header, _rank in (
         Format(
             _kind,
             re.compile(rf"^{_kind}[^/]*\.csv$"),
-            lambda path, rank: pair(read_kernels(path, rank), "tasks"),
+            lambda path, rank: one_table(read_kernels(path, rank), "tasks"),
             ("tasks",),
             headers=(_header,),
             sources={"device_tasks": _rank, "kernel_csv": 0},

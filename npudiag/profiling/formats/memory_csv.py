@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.profiling.formats.csvtext import CsvText, read_csv_text, to_float, to_int, to_ns, to_text
-from npudiag.profiling.formats.registry import Format, pair, register
+from npudiag.profiling.formats.registry import Format, one_table, register
 
 _UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 # timestamps are read as text and parsed exactly (a float64 of today's epoch in us keeps 0.25 us)
@@ -178,7 +178,7 @@ register(
     Format(
         "memory_record",
         re.compile(r"^memory_record[^/]*\.csv$"),
-        lambda path, rank: pair(read_memory_record(path, rank), "memory_timeline"),
+        lambda path, rank: one_table(read_memory_record(path, rank), "memory_timeline"),
         ("memory_timeline",),
         headers=(
             frozenset({"Component", "Timestamp(us)", "Total Allocated(MB)"}),
@@ -191,7 +191,7 @@ register(
     Format(
         "operator_memory",
         re.compile(r"^operator_memory[^/]*\.csv$"),
-        lambda path, rank: pair(read_operator_memory(path, rank), "op_memory"),
+        lambda path, rank: one_table(read_operator_memory(path, rank), "op_memory"),
         ("op_memory",),
         headers=(frozenset({"Name", "Size(KB)", "Allocation Time(us)"}),),
         sources={"op_memory": 0},
@@ -201,7 +201,7 @@ register(
     Format(
         "npu_module_mem",
         re.compile(r"^npu_module_mem[^/]*\.csv$"),
-        lambda path, rank: pair(read_npu_module_mem(path, rank), "memory_timeline"),
+        lambda path, rank: one_table(read_npu_module_mem(path, rank), "memory_timeline"),
         ("memory_timeline",),
         sources={"memory_timeline": 0},
     )
@@ -210,7 +210,7 @@ register(
     Format(
         "npu_mem",
         re.compile(r"^npu_mem(?!ory)[^/]*\.csv$"),
-        lambda path, rank: pair(read_npu_mem(path, rank), "memory_timeline"),
+        lambda path, rank: one_table(read_npu_mem(path, rank), "memory_timeline"),
         ("memory_timeline",),
         sources={"memory_timeline": 0},
     )

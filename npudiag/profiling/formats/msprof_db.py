@@ -36,7 +36,7 @@ from npudiag.errors import InputError
 from npudiag.profiling import tasks
 from npudiag.profiling.assemble import drop_bad_timing
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
-from npudiag.profiling.formats.registry import Format, of_object, register
+from npudiag.profiling.formats.registry import Format, from_object, register
 from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, Queue, db_launches, from_db, ns_of, range_table
 
 MAX_TEXT = 1 << 16  # characters kept of one STRING_IDS value (real names are far shorter)
@@ -934,7 +934,7 @@ register(
     Format(
         "db",
         re.compile(r"^(msprof_[^/]*|ascend_pytorch_profiler[^/]*)\.db$"),
-        lambda path, rank: of_object(read_db(path, rank), _DB_PARTS),
+        lambda path, rank: from_object(read_db(path, rank), _DB_PARTS),
         _DB_PARTS,
         sources={
             "device_tasks": 2,

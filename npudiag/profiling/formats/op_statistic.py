@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from npudiag import schemas
 from npudiag.profiling.formats.csvtext import read_csv_text, to_float, to_int, to_text
-from npudiag.profiling.formats.registry import Format, pair, register
+from npudiag.profiling.formats.registry import Format, one_table, register
 
 
 def read_op_statistic(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]]:
@@ -35,7 +35,7 @@ register(
     Format(
         "op_statistic",
         re.compile(r"^op_statistic[^/]*\.csv$"),
-        lambda path, rank: pair(read_op_statistic(path, rank), "op_statistic"),
+        lambda path, rank: one_table(read_op_statistic(path, rank), "op_statistic"),
         ("op_statistic",),
         headers=(frozenset({"OP Type", "Core Type", "Count", "Total Time(us)"}),),
         append=True,

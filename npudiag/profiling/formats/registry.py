@@ -185,13 +185,13 @@ def appended() -> tuple[Format, ...]:
     return tuple(f for f in formats().values() if f.append)
 
 
-def pair(table_and_warnings: tuple[pa.Table, list[str]], name: str) -> Read:
+def one_table(table_and_warnings: tuple[pa.Table, list[str]], name: str) -> Read:
     """A reader's (table, warnings) as a :class:`Read` of one table."""
     table, warnings = table_and_warnings
     return Read({name: table}, list(warnings))
 
 
-def of_object(obj: Any, names: tuple[str, ...]) -> Read:
+def from_object(obj: Any, names: tuple[str, ...]) -> Read:
     """A reader's result object (attributes named as tables, ``warnings``, and optionally
     ``hccl_streams`` / ``task_counts``) as a :class:`Read`."""
     return Read(

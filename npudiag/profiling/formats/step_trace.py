@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from npudiag import schemas
 from npudiag.profiling.formats.csvtext import read_csv_text, to_float, to_int
-from npudiag.profiling.formats.registry import Format, pair, register
+from npudiag.profiling.formats.registry import Format, one_table, register
 
 _DURATIONS = {
     "computing_us": "Computing",
@@ -96,7 +96,7 @@ register(
     Format(
         "step_trace",
         re.compile(r"^step_trace[^/]*\.csv$"),
-        lambda path, rank: pair(read_steps(path, rank), "steps"),
+        lambda path, rank: one_table(read_steps(path, rank), "steps"),
         ("steps",),
         headers=(frozenset({"Step", "Computing", "Stage"}), frozenset({"Iteration ID", "Iteration Time(us)"})),
         sources={"steps": 0},
