@@ -55,7 +55,7 @@ def _in_fork_server() -> bool:
 
 def _pool_gone(exc: BaseException) -> bool:
     """A worker forked while npudiag shut its pool down (Ctrl-C) finds the pool's lock already unlinked:
-    FileNotFoundError in multiprocessing's synchronize.py, as it unpickles its process object."""
+    FileNotFoundError in multiprocessing's synchronize.py, as it reads its process object from npudiag."""
     import traceback
 
     frames = traceback.extract_tb(exc.__traceback__)

@@ -121,3 +121,20 @@ def test_json_renderer_is_the_json_the_cli_prints(tmp_path: Path) -> None:
     printed = json.loads(r.stdout)
     view = renderers.SummaryView(printed, "analyze", lambda name: None)
     assert json.loads(renderers.RENDERERS["json"].render(view)) == printed
+
+
+def test_format_prints_each_registered_view_on_stdout(tmp_path: Path) -> None:
+    """--format picks what goes to stdout: the Markdown printed is the --markdown file's text, the JSON
+    is --json's, the HTML one page; --json with another --format is refused in one line."""
+    out = tmp_path / "o"
+    r = run_cli("analyze", SAMPLE, "--out", out, "--format", "json", "-q")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["profile"]["kernels"] > 0
+    assert run_cli("report", out, "--format", "json").stdout == run_cli("report", out, "--json").stdout
+    r = run_cli("report", out, "--format", "markdown", "--markdown", tmp_path / "s.md", "-q")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (tmp_path / "s.md").read_text(encoding="utf-8") and r.stdout.startswith("## npudiag report")
+    r = run_cli("report", out, "--format", "html")
+    assert r.returncode == 0 and r.stdout.startswith("<!doctype html>") and r.stdout.rstrip().endswith("</html>")
+    r = run_cli("report", out, "--json", "--format", "markdown")
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr

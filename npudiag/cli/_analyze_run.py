@@ -19,7 +19,6 @@ from npudiag.errors import OptionError
 from npudiag.profiling import pipeline
 from npudiag.profiling.options import AnalyzeOptions
 from npudiag.report.chrome_trace import write_chrome_trace
-from npudiag.report.json_report import render_json
 from npudiag.report.renderers import RENDERERS, SummaryView, write_view
 from npudiag.report.terminal import render_terminal
 
@@ -84,6 +83,7 @@ def run_analyze(
     top: int = 20,
     by: str = "type",
     json_out: bool = False,
+    view: str = "terminal",
     say: Say = Say(),
     steps: str | None = None,
     start_step: int | None = None,
@@ -103,6 +103,7 @@ def run_analyze(
     runs: str = "latest",
 ) -> None:
     """Read profiler output into Parquet tables, print the summary, say what went wrong (typer.Exit 2)."""
+    view = _view(view, json_out)
     try:
         rules = _rule_options(rule_file, rule_opt)
         if peak_tflops is not None:
@@ -133,19 +134,34 @@ def run_analyze(
         raise typer.BadParameter(str(exc)) from None
     if result.read_any:
         write_views(result, chrome_trace, {"html": html_out, "markdown": markdown}, paths)
-    show_analysis(result, say, json_out)
+    show_analysis(result, say, view=view)
 
 
-def show_analysis(result: pipeline.Analysis, say: Say, json_out: bool = False) -> None:
-    """Print an analysis (JSON or the terminal summary), its warnings and errors; typer.Exit 2 when
-    nothing could be read or a file was bad."""
+def _view(view: str, json_out: bool) -> str:
+    """``--json`` is ``--format json``; with another --format it is a contradiction."""
+    if json_out and view not in ("terminal", "json"):
+        raise typer.BadParameter(
+            f"--json and --format {view} ask for two outputs on stdout; give one", param_hint="--format"
+        )
+    return "json" if json_out else view
+
+
+def _print_view(result: pipeline.Analysis, view: str, say: Say, command: str) -> None:
+    """The summary on stdout: the terminal view (not with --quiet), or a file renderer's text (always)."""
+    if view != "terminal":
+        summary_view = SummaryView(result.summary, command, lambda name: result.tables[name])
+        sys.stdout.write(RENDERERS[view].render(summary_view))
+    elif not say.quiet:
+        render_terminal(result.summary, Console(), command=command)
+
+
+def show_analysis(result: pipeline.Analysis, say: Say, json_out: bool = False, view: str = "terminal") -> None:
+    """Print an analysis (``view``: the terminal summary, json, markdown or html), its warnings and errors;
+    typer.Exit 2 when nothing could be read or a file was bad."""
     if result.summary is None:  # nothing readable: say why, print nothing else
         say.errors(result.errors)
         raise typer.Exit(2)
-    if json_out:
-        sys.stdout.write(render_json(result.summary) + "\n")
-    elif not say.quiet:
-        render_terminal(result.summary, Console())
+    _print_view(result, "json" if json_out else view, say, "analyze")
     for f in result.inputs:
         if f.used_for:
             say.detail(f"read {f.path} ({f.kind}) for {', '.join(f.used_for)}")
@@ -164,19 +180,18 @@ def run_report(
     top: int = 20,
     by: str = "type",
     json_out: bool = False,
+    view: str = "terminal",
     say: Say = Say(),
     chrome_trace: Path | None = None,
     html_out: Path | None = None,
     markdown: Path | None = None,
 ) -> None:
     """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
+    view = _view(view, json_out)
     result = pipeline.load_output(out, top=top, by=by)
     earlier = list(result.warnings)  # what analyze said when it wrote the folder: not news now
     del result.warnings[:]
     write_views(result, chrome_trace, {"html": html_out, "markdown": markdown}, [out], command="report")
-    if json_out:
-        sys.stdout.write(render_json(result.summary) + "\n")
-    elif not say.quiet:
-        render_terminal(result.summary, Console(), command="report")
+    _print_view(result, view, say, "report")
     say.warnings(result.warnings)
     say.earlier(earlier, str(out / "manifest.json"))

@@ -26,6 +26,18 @@ class By(str, Enum):
     name = "name"
 
 
+class View(str, Enum):
+    terminal = "terminal"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+VIEW = typer.Option(
+    View.terminal,
+    "--format",
+    help="What goes to stdout: the terminal summary, or the same summary as JSON, Markdown or one HTML page.",
+)
 HOT_TOP = typer.Option(20, "--top", min=1, max=1_000_000, help="How many hot operators to show.")
 HOT_BY = typer.Option(By.type, "--by", help="Group hot operators by op type or op name.")
 SUMMARY_JSON = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout, nothing else.")

@@ -7,7 +7,20 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, HOT_BY, HOT_TOP, MARKDOWN, PEAK_TFLOPS, QUIET, SUMMARY_JSON, VERBOSE, By, Say
+from npudiag.cli._out import (
+    FORCE,
+    HOT_BY,
+    HOT_TOP,
+    MARKDOWN,
+    PEAK_TFLOPS,
+    QUIET,
+    SUMMARY_JSON,
+    VERBOSE,
+    VIEW,
+    By,
+    Say,
+    View,
+)
 
 ANALYZE_EXAMPLE = """\b
 Example:
@@ -29,6 +42,7 @@ def analyze(
     top: int = HOT_TOP,
     by: By = HOT_BY,
     json_out: bool = SUMMARY_JSON,
+    view: View = VIEW,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
     steps: str = typer.Option(None, "--steps", help="Only steps FIRST:LAST (inclusive), e.g. 10:100 to drop warm-up."),
@@ -85,6 +99,7 @@ def analyze(
         top=top,
         by=by.value,
         json_out=json_out,
+        view=view.value,
         say=Say(quiet, verbose),
         steps=steps,
         start_step=start_step,

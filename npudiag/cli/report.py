@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import HOT_BY, HOT_TOP, MARKDOWN, QUIET, SUMMARY_JSON, VERBOSE, By, Say
+from npudiag.cli._out import HOT_BY, HOT_TOP, MARKDOWN, QUIET, SUMMARY_JSON, VERBOSE, VIEW, By, Say, View
 
 REPORT_EXAMPLE = """\b
 Example:
@@ -18,6 +18,7 @@ def report(
     top: int = HOT_TOP,
     by: By = HOT_BY,
     json_out: bool = SUMMARY_JSON,
+    view: View = VIEW,
     chrome_trace: Path = typer.Option(
         None, "--chrome-trace", help="Also write a Chrome trace JSON marking exposed copies, idle gaps, findings."
     ),
@@ -36,6 +37,7 @@ def report(
         top=top,
         by=by.value,
         json_out=json_out,
+        view=view.value,
         say=Say(quiet, verbose),
         chrome_trace=chrome_trace,
         html_out=html_out,
