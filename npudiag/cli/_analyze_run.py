@@ -155,13 +155,13 @@ def _print_view(result: pipeline.Analysis, view: str, say: Say, command: str) ->
         render_terminal(result.summary, Console(), command=command)
 
 
-def show_analysis(result: pipeline.Analysis, say: Say, json_out: bool = False, view: str = "terminal") -> None:
+def show_analysis(result: pipeline.Analysis, say: Say, view: str = "terminal") -> None:
     """Print an analysis (``view``: the terminal summary, json, markdown or html), its warnings and errors;
     typer.Exit 2 when nothing could be read or a file was bad."""
     if result.summary is None:  # nothing readable: say why, print nothing else
         say.errors(result.errors)
         raise typer.Exit(2)
-    _print_view(result, "json" if json_out else view, say, "analyze")
+    _print_view(result, view, say, "analyze")
     for f in result.inputs:
         if f.used_for:
             say.detail(f"read {f.path} ({f.kind}) for {', '.join(f.used_for)}")

@@ -14,6 +14,7 @@ import pyarrow as pa
 from npudiag.report.terminal import (
     MEMORY_HEADERS,
     copy_numbers,
+    efficiency_numbers,
     fmt_pct,
     fmt_us,
     headline,
@@ -230,10 +231,7 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
                 [
                     [
                         _e(r["op_type"]),
-                        f"{r['kernels']:,}",
-                        _e(fmt_us(r["total_us"])),
-                        f"{r['tflops']:.1f}",
-                        _e(fmt_pct(r["mfu_pct"])) if r.get("mfu_pct") is not None else "-",
+                        *(_e(c) for c in efficiency_numbers(r)),
                         f"{r['flops_per_byte']:.1f}" if r.get("flops_per_byte") else "-",
                         _e(r.get("bound") or "-"),
                     ]

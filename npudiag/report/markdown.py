@@ -15,22 +15,15 @@ from npudiag.report.escape import md_text
 from npudiag.report.terminal import (
     MEMORY_HEADERS,
     copy_numbers,
-    fmt_pct,
+    efficiency_numbers,
     fmt_us,
     headline,
     held_rows,
     hot_op_numbers,
     idle_cause_items,
     memory_row,
-)
-
-_PHASES = (
-    "before_first_task_us",
-    "computing_us",
-    "communication_not_overlapped_us",
-    "copy_not_overlapped_us",
-    "free_us",
-    "after_last_task_us",
+    rank_numbers,
+    step_cells,
 )
 
 
@@ -66,18 +59,7 @@ def _ranks(summary: dict[str, Any]) -> list[str]:
     ranks = summary.get("per_rank", [])
     if len(ranks) < 2:
         return []
-    rows = [
-        [
-            str(r["rank"]),
-            f"{r['kernels']:,}",
-            fmt_us(r["span_us"]),
-            fmt_us(r["busy_us"]),
-            fmt_pct(r["busy_pct"]),
-            fmt_us(r["kernel_time_us"]),
-            fmt_us(r.get("time_lost_us")),
-        ]
-        for r in ranks
-    ]
+    rows = [[str(r["rank"]), *rank_numbers(r)] for r in ranks]
     headers = ["rank", "kernels", "span", "busy", "busy %", "kernel time", "time lost"]
     return _section("Ranks (each rank's own span and busy time)", md_table(headers, rows))
 
@@ -99,17 +81,7 @@ def _efficiency(summary: dict[str, Any]) -> list[str]:
     found = [r for r in summary.get("op_efficiency") or [] if r.get("tflops") is not None]
     if not found:
         return []
-    rows = [
-        [
-            md_text(r["op_type"]),
-            f"{r['kernels']:,}",
-            fmt_us(r["total_us"]),
-            f"{r['tflops']:.1f}",
-            fmt_pct(r.get("mfu_pct")),
-            md_text(r.get("bound") or "-"),
-        ]
-        for r in found
-    ]
+    rows = [[md_text(r["op_type"]), *efficiency_numbers(r), md_text(r.get("bound") or "-")] for r in found]
     body = md_table(["op type", "count", "total", "TFLOPS", "MFU", "bound"], rows, text_columns=1)
     if all(r.get("mfu_pct") is None for r in found):
         body += ["", "MFU needs the peak: `--peak-tflops`."]
@@ -144,15 +116,7 @@ def _steps(summary: dict[str, Any]) -> list[str]:
     steps = summary.get("step_breakdown", [])
     if not steps:
         return []
-    rows = [
-        [
-            "-" if r["rank"] is None else str(r["rank"]),
-            "all" if r["step"] is None else str(r["step"]),
-            fmt_us(r["step_time_us"] or 0.0),
-            *(fmt_us(r.get(k)) for k in _PHASES),
-        ]
-        for r in steps
-    ]
+    rows = [step_cells(r) for r in steps]
     headers = ["rank", "step", "step time", "before", "compute", "comm", "copy", "free", "after"]
     return _section("Step breakdown", md_table(headers, rows))
 

@@ -41,6 +41,33 @@ def hot_op_numbers(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def rank_numbers(r: dict[str, Any]) -> list[str]:
+    """kernels, span, busy, busy %, kernel time, time lost of a per-rank row, as every renderer shows them."""
+    return [
+        f"{r['kernels']:,}",
+        fmt_us(r["span_us"]),
+        fmt_us(r["busy_us"]),
+        fmt_pct(r["busy_pct"]),
+        fmt_us(r["kernel_time_us"]),
+        fmt_us(r.get("time_lost_us")),
+    ]
+
+
+def efficiency_numbers(r: dict[str, Any]) -> list[str]:
+    """count, total, TFLOPS, MFU of an op-efficiency row, as every renderer shows them."""
+    return [f"{r['kernels']:,}", fmt_us(r["total_us"]), f"{r['tflops']:.1f}", fmt_pct(r.get("mfu_pct"))]
+
+
+def step_cells(r: dict[str, Any]) -> list[str]:
+    """rank, step, step time and the time of each phase (STEP_PHASES) of a step-breakdown row."""
+    return [
+        "-" if r["rank"] is None else str(r["rank"]),
+        "all" if r["step"] is None else str(r["step"]),
+        fmt_us(r["step_time_us"] or 0.0),
+        *(fmt_us(r.get(key)) for key, _, _ in STEP_PHASES),
+    ]
+
+
 def copy_numbers(r: dict[str, Any]) -> list[str]:
     """count, bytes, time, share of a copies-by-direction row."""
     return [f"{r['count']:,}", fmt_bytes(r["bytes"]), fmt_us(r["time_us"]), fmt_pct(r["share_pct"])]
@@ -134,18 +161,7 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
             Col("kernel time", priority=4),
             Col("time lost", priority=1),
         ]
-        rows = [
-            [
-                str(r["rank"]),
-                f"{r['kernels']:,}",
-                fmt_us(r["span_us"]),
-                fmt_us(r["busy_us"]),
-                fmt_pct(r["busy_pct"]),
-                fmt_us(r["kernel_time_us"]),
-                fmt_us(r.get("time_lost_us")),
-            ]
-            for r in summary["per_rank"]
-        ]
+        rows = [[str(r["rank"]), *rank_numbers(r)] for r in summary["per_rank"]]
         console.print(table(console, "Ranks (each rank's own span and busy time)", cols, rows))
 
     hot = summary["hot_ops"]
@@ -233,17 +249,7 @@ def _efficiency(summary: dict[str, Any], console: Console) -> None:
         Col("MFU", priority=0),
         Col("bound", "name", 1, min_width=5),
     ]
-    body = [
-        [
-            r["op_type"],
-            f"{r['kernels']:,}",
-            fmt_us(r["total_us"]),
-            f"{r['tflops']:.1f}",
-            fmt_pct(r.get("mfu_pct")),
-            r.get("bound") or "-",
-        ]
-        for r in rows
-    ]
+    body = [[r["op_type"], *efficiency_numbers(r), r.get("bound") or "-"] for r in rows]
     caption = None if any(r.get("mfu_pct") is not None for r in rows) else "MFU needs the peak: --peak-tflops"
     console.print(table(console, "Operator efficiency (FLOPs from shapes)", cols, body, caption=caption))
 
@@ -342,7 +348,7 @@ def _findings(summary: dict[str, Any], console: Console) -> None:
         console.print(plain(f"SKIPPED {rule}: {why}", style="dim"))
 
 
-_PHASES = [
+STEP_PHASES = [
     ("before_first_task_us", "P", "cyan"),
     ("computing_us", "C", "green"),
     ("communication_not_overlapped_us", "M", "magenta"),
@@ -365,17 +371,7 @@ def _step_bars(summary: dict[str, Any], console: Console) -> None:
         Col("free", priority=2),
         Col("after", priority=5),
     ]
-    body = []
-    for r in rows:
-        total = r["step_time_us"] or 0.0
-        body.append(
-            [
-                "-" if r["rank"] is None else str(r["rank"]),
-                "all" if r["step"] is None else str(r["step"]),
-                fmt_us(total),
-                *(fmt_us(r.get(key)) for key, _, _ in _PHASES),
-            ]
-        )
+    body = [step_cells(r) for r in rows]
     # the bar gets what the numbers leave, up to 40 characters; none below 10
     numbers = sum(max(len(c.header), max(len(b[i]) for b in body)) + 2 for i, c in enumerate(cols + phase_cols))
     width = min(40, console.width - numbers - 2)
@@ -389,7 +385,7 @@ def _step_bars(summary: dict[str, Any], console: Console) -> None:
         for r, b in zip(rows, body):
             total = r["step_time_us"] or 0.0
             bar = Text()
-            for key, ch, style in _PHASES:
+            for key, ch, style in STEP_PHASES:
                 n = round(width * (r[key] or 0.0) / total) if total else 0
                 bar.append(ch * n, style=style)
             b.insert(3, bar)
