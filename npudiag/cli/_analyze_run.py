@@ -113,7 +113,7 @@ def run_analyze(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     err = Console(stderr=True)
-    show_progress = not say.quiet and not json_out and err.is_terminal
+    show_progress = not say.quiet and view == "terminal" and err.is_terminal  # a document on stdout: no bar, as --json
     try:
         options = AnalyzeOptions.of(
             steps=_steps(steps, start_step, stop_step),
