@@ -41,16 +41,16 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _in_fork_server() -> bool:
-    """This process is the fork server npudiag started: its parent set the variable to its own pid, and it
-    runs multiprocessing's server (``python -c 'from multiprocessing.forkserver import main; ...'``). The
-    variable alone is not enough: every child of that npudiag inherits it (an npudiag a test runs, a
-    program npudiag profile runs), and must keep its own Ctrl-C."""
-    return (
-        os.environ.get(PARENT_VAR) == str(os.getppid())
-        and sys.argv[:1] == ["-c"]
-        and "multiprocessing.forkserver" in sys.modules
-    )
+def _fork_server_parent() -> int | None:
+    """The pid of the npudiag that started this process, when this is its fork server: npudiag set the
+    variable to its own pid before starting it, and this process runs multiprocessing's server
+    (``python -c 'from multiprocessing.forkserver import main; ...'``). The variable alone is not enough:
+    every child of that npudiag inherits it (an npudiag a test runs, a program npudiag profile runs), and
+    must keep its own Ctrl-C; such a child has its own parent, alive (see :func:`_gone`)."""
+    var = os.environ.get(PARENT_VAR, "")
+    if not var.isdigit() or sys.argv[:1] != ["-c"] or "multiprocessing.forkserver" not in sys.modules:
+        return None
+    return int(var)
 
 
 def _pool_gone(exc: BaseException) -> bool:
@@ -79,35 +79,31 @@ def _quiet_start(start: Callable[..., int]) -> Callable[..., int]:
     return run
 
 
-def _started_after_parent_died() -> bool:
-    """This process has the fork server's shape and the variable, but npudiag (the pid in it) is gone: it
-    died (an interrupt) while this server was still starting, so the server was orphaned before it could
-    ask to die with it. Such a server must not fork the workers npudiag asked for: their start fails on
-    the pool's vanished lock and prints a traceback. A pid in the variable that is alive (another
-    process's child that inherited it) keeps things as they are; a zombie is gone."""
-    var = os.environ.get(PARENT_VAR, "")
-    if not var.isdigit() or str(os.getppid()) == var or sys.argv[:1] != ["-c"]:
-        return False
-    if "multiprocessing.forkserver" not in sys.modules:
-        return False
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie not yet reaped by whoever started it has too: it still
+    answers kill(pid, 0)). Unknown is alive."""
     try:
-        os.kill(int(var), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except (OSError, OverflowError):
         return False
-    try:  # dead, not yet reaped by whoever started npudiag: a zombie still answers kill(pid, 0)
-        with open(f"/proc/{var}/stat", "rb") as fh:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
             return fh.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
     except (OSError, IndexError):
         return False
 
 
-if __name__ != "__main__" and _started_after_parent_died():
-    os._exit(0)
-if __name__ != "__main__" and _in_fork_server():
+_npudiag = _fork_server_parent() if __name__ != "__main__" else None
+if _npudiag is not None and os.getppid() == _npudiag:
     from multiprocessing import spawn
 
     # imported before the server saves its signal handlers: the workers it forks start with SIGINT ignored
     die_with_parent()
     spawn._main = _quiet_start(spawn._main)  # type: ignore[assignment]
+elif _npudiag is not None and _gone(_npudiag):
+    # npudiag died (an interrupt) while this server was still starting: orphaned before it could ask to die
+    # with it, it must not fork the workers npudiag asked for (their start fails on the pool's vanished
+    # lock and prints a traceback)
+    os._exit(0)
