@@ -110,128 +110,206 @@ def _list(v: Any) -> list:
 
 
 def check_section(d: Any, check_path: bool = True) -> list[str]:
-    """Problems with an acl.json ``dump`` section, one line each (empty when CANN would accept it)."""
+    """Problems with an acl.json ``dump`` section, one line each (empty when CANN would accept it): each check
+    of _SECTION_CHECKS in turn, the dump path's writability only when ``check_path``."""
     if not isinstance(d, dict):
         return ["dump: must be a JSON object"]
+    return [p for check in _SECTION_CHECKS for p in check(d, check_path)]
+
+
+def _unknown_keys(d: dict, _: bool) -> list[str]:
     known = ", ".join(sorted(DUMP_KEYS))
-    problems = [
-        f"dump.{k}: unknown key, which CANN ignores (a typo? it reads {known})" for k in d if k not in DUMP_KEYS
+    return [f"dump.{k}: unknown key, which CANN ignores (a typo? it reads {known})" for k in d if k not in DUMP_KEYS]
+
+
+def _bad_values(d: dict, _: bool) -> list[str]:
+    return [
+        f"dump.{k}: {d[k]!r} is not one of {', '.join(sorted(allowed))}"
+        for k, allowed in VALUES.items()
+        if k in d and (not isinstance(d[k], str) or d[k] not in allowed)
     ]
-    for k, allowed in VALUES.items():
-        if k in d and (not isinstance(d[k], str) or d[k] not in allowed):
-            problems.append(f"dump.{k}: {d[k]!r} is not one of {', '.join(sorted(allowed))}")
+
+
+def _dump_path(d: dict, check_path: bool) -> list[str]:
     path = d.get("dump_path")
-    if path is not None:
-        if not isinstance(path, str) or not path:
-            problems.append("dump.dump_path: must be a non-empty string")
-        elif len(path) > MAX_PATH:
-            problems.append(f"dump.dump_path: {len(path)} characters, at most {MAX_PATH}")
-        elif check_path:
-            p = Path(path)
-            probe = p if p.exists() else next((a for a in p.absolute().parents if a.exists()), Path("/"))
-            if not (probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)):
-                problems.append(f"dump.dump_path: {path} is not writable (checked {probe})")
-    if "dump_step" in d:
-        try:
-            parse_steps(str(d["dump_step"]).replace(",", "|"))
-            if "," in str(d["dump_step"]):
-                problems.append("dump.dump_step: parts are separated by '|', not ','")
-        except ValueError as exc:
-            problems.append(f"dump.dump_step: {exc}")
-    if "dump_stats" in d:
-        st = d["dump_stats"]
-        if not isinstance(st, list) or not st or any(not isinstance(s, str) or s not in STATS_ITEMS for s in st):
-            problems.append(f"dump.dump_stats: must be a non-empty list of {', '.join(sorted(STATS_ITEMS))}")
-        if d.get("dump_data") != "stats":
-            problems.append('dump.dump_stats: needs dump_data "stats" (CANN error EP0005)')
-        if "dump_scene" in d:
-            problems.append("dump.dump_stats: cannot be combined with dump_scene (EP0005)")
-    if d.get("dump_debug") == "on" and d.get("dump_op_switch") == "on":
-        problems.append("dump.dump_debug: overflow dump cannot be combined with dump_op_switch on")
-    if d.get("dump_debug") == "on" and any(isinstance(e, dict) and e for e in d.get("dump_list", []) or []):
-        problems.append("dump.dump_debug: overflow dump cannot be combined with a model dump (dump_list)")
-    if "dump_scene" in d and (d.get("dump_debug") == "on" or d.get("dump_op_switch") == "on"):
-        problems.append("dump.dump_scene: cannot be combined with dump_debug or dump_op_switch on")
-    if d.get("dump_scene") == "watcher" and d.get("dump_mode", "output") != "output":
-        problems.append('dump.dump_scene: watcher mode needs dump_mode "output"')
-    if d.get("dump_scene") == "watcher":
-        if "dump_path" not in d:
-            problems.append("dump.dump_path: watcher mode needs dump_path")
-        if any(isinstance(e, dict) and "model_name" in e for e in _list(d.get("dump_list"))):
-            problems.append("dump.dump_list: watcher mode takes no model_name (layer and watcher_nodes only)")
-    if d.get("dump_scene") in _EXCEPTION_VALUES and any(isinstance(e, dict) and e for e in _list(d.get("dump_list"))):
-        problems.append(
-            f"dump.dump_scene: the exception dump ({d['dump_scene']}) cannot be combined with a model dump (dump_list)"
-        )
-    if d.get("dump_debug") == "on" and "dump_path" not in d:
-        problems.append("dump.dump_path: the overflow dump (dump_debug on) needs dump_path")
+    if path is None:
+        return []
+    if not isinstance(path, str) or not path:
+        return ["dump.dump_path: must be a non-empty string"]
+    if len(path) > MAX_PATH:
+        return [f"dump.dump_path: {len(path)} characters, at most {MAX_PATH}"]
+    return _writable(path) if check_path else []
+
+
+def _writable(path: str) -> list[str]:
+    p = Path(path)
+    probe = p if p.exists() else next((a for a in p.absolute().parents if a.exists()), Path("/"))
+    if probe.is_dir() and os.access(probe, os.W_OK | os.X_OK):
+        return []
+    return [f"dump.dump_path: {path} is not writable (checked {probe})"]
+
+
+def _dump_step(d: dict, _: bool) -> list[str]:
+    if "dump_step" not in d:
+        return []
+    text = str(d["dump_step"])
+    try:
+        parse_steps(text.replace(",", "|"))
+    except ValueError as exc:
+        return [f"dump.dump_step: {exc}"]
+    return ["dump.dump_step: parts are separated by '|', not ','"] if "," in text else []
+
+
+def _dump_stats(d: dict, _: bool) -> list[str]:
+    if "dump_stats" not in d:
+        return []
+    st = d["dump_stats"]
+    bad_list = not isinstance(st, list) or not st or any(not isinstance(s, str) or s not in STATS_ITEMS for s in st)
+    return _when(
+        (bad_list, f"dump.dump_stats: must be a non-empty list of {', '.join(sorted(STATS_ITEMS))}"),
+        (d.get("dump_data") != "stats", 'dump.dump_stats: needs dump_data "stats" (CANN error EP0005)'),
+        ("dump_scene" in d, "dump.dump_stats: cannot be combined with dump_scene (EP0005)"),
+    )
+
+
+def _when(*checks: tuple[Any, str]) -> list[str]:
+    """The messages whose condition holds, in order: a table of checks instead of a ladder of ifs."""
+    return [message for holds, message in checks if holds]
+
+
+def _models(d: dict) -> list[dict]:
+    """The dump_list entries that name something (a model or layers)."""
+    return [e for e in _list(d.get("dump_list")) if isinstance(e, dict) and e]
+
+
+def _conflicts(d: dict, _: bool) -> list[str]:
+    """Keys that CANN refuses together, and what each scene needs."""
+    overflow, single_op = d.get("dump_debug") == "on", d.get("dump_op_switch") == "on"
+    scene, models = d.get("dump_scene"), _models(d)
+    watcher, exception = scene == "watcher", isinstance(scene, str) and scene in _EXCEPTION_VALUES
+    return _when(
+        (overflow and single_op, "dump.dump_debug: overflow dump cannot be combined with dump_op_switch on"),
+        (overflow and models, "dump.dump_debug: overflow dump cannot be combined with a model dump (dump_list)"),
+        (
+            "dump_scene" in d and (overflow or single_op),
+            "dump.dump_scene: cannot be combined with dump_debug or dump_op_switch on",
+        ),
+        (
+            watcher and d.get("dump_mode", "output") != "output",
+            'dump.dump_scene: watcher mode needs dump_mode "output"',
+        ),
+        (watcher and "dump_path" not in d, "dump.dump_path: watcher mode needs dump_path"),
+        (
+            watcher and any("model_name" in e for e in models),
+            "dump.dump_list: watcher mode takes no model_name (layer and watcher_nodes only)",
+        ),
+        (
+            exception and models,
+            f"dump.dump_scene: the exception dump ({scene}) cannot be combined with a model dump (dump_list)",
+        ),
+        (overflow and "dump_path" not in d, "dump.dump_path: the overflow dump (dump_debug on) needs dump_path"),
+    )
+
+
+def _dump_list(d: dict, _: bool) -> list[str]:
     dl = d.get("dump_list")
-    if dl is not None:
-        if not isinstance(dl, list):
-            problems.append("dump.dump_list: must be a list")
-        else:
-            for i, e in enumerate(dl):
-                if not isinstance(e, dict):
-                    problems.append(f"dump.dump_list[{i}]: must be an object")
-                    continue
-                problems += [
-                    f"dump.dump_list[{i}].{k}: unknown key, which CANN ignores (it reads {', '.join(sorted(LIST_KEYS))})"
-                    for k in e
-                    if k not in LIST_KEYS
-                ]
-                layer = e.get("layer")
-                if layer is not None and (
-                    not isinstance(layer, list) or any(not isinstance(x, str) or not x for x in layer)
-                ):
-                    problems.append(f"dump.dump_list[{i}].layer: must be a list of op names")
-                elif layer == []:
-                    problems.append(
-                        f"dump.dump_list[{i}].layer: empty (CANN error EP0001); leave it out to dump every op of the model"
-                    )
-                # model_name may be omitted: the named layers are then dumped in every model (CANN dump docs)
-                mn = e.get("model_name")
-                if mn is not None and (not isinstance(mn, str) or not mn):
-                    problems.append(f"dump.dump_list[{i}].model_name: must be a non-empty string (one model per entry)")
-                if layer and d.get("dump_op_switch") == "on" and "model_name" not in e:
-                    problems.append(
-                        f"dump.dump_list[{i}]: a layer list applies to a model dump, not to dump_op_switch on"
-                    )
-                for key in ("optype_blacklist", "opname_blacklist"):
-                    bl = e.get(key)
-                    if bl is not None and (
-                        not isinstance(bl, list)
-                        or len(bl) > 100
-                        or any(not isinstance(b, dict) or "name" not in b for b in bl)
-                    ):
-                        problems.append(f'dump.dump_list[{i}].{key}: at most 100 {{"name": ..., "pos": [...]}} objects')
-                    if bl is not None and d.get("dump_level") != "op":
-                        problems.append(f'dump.dump_list[{i}].{key}: needs dump_level "op" (CANN error EP0005)')
-                rng = e.get("opname_range")
-                if rng is not None and (
-                    not isinstance(rng, list) or any(not isinstance(r, dict) or {"begin", "end"} - set(r) for r in rng)
-                ):
-                    problems.append(f'dump.dump_list[{i}].opname_range: a list of {{"begin": op, "end": op}}')
-                elif rng is not None:
-                    if d.get("dump_level") != "op":
-                        problems.append(f'dump.dump_list[{i}].opname_range: needs dump_level "op" (CANN error EP0005)')
-                    if not e.get("model_name"):
-                        problems.append(
-                            f"dump.dump_list[{i}].opname_range: needs the entry's model_name (CANN error EP0001)"
-                        )
-                    if any(not r.get("begin") or not r.get("end") for r in rng):
-                        problems.append(
-                            f"dump.dump_list[{i}].opname_range: begin and end must name ops (CANN error EP0003)"
-                        )
-    models = [e for e in _list(d.get("dump_list")) if isinstance(e, dict) and e]
-    if (models or d.get("dump_op_switch") == "on") and "dump_scene" not in d and "dump_path" not in d:
-        problems.append("dump.dump_path: a model or single-op dump needs dump_path (CANN error EP0001)")
+    if dl is None:
+        return []
+    if not isinstance(dl, list):
+        return ["dump.dump_list: must be a list"]
+    return [p for i, e in enumerate(dl) for p in _list_entry(d, f"dump.dump_list[{i}]", e)]
+
+
+def _list_entry(d: dict, where: str, e: Any) -> list[str]:
+    """One dump_list entry: its keys, layer list, model name, blacklists and op range."""
+    if not isinstance(e, dict):
+        return [f"{where}: must be an object"]
+    unknown = [
+        f"{where}.{k}: unknown key, which CANN ignores (it reads {', '.join(sorted(LIST_KEYS))})"
+        for k in e
+        if k not in LIST_KEYS
+    ]
+    layer, mn = e.get("layer"), e.get("model_name")
+    bad_layer = layer is not None and (
+        not isinstance(layer, list) or any(not isinstance(x, str) or not x for x in layer)
+    )
+    # model_name may be omitted: the named layers are then dumped in every model (CANN dump docs)
+    return [
+        *unknown,
+        *_when(
+            (bad_layer, f"{where}.layer: must be a list of op names"),
+            (
+                not bad_layer and layer == [],
+                f"{where}.layer: empty (CANN error EP0001); leave it out to dump every op of the model",
+            ),
+            (
+                mn is not None and (not isinstance(mn, str) or not mn),
+                f"{where}.model_name: must be a non-empty string (one model per entry)",
+            ),
+            (
+                layer and d.get("dump_op_switch") == "on" and "model_name" not in e,
+                f"{where}: a layer list applies to a model dump, not to dump_op_switch on",
+            ),
+        ),
+        *(p for key in ("optype_blacklist", "opname_blacklist") for p in _blacklist(d, f"{where}.{key}", e.get(key))),
+        *_op_range(d, f"{where}.opname_range", e),
+    ]
+
+
+def _blacklist(d: dict, where: str, bl: Any) -> list[str]:
+    if bl is None:
+        return []
+    bad = not isinstance(bl, list) or len(bl) > 100 or any(not isinstance(b, dict) or "name" not in b for b in bl)
+    return _when(
+        (bad, f'{where}: at most 100 {{"name": ..., "pos": [...]}} objects'),
+        (d.get("dump_level") != "op", f'{where}: needs dump_level "op" (CANN error EP0005)'),
+    )
+
+
+def _op_range(d: dict, where: str, e: dict) -> list[str]:
+    rng = e.get("opname_range")
+    if rng is None:
+        return []
+    if not isinstance(rng, list) or any(not isinstance(r, dict) or {"begin", "end"} - set(r) for r in rng):
+        return [f'{where}: a list of {{"begin": op, "end": op}}']
+    return _when(
+        (d.get("dump_level") != "op", f'{where}: needs dump_level "op" (CANN error EP0005)'),
+        (not e.get("model_name"), f"{where}: needs the entry's model_name (CANN error EP0001)"),
+        (
+            any(not r.get("begin") or not r.get("end") for r in rng),
+            f"{where}: begin and end must name ops (CANN error EP0003)",
+        ),
+    )
+
+
+def _needs_something(d: dict, _: bool) -> list[str]:
+    """A model or single-op dump needs a path; a section must dump something."""
+    single_op = d.get("dump_op_switch") == "on"
     nothing = d.get("dump_op_switch", "off") == "off" and not d.get("dump_list") and d.get("dump_debug") != "on"
-    if nothing and "dump_scene" not in d and "dump_kernel_data" not in d:
-        problems.append(
-            "dump: nothing to dump: give dump_list (a model and its layers), dump_op_switch on, dump_debug on, dump_scene "
-            "or dump_kernel_data"
-        )
-    return problems
+    return _when(
+        (
+            (_models(d) or single_op) and "dump_scene" not in d and "dump_path" not in d,
+            "dump.dump_path: a model or single-op dump needs dump_path (CANN error EP0001)",
+        ),
+        (
+            nothing and "dump_scene" not in d and "dump_kernel_data" not in d,
+            "dump: nothing to dump: give dump_list (a model and its layers), dump_op_switch on, dump_debug on, "
+            "dump_scene or dump_kernel_data",
+        ),
+    )
+
+
+# the checks of an acl.json dump section, in the order their problems are reported
+_SECTION_CHECKS = (
+    _unknown_keys,
+    _bad_values,
+    _dump_path,
+    _dump_step,
+    _dump_stats,
+    _conflicts,
+    _dump_list,
+    _needs_something,
+)
 
 
 def config_kind(data: Any) -> str:

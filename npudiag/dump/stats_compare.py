@@ -154,46 +154,54 @@ def judge_call(rows: list[dict[str, Any]]) -> None:
     notes: dict[int, list[tuple[str, str]]] = {id(r): [] for r in rows}
     judged = [] if api in IGNORED else outputs if api in INPUTS_IGNORED else inputs + outputs
     for r in judged:
-        if not (_non_finite(r["golden_max"]) or _non_finite(r["golden_min"])) and (
-            _non_finite(r["my_max"]) or _non_finite(r["my_min"])
-        ):
-            notes[id(r)].append(("error", "NaN/Inf in mine's max or min, not in golden's"))
-        for what, a, b in (
-            ("requires_grad", r["_my_requires_grad"], r["_golden_requires_grad"]),
-            ("dtype", r["dtype"], r["golden_dtype"]),
-            ("shape", r["shape"], r["golden_shape"]),
-        ):
-            same = dtype_key(a) == dtype_key(b) if what == "dtype" else a == b
-            if a is not None and b is not None and not same:
-                notes[id(r)].append(("error", f"{what} differs ({a} vs {b})"))
-    tensor = any(r.get("_saved") for r in rows)  # tensor mode: both sides saved the call's tensors
+        notes[id(r)] += _row_notes(r)
     if api not in IGNORED and api not in INPUTS_IGNORED:
         for r in inputs:
             if r["_scalar"] and r["my_max"] != r["golden_max"]:
                 notes[id(r)].append(("error", "scalar argument differs"))
-        if tensor:
-            _judge_data(inputs, outputs, notes)
-            inputs = outputs = []  # the statistics rules are not msprobe's in tensor mode
-        errs_in = [e for e in map(_norm_error, inputs) if e is not None]
-        in_max = max(errs_in, default=0.0)
-        if in_max < INPUTS_AGREE:
-            for r in outputs:
-                e = _norm_error(r)
-                if e is not None and e > OUTPUT_DIVERGES:
-                    notes[id(r)].append(
-                        (
-                            "error",
-                            f"inputs agree, output's L2 norm off by {100 * e:.1f}% (> {100 * OUTPUT_DIVERGES:.0f}%)",
-                        )
-                    )
-        out_max = max((e for e in map(_norm_error, outputs) if e is not None), default=0.0)
-        if outputs and (out_max > WARN_RATIO * in_max if in_max else out_max > INPUTS_AGREE):
-            notes[id(outputs[0])].append(("warning", "output's L2-norm error is over 10 times the inputs'"))
+        if any(r.get("_saved") for r in rows):  # tensor mode: both sides saved the call's tensors
+            _judge_data(inputs, outputs, notes)  # the statistics rules are not msprobe's in tensor mode
+        else:
+            _judge_norms(inputs, outputs, notes)
     for r in rows:
         levels = [lv for lv, _ in notes[id(r)]]
         r["result"] = "error" if "error" in levels else ("warning" if levels else "pass")
         r["passed"] = r["result"] != "error"
         r["fail_reason"] = "; ".join(m for _, m in notes[id(r)]) or None
+
+
+def _row_notes(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """One tensor's own problems: NaN/Inf only in mine's statistics, and requires_grad, dtype or shape differing."""
+    notes = []
+    golden_finite = not (_non_finite(r["golden_max"]) or _non_finite(r["golden_min"]))
+    if golden_finite and (_non_finite(r["my_max"]) or _non_finite(r["my_min"])):
+        notes.append(("error", "NaN/Inf in mine's max or min, not in golden's"))
+    for what, a, b in (
+        ("requires_grad", r["_my_requires_grad"], r["_golden_requires_grad"]),
+        ("dtype", r["dtype"], r["golden_dtype"]),
+        ("shape", r["shape"], r["golden_shape"]),
+    ):
+        same = dtype_key(a) == dtype_key(b) if what == "dtype" else a == b
+        if a is not None and b is not None and not same:
+            notes.append(("error", f"{what} differs ({a} vs {b})"))
+    return notes
+
+
+def _judge_norms(
+    inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], notes: dict[int, list[tuple[str, str]]]
+) -> None:
+    """The statistics rules: an output whose L2 norm is off while the inputs agree is an error; an output error
+    over WARN_RATIO times the inputs' a warning."""
+    in_max = max((e for e in map(_norm_error, inputs) if e is not None), default=0.0)
+    if in_max < INPUTS_AGREE:
+        for r in outputs:
+            e = _norm_error(r)
+            if e is not None and e > OUTPUT_DIVERGES:
+                why = f"inputs agree, output's L2 norm off by {100 * e:.1f}% (> {100 * OUTPUT_DIVERGES:.0f}%)"
+                notes[id(r)].append(("error", why))
+    out_max = max((e for e in map(_norm_error, outputs) if e is not None), default=0.0)
+    if outputs and (out_max > WARN_RATIO * in_max if in_max else out_max > INPUTS_AGREE):
+        notes[id(outputs[0])].append(("warning", "output's L2-norm error is over 10 times the inputs'"))
 
 
 def _lowest(rows: list[dict[str, Any]], metric: str) -> float:

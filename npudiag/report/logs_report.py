@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
 from npudiag.report.text import Col, clean, count, pack_lines, plain, table
@@ -62,8 +63,28 @@ def where(file: str, line: Any) -> str:
 
 
 def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
+    """The triage on a terminal: the counts and notes, the root-cause panel, then one table per block."""
+    _print_head(s, console)
+    console.print(_verdict(s, max(console.width - 4, 20)))  # inside the panel's border and padding
+    first = s["first_error"]
+    if first is not None and s["root_cause"] is not None:
+        at = f"{_when(first)} {first['module'] or ''} {_where(first)}"
+        console.print(path_text(f"First error in time: {at}: {_cut(first['message'], 160)}", console.width))
+    for block in (_codes_table, _findings_table, _ranks_table):
+        shown = block(s, console)
+        if shown is not None:
+            console.print(shown)
+    for key, label in (("by_module", "module"), ("by_device", "device_id")):
+        if s[key]:
+            line = ", ".join(f"{r[label] if r[label] is not None else '?'} {r['count']}" for r in s[key][:12])
+            console.print(plain(f"errors by {label}: {line}", style="dim"))
+    if s["timeline"]:
+        console.print(_timeline_table(s, console))
+
+
+def _print_head(s: dict[str, Any], console: Console) -> None:
+    """The counts (the records' own levels: "1 warning" read as one of npudiag's warnings) and the notes."""
     head = Text("npudiag logs", style="bold")
-    # the records' own levels ("1 warning" read as one of npudiag's warnings)
     numbers = (
         f"{count(s['files'], 'file')}, {count(s['records'], 'record')}: "
         f"{s['errors']:,} at ERROR or FATAL, {s['warnings']:,} at WARNING"
@@ -71,16 +92,11 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     head.append(f"  {numbers}", style="dim")
     console.print(head)
     for r in s.get("repeated_files") or []:
-        console.print(
-            plain(
-                f"{r['file']} repeats {count(r['records'], 'problem record')} of {r['same_as']}: counted once",
-                style="dim",
-            )
-        )
-    if s.get("note"):
-        console.print(plain(s["note"], style="yellow"))
-    if s.get("clock_note"):
-        console.print(plain(s["clock_note"], style="yellow"))
+        repeats = f"{r['file']} repeats {count(r['records'], 'problem record')} of {r['same_as']}: counted once"
+        console.print(plain(repeats, style="dim"))
+    for key in ("note", "clock_note"):
+        if s.get(key):
+            console.print(plain(s[key], style="yellow"))
     if s.get("info_records_naming_codes"):
         n = s["info_records_naming_codes"]
         console.print(
@@ -89,129 +105,137 @@ def render_logs_terminal(s: dict[str, Any], console: Console) -> None:
     for p in s.get("line_prefixes") or []:
         note = f"{p['file']}: every line starts with a {p['prefix']} prefix; stripped (kept in the prefix column)"
         console.print(plain(note, style="dim"))
-    root = s["root_cause"]
-    first = s["first_error"]
-    inner = max(console.width - 4, 20)  # inside the panel's border and padding
+
+
+# the root cause's role as the panel's title says it
+_ROLE_TITLE = {
+    "device_fault": "earliest device fault",
+    "cause": "earliest known failure",
+    "symptom": "earliest consequence seen",
+}
+
+
+def _verdict(s: dict[str, Any], inner: int) -> Panel | Text:
+    """The root-cause panel, else the first error's, else that there were none."""
+    root, first = s["root_cause"], s["first_error"]
     if root is not None:
-        body = Text()
-        body.append_text(plain(root["title"], style="bold red"))
+        kind = _ROLE_TITLE.get(root["role"], "earliest known failure")
+        body = _root_body(s, root, inner)
+        return Panel(body, title=f"Root-cause candidate ({kind})", title_align="left", border_style="red")
+    if first is not None:
+        title = plain(f"First error: {_where(first)}")
+        return Panel(plain(first["message"]), title=title, title_align="left", border_style="red")
+    return Text("No errors found.", style="green")
+
+
+def _root_body(s: dict[str, Any], root: dict[str, Any], inner: int) -> Text:
+    """What the root cause is, where it was first seen, what followed, what to check and the fix (with its source)."""
+    body = Text()
+    body.append_text(plain(root["title"], style="bold red"))
+    body.append("\n")
+    body.append_text(plain(root["meaning"]))
+    for k in s.get("fault_kernels") or []:  # the operator the runtime named as failed: the one to investigate
+        body.append("\nfault kernel: ", style="bold")
+        body.append_text(plain(k["kernel_name"]))
+        body.append_text(plain(f" ({k['count']:,}×, first {_when(k, 'first_timestamp')})", style="dim"))
+    body.append("\nfirst seen: ", style="dim")
+    body.append_text(
+        path_text(f"{_when(root, 'first_timestamp')}  {where(root['first_file'], root['first_line'])}", inner)
+    )
+    body.append("\nlog: ", style="dim")
+    body.append_text(plain(root["example"]))
+    body.append("\n")
+    followers = [f["title"] for f in s["findings"] if f.get("follows_from") == root["kb_id"]]
+    if followers:  # the rule chain: what the logs show following from it
+        body.append("followed by: ", style="bold")
+        more = f"; +{len(followers) - 6} more" if len(followers) > 6 else ""
+        body.append_text(plain("; ".join(followers[:6]) + more))
         body.append("\n")
-        body.append_text(plain(root["meaning"]))
-        for k in s.get("fault_kernels") or []:  # the operator the runtime named as failed: the one to investigate
-            body.append("\nfault kernel: ", style="bold")
-            body.append_text(plain(k["kernel_name"]))
-            body.append_text(plain(f" ({k['count']:,}×, first {_when(k, 'first_timestamp')})", style="dim"))
-        body.append("\nfirst seen: ", style="dim")
-        body.append_text(
-            path_text(f"{_when(root, 'first_timestamp')}  {where(root['first_file'], root['first_line'])}", inner)
-        )
-        body.append("\nlog: ", style="dim")
-        body.append_text(plain(root["example"]))
+    if root["checks"]:
+        body.append("check next:\n", style="bold")
+    for c in root["checks"]:
+        body.append("  • ")
+        body.append_text(plain(c))
         body.append("\n")
-        followers = [f["title"] for f in s["findings"] if f.get("follows_from") == root["kb_id"]]
-        if followers:  # the rule chain: what the logs show following from it
-            body.append("followed by: ", style="bold")
-            body.append_text(
-                plain("; ".join(followers[:6]) + (f"; +{len(followers) - 6} more" if len(followers) > 6 else ""))
-            )
-            body.append("\n")
-        if root["checks"]:
-            body.append("check next:\n", style="bold")
-            for c in root["checks"]:
-                body.append("  • ")
-                body.append_text(plain(c))
-                body.append("\n")
-        body.append("fix: ", style="bold green")
-        body.append_text(plain(root["fix"]))
-        if root.get("advice", "").startswith("general"):
-            body.append_text(plain(f" ({root['advice']}: the source names the code, not this fix)", style="dim"))
-        if root.get("source"):
-            body.append("\nfrom: ", style="dim")
-            body.append_text(
-                plain(root["source"] + (f" ({root['applies_to']})" if root.get("applies_to") else ""), style="dim")
-            )
-        kind = {
-            "device_fault": "earliest device fault",
-            "cause": "earliest known failure",
-            "symptom": "earliest consequence seen",
-        }.get(root["role"], "earliest known failure")
-        console.print(Panel(body, title=f"Root-cause candidate ({kind})", title_align="left", border_style="red"))
-    elif first is not None:
-        console.print(
-            Panel(
-                plain(first["message"]),
-                title=plain(f"First error: {_where(first)}"),
-                title_align="left",
-                border_style="red",
-            )
-        )
-    else:
-        console.print(Text("No errors found.", style="green"))
-    if first is not None and root is not None:
-        at = f"{_when(first)} {first['module'] or ''} {_where(first)}"
-        console.print(path_text(f"First error in time: {at}: {_cut(first['message'], 160)}", console.width))
-    if s["error_codes"]:
-        cols = [
-            Col("code", "fixed", 0),
-            Col("count", priority=1),
-            Col("first seen", "fixed", 2),
-            Col("meaning", "text", 0, min_width=20),
+    body.append("fix: ", style="bold green")
+    body.append_text(plain(root["fix"]))
+    if root.get("advice", "").startswith("general"):
+        body.append_text(plain(f" ({root['advice']}: the source names the code, not this fix)", style="dim"))
+    if root.get("source"):
+        body.append("\nfrom: ", style="dim")
+        applies = f" ({root['applies_to']})" if root.get("applies_to") else ""
+        body.append_text(plain(root["source"] + applies, style="dim"))
+    return body
+
+
+def _codes_table(s: dict[str, Any], console: Console) -> Table | None:
+    if not s["error_codes"]:
+        return None
+    cols = [
+        Col("code", "fixed", 0),
+        Col("count", priority=1),
+        Col("first seen", "fixed", 2),
+        Col("meaning", "text", 0, min_width=20),
+    ]
+    rows = [
+        [r["code"], f"{r['count']:,}", _when(r, "first_timestamp"), r["meaning"] or ""] for r in s["error_codes"][:30]
+    ]
+    return table(console, "Error codes", cols, rows)
+
+
+def _findings_table(s: dict[str, Any], console: Console) -> Table | None:
+    if not s["findings"]:
+        return None
+    cols = [
+        Col("failure", "text", 0, min_width=20),
+        Col("role", "fixed", 3),
+        Col("count", priority=1),
+        Col("first seen", "fixed", 2),
+        Col("fix", "text", 1, min_width=20),
+    ]
+    rows = [
+        [
+            f["title"],
+            f["role"],
+            f"{f['count']:,}",
+            _when(f, "first_timestamp"),
+            f"{f['fix']} (from: {_short_source(f)})",
         ]
-        rows = [
-            [r["code"], f"{r['count']:,}", _when(r, "first_timestamp"), r["meaning"] or ""]
-            for r in s["error_codes"][:30]
-        ]
-        console.print(table(console, "Error codes", cols, rows))
-    if s["findings"]:
-        cols = [
-            Col("failure", "text", 0, min_width=20),
-            Col("role", "fixed", 3),
-            Col("count", priority=1),
-            Col("first seen", "fixed", 2),
-            Col("fix", "text", 1, min_width=20),
-        ]
-        rows = [
-            [
-                f["title"],
-                f["role"],
-                f"{f['count']:,}",
-                _when(f, "first_timestamp"),
-                f"{f['fix']} (from: {_short_source(f)})",
-            ]
-            for f in s["findings"][:30]
-        ]
-        console.print(table(console, "Known failures (knowledge base)", cols, rows))
-    if len(s["first_failure_by_rank"]) > 1:
-        cols = [
-            Col("rank", priority=0),
-            Col("time", "fixed", 1),
-            Col("where", "name", 2, min_width=12),
-            Col("message", "text", 0, min_width=20),
-        ]
-        rows = [
-            [str(r["rank"]), _when(r), where(r["file"], r["line"]), _cut(r["message"], 120)]
-            for r in s["first_failure_by_rank"][:16]
-        ]
-        console.print(table(console, "First error per rank (earliest first)", cols, rows))
-    for key, label in (("by_module", "module"), ("by_device", "device_id")):
-        if s[key]:
-            line = ", ".join(f"{r[label] if r[label] is not None else '?'} {r['count']}" for r in s[key][:12])
-            console.print(plain(f"errors by {label}: {line}", style="dim"))
-    if s["timeline"]:
-        cols = [
-            Col("time", "fixed", 0),
-            Col("module", "fixed", 2),
-            Col("codes", "name", 1, min_width=8),
-            Col("message", "text", 0, min_width=20),
-        ]
-        rows = [
-            [_when(r), r["module"] or "", ",".join(r["error_codes"]), r["message"][:200]] for r in s["timeline"][:20]
-        ]
-        if len({r["file"] for r in s["timeline"][:20]}) > 1:  # records of several files: say whose each is
-            cols.insert(3, Col("file", "name", 3, min_width=10))
-            for row, r in zip(rows, s["timeline"]):
-                row.insert(3, where(r["file"].rsplit("/", 1)[-1], r["line"]))
-        console.print(table(console, "Timeline of errors", cols, rows))
+        for f in s["findings"][:30]
+    ]
+    return table(console, "Known failures (knowledge base)", cols, rows)
+
+
+def _ranks_table(s: dict[str, Any], console: Console) -> Table | None:
+    if len(s["first_failure_by_rank"]) <= 1:
+        return None
+    cols = [
+        Col("rank", priority=0),
+        Col("time", "fixed", 1),
+        Col("where", "name", 2, min_width=12),
+        Col("message", "text", 0, min_width=20),
+    ]
+    rows = [
+        [str(r["rank"]), _when(r), where(r["file"], r["line"]), _cut(r["message"], 120)]
+        for r in s["first_failure_by_rank"][:16]
+    ]
+    return table(console, "First error per rank (earliest first)", cols, rows)
+
+
+def _timeline_table(s: dict[str, Any], console: Console) -> Table:
+    cols = [
+        Col("time", "fixed", 0),
+        Col("module", "fixed", 2),
+        Col("codes", "name", 1, min_width=8),
+        Col("message", "text", 0, min_width=20),
+    ]
+    shown = s["timeline"][:20]
+    rows = [[_when(r), r["module"] or "", ",".join(r["error_codes"]), r["message"][:200]] for r in shown]
+    if len({r["file"] for r in shown}) > 1:  # records of several files: say whose each is
+        cols.insert(3, Col("file", "name", 3, min_width=10))
+        for row, r in zip(rows, shown):
+            row.insert(3, where(r["file"].rsplit("/", 1)[-1], r["line"]))
+    return table(console, "Timeline of errors", cols, rows)
 
 
 def _short_source(f: dict[str, Any]) -> str:

@@ -84,43 +84,7 @@ def table(
 ) -> Table:
     """A Rich table of ``rows`` (cells: str, numbers or Text) that fits ``console.width``."""
     cells = [[plain(c) if not isinstance(c, Text) else c for c in row] for row in rows]
-    natural = []
-    for j, col in enumerate(cols):
-        w = max([len(col.header)] + [_width(r[j]) for r in cells if j < len(r)])
-        natural.append(min(w, col.max_width) if col.max_width and col.kind in ("name", "text") else w)
-    keep = list(range(len(cols)))
-    # free text wraps at spaces: its longest word is its floor (a path is never broken mid-word while a
-    # less important column could make room), up to 40 characters
-    longest = [
-        max([0] + [len(w) for r in cells if j < len(r) for w in r[j].plain.split()]) if col.kind == "text" else 0
-        for j, col in enumerate(cols)
-    ]
-
-    def floor_of(j: int) -> int:
-        col = cols[j]
-        if col.kind in ("num", "fixed"):
-            return natural[j]
-        return min(natural[j], max(col.min_width, len(col.header), min(longest[j], 40)))
-
-    def need(idx: list[int]) -> int:
-        return sum(floor_of(j) + _GAP for j in idx)
-
-    while need(keep) > console.width and any(cols[j].priority > 0 for j in keep):
-        drop = max((j for j in keep if cols[j].priority > 0), key=lambda j: (cols[j].priority, j))
-        keep.remove(drop)
-    room = console.width - sum(natural[j] + _GAP for j in keep if cols[j].kind in ("num", "fixed"))
-    flexible = [j for j in keep if cols[j].kind in ("name", "text")]
-    widths = {j: natural[j] for j in keep}
-    if flexible:
-        want = sum(natural[j] + _GAP for j in flexible)
-        if want > room:
-            # share the room by natural width, each at least its floor
-            floors = {j: floor_of(j) for j in flexible}
-            spare = max(room - sum(floors[j] + _GAP for j in flexible), 0)
-            extra = {j: natural[j] - floors[j] for j in flexible}
-            total_extra = sum(extra.values()) or 1
-            for j in flexible:
-                widths[j] = floors[j] + int(spare * extra[j] / total_extra)
+    keep, widths = _layout(console.width, cols, cells)
     t = Table(
         title=title,
         title_justify="left",
@@ -134,21 +98,56 @@ def table(
     )
     for j in keep:
         col = cols[j]
-        if col.kind == "num":
-            t.add_column(col.header, justify="right", no_wrap=True, min_width=widths[j], style=col.style)
-        elif col.kind == "fixed":
-            t.add_column(col.header, no_wrap=True, min_width=widths[j], style=col.style)
-        elif col.kind == "name":  # a name is shown whole: wrapped onto more lines, never cut
+        if col.kind in _FIXED:  # numbers right-aligned; neither kind is ever wrapped or cut
+            justify = "right" if col.kind == "num" else "left"
+            t.add_column(col.header, justify=justify, no_wrap=True, min_width=widths[j], style=col.style)
+        else:  # a name or text is shown whole: wrapped onto more lines, never cut
             t.add_column(col.header, overflow="fold", width=widths[j], style=col.style)
-        else:
-            t.add_column(col.header, overflow="fold", width=widths[j], style=col.style)
-    wrap = [j for j in keep if cols[j].kind in ("name", "text")]
+    wrap = [j for j in keep if cols[j].kind not in _FIXED]
     for row in cells:
         for j in wrap:
             if j < len(row):
                 row[j] = wrapped(row[j], widths[j])
         t.add_row(*(row[j] if j < len(row) else Text("") for j in keep))
     return t
+
+
+_FIXED = ("num", "fixed")  # the kinds of column that keep their natural width
+
+
+def _layout(width: int, cols: list[Col], cells: list[list[Text]]) -> tuple[list[int], dict[int, int]]:
+    """The columns kept (dropped by priority while even their floors do not fit) and each one's width: fixed
+    columns their natural width, names and text the room left, shared by natural width above their floors."""
+    natural = [_natural(j, col, cells) for j, col in enumerate(cols)]
+    floors = [_floor(j, col, natural[j], cells) for j, col in enumerate(cols)]
+    keep = list(range(len(cols)))
+    while sum(floors[j] + _GAP for j in keep) > width and any(cols[j].priority > 0 for j in keep):
+        keep.remove(max((j for j in keep if cols[j].priority > 0), key=lambda j: (cols[j].priority, j)))
+    widths = {j: natural[j] for j in keep}
+    room = width - sum(natural[j] + _GAP for j in keep if cols[j].kind in _FIXED)
+    flexible = [j for j in keep if cols[j].kind not in _FIXED]
+    if sum(natural[j] + _GAP for j in flexible) > room:
+        spare = max(room - sum(floors[j] + _GAP for j in flexible), 0)
+        total_extra = sum(natural[j] - floors[j] for j in flexible) or 1
+        for j in flexible:
+            widths[j] = floors[j] + int(spare * (natural[j] - floors[j]) / total_extra)
+    return keep, widths
+
+
+def _natural(j: int, col: Col, cells: list[list[Text]]) -> int:
+    """Column ``j``'s widest line (its header's at least), a name or text capped at its max_width."""
+    w = max([len(col.header)] + [_width(r[j]) for r in cells if j < len(r)])
+    return min(w, col.max_width) if col.max_width and col.kind not in _FIXED else w
+
+
+def _floor(j: int, col: Col, natural: int, cells: list[list[Text]]) -> int:
+    """The narrowest column ``j`` may get: its natural width for numbers and fixed cells; for names and text its
+    min_width (or header); free text wraps at spaces, so its longest word up to 40 characters is its floor too
+    (a path is never broken mid-word while a less important column could make room)."""
+    if col.kind in _FIXED:
+        return natural
+    longest = max([0] + [len(w) for r in cells if j < len(r) for w in r[j].plain.split()]) if col.kind == "text" else 0
+    return min(natural, max(col.min_width, len(col.header), min(longest, 40)))
 
 
 # a long name breaks after one of these (op_name_with_parts, a/path, Module.sub.name, rank:step, a-b, a,b) or at a

@@ -273,76 +273,95 @@ class _Reading:
         self.pieces = {"arrow": 0, "msgspec": 0}  # how trace_fast read the file's pieces
 
     def event(self, ev: dict) -> None:
-        cols, torch = self.cols, self.torch
+        """One event, by its phase (complete, flow start or end, counter, metadata; the rest are not read)."""
         ph = ev.get("ph")
-        if ph == "X":
-            cat = ev.get("cat")
-            if cat == "cpu_op":
-                torch.add_op(ev, cols)
-                name = ev.get("name")
-                if name.__class__ is str and name.startswith("ProfilerStep#"):  # the step's recorded range too
-                    t = num(ev.get("ts"))
-                    if t == t:
-                        cols.add(ev, t)
+        handle = _BY_PHASE.get(ph) if ph.__class__ is str else None
+        if handle is not None:
+            handle(self, ev)
+
+    def _complete(self, ev: dict) -> None:
+        cols, torch = self.cols, self.torch
+        cat = ev.get("cat")
+        if cat == "cpu_op":
+            torch.add_op(ev, cols)
+            name = ev.get("name")
+            if name.__class__ is str and name.startswith("ProfilerStep#"):  # the step's recorded range too
+                t = num(ev.get("ts"))
+                if t == t:
+                    cols.add(ev, t)
+            return
+        if cat == "enqueue" or cat == "dequeue":
+            torch.add_queue(ev, cols, cat)
+            return
+        if cat == "python_function":
+            name = ev.get("name")
+            if name.__class__ is str and name.startswith(MODULE_PREFIX):
+                torch.add_module(ev, cols)
                 return
-            if cat == "enqueue" or cat == "dequeue":
-                torch.add_queue(ev, cols, cat)
-                return
-            if cat == "python_function":
-                name = ev.get("name")
-                if name.__class__ is str and name.startswith(MODULE_PREFIX):
-                    torch.add_module(ev, cols)
-                    return
-            if cat.__class__ is str and cat in SKIP_CATS and not str(ev.get("name", "")).startswith("ProfilerStep#"):
-                return
-            pid = ev.get("pid")
-            if self.skip_pids and pid.__hash__ is not None and pid in self.skip_pids:
-                return
-            t = num(ev.get("ts"))
-            if t != t:  # NaN
-                self.bad_ts += 1
-                return
-            cols.add(ev, t)
-        elif ph == "s":
-            cat = ev.get("cat")
-            if cat == "HostToDevice":
-                fid, t = code(ev.get("id")), num(ev.get("ts"))
-                if fid != MISSING and t == t:
-                    self.flows[fid] = exact_ns(ev.get("ts"), t)
-                elif fid == MISSING:
-                    self.flow_ids.odd(cat, ev.get("id"), end=False)
-            elif cat == "async_npu":
-                torch.add_flow(ev, cols, end=False)
-                if code(ev.get("id")) == MISSING:
-                    self.flow_ids.odd(cat, ev.get("id"), end=False)
-        elif ph == "f":
-            cat = ev.get("cat")
-            if cat == "HostToDevice":
-                fid = code(ev.get("id"))
-                if fid != MISSING:
-                    self.flow_ids.h2d_ends.append(fid)
-                else:
-                    self.flow_ids.odd(cat, ev.get("id"), end=True)
-            elif cat == "async_npu" and code(ev.get("id")) == MISSING:
-                self.flow_ids.odd(cat, ev.get("id"), end=True)
-            if cat == "async_npu":
-                torch.add_flow(ev, cols, end=True)
-        elif ph == "C":
-            if ev.get("name") == AICORE_FREQ and isinstance(ev.get("args"), dict):
-                t, mhz = num(ev.get("ts")), num(ev["args"].get("MHz"))
-                if t == t and mhz == mhz:
-                    self.freq.append((exact_ns(ev.get("ts"), t), t, mhz))
-        elif ph == "M":
-            a = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-            pid = cols.pid_code(ev.get("pid"))
-            if ev.get("name") == "process_name":
-                self.process_names[pid] = str(a.get("name", ""))
-                if self.process_names[pid] not in _NEEDED and ev.get("pid").__hash__ is not None:
-                    self.skip_pids.add(ev.get("pid"))
-            elif ev.get("name") == "process_labels":
-                self.process_labels[pid] = str(a.get("labels", ""))
-            elif ev.get("name") == "thread_name":
-                self.thread_names[(pid, code(ev.get("tid")))] = str(a.get("name", ""))
+        if cat.__class__ is str and cat in SKIP_CATS and not str(ev.get("name", "")).startswith("ProfilerStep#"):
+            return
+        pid = ev.get("pid")
+        if self.skip_pids and pid.__hash__ is not None and pid in self.skip_pids:
+            return
+        t = num(ev.get("ts"))
+        if t != t:  # NaN
+            self.bad_ts += 1
+            return
+        cols.add(ev, t)
+
+    def _flow_start(self, ev: dict) -> None:
+        cat = ev.get("cat")
+        if cat == "HostToDevice":
+            fid, t = code(ev.get("id")), num(ev.get("ts"))
+            if fid != MISSING and t == t:
+                self.flows[fid] = exact_ns(ev.get("ts"), t)
+            elif fid == MISSING:
+                self.flow_ids.odd(cat, ev.get("id"), end=False)
+        elif cat == "async_npu":
+            self.torch.add_flow(ev, self.cols, end=False)
+            if code(ev.get("id")) == MISSING:
+                self.flow_ids.odd(cat, ev.get("id"), end=False)
+
+    def _flow_end(self, ev: dict) -> None:
+        cat = ev.get("cat")
+        if cat != "HostToDevice" and cat != "async_npu":
+            return
+        fid = code(ev.get("id"))
+        if fid == MISSING:
+            self.flow_ids.odd(cat, ev.get("id"), end=True)
+        elif cat == "HostToDevice":
+            self.flow_ids.h2d_ends.append(fid)
+        if cat == "async_npu":
+            self.torch.add_flow(ev, self.cols, end=True)
+
+    def _counter(self, ev: dict) -> None:
+        if ev.get("name") == AICORE_FREQ and isinstance(ev.get("args"), dict):
+            t, mhz = num(ev.get("ts")), num(ev["args"].get("MHz"))
+            if t == t and mhz == mhz:
+                self.freq.append((exact_ns(ev.get("ts"), t), t, mhz))
+
+    def _metadata(self, ev: dict) -> None:
+        a = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        pid = self.cols.pid_code(ev.get("pid"))
+        name = ev.get("name")
+        if name == "process_name":
+            self.process_names[pid] = str(a.get("name", ""))
+            if self.process_names[pid] not in _NEEDED and ev.get("pid").__hash__ is not None:
+                self.skip_pids.add(ev.get("pid"))
+        elif name == "process_labels":
+            self.process_labels[pid] = str(a.get("labels", ""))
+        elif name == "thread_name":
+            self.thread_names[(pid, code(ev.get("tid")))] = str(a.get("name", ""))
+
+
+# the phases the reader reads (Trace Event Format: X complete, s / f flow start / end, C counter, M metadata)
+_BY_PHASE = {
+    "X": _Reading._complete,
+    "s": _Reading._flow_start,
+    "f": _Reading._flow_end,
+    "C": _Reading._counter,
+    "M": _Reading._metadata,
+}
 
 
 def _read_events(path: Path, progress: Callable[[int], None] | None) -> _Reading:
