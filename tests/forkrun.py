@@ -40,7 +40,7 @@ def child(req, count_path):
     def counted(fn):
         def wrapped(*a, **k):
             r = fn(*a, **k)
-            if r is False:  # npudiag.output._rename2: this system could not, nothing renamed
+            if r is False:  # npudiag.output.system.rename2: this system could not, nothing renamed
                 return r
             with lock:
                 seen[0] += 1
@@ -52,7 +52,7 @@ def child(req, count_path):
         return wrapped
 
     os.rename, os.replace = counted(os.rename), counted(os.replace)
-    npudiag.output._rename2 = counted(npudiag.output._rename2)
+    npudiag.output.system.rename2 = counted(npudiag.output.system.rename2)
     try:
         npudiag.cli.main(req["argv"])
         code = 0

@@ -1,4 +1,4 @@
-"""Where npudiag writes, and what it never replaces (npudiag/output.py), each case checked on the tree
+"""Where npudiag writes, and what it never replaces (npudiag/output/), each case checked on the tree
 around the target: devices and FIFOs are written into, links resolved once and only when the user could
 have made them, a folder replaced only when npudiag wrote every file in it, never a file, an input, HOME,
 / or the working folder, even with --force."""
@@ -282,7 +282,7 @@ def test_a_pid_reused_by_a_later_process_is_not_the_run_that_wrote_the_marker(tm
 
 
 def test_without_an_atomic_exchange_the_swap_still_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(output, "_RENAMEAT2", None)
+    monkeypatch.setattr(output.system, "RENAMEAT2", None)
     for sample in (MSPROF, SAMPLE):
         assert run_cli("analyze", sample, "--out", tmp_path / "o", "-q").returncode == 0
     assert "sample_torch" in (tmp_path / "o" / "manifest.json").read_text() and _hidden(tmp_path) == []
@@ -309,7 +309,7 @@ def test_a_folder_is_on_disk_before_it_is_swapped_in(tmp_path: Path, monkeypatch
     from npudiag import output
 
     calls: list[str] = []
-    real_fsync, real_swap = os.fsync, output.swap_in
+    real_fsync, real_swap = os.fsync, output.folders.swap_in
 
     def fsync(fd: int) -> None:
         calls.append(os.readlink(f"/proc/self/fd/{fd}"))
@@ -319,8 +319,8 @@ def test_a_folder_is_on_disk_before_it_is_swapped_in(tmp_path: Path, monkeypatch
         calls.append("swap")
         real_swap(*a)
 
-    monkeypatch.setattr(output.os, "fsync", fsync)
-    monkeypatch.setattr(output, "swap_in", swap_in)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(output.folders, "swap_in", swap_in)
     with output.OutputFolder(tmp_path / "o", kind="test") as folder:
         for rel in ("a/rank=0/part-0.bin", "a/rank=1/part-0.bin", "b.json"):
             output.atomic_write(folder.work / rel, lambda fh: fh.write(b"x"))
