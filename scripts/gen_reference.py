@@ -120,7 +120,7 @@ def _number(v: float) -> str:
 
 def render_rules() -> str:
     sys.path.insert(0, str(ROOT))
-    from npudiag.profiling.rules import RULES
+    from npudiag.profiling.rules import rules
 
     parts = [
         "# Rules\n\n", HEAD,
@@ -131,13 +131,13 @@ def render_rules() -> str:
         "| rule | finds | msprof-analyze |\n| --- | --- | --- |\n",
     ]  # fmt: skip
     docs = []
-    for m in RULES:
-        first, _, body = (m.__doc__ or "").strip().partition("\n")
+    for m in rules().values():
+        first, _, body = m.doc.strip().partition("\n")
         finds = first.split(":", 1)[1].strip() if ":" in first else first
-        parts.append(f"| [`{m.RULE_ID}`](#{m.RULE_ID}) | {finds} | {m.MSPROF_ANALYZE} |\n")
-        opts = ", ".join(f"`{k}={_number(v)}`" for k, v in m.OPTIONS.items())
+        parts.append(f"| [`{m.rule_id}`](#{m.rule_id}) | {finds} | {m.msprof_analyze} |\n")
+        opts = ", ".join(f"`{k}={_number(v)}`" for k, v in m.options.items())
         paragraphs = [" ".join(x.split()) for x in body.strip().split("\n\n") if x.strip()]
-        docs.append(f"\n## {m.RULE_ID}\n\n{finds}\n\n" + "".join(f"{p}\n\n" for p in paragraphs)
+        docs.append(f"\n## {m.rule_id}\n\n{finds}\n\n" + "".join(f"{p}\n\n" for p in paragraphs)
                     + f"Options (defaults): {opts}.\n")  # fmt: skip
     return "".join(parts + docs)
 

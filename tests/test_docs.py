@@ -136,16 +136,16 @@ def test_readme_is_short_and_its_outputs_are_current() -> None:
         assert "\n".join(lines) in capture
 
     from npudiag import schemas
-    from npudiag.profiling.rules import RULES
+    from npudiag.profiling.rules import rules as registered_rules
 
     tables = (ROOT / "docs" / "tables.md").read_text()
     for name, schema in schemas.TABLES.items():
         assert f"\n## {name}.parquet\n" in tables
         assert all(f"| `{f.name}` | {f.type} |" in tables for f in schema)
     rules = (ROOT / "docs" / "rules.md").read_text()
-    for m in RULES:
-        assert f"\n## {m.RULE_ID}\n" in rules and m.MSPROF_ANALYZE in rules
-        assert all(f"`{k}=" in rules for k in m.OPTIONS)
+    for m in registered_rules().values():
+        assert f"\n## {m.rule_id}\n" in rules and m.msprof_analyze in rules
+        assert all(f"`{k}=" in rules for k in m.options)
 
 
 # -- every npudiag command shown in README.md and docs/*.md runs on the bundled samples ---------------

@@ -706,3 +706,45 @@ def test_a_many_rank_chrome_trace_keeps_the_ranks_apart(corpus: Path, tmp_path: 
             ends.setdefault((e.get("cat"), e["id"]), set()).add(e["pid"] >= first_of_rank1)
     raw_ids = {(e.get("cat"), str(e["id"])) for e in raw if e.get("ph") in ("s", "f") and "id" in e}
     assert len(ends) == 2 * len(raw_ids) and all(len(ranks) == 1 for ranks in ends.values())
+
+
+def test_a_registered_rule_runs_takes_options_and_is_written(tmp_path: Path) -> None:
+    """Adding a rule is one module ending in ``register(Rule(...))`` (docs/development.md): registered
+    here in a test, it runs in analyze, takes --rule-opt options, and its findings reach findings.parquet
+    with their ids; a rule whose data is missing is listed as skipped with its reason; bad defaults fail
+    at registration."""
+    import csv
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    import npudiag
+    from npudiag.profiling.rules import Finding, Rule, Skipped, parse_rule_options, register, rule_options, unregister
+
+    def run(ctx, opts):
+        kernels = ctx.table("kernels")
+        long = kernels.filter(pc.greater_equal(kernels["duration_us"], opts["min_us"]))
+        if opts["min_us"] > 1e9:
+            raise Skipped("no kernel is that long")
+        return [
+            Finding("long_kernels", "info", f"{long.num_rows} kernels of at least {opts['min_us']} us", "split them", None, long.num_rows)
+        ]
+
+    register(Rule("long_kernels", run, {"min_us": 50.0}, "none", "long_kernels: kernels over min_us.\n\nA test's rule."))
+    try:
+        assert rule_options()["long_kernels"] == {"min_us": 50.0}
+        csv_file = next(Path("fixtures/sample_torch").rglob("kernel_details.csv"))
+        with open(csv_file, newline="", encoding="utf-8") as fh:
+            durations = [float(r["Duration(us)"]) for r in csv.DictReader(fh)]
+        for min_us in (50.0, 10.0):
+            out = tmp_path / f"o{min_us}"
+            npudiag.analyze(["fixtures/sample_torch"], out, rule_options=parse_rule_options([f"long_kernels.min_us={min_us}"]))
+            rows = [r for r in pq.read_table(out / "findings.parquet").to_pylist() if r["rule_id"] == "long_kernels"]
+            assert [(r["finding_id"], r["count"]) for r in rows] == [("long_kernels:all:1", sum(d >= min_us for d in durations))]
+        result = npudiag.analyze(["fixtures/sample_torch"], tmp_path / "skip", rule_options={"long_kernels": {"min_us": 2e9}})
+        assert result.summary["rules_skipped"]["long_kernels"] == "no kernel is that long"
+        with pytest.raises(ValueError, match="finite numbers >= 0"):
+            register(Rule("bad_rule", run, {"min_us": -1.0}, "none", "bad"))
+    finally:
+        unregister("long_kernels")
+    assert "long_kernels" not in rule_options()

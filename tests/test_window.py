@@ -12,7 +12,7 @@ import pytest
 
 from npudiag.profiling.analysis.window import apply_window, parse_steps, parse_time
 from npudiag.profiling.ingest import ingest
-from npudiag.profiling.rules import RULES
+from npudiag.profiling.rules import rules
 from npudiag.testing.generate import write_torch_profile
 
 from .conftest import CORPUS
@@ -46,7 +46,7 @@ def test_steps_window_cuts_every_table(tmp_path: Path) -> None:
     assert cut["api_calls"].num_rows < tables["api_calls"].num_rows
 
 
-ACROSS = {m.RULE_ID for m in RULES if getattr(m, "ACROSS_STEPS", False)}
+ACROSS = {r.rule_id for r in rules().values() if r.across_steps}
 
 
 def owned_by(t) -> set[tuple]:

@@ -30,7 +30,7 @@ from npudiag.profiling.derive import analyse
 from npudiag.profiling.discover import Unit
 from npudiag.profiling.formats.registry import read_tables
 from npudiag.profiling.ingest import READ_ERRORS, Found, InputFile, as_input_error, conform_parts, read_unit
-from npudiag.profiling.rules import PROFILE_WIDE, PROFILE_WIDE_RULES, findings_table, options_for, sort_findings
+from npudiag.profiling.rules import findings_table, options_for, profile_wide, sort_findings
 from npudiag.profiling.rules.base import Skipped
 from npudiag.profiling.same_run import may_repeat, repeated_exports, same_collection_note
 from npudiag.safeio import sha256_of
@@ -93,8 +93,9 @@ def run_rank(job: RankJob) -> RankOutcome:
             except OSError:
                 rec.sha256 = None
     try:
-        done = analyse(tables, job.window, job.rule_options, exclude=PROFILE_WIDE)
-        partials = {m.RULE_ID: m.partial(done.tables) for m in PROFILE_WIDE_RULES}
+        wide = profile_wide()
+        done = analyse(tables, job.window, job.rule_options, exclude=tuple(r.rule_id for r in wide))
+        partials = {r.rule_id: r.partial(done.tables) for r in wide}
     except WindowError:  # nothing of this rank in the window: the caller says so once for all ranks
         raise
     except CutError as exc:  # a rank that cannot be cut to the window is left out, not counted whole
@@ -144,12 +145,12 @@ def _profile_wide(
 ) -> tuple[pa.Table, dict]:
     """The rules that need the whole profile, from what the ranks returned."""
     findings, skipped = [], {}
-    for rule in PROFILE_WIDE_RULES:
+    for rule in profile_wide():
         try:
-            partials = [o.partials[rule.RULE_ID] for o in outcomes]
-            findings += rule.combine(parts.kernels, parts.hot_ops, partials, options_for(rule.RULE_ID, overrides))
+            partials = [o.partials[rule.rule_id] for o in outcomes]
+            findings += rule.combine(parts.kernels, parts.hot_ops, partials, options_for(rule.rule_id, overrides))
         except Skipped as why:
-            skipped[rule.RULE_ID] = str(why)
+            skipped[rule.rule_id] = str(why)
     return findings_table(findings), skipped
 
 

@@ -2,90 +2,44 @@
 
 A rule declares its options with defaults (``OPTIONS``) and returns findings, or a reason why it
 was skipped (the data it needs is not in this profile), like ``nsys analyze``'s SKIPPED lines.
-This module is the registry: ``run_rules`` runs them all; ``rules.base`` holds what they share.
+Each module registers its rule (``rules.registry``); ``run_rules`` runs them all; ``rules.base`` holds
+what they share.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from npudiag.profiling.rules import (
-    aicore_freq,
-    aicpu_ops,
-    alloc_churn,
-    alloc_in_loop,
-    bandwidth,
-    block_dim,
-    comm_peer_wait,
-    device_idle,
-    dynamic_shape,
-    fusion_candidates,
-    hot_op,
-    memory_fragmentation,
-    memory_peak_op,
-    op_efficiency,
-    single_stream,
-    small_copies,
-    small_packets,
-    sync_copy,
-    sync_stream,
-    unoverlapped_copy,
-)
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, findings_table, sort_findings
+from npudiag.profiling.rules.registry import Rule, profile_wide, register, rules, unregister
 from npudiag.tomlfile import read_toml
 
 __all__ = [
-    "PROFILE_WIDE",
-    "RULES",
     "Finding",
+    "Rule",
     "RuleContext",
     "Skipped",
     "findings_table",
     "load_rule_file",
     "options_for",
     "parse_rule_options",
+    "profile_wide",
+    "register",
     "rule_options",
+    "rules",
     "run_rules",
     "sort_findings",
+    "unregister",
 ]
-
-RULES = (
-    sync_copy,
-    unoverlapped_copy,
-    small_copies,
-    alloc_in_loop,
-    device_idle,
-    single_stream,
-    aicpu_ops,
-    hot_op,
-    memory_fragmentation,
-    memory_peak_op,
-    alloc_churn,
-    sync_stream,
-    aicore_freq,
-    fusion_candidates,
-    small_packets,
-    dynamic_shape,
-    block_dim,
-    bandwidth,
-    comm_peer_wait,
-    op_efficiency,
-)
-RuleFn = Callable[[RuleContext, dict[str, float]], list[Finding]]
-
-
-def _registry() -> dict[str, tuple[RuleFn, dict[str, float]]]:
-    return {m.RULE_ID: (m.run, m.OPTIONS) for m in RULES}
 
 
 def rule_options() -> dict[str, dict[str, float]]:
     """Every rule's options with their defaults (documented in docs/analyze.md)."""
-    return {rule_id: dict(opts) for rule_id, (_, opts) in _registry().items()}
+    return {rule_id: dict(rule.options) for rule_id, rule in rules().items()}
 
 
 def parse_rule_options(items: list[str]) -> dict[str, dict[str, float]]:
@@ -127,15 +81,8 @@ def load_rule_file(path: Path) -> dict[str, dict[str, float]]:
         raise ValueError(f"{path}: {exc}".replace("--rule-opt ", "")) from None
 
 
-# rules that look at the profile as a whole (shares of all device time), not rank by rank: where
-# ranks are analysed apart each rank gives the rule's ``partial(tables)`` and the rule runs once,
-# ``combine(kernels, hot_ops, partials, opts)``, over what the ranks add up to (npudiag.profiling.rank_job)
-PROFILE_WIDE_RULES = (hot_op,)
-PROFILE_WIDE = tuple(m.RULE_ID for m in PROFILE_WIDE_RULES)
-
-
 def options_for(rule_id: str, overrides: dict[str, dict[str, float]] | None = None) -> dict[str, float]:
-    return {**_registry()[rule_id][1], **(overrides or {}).get(rule_id, {})}
+    return {**rules()[rule_id].options, **(overrides or {}).get(rule_id, {})}
 
 
 def run_rules(
@@ -148,12 +95,11 @@ def run_rules(
     ctx = tables if isinstance(tables, RuleContext) else RuleContext(tables)
     findings: list[Finding] = []
     skipped: dict[str, str] = {}
-    for rule_id, (fn, defaults) in _registry().items():
+    for rule_id, rule in rules().items():
         if rule_id in exclude:
             continue
-        opts = {**defaults, **(overrides or {}).get(rule_id, {})}
         try:
-            found = fn(ctx, opts)
+            found = rule.run(ctx, options_for(rule_id, overrides))
         except Skipped as why:
             skipped[rule_id] = str(why)
             continue

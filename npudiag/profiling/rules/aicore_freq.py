@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from npudiag.profiling.analysis.timeline import overlap_with
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, absolute
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "aicore_freq"
 OPTIONS = {"min_drop": 0.05, "warning_share": 0.01, "critical_share": 0.05}
@@ -101,3 +102,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             )
         )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

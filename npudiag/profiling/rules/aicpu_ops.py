@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, spans_of
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "aicpu_ops"
 OPTIONS = {"min_us": 20.0, "warning_share": 0.03, "critical_share": 0.10}
@@ -60,3 +61,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 )
             )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

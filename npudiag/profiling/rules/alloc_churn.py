@@ -16,13 +16,12 @@ import pyarrow.compute as pc
 
 from npudiag.profiling.analysis.memory import allocator_samples, reservation_changes, step_of
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, step_starts
+from npudiag.profiling.rules.registry import Rule, register
 from npudiag.units import format_bytes
 
 RULE_ID = "alloc_churn"
 OPTIONS = {"min_steps": 2.0, "min_bytes": float(64 << 20)}
 MSPROF_ANALYZE = "none"
-# compares steps with each other (memory given back and taken again every step): a window of fewer steps may not show it
-ACROSS_STEPS = True
 
 
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
@@ -82,3 +81,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             )
         )
     return out
+
+
+# compares steps with each other (memory given back and taken again every step): a window of fewer steps may not show it
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or "", across_steps=True))

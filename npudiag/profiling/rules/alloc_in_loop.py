@@ -20,12 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, host_api, prefer_acl, recurring, spans_of, step_starts
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "alloc_in_loop"
 OPTIONS = {"min_steps": 2.0, "warning_share": 0.01, "critical_share": 0.05}
 MSPROF_ANALYZE = "memory: slow `aclMallocMemInner` / `aclrtFree` calls (> 10 ms)"
-# compares steps with each other (allocations repeated in every step after the first): a window of fewer steps may not show it
-ACROSS_STEPS = True
 ALLOC_API = re.compile(
     r"^(aclrtMalloc\w*|aclrtFree\w*|rtMalloc\w*|rtFree\w*|DevMalloc\w*|DevFree\w*|aclMallocMemInner)$"
 )
@@ -107,3 +106,7 @@ def _in_loop(ctx: RuleContext, rank, calls: pa.Table, opts: dict[str, float]) ->
         {"apis": sorted(by_api), "calls_by_api": by_api, "found_by": "recurrence"},
         spans_of(calls.filter(pa.array(sel))),
     )
+
+
+# compares steps with each other (allocations repeated in every step after the first): a window of fewer steps may not show it
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or "", across_steps=True))

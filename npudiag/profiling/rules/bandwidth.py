@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, transfers
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "bandwidth"
 OPTIONS = {
@@ -114,3 +115,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 )
             )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

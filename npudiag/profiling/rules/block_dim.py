@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, row_spans
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "block_dim"
 OPTIONS = {"min_share": 0.01, "top": 5.0, "warning_share": 0.03, "critical_share": 0.10}
@@ -131,3 +132,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 )
             )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from npudiag.profiling import tasks
 from npudiag.profiling.analysis.timeline import merge
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, row_spans
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "comm_peer_wait"
 OPTIONS = {"min_share": 0.5, "min_wait_us": 1000.0, "warning_share": 0.05, "critical_share": 0.20, "worst": 5.0}
@@ -140,3 +141,6 @@ def _waiting_ops(rank, ops: pa.Table, waits: pa.Table, opts: dict[str, float]):
     idx = chosen["i"].to_numpy()
     ms, me = merge(s[idx], e[idx])
     return rows, ms, me
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

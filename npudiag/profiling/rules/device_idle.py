@@ -30,6 +30,7 @@ from npudiag.profiling.analysis.idle_causes import ADVICE, SOURCES, attribute, d
 from npudiag.profiling.analysis.quantities import idle_gaps
 from npudiag.profiling.analysis.step_breakdown import step_slots
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, absolute
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "device_idle"
 OPTIONS = {"min_gap_us": 1000.0, "warning_share": 0.05, "critical_share": 0.20, "worst": 5.0}
@@ -126,3 +127,6 @@ def _between_steps(ctx: RuleContext, rank, base_ns: int, rel_s: np.ndarray, rel_
     start = base_ns + np.round(rel_s * 1000.0).astype(np.int64)
     end = base_ns + np.round(rel_e * 1000.0).astype(np.int64)
     return slots.at(start) != slots.at(end)
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

@@ -22,12 +22,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, idle_after, step_starts
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "dynamic_shape"
 OPTIONS = {"min_steps": 2.0, "min_share": 0.02, "warning_share": 0.01, "critical_share": 0.05}
 MSPROF_ANALYZE = "dynamic shape operator (no static op in OP State)"
-# compares steps with each other (shapes that change from one step to the next): a window of fewer steps may not show it
-ACROSS_STEPS = True
 COMPILE_API = r"^aclopCompile\w*$"
 ADVICE = (
     "Keep shapes fixed from step to step: pad or bucket the varying dimension (sequence length, batch) to a few "
@@ -135,3 +134,7 @@ def _compile_calls(ctx: RuleContext, rank, steps: list[int]) -> pa.Table:
     i = np.searchsorted(bounds, calls["start_us"].to_numpy(zero_copy_only=False), side="right") - 1
     step_of = np.where(i >= 0, ids[np.maximum(i, 0)], -1)
     return calls.filter(pa.array(np.isin(step_of, steps)))
+
+
+# compares steps with each other (shapes that change from one step to the next): a window of fewer steps may not show it
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or "", across_steps=True))

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, row_spans
+from npudiag.profiling.rules.registry import Rule, register
 from npudiag.profiling.tasks import communication_mask
 
 RULE_ID = "fusion_candidates"
@@ -45,9 +46,6 @@ OPTIONS = {
     "critical_share": 0.10,
 }
 MSPROF_ANALYZE = "fusible operator analysis (host-bound sequences: busy < 0.4 of wall, > 5 times, ≥ 1 % of the step)"
-# compares steps with each other (a run of operators repeated min_count times, over all steps):
-# a window of fewer steps may not show it
-ACROSS_STEPS = True
 BREAKS = ("AI_CPU", "AICPU", "KERNEL_AICPU", "HCCL", "COMMUNICATION", "HCCL_AI_CPU")
 SEP = " > "
 
@@ -208,3 +206,8 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 )
             )
     return out
+
+
+# compares steps with each other (a run of operators repeated min_count times, over all steps):
+# a window of fewer steps may not show it
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or "", across_steps=True))

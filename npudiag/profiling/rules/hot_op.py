@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "hot_op"
 OPTIONS = {"min_share": 0.05, "bound_ratio": 0.8}
@@ -135,3 +136,6 @@ def findings_from(hot_by_type: pa.Table, sums: pa.Table, opts: dict[str, float])
             )
         )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or "", partial=partial, combine=combine))

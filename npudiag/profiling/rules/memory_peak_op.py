@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from npudiag.profiling.analysis.memory import BEFORE_PROFILE, at_peak, memory_by_rank
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, severity_for
+from npudiag.profiling.rules.registry import Rule, register
 from npudiag.units import format_bytes
 
 RULE_ID = "memory_peak_op"
@@ -55,3 +56,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             )
         )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

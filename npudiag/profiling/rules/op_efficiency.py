@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from npudiag.profiling.analysis.op_perf import MATMUL_TYPES, group_mfu
 from npudiag.profiling.analysis.op_perf import OPTIONS as PERF_OPTIONS
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "op_efficiency"
 OPTIONS = {
@@ -140,3 +141,6 @@ def _finding(
         f"MFU {weighted:.0%} over its kernels, mostly {main}-bound"
     )
     return Finding(RULE_ID, "warning" if low_us / total >= 0.2 else "info", title, advice, None, n, rank, evidence)
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, device_copies
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "single_stream"
 OPTIONS = {"min_copies": 1.0}
@@ -44,3 +45,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             )
         )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, spans_of, step_starts
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "small_copies"
 OPTIONS = {"max_bytes": 65536.0, "min_count": 100.0, "warning_share": 0.01, "critical_share": 0.05}
@@ -105,3 +106,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 )
             )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, transfers
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "small_packets"
 OPTIONS = {"sdma_min_mb": 16.0, "rdma_min_mb": 1.0, "min_ratio": 0.2, "warning_share": 0.05, "critical_share": 0.20}
@@ -66,3 +67,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 )
             )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

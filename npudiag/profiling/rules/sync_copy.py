@@ -9,6 +9,7 @@ from __future__ import annotations
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, spans_of
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "sync_copy"
 OPTIONS = {"min_bytes": 65536.0, "warning_share": 0.01, "critical_share": 0.10}
@@ -58,3 +59,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             )
         )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

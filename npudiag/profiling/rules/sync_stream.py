@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.profiling.rules.base import Finding, RuleContext, host_api, idle_after, prefer_acl, recurring, step_starts
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "sync_stream"
 OPTIONS = {"min_steps": 2.0, "launch_ratio": 0.5, "min_launches": 20.0, "warning_share": 0.01, "critical_share": 0.05}
@@ -135,3 +136,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             )
         )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from npudiag.profiling.analysis.quantities import exposed_copy_segments, phases
 from npudiag.profiling.analysis.timeline import overlap_with
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, absolute, device_copies
+from npudiag.profiling.rules.registry import Rule, register
 
 RULE_ID = "unoverlapped_copy"
 OPTIONS = {"min_exposed_us": 100.0, "warning_share": 0.02, "critical_share": 0.10, "worst": 5.0}
@@ -62,3 +63,6 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             )
         )
     return out
+
+
+register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or ""))
