@@ -138,3 +138,92 @@ def test_format_prints_each_registered_view_on_stdout(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout.startswith("<!doctype html>") and r.stdout.rstrip().endswith("</html>")
     r = run_cli("report", out, "--json", "--format", "markdown")
     assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+MSPROF = ROOT / "fixtures" / "sample_msprof"
+
+
+def _ms(cell: str) -> float:
+    """A duration cell (12.3ms, 45.6µs, 1.2s) in ms."""
+    for unit, scale in (("ms", 1.0), ("µs", 1e-3), ("s", 1e3)):
+        if cell.endswith(unit):
+            return float(cell[: -len(unit)].replace(",", "")) * scale
+    raise AssertionError(cell)
+
+
+def _csv_kernels(folder: Path, name: str, duration: str) -> list[float]:
+    (path,) = folder.rglob(name)
+    with open(path, newline="", encoding="utf-8") as fh:
+        return [float(r[duration]) for r in csv.DictReader(fh)]
+
+
+def test_compare_markdown_totals_and_ops_are_the_raw_csv_figures(tmp_path: Path) -> None:
+    """`compare --markdown FILE` and `--format markdown` give one text; its totals and op rows are the raw
+    op_summary / kernel_details CSVs' figures, recounted with the csv module."""
+    args = ("compare", MSPROF, SAMPLE, "--out", tmp_path / "c", "--top", "50")
+    r = run_cli(*args, "--markdown", tmp_path / "c.md", "--format", "markdown")
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "c.md").read_text(encoding="utf-8")
+    assert r.stdout == md and md.startswith("## npudiag compare")
+    base = _csv_kernels(MSPROF, "op_summary_*.csv", "Task Duration(us)")
+    cur = _csv_kernels(SAMPLE, "kernel_details.csv", "Duration(us)")
+    totals = {row[0]: row[1:] for row in _table_after(md, "Totals")}
+    assert totals["kernels"][:2] == [f"{len(base):,}", f"{len(cur):,}"]
+    assert totals["kernels"][2] == f"+{len(cur) - len(base):,}"
+    assert _ms(totals["kernel\\_time"][0]) == pytest.approx(sum(base) / 1000, abs=0.01)
+    assert _ms(totals["kernel\\_time"][1]) == pytest.approx(sum(cur) / 1000, abs=0.01)
+    by_type = {"base": defaultdict(float), "cur": defaultdict(float)}
+    for side, path, col in (("base", MSPROF, "OP Type"), ("cur", SAMPLE, "Type")):
+        (f,) = path.rglob("op_summary_*.csv" if side == "base" else "kernel_details.csv")
+        with open(f, newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                by_type[side][row[col]] += float(row["Task Duration(us)" if side == "base" else "Duration(us)"])
+    ops = _table_after(md, "Operators by type")
+    assert len(ops) == len(set(by_type["base"]) | set(by_type["cur"]))
+    for row in ops:
+        op = row[0].replace("\\_", "_")
+        assert _ms(row[2]) == pytest.approx(by_type["base"][op] / 1000, abs=0.01), op
+        assert _ms(row[3]) == pytest.approx(by_type["cur"][op] / 1000, abs=0.01), op
+
+
+def test_gate_and_logs_print_their_markdown_with_format(tmp_path: Path) -> None:
+    """`--format markdown` prints what `--markdown FILE` writes (gate, logs parse); `--json` with another
+    format is refused in one line. The log triage's counts are the raw plog's, recounted with re."""
+    import re
+
+    from .conftest import CORPUS_ROOT
+
+    r = run_cli("gate", SAMPLE, SAMPLE, "--steps", "2:", "--markdown", tmp_path / "g.md", "--format", "markdown")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (tmp_path / "g.md").read_text(encoding="utf-8") and "npudiag gate passed" in r.stdout
+    bad = run_cli("gate", SAMPLE, SAMPLE, "--json", "--format", "markdown")
+    assert bad.returncode == 2 and "--json and --format markdown" in bad.stderr
+    plog = CORPUS_ROOT / "logs" / "fixture_mindcluster_faultdiag_plog-59420_20250124110314898.log"
+    if not plog.is_file():
+        pytest.skip(f"corpus not present at {CORPUS_ROOT} (set NPUDIAG_CORPUS)")
+    r = run_cli("logs", "parse", plog, "--out", tmp_path / "l", "--markdown", tmp_path / "l.md", "--format", "markdown")
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "l.md").read_text(encoding="utf-8")
+    assert r.stdout == md and md.startswith("## npudiag logs")
+    lines = plog.read_text(encoding="utf-8", errors="replace").splitlines()
+    records = sum(bool(re.match(r"\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] \w+\(", x)) for x in lines)
+    errors = sum(x.startswith("[ERROR] ") for x in lines)
+    warnings = sum(x.startswith("[WARNING] ") for x in lines)
+    assert f"1 file, {records:,} records: {errors:,} at ERROR or FATAL, {warnings:,} at WARNING" in md
+    assert "### First error" in md or "Root-cause candidate" in md
+
+
+def test_log_text_cannot_break_the_logs_markdown(tmp_path: Path) -> None:
+    """A log message with a cell separator, HTML and a line of Markdown stays text in its cell."""
+    log = tmp_path / "plog-1_20250101000000000.log"
+    evil = "x | y <img src=x onerror=alert(1)> ## [a](javascript:1) EE1002"
+    log.write_text(
+        f"[ERROR] RUNTIME(1,python3):2025-01-01-00:00:00.000.001 [api.cc:1]2 f:{evil}\n"
+        f"[ERROR] GE(1,python3):2025-01-01-00:00:01.000.001 [g.cc:2]2 g:{evil}\n",
+        encoding="utf-8",
+    )
+    r = run_cli("logs", "parse", log, "--out", tmp_path / "o", "--format", "markdown")
+    assert r.returncode == 0, r.stderr
+    assert "<img" not in r.stdout and "](javascript" not in r.stdout
+    timeline = _table_after(r.stdout, "Timeline of errors")
+    assert len(timeline) == 2 and all(len(row) == 5 for row in timeline)

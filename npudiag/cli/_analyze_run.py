@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from npudiag.cli._out import Say
+from npudiag.cli._out import Say, stdout_view
 from npudiag.cli._progress import Bar
 from npudiag.errors import OptionError
 from npudiag.profiling import pipeline
@@ -103,7 +103,7 @@ def run_analyze(
     runs: str = "latest",
 ) -> None:
     """Read profiler output into Parquet tables, print the summary, say what went wrong (typer.Exit 2)."""
-    view = _view(view, json_out)
+    view = stdout_view(view, json_out)
     try:
         rules = _rule_options(rule_file, rule_opt)
         if peak_tflops is not None:
@@ -135,15 +135,6 @@ def run_analyze(
     if result.read_any:
         write_views(result, chrome_trace, {"html": html_out, "markdown": markdown}, paths)
     show_analysis(result, say, view=view)
-
-
-def _view(view: str, json_out: bool) -> str:
-    """``--json`` is ``--format json``; with another --format it is a contradiction."""
-    if json_out and view not in ("terminal", "json"):
-        raise typer.BadParameter(
-            f"--json and --format {view} ask for two outputs on stdout; give one", param_hint="--format"
-        )
-    return "json" if json_out else view
 
 
 def _print_view(result: pipeline.Analysis, view: str, say: Say, command: str) -> None:
@@ -187,7 +178,7 @@ def run_report(
     markdown: Path | None = None,
 ) -> None:
     """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
-    view = _view(view, json_out)
+    view = stdout_view(view, json_out)
     result = pipeline.load_output(out, top=top, by=by)
     earlier = list(result.warnings)  # what analyze said when it wrote the folder: not news now
     del result.warnings[:]

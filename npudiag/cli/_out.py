@@ -38,6 +38,32 @@ VIEW = typer.Option(
     "--format",
     help="What goes to stdout: the terminal summary, or the same summary as JSON, Markdown or one HTML page.",
 )
+
+
+class TextView(str, Enum):
+    """What a command with no HTML page prints on stdout."""
+
+    terminal = "terminal"
+    json = "json"
+    markdown = "markdown"
+
+
+TEXT_VIEW = typer.Option(
+    TextView.terminal,
+    "--format",
+    help="What goes to stdout: the terminal summary, or the same summary as JSON or Markdown.",
+)
+
+
+def stdout_view(view: str, json_out: bool) -> str:
+    """``--json`` is ``--format json``; with another --format it is a contradiction."""
+    if json_out and view not in ("terminal", "json"):
+        raise typer.BadParameter(
+            f"--json and --format {view} ask for two outputs on stdout; give one", param_hint="--format"
+        )
+    return "json" if json_out else view
+
+
 HOT_TOP = typer.Option(20, "--top", min=1, max=1_000_000, help="How many hot operators to show.")
 HOT_BY = typer.Option(By.type, "--by", help="Group hot operators by op type or op name.")
 SUMMARY_JSON = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout, nothing else.")

@@ -8,7 +8,19 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, PEAK_TFLOPS, QUIET, STEPS_EACH_RUN, VERBOSE, By, Say
+from npudiag.cli._out import (
+    FORCE,
+    MARKDOWN,
+    PEAK_TFLOPS,
+    QUIET,
+    STEPS_EACH_RUN,
+    TEXT_VIEW,
+    VERBOSE,
+    By,
+    Say,
+    TextView,
+    stdout_view,
+)
 
 COMPARE_EXAMPLE = """\b
 Examples:
@@ -40,6 +52,8 @@ def compare(
         Path("npudiag-out/compare"), "--out", "-o", help="Folder for diff.parquet and compare.json."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout, nothing else."),
+    view: TextView = TEXT_VIEW,
+    markdown: Path = MARKDOWN,
     steps: str = STEPS_EACH_RUN,
     time_window: str = typer.Option(
         None, "--time", help="Only what starts in START:END from each rank's first device task, e.g. 1s:3s."
@@ -53,15 +67,16 @@ def compare(
     from rich.console import Console
 
     from npudiag.cli._progress import Bar
+    from npudiag.errors import OptionError
     from npudiag.profiling import pipeline
-    from npudiag.report.compare_report import render_compare_terminal
+    from npudiag.report.compare_report import compare_markdown, render_compare_terminal
     from npudiag.report.json_report import render_json
+    from npudiag.report.renderers import write_text
 
     say = Say(quiet, verbose)
-    from npudiag.errors import OptionError
-
+    shown = stdout_view(view.value, json_out)
     try:
-        with Bar.shown(Console(stderr=True), quiet or json_out) as bar:
+        with Bar.shown(Console(stderr=True), quiet or shown != "terminal") as bar:
             result = pipeline.compare(
                 baseline,
                 current,
@@ -79,7 +94,12 @@ def compare(
         raise typer.BadParameter(str(exc)) from None
     say.warnings(result.warnings)
     say.earlier(result.earlier, "the manifest.json of the out folders read")
-    if json_out:
+    if markdown is not None:
+        text = compare_markdown(result.summary, top=top)
+        write_text(markdown, text, appendable=True, inputs=[baseline, current])
+    if shown == "json":
         sys.stdout.write(render_json(result.summary) + "\n")
+    elif shown == "markdown":
+        sys.stdout.write(compare_markdown(result.summary, top=top))
     elif not quiet:
         render_compare_terminal(result.summary, Console(), top=top)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from npudiag.cli._out import MARKDOWN, PEAK_TFLOPS, STEPS_EACH_RUN, VERBOSE, By, Say
+from npudiag.cli._out import MARKDOWN, PEAK_TFLOPS, STEPS_EACH_RUN, TEXT_VIEW, VERBOSE, By, Say, TextView, stdout_view
 
 if TYPE_CHECKING:
     from npudiag.profiling.analysis.gate import GateConfig
@@ -73,6 +73,7 @@ def gate_cmd(
     junit: Path = typer.Option(None, "--junit", help="Write JUnit XML (one testcase per metric) for Jenkins / GitLab."),
     markdown: Path = MARKDOWN,
     json_out: bool = typer.Option(False, "--json", help="Print the verdicts as JSON on stdout, nothing else."),
+    view: TextView = TEXT_VIEW,
     update_baseline: Path = typer.Option(
         None, "--update-baseline", help="When the gate passes, store CURRENT here as the new baseline."
     ),
@@ -105,9 +106,10 @@ def gate_cmd(
             param_hint="--accept",
         )
     say = Say(quiet, verbose)
+    shown = stdout_view(view.value, json_out)
     try:
         cfg = _config(config, max_regression, alpha, metric, top_ops, by, steps, min_delta_us)
-        with Bar.shown(Console(stderr=True), quiet or json_out) as bar:
+        with Bar.shown(Console(stderr=True), quiet or shown != "terminal") as bar:
             result = pipeline.gate(
                 baseline,
                 current,
@@ -127,8 +129,10 @@ def gate_cmd(
     if markdown is not None:
         text = gate_markdown(data, str(baseline), str(current))
         write_text(markdown, text, appendable=True, inputs=[baseline, current])
-    if json_out:
+    if shown == "json":
         sys.stdout.write(render_json(data) + "\n")
+    elif shown == "markdown":
+        sys.stdout.write(gate_markdown(data, str(baseline), str(current)))
     elif not quiet:
         render_gate_terminal(data, Console(), f"{baseline}  ->  {current}")
     else:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, MARKDOWN, QUIET, TEXT_VIEW, VERBOSE, Say, TextView, stdout_view
 from npudiag.logs.msnpureport import DEFAULT_TIMEOUT_S
 
 PARSE_EXAMPLE = """\b
@@ -58,27 +58,39 @@ def _map_large_buffers() -> None:
 
 
 def _analyse(
-    paths: list[str], out: Path | None, json_out: bool, device: int | None = None, say: Say = Say(), force: bool = False
+    paths: list[str],
+    out: Path | None,
+    view: str,
+    device: int | None = None,
+    say: Say = Say(),
+    force: bool = False,
+    markdown: Path | None = None,
 ) -> int:
-    """Parse, triage, write tables, print; returns the exit code (2 when any input was unusable)."""
+    """Parse, triage, write tables, print (``view``: terminal, json or markdown); returns the exit code (2 when
+    any input was unusable)."""
     from rich.console import Console
 
     from npudiag.cli._progress import Bar
     from npudiag.logs.pipeline import parse_logs
     from npudiag.report.json_report import render_json
-    from npudiag.report.logs_report import render_logs_terminal
+    from npudiag.report.logs_report import logs_markdown, render_logs_terminal
+    from npudiag.report.renderers import write_text
 
     if any(p.endswith((".gz", ".tgz", ".tar", ".bz2", ".xz", ".zip")) for p in paths):
         _map_large_buffers()
     err = Console(stderr=True)
-    with Bar.shown(err, json_out or say.quiet) as bar:
+    with Bar.shown(err, view != "terminal" or say.quiet) as bar:
         run = parse_logs(paths, out, device=device, progress=bar, force=force)
     if run.summary is None:  # nothing readable: say why, print nothing else
         say.warnings(run.warnings)
         say.errors(run.errors)
         return 2
-    if json_out:
+    if markdown is not None:
+        write_text(markdown, logs_markdown(run.summary), appendable=True, inputs=[Path(p) for p in paths if p != "-"])
+    if view == "json":
         sys.stdout.write(render_json(run.summary) + "\n")
+    elif view == "markdown":
+        sys.stdout.write(logs_markdown(run.summary))
     elif not say.quiet:
         render_logs_terminal(run.summary, Console())
     if out is not None:
@@ -97,13 +109,15 @@ def parse(
         Path("npudiag-out/logs"), "--out", "-o", help="Folder for log_events.parquet, triage.parquet, summary.json."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the triage summary as JSON on stdout, nothing else."),
+    view: TextView = TEXT_VIEW,
+    markdown: Path = MARKDOWN,
     device: int = typer.Option(None, "--device", "-d", min=0, max=1023, help="Only records of this device."),
     force: bool = FORCE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:
     """Parse CANN host/device logs and pasted console output; say what failed first and what to do."""
-    code = _analyse(paths, out, json_out, device, Say(quiet, verbose), force)
+    code = _analyse(paths, out, stdout_view(view.value, json_out), device, Say(quiet, verbose), force, markdown)
     if code:
         raise typer.Exit(code)
 
@@ -181,7 +195,11 @@ def export(
         say.info("nothing new since the last export: nothing to parse")
         return
     code = _analyse(
-        [str(result.folder)], result.folder.with_name(result.folder.name + "-npudiag"), json_out, device, say
+        [str(result.folder)],
+        result.folder.with_name(result.folder.name + "-npudiag"),
+        stdout_view("terminal", json_out),
+        device,
+        say,
     )
     if code:
         raise typer.Exit(code)

@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from npudiag.report.escape import md_text
 from npudiag.report.text import Col, clean, count, pack_lines, plain, table
 
 
@@ -256,3 +257,101 @@ def _short_source(f: dict[str, Any]) -> str:
     release = release.split(";")[0].replace(" text", "")
     general = "; general advice" if str(f.get("advice", "")).startswith("general") else ""
     return first + (f", {release}" if release else "") + general
+
+
+def logs_markdown(s: dict[str, Any]) -> str:
+    """The triage as GitHub-flavoured Markdown (a CI job summary after a failed run): the verdict, then the
+    same tables as the terminal, every text from the logs escaped in its cell."""
+    numbers = (
+        f"{count(s['files'], 'file')}, {count(s['records'], 'record')}: "
+        f"{s['errors']:,} at ERROR or FATAL, {s['warnings']:,} at WARNING"
+    )
+    lines = ["## npudiag logs", "", numbers, ""]
+    lines += _verdict_markdown(s)
+    codes = [
+        [md_text(r["code"]), f"{r['count']:,}", _when(r, "first_timestamp"), md_text(r["meaning"] or "")]
+        for r in s["error_codes"][:30]
+    ]
+    lines += _md_section("Error codes", ["Code", "Count", "First seen", "Meaning"], codes, [0, 3])
+    findings = [
+        [
+            md_text(f["title"]),
+            f["role"],
+            f"{f['count']:,}",
+            _when(f, "first_timestamp"),
+            md_text(f"{f['fix']} (from: {_short_source(f)})"),
+        ]
+        for f in s["findings"][:30]
+    ]
+    lines += _md_section(
+        "Known failures (knowledge base)", ["Failure", "Role", "Count", "First seen", "Fix"], findings, [0, 1, 4]
+    )
+    ranks = s["first_failure_by_rank"]
+    rank_rows = [
+        [str(r["rank"]), _when(r), md_text(where(r["file"], r["line"])), md_text(_cut(r["message"], 120))]
+        for r in ranks[:16]
+    ]
+    if len(ranks) > 1:
+        lines += _md_section(
+            "First error per rank (earliest first)", ["Rank", "Time", "Where", "Message"], rank_rows, [2, 3]
+        )
+    timeline = [
+        [
+            _when(r),
+            md_text(r["module"] or ""),
+            md_text(",".join(r["error_codes"])),
+            md_text(where(r["file"].rsplit("/", 1)[-1], r["line"])),
+            md_text(r["message"][:200]),
+        ]
+        for r in s["timeline"][:20]
+    ]
+    lines += _md_section("Timeline of errors", ["Time", "Module", "Codes", "File", "Message"], timeline, [1, 2, 3, 4])
+    notes = [s[k] for k in ("note", "clock_note") if s.get(k)]
+    lines += [f"> **Note:** {md_text(n)}" for n in notes]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _md_section(title: str, headers: list[str], rows: list[list[str]], text: list[int]) -> list[str]:
+    """A titled Markdown table (nothing when it has no rows); columns ``text`` left-aligned, the rest right."""
+    if not rows:
+        return []
+    align = ["---" if i in text else "---:" for i in range(len(headers))]
+    out = [f"### {title}", "", "| " + " | ".join(headers) + " |", "|" + "|".join(align) + "|"]
+    return out + ["| " + " | ".join(row) + " |" for row in rows] + [""]
+
+
+def _verdict_markdown(s: dict[str, Any]) -> list[str]:
+    """The root cause (what it is, where first seen, what followed, what to check, the fix and its source), else
+    the first error, else that there were none."""
+    root, first = s["root_cause"], s["first_error"]
+    if root is None and first is None:
+        return ["**No errors found.**", ""]
+    if root is None:
+        return [f"### First error: {md_text(_where(first))}", "", md_text(first["message"]), ""]
+    kind = _ROLE_TITLE.get(root["role"], "earliest known failure")
+    out = [f"### ❌ Root-cause candidate ({kind}): {md_text(root['title'])}", "", md_text(root["meaning"]), ""]
+    out += [
+        f"- **fault kernel:** {md_text(k['kernel_name'])} ({k['count']:,}×, first {_when(k, 'first_timestamp')})"
+        for k in s.get("fault_kernels") or []
+    ]
+    out.append(
+        f"- **first seen:** {_when(root, 'first_timestamp')} {md_text(where(root['first_file'], root['first_line']))}"
+    )
+    out.append(f"- **log:** {md_text(root['example'])}")
+    followers = [f["title"] for f in s["findings"] if f.get("follows_from") == root["kb_id"]]
+    if followers:
+        out.append(f"- **followed by:** {md_text('; '.join(followers))}")
+    out += [f"- **check next:** {md_text(c)}" for c in root["checks"]]
+    general = (
+        f" ({root['advice']}: the source names the code, not this fix)"
+        if root.get("advice", "").startswith("general")
+        else ""
+    )
+    out.append(f"- **fix:** {md_text(root['fix'])}{md_text(general)}")
+    if root.get("source"):
+        applies = f" ({root['applies_to']})" if root.get("applies_to") else ""
+        out.append(f"- **from:** {md_text(root['source'] + applies)}")
+    if first is not None:
+        at = f"{_when(first)} {first['module'] or ''} {_where(first)}"
+        out.append(f"- **first error in time:** {md_text(at)}: {md_text(_cut(first['message'], 160))}")
+    return out + [""]
