@@ -546,3 +546,30 @@ def test_one_late_rank_in_the_summary_and_the_table_and_an_unprofiled_peer_is_sa
     console = Console(width=100, record=True)
     render_comm_terminal({"links": [], "slow_links": [], "late_ranks": [], "wait_skew": [skew]}, console)
     assert "every profiled rank waited, on a rank not in the data" in " ".join(console.export_text().split())
+
+
+def test_cluster_markdown_is_the_raw_step_trace_figures(tmp_path: Path) -> None:
+    """`cluster --format markdown` prints what `--markdown FILE` writes: each rank's computing and task span
+    (Stage) are its own step_trace_time.csv's, read with the csv module."""
+    if not FOUR.is_dir():
+        pytest.skip(f"4-rank corpus not present at {FOUR} (only in the project workspace)")
+    r = run_cli("cluster", FOUR, "--out", tmp_path / "o", "--format", "markdown", "--markdown", tmp_path / "c.md")
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "c.md").read_text(encoding="utf-8")
+    assert r.stdout == md and md.startswith("## npudiag cluster — 4 ranks")
+    lines = md.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("### Ranks"))
+    rows = {int(c[0]): c for c in ([x.strip() for x in line.strip("|").split("|")] for line in lines[at + 4 : at + 8])}
+    assert sorted(rows) == [0, 1, 2, 3]
+
+    def ms(cell: str) -> float:
+        value = cell.split()[0]
+        scale = {"ms": 1.0, "µs": 1e-3}[next(u for u in ("ms", "µs") if value.endswith(u))]
+        return float(value[:-2].replace(",", "")) * scale
+
+    for rank in range(4):
+        steps = list(csv.DictReader((FOUR / f"rank_{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").open()))
+        for col, idx in (("Computing", 1), ("Stage", 5)):
+            mean_us = sum(float(s[col]) for s in steps) / len(steps)
+            assert ms(rows[rank][idx]) == pytest.approx(mean_us / 1000, abs=0.01), (rank, col)
+    assert "No slow rank" in md

@@ -256,6 +256,17 @@ def test_first_failing_op_is_the_layer_where_error_was_injected(tmp_path: Path) 
     assert quiet.returncode == 1 and quiet.stdout == ""
     assert "first failing op: block_3" in quiet.stderr
     assert run_cli("dump", "compare", tmp_path / "mine", tmp_path / "golden", "--out", tmp_path / "cmp", "--no-fail").returncode == 0
+    # the Markdown view (a CI job summary): what --markdown writes is what --format markdown prints, the
+    # first failing op named, one row per tensor of the JSON's worst list with its cosine and verdict
+    md = run_cli("dump", "compare", tmp_path / "mine", tmp_path / "golden", "--out", tmp_path / "cmp", "--format", "markdown",
+                 "--markdown", tmp_path / "d.md")  # fmt: skip
+    assert md.returncode == 1 and md.stdout == (tmp_path / "d.md").read_text(encoding="utf-8")
+    assert md.stdout.startswith("## ❌ npudiag dump compare") and "block\\_3 output" in md.stdout
+    rows = [line.strip("|").split("|") for line in md.stdout.splitlines() if line.startswith("| ") and not line.startswith("| #")]
+    worst = json.loads(r.stdout)["worst"]
+    assert [(c[1].strip().replace("\\_", "_"), float(c[3]), c[-1].strip()) for c in rows] == [
+        (w["op_name"], pytest.approx(w["cosine_similarity"], abs=1e-6), "yes" if w["passed"] else "NO") for w in worst
+    ]
     csv_file = next((tmp_path / "cmp").glob("result_*.csv"))
     header = csv_file.read_text().splitlines()[0]
     assert header.startswith("Index,OpSequence,OpType,NPUDump,DataType,GroundTruth,DataType,TensorIndex,Shape,CosineSimilarity")

@@ -12,8 +12,9 @@ from rich.console import Console
 from npudiag.cli._out import Say
 from npudiag.errors import OptionError
 from npudiag.profiling import pipeline
-from npudiag.report.cluster_report import render_cluster_terminal, render_comm_terminal
+from npudiag.report.cluster_report import cluster_markdown, render_cluster_terminal, render_comm_terminal
 from npudiag.report.json_report import render_json
+from npudiag.report.renderers import write_text
 
 
 def run_cluster(
@@ -21,7 +22,8 @@ def run_cluster(
     threshold: str,
     out: Path,
     *,
-    json_out: bool = False,
+    view: str = "terminal",
+    markdown: Path | None = None,
     scheduler: str | None = None,
     dask: bool = False,
     per_step_tables: bool = False,
@@ -29,7 +31,8 @@ def run_cluster(
     force: bool = False,
     say: Say = Say(),
 ) -> None:
-    """Analyse every rank (or read an 'analyze --out' folder), write the cluster tables, print the view."""
+    """Analyse every rank (or read an 'analyze --out' folder), write the cluster tables, print the view
+    (``view``: terminal, json or markdown) and write the Markdown summary to ``markdown``."""
     try:
         result = pipeline.cluster(
             path,
@@ -42,8 +45,12 @@ def run_cluster(
         )
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None
-    if json_out:
+    if markdown is not None:
+        write_text(markdown, cluster_markdown(result.summary), appendable=True, inputs=[path])
+    if view == "json":
         sys.stdout.write(render_json(result.summary) + "\n")
+    elif view == "markdown":
+        sys.stdout.write(cluster_markdown(result.summary))
     elif not say.quiet:
         console = Console()
         render_cluster_terminal(result.summary, console, per_step=per_step_tables)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, MARKDOWN, QUIET, TEXT_VIEW, VERBOSE, Say, TextView, stdout_view
 
 CLUSTER_EXAMPLE = """\b
 Example (a folder of rank folders, e.g. 8 *_ascend_pt):
@@ -29,6 +29,8 @@ def cluster(
         help="Folder for cluster_*.parquet, cluster_step_trace_time.csv and tables/.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+    view: TextView = TEXT_VIEW,
+    markdown: Path = MARKDOWN,
     scheduler: str = typer.Option(
         None, "--scheduler", help="Run the per-rank work on this Dask scheduler (tcp://HOST:PORT)."
     ),
@@ -52,7 +54,8 @@ def cluster(
         path,
         threshold,
         out,
-        json_out=json_out,
+        view=stdout_view(view.value, json_out),
+        markdown=markdown,
         scheduler=scheduler,
         dask=dask,
         per_step_tables=per_step_tables,

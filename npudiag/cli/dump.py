@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, QUIET, VERBOSE, Say
+from npudiag.cli._out import FORCE, MARKDOWN, QUIET, TEXT_VIEW, VERBOSE, Say, TextView, stdout_view
 
 AUTHOR_EXAMPLE = """\b
 Examples:
@@ -264,6 +264,8 @@ def compare(
     red: float = typer.Option(0.05, "--red", help="Pass when relative Euclidean distance < this."),
     kl: float = typer.Option(0.005, "--kl", help="Pass when KL divergence < this."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    view: TextView = TEXT_VIEW,
+    markdown: Path = MARKDOWN,
     no_fail: bool = typer.Option(
         False, "--no-fail", help="Exit 0 even when tensors fail the thresholds (the tables still say so)."
     ),
@@ -284,14 +286,20 @@ def compare(
     from rich.console import Console
 
     from npudiag.dump.pipeline import compare_dumps
-    from npudiag.report.dump_report import render_compare_terminal
+    from npudiag.report.dump_report import dump_compare_markdown, render_compare_terminal
     from npudiag.report.json_report import render_json
+    from npudiag.report.renderers import write_text
 
     say = Say(quiet, verbose)
+    shown = stdout_view(view.value, json_out)
     run = compare_dumps(mine, golden, out, mapping=mapping, cosine=cosine, red=red, kl=kl, force=force)
     summary = run.summary
-    if json_out:
+    if markdown is not None:
+        write_text(markdown, dump_compare_markdown(summary), appendable=True, inputs=[mine, golden])
+    if shown == "json":
         sys.stdout.write(render_json(summary) + "\n")
+    elif shown == "markdown":
+        sys.stdout.write(dump_compare_markdown(summary))
     elif not quiet:
         render_compare_terminal(summary, Console())
     elif summary["first_failing_output"] is not None:

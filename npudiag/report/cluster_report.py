@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from npudiag.report.escape import md_text
+from npudiag.report.markdown import md_table
 from npudiag.report.terminal import fmt_us
 from npudiag.report.text import Col, count, plain, table
 
@@ -22,14 +24,34 @@ _WORDS = (
 )
 
 
-def _cell(v: float | None, med: float | None) -> Text:
+def phase_text(v: float | None, med: float | None) -> str:
+    """A rank's phase time and its difference from the median rank's ("-" where it has none)."""
     if v is None:
-        return Text("-")
-    if not med:
-        return Text(fmt_us(v))
-    dev = (v - med) / med
+        return "-"
+    return fmt_us(v) if not med else f"{fmt_us(v)} {(v - med) / med * 100:+.0f}%"
+
+
+def _cell(v: float | None, med: float | None) -> Text:
+    dev = (v - med) / med if v is not None and med else 0.0
     style = "bold red" if dev > 0.10 else "red" if dev > 0.05 else "green" if dev < -0.05 else ""
-    return Text(f"{fmt_us(v)} {dev * 100:+.0f}%", style=style)
+    return Text(phase_text(v, med), style=style)
+
+
+def worst_text(r: dict[str, Any]) -> str:
+    return "-" if r["worst_step"] is None else f"{r['worst_step']} ({fmt_us(r['worst_stage_us'])})"
+
+
+def slow_rank_cells(r: dict[str, Any]) -> list[str]:
+    """A slow rank's row: step, rank, task span, excess over the median, cause, the three slower ops."""
+    ops = ", ".join(f"{o['op']} +{fmt_us(o['delta_us'])}" for o in json.loads(r["slower_ops"] or "[]")[:3])
+    return [
+        str(r["step"]),
+        str(r["rank"]),
+        fmt_us(r["stage_us"]),
+        f"+{r['excess_pct']:.1f}%",
+        f"{r['cause']} +{fmt_us(r['cause_excess_us'])}",
+        ops,
+    ]
 
 
 def _median(rows: list[dict[str, Any]], key: str) -> float | None:
@@ -62,8 +84,7 @@ def render_cluster_terminal(s: dict[str, Any], console: Console, per_step: bool 
         for i, r in enumerate(shown):
             if rest and i == 16:
                 rows.append([Text("…", style="dim"), *[Text("") for _ in PHASES], Text("")])
-            worst = "-" if r["worst_step"] is None else f"{r['worst_step']} ({fmt_us(r['worst_stage_us'])})"
-            rows.append([str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES], worst])
+            rows.append([str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES], worst_text(r)])
         title = (
             f"Ranks over {count(s['steps'], 'step')}: mean per step, difference from the median rank (slowest first)"
         )
@@ -93,19 +114,7 @@ def render_cluster_terminal(s: dict[str, Any], console: Console, per_step: bool 
             Col("cause", "fixed", 0),
             Col("slower ops", "text", 2, min_width=16),
         ]
-        rows = []
-        for r in s["slow_ranks"][:30]:
-            ops = ", ".join(f"{o['op']} +{fmt_us(o['delta_us'])}" for o in json.loads(r["slower_ops"] or "[]")[:3])
-            rows.append(
-                [
-                    str(r["step"]),
-                    str(r["rank"]),
-                    fmt_us(r["stage_us"]),
-                    f"+{r['excess_pct']:.1f}%",
-                    f"{r['cause']} +{fmt_us(r['cause_excess_us'])}",
-                    ops,
-                ]
-            )
+        rows = [slow_rank_cells(r) for r in s["slow_ranks"][:30]]
         more = f" (first 30 of {len(s['slow_ranks'])})" if len(s["slow_ranks"]) > 30 else ""
         console.print(table(console, f"Slow ranks{more}", cols, rows))
     else:
@@ -260,3 +269,23 @@ def render_comm_terminal(s: dict[str, Any], console: Console) -> None:
                     "  * the late rank waited 1 ms or more too: every profiled rank waited, on a rank not in the data"
                 )
             )
+
+
+def cluster_markdown(s: dict[str, Any]) -> str:
+    """The cluster view as GitHub-flavoured Markdown: every rank's mean phases beside the median rank's, then
+    every slow rank with its cause and slower ops (op names escaped in their cells)."""
+    lines = [f"## npudiag cluster — {count(s['ranks'], 'rank')}, {count(s['steps'], 'step')}", ""]
+    matrix = s.get("rank_matrix", [])
+    if matrix:
+        med = {k: _median(matrix, k) for k, _ in PHASES}
+        rows = [[str(r["rank"]), *[phase_text(r[k], med[k]) for k, _ in PHASES], worst_text(r)] for r in matrix]
+        lines += ["### Ranks: mean per step, difference from the median rank (slowest first)", ""]
+        lines += md_table(["Rank", *(label for _, label in PHASES), "Worst step"], rows) + ["", f"_{_WORDS}_", ""]
+    if s["slow_ranks"]:
+        rows = [[*c[:5], md_text(c[5])] for c in map(slow_rank_cells, s["slow_ranks"])]
+        headers = ["Step", "Rank", "Stage", "Vs median", "Cause", "Slower ops"]
+        lines += ["### Slow ranks", ""] + md_table(headers, rows) + [""]
+    else:
+        lines += ["No slow rank: every rank is within the threshold of the median (or within its noise).", ""]
+    lines += [f"> **Warning:** {md_text(w)}" for w in s.get("warnings", [])]
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from npudiag.report.escape import md_text
+from npudiag.report.markdown import md_table
 from npudiag.report.text import Col, count, plain, table
 
 
@@ -91,155 +93,135 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}%"
 
 
-def _verdict(r: dict[str, Any]) -> Text:
-    return {"error": Text("NO", style="red"), "warning": Text("warn", style="yellow")}.get(
-        r.get("result"), Text("yes", style="green")
-    )
+_VERDICT_STYLE = {"NO": "red", "warn": "yellow", "yes": "green"}
 
 
-def _render_data_rows(s: dict[str, Any], console: Console) -> None:
-    """Tensor mode: the tensors furthest from golden by their data (msprobe's tensor metrics)."""
-    cols = [
-        Col("#", priority=3),
-        Col("tensor", "name", 0, min_width=16),
-        Col("cosine", priority=0),
-        Col("max abs", priority=1),
-        Col("max rel", priority=2),
-        Col("<0.1%", priority=0),
-        Col("<0.5%", priority=4),
-        Col("pass", "fixed", 0),
-    ]
-    body = [
-        [
-            str(r["order"]),
-            r["tensor_name"],
-            _num(r["cosine"], ".6f"),
-            _num(r["max_abs_err"]),
-            _num(r["max_relative_err"]),
-            _share(r["one_thousandth_err_ratio"]),
-            _share(r["five_thousandths_err_ratio"]),
-            _verdict(r),
-        ]
-        for r in s["worst"]
-    ]
-    title = "Tensors furthest from golden by their data (<0.1%: elements within 0.1 % of golden)"
-    console.print(table(console, title, cols, body))
+def _verdict_text(r: dict[str, Any]) -> str:
+    """The pass cell of msprobe's verdicts: NO (error), warn (warning) or yes."""
+    return {"error": "NO", "warning": "warn"}.get(r.get("result"), "yes")
+
+
+def _styled(cells: list[str], at: int) -> list[str | Text]:
+    """Cells for the terminal: the pass cell (``at``) coloured."""
+    return [Text(c, style=_VERDICT_STYLE[c]) if i == at else c for i, c in enumerate(cells)]
 
 
 def _share(v: float | None) -> str:
     return "-" if v is None else "nan" if v != v else f"{100 * v:.1f}%"
 
 
-def _render_stats_compare(s: dict[str, Any], console: Console) -> None:
-    """Two msprobe dumps: statistics side by side (max, min, mean, L2 norm)."""
+DATA_HEADERS = ["#", "tensor", "cosine", "max abs", "max rel", "<0.1%", "<0.5%", "pass"]
+DATA_TITLE = "Tensors furthest from golden by their data (<0.1%: elements within 0.1 % of golden)"
+
+
+def data_cells(r: dict[str, Any]) -> list[str]:
+    """Tensor mode: a tensor's msprobe data metrics."""
+    return [
+        str(r["order"]),
+        r["tensor_name"],
+        _num(r["cosine"], ".6f"),
+        _num(r["max_abs_err"]),
+        _num(r["max_relative_err"]),
+        _share(r["one_thousandth_err_ratio"]),
+        _share(r["five_thousandths_err_ratio"]),
+        _verdict_text(r),
+    ]
+
+
+STATS_HEADERS = ["#", "tensor", "max Δ%", "min Δ%", "mean Δ%", "norm Δ%", "pass"]
+STATS_TITLE = (
+    "Tensors that fail, then those warned, then the rest; the furthest moved first (relative error of mine to golden)"
+)
+
+
+def stats_cells(r: dict[str, Any], why: bool) -> list[str]:
+    """Statistics mode: the relative change of each statistic, the verdict, and why it fails (when any does)."""
+    pcts = [_pct(r[f"{k}_relative_error_pct"]) for k in ("max", "min", "mean", "l2norm")]
+    return [str(r["order"]), r["tensor_name"], *pcts, _verdict_text(r), *([r["fail_reason"] or ""] if why else [])]
+
+
+BINARY_HEADERS = ["#", "op", "tensor", "cosine", "max abs", "max rel", "RED", "KL", "<1/1000", "pass"]
+BINARY_TITLE = "Worst tensors by cosine similarity"
+
+
+def binary_cells(r: dict[str, Any]) -> list[str]:
+    """Binary dumps: msaccucmp's metrics of a tensor."""
+    return [
+        str(r["order"]),
+        r["op_name"],
+        f"{r['io']}{r['index']}",
+        _num(r["cosine_similarity"], ".6f"),
+        _num(r["max_absolute_error"]),
+        _num(r["max_relative_error"]),
+        _num(r["relative_euclidean_distance"]),
+        _num(r["kl_divergence"]),
+        _num(r["one_thousandth_ratio"], ".3f"),
+        "yes" if r["passed"] else "NO",
+    ]
+
+
+def compare_headline(s: dict[str, Any]) -> str:
+    if s.get("mode") != "statistics":
+        return f"{count(s['tensors_compared'], 'tensor')} compared, {count(s['outputs_failed'], 'output')} fail"
     compared = count(s["tensors_compared"], "tensor")
     failed, warned = count(s["outputs_failed"], "output"), s.get("tensors_warned", 0)
     how = "statistics and data" if s.get("data") else "statistics"
-    numbers = f"{compared} and arguments compared by {how}, {failed} fail, {warned} warned"
-    console.print(Text(f"npudiag dump compare  {numbers}", style="bold"))
+    return f"{compared} and arguments compared by {how}, {failed} fail, {warned} warned"
+
+
+def first_failing_text(s: dict[str, Any]) -> str | None:
+    """The first failing output in execution order, with its figures and reason; None when every output passes."""
     first = s["first_failing_output"]
-    if first:
-        stats = ", ".join(
-            f"{k} {_num(first['my_' + k])} vs {_num(first['golden_' + k])}" for k in ("max", "min", "mean", "l2norm")
+    if not first:
+        return None
+    lead = "First failing output in execution order (the likely origin of the accuracy loss):"
+    if s.get("mode") != "statistics":
+        return (
+            f"{lead} #{first['order']} {first['op_type'] or ''} {first['op_name']} output {first['index']}: cosine "
+            f"{_num(first['cosine_similarity'])}, max abs error {_num(first['max_absolute_error'])}; {first['fail_reason']}"
         )
-        if s.get("data"):
-            stats = f"cosine {_num(first['cosine'], '.6f')}, max abs error {_num(first['max_abs_err'])}, " + stats
-        console.print(
-            plain(
-                f"First failing output in execution order (the likely origin of the accuracy loss): #{first['order']} "
-                f"{first['tensor_name']}: {stats}; {first['fail_reason']}",
-                style="bold red",
-            )
-        )
-    else:
-        console.print(Text("Every compared output passes.", style="green"))
+    stats = ", ".join(
+        f"{k} {_num(first['my_' + k])} vs {_num(first['golden_' + k])}" for k in ("max", "min", "mean", "l2norm")
+    )
     if s.get("data"):
-        _render_data_rows(s, console)
-    else:
-        cols = [
-            Col("#", priority=3),
-            Col("tensor", "name", 0, min_width=16),
-            Col("max Δ%", priority=1),
-            Col("min Δ%", priority=4),
-            Col("mean Δ%", priority=2),
-            Col("norm Δ%", priority=0),
-            Col("pass", "fixed", 0),
-        ]
-        why = any(r["fail_reason"] for r in s["worst"])
-        if why:  # a tensor that fails with every change at 0 % fails for another reason (dtype, shape, NaN): say which
-            cols.append(Col("why", "text", 1, min_width=16))
-        body = []
-        for r in s["worst"]:
-            body.append(
-                [
-                    str(r["order"]),
-                    r["tensor_name"],
-                    _pct(r["max_relative_error_pct"]),
-                    _pct(r["min_relative_error_pct"]),
-                    _pct(r["mean_relative_error_pct"]),
-                    _pct(r["l2norm_relative_error_pct"]),
-                    _verdict(r),
-                ]
-                + ([r["fail_reason"] or ""] if why else [])
-            )
-        title = "Tensors that fail, then those warned, then the rest; the furthest moved first (relative error of mine to golden)"
-        console.print(table(console, title, cols, body))
-    if s["unmatched"]:
-        console.print(
-            plain(
-                f"{len(s['unmatched'])} tensors without a golden match, e.g. {', '.join(s['unmatched'][:5])}",
-                style="yellow",
-            )
-        )
+        stats = f"cosine {_num(first['cosine'], '.6f')}, max abs error {_num(first['max_abs_err'])}, " + stats
+    return f"{lead} #{first['order']} {first['tensor_name']}: {stats}; {first['fail_reason']}"
+
+
+def compare_rows(s: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
+    """The worst tensors' table of any mode: its title, headers and rows (text cells, the verdict last)."""
+    if s.get("mode") != "statistics":
+        return BINARY_TITLE, BINARY_HEADERS, [binary_cells(r) for r in s["worst"]]
+    if s.get("data"):
+        return DATA_TITLE, DATA_HEADERS, [data_cells(r) for r in s["worst"]]
+    # a tensor that fails with every change at 0 % fails for another reason (dtype, shape, NaN): say which
+    why = any(r["fail_reason"] for r in s["worst"])
+    headers = STATS_HEADERS + (["why"] if why else [])
+    return STATS_TITLE, headers, [stats_cells(r, why) for r in s["worst"]]
+
+
+# how each column shows on a narrow terminal: (kind, priority, min_width); key columns have priority 0
+_COLUMNS = {
+    "#": ("num", 3, 8), "tensor": ("name", 0, 16), "op": ("name", 0, 14), "cosine": ("num", 0, 8),
+    "max abs": ("num", 1, 8), "max rel": ("num", 2, 8), "<0.1%": ("num", 0, 8), "<0.5%": ("num", 4, 8),
+    "max Δ%": ("num", 1, 8), "min Δ%": ("num", 4, 8), "mean Δ%": ("num", 2, 8), "norm Δ%": ("num", 0, 8),
+    "why": ("text", 1, 16), "RED": ("num", 4, 8), "KL": ("num", 5, 8), "<1/1000": ("num", 6, 8), "pass": ("fixed", 0, 8),
+}  # fmt: skip
 
 
 def render_compare_terminal(s: dict[str, Any], console: Console) -> None:
-    if s.get("mode") == "statistics":
-        _render_stats_compare(s, console)
-        return
-    numbers = f"{count(s['tensors_compared'], 'tensor')} compared, {count(s['outputs_failed'], 'output')} fail"
-    console.print(Text(f"npudiag dump compare  {numbers}", style="bold"))
-    first = s["first_failing_output"]
-    if first:
-        console.print(
-            plain(
-                f"First failing output in execution order (the likely origin of the accuracy loss): #{first['order']} "
-                f"{first['op_type'] or ''} {first['op_name']} output {first['index']}: cosine {_num(first['cosine_similarity'])}, "
-                f"max abs error {_num(first['max_absolute_error'])}; {first['fail_reason']}",
-                style="bold red",
-            )
-        )
+    console.print(Text(f"npudiag dump compare  {compare_headline(s)}", style="bold"))
+    first = first_failing_text(s)
+    if first is not None:
+        console.print(plain(first, style="bold red"))
     else:
         console.print(Text("Every compared output passes.", style="green"))
-    cols = [
-        Col("#", priority=3),
-        Col("op", "name", 0, min_width=14),
-        Col("tensor", "fixed", 0),
-        Col("cosine", priority=0),
-        Col("max abs", priority=1),
-        Col("max rel", priority=2),
-        Col("RED", priority=4),
-        Col("KL", priority=5),
-        Col("<1/1000", priority=6),
-        Col("pass", "fixed", 0),
-    ]
-    body = []
-    for r in s["worst"]:
-        body.append(
-            [
-                str(r["order"]),
-                r["op_name"],
-                f"{r['io']}{r['index']}",
-                _num(r["cosine_similarity"], ".6f"),
-                _num(r["max_absolute_error"]),
-                _num(r["max_relative_error"]),
-                _num(r["relative_euclidean_distance"]),
-                _num(r["kl_divergence"]),
-                _num(r["one_thousandth_ratio"], ".3f"),
-                Text("yes", style="green") if r["passed"] else Text("NO", style="red"),
-            ]
-        )
-    console.print(table(console, "Worst tensors by cosine similarity", cols, body))
+    title, headers, rows = compare_rows(s)
+    cols = [Col(h, *_COLUMNS[h]) for h in headers]
+    if s.get("mode") != "statistics":
+        cols[2] = Col("tensor", "fixed", 0)  # binary dumps: the tensor column is input0 / output1
+    at = headers.index("pass")
+    console.print(table(console, title, cols, [_styled(r, at) for r in rows]))
     if s["unmatched"]:
         console.print(
             plain(
@@ -247,3 +229,21 @@ def render_compare_terminal(s: dict[str, Any], console: Console) -> None:
                 style="yellow",
             )
         )
+
+
+def dump_compare_markdown(s: dict[str, Any]) -> str:
+    """The dump comparison as GitHub-flavoured Markdown: the verdict, the first failing output, the worst tensors
+    (the terminal's cells; names from the dumps escaped in their cells)."""
+    first = first_failing_text(s)
+    icon = "❌" if first is not None else "✅"
+    lines = [f"## {icon} npudiag dump compare — {compare_headline(s)}", ""]
+    lines += [f"**{md_text(first)}**" if first is not None else "Every compared output passes.", ""]
+    title, headers, rows = compare_rows(s)
+    names = {headers.index(h) for h in ("tensor", "op", "why") if h in headers}
+    body = [[md_text(c) if i in names else c for i, c in enumerate(r)] for r in rows]
+    lines += [f"### {md_text(title)}", ""] + md_table(headers, body) + [""]
+    if s["unmatched"]:
+        lines.append(
+            f"> **Note:** {len(s['unmatched'])} tensors without a golden match, e.g. {md_text(', '.join(s['unmatched'][:5]))}"
+        )
+    return "\n".join(lines).rstrip("\n") + "\n"
