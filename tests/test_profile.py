@@ -279,6 +279,27 @@ def test_msprof_switch_table_is_the_one_msprof_checks() -> None:
     assert set(SWITCHES) == set(standin.OPTIONS)
 
 
+def test_profile_has_one_option_per_switch_of_the_table() -> None:
+    """profile's msprof options are made from PROFILE_SWITCHES: each is an msprof switch of SWITCHES (whole
+    numbers where msprof takes a range), a ProfileOptions field, one option of --help, and is passed to msprof."""
+    import dataclasses
+
+    from npudiag.profiling.msprof import ProfileOptions, cli_args
+    from npudiag.profiling.msprof_switches import PROFILE_SWITCHES, SWITCHES
+
+    fields = {f.name for f in dataclasses.fields(ProfileOptions)}
+    help_text = run_cli("profile", "--help", env={"COLUMNS": "200"}).stdout
+    for sw in PROFILE_SWITCHES:
+        msprof = SWITCHES[sw.switch[2:]]
+        assert (sw.kind is int) == (msprof.low is not None), sw
+        assert sw.attr in fields and len(re.findall(rf"^\s+{re.escape(sw.switch)}\s", help_text, re.M)) == 1, sw
+    assert fields - {sw.attr for sw in PROFILE_SWITCHES} == {"output", "memory", "extra", "implied"}
+    r = run_cli("profile", "--dry-run", "--aic-freq", "50", "--ge-api", "l1", "--storage-limit", "300", "--", "./app")
+    assert r.returncode == 0, r.stderr
+    assert "--aic-freq=50 --ge-api=l1 --storage-limit=300MB ./app" in r.stdout
+    assert cli_args(ProfileOptions(Path("/o"), delay_s=5)) == ["--output=/o", "--delay=5"]
+
+
 @pytest.mark.parametrize(
     "arg, why",
     [

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 
 import typer
 
 from npudiag.cli._out import FORCE, VERBOSE, Say
+from npudiag.profiling.msprof_switches import PROFILE_SWITCHES
 
 PROFILE_EXAMPLE = """\b
 Examples:
@@ -71,45 +74,11 @@ def profile(
     collect_dir: Path = typer.Option(
         Path("npudiag-prof"), "--collect-dir", help="Where msprof collects (msprof --output); it creates PROF_* inside."
     ),
-    task_time: str = typer.Option(None, "--task-time", help="l0, l1, l2, l3, on, off [msprof default: on = l1]."),
-    ascendcl: str = typer.Option(None, "--ascendcl", help="on/off: AscendCL API data [on]."),
-    runtime_api: str = typer.Option(None, "--runtime-api", help="on/off: runtime API data [off]."),
-    aicpu: str = typer.Option(None, "--aicpu", help="on/off: AI CPU operators [off]."),
-    ai_core: str = typer.Option(None, "--ai-core", help="on/off: AI Core PMU [on with task-time l1]."),
-    aic_metrics: str = typer.Option(
-        None,
-        "--aic-metrics",
-        help="PipeUtilization, ArithmeticUtilization, Memory, MemoryL0, MemoryUB, ResourceConflictRatio, L2Cache.",
-    ),
-    aic_mode: str = typer.Option(None, "--aic-mode", help="task-based or sample-based [task-based]."),
-    aic_freq: int = typer.Option(None, "--aic-freq", help="AI Core sampling frequency (Hz), sample-based mode."),
-    sys_hardware_mem: str = typer.Option(None, "--sys-hardware-mem", help="on/off: HBM/DDR bandwidth."),
-    sys_hardware_mem_freq: int = typer.Option(None, "--sys-hardware-mem-freq", help="Its sampling frequency (Hz)."),
-    l2: str = typer.Option(None, "--l2", help="on/off: L2 cache hit rate."),
-    hccl: str = typer.Option(None, "--hccl", help="on/off: HCCL (deprecated in msprof; use --task-time)."),
-    task_memory: str = typer.Option(
-        None, "--task-memory", help="on/off: operator memory (operator_memory, memory_record) [off]."
-    ),
     memory: bool = typer.Option(
         False,
         "--memory",
         help="What npudiag's memory rows need: --task-memory on and --sys-hardware-mem on (HBM/DDR timeline).",
     ),
-    msproftx: str = typer.Option(None, "--msproftx", help="on/off: the application's mstx marks and ranges [off]."),
-    mstx_domain_include: str = typer.Option(
-        None, "--mstx-domain-include", help="With --msproftx on: only these mstx domains (a,b)."
-    ),
-    mstx_domain_exclude: str = typer.Option(
-        None, "--mstx-domain-exclude", help="With --msproftx on: every mstx domain but these."
-    ),
-    ge_api: str = typer.Option(None, "--ge-api", help="off, l0, l1: GE host API timeline (newer releases)."),
-    delay: int = typer.Option(
-        None, "--delay", help="Start collecting after this many seconds (msprof --delay, newer releases)."
-    ),
-    duration: int = typer.Option(
-        None, "--duration", help="Collect for this many seconds (msprof --duration, newer releases)."
-    ),
-    storage_limit: int = typer.Option(None, "--storage-limit", help="Disk limit in MB, 200 to 4294967295."),
     msprof_arg: list[str] = typer.Option(
         [],
         "--msprof-arg",
@@ -147,6 +116,7 @@ def profile(
         help="Print only warnings and errors: no report, no progress (the program's own output still shows).",
     ),
     verbose: bool = VERBOSE,
+    **switches: str | int | None,  # one option per msprof switch of PROFILE_SWITCHES (see _with_switches)
 ) -> None:
     """Collect a profile with msprof (or its env / acl.json methods), then analyze it."""
     from npudiag.errors import OptionError
@@ -159,28 +129,9 @@ def profile(
         raise sys.modules[typer.BadParameter.__module__].UsageError(unknown_option(app[0], ctx), ctx=ctx)
     opts = mp.ProfileOptions(
         output=collect_dir.absolute(),
-        task_time=task_time,
-        ascendcl=ascendcl,
-        runtime_api=runtime_api,
-        aicpu=aicpu,
-        ai_core=ai_core,
-        aic_metrics=aic_metrics,
-        aic_mode=aic_mode,
-        aic_freq=aic_freq,
-        sys_hardware_mem=sys_hardware_mem,
-        sys_hardware_mem_freq=sys_hardware_mem_freq,
-        l2=l2,
-        hccl=hccl,
-        task_memory=task_memory,
         memory=memory,
-        msproftx=msproftx,
-        mstx_domain_include=mstx_domain_include,
-        mstx_domain_exclude=mstx_domain_exclude,
-        ge_api=ge_api,
-        delay_s=delay,
-        duration_s=duration,
-        storage_limit_mb=storage_limit,
         extra=list(msprof_arg),
+        **{sw.attr: switches[sw.param] for sw in PROFILE_SWITCHES},
     )
     steps = (start_step, stop_step)
     try:
@@ -230,3 +181,25 @@ def profile(
         say.info(f"layout: {opts.output}/ (raw msprof data)  {target}/ (npudiag tables, manifest.json)")
     if code:
         raise typer.Exit(code)
+
+
+def _with_switches(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with one option per msprof switch of PROFILE_SWITCHES (named as msprof names it, None: msprof's
+    default), placed after --collect-dir: the switches are declared once, in the switch table."""
+    params = list(inspect.signature(command).parameters.values())
+    at = next(i for i, p in enumerate(params) if p.name == "collect_dir") + 1
+    made = [
+        inspect.Parameter(
+            sw.param,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Option(None, sw.switch, help=sw.help),
+            annotation=sw.kind,
+        )
+        for sw in PROFILE_SWITCHES
+    ]
+    keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params[at:] if p.kind is not p.VAR_KEYWORD]
+    command.__signature__ = inspect.Signature(params[:at] + made + keyword)  # type: ignore[attr-defined]
+    return command
+
+
+profile = _with_switches(profile)

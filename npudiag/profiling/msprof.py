@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from npudiag.collect import acl_json
-from npudiag.profiling.msprof_switches import check_switch
+from npudiag.profiling.msprof_switches import PROFILE_SWITCHES, check_switch
 
 ON_OFF = ("on", "off")
 TASK_TIME = ("l0", "l1", "l2", "l3", "on", "off")
@@ -129,28 +129,8 @@ class ProfileOptions:
                 )
 
 
-# option attribute -> msprof switch
-_CLI = {
-    "task_time": "--task-time",
-    "ascendcl": "--ascendcl",
-    "runtime_api": "--runtime-api",
-    "aicpu": "--aicpu",
-    "ai_core": "--ai-core",
-    "aic_metrics": "--aic-metrics",
-    "aic_mode": "--aic-mode",
-    "aic_freq": "--aic-freq",
-    "sys_hardware_mem": "--sys-hardware-mem",
-    "sys_hardware_mem_freq": "--sys-hardware-mem-freq",
-    "l2": "--l2",
-    "hccl": "--hccl",
-    "task_memory": "--task-memory",
-    "msproftx": "--msproftx",
-    "mstx_domain_include": "--mstx-domain-include",
-    "mstx_domain_exclude": "--mstx-domain-exclude",
-    "ge_api": "--ge-api",
-    "delay_s": "--delay",
-    "duration_s": "--duration",
-}
+# option attribute -> msprof switch, for the ones written --name=value as given (the storage limit takes MB)
+_CLI = {s.attr: s.switch for s in PROFILE_SWITCHES if s.attr != "storage_limit_mb"}
 # PROFILING_OPTIONS keys (environment method) and acl.json profiler keys
 _ENV = {"task_time": "task_trace", "aicpu": "aicpu", "hccl": "hccl", "aic_metrics": "aic_metrics"}
 _ACL = {"task_time": "task_time", "aicpu": "aicpu", "hccl": "hccl", "aic_metrics": "aic_metrics", "l2": "l2"}

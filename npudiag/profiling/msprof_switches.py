@@ -5,7 +5,8 @@ Source: CANN Runtime (hicann/runtime), ``src/dfx/msprof/collector/dvvp/msprofbin
 the l0 - l3 levels, ranges), snapshot 1c32332 (2026). Some switches exist only on some chips (msprof
 says "unrecognized option" elsewhere: AI Vector Core, low power, instruction profiling ...); that is
 msprof's own check at run time, not npudiag's. What profile passes with --msprof-arg is checked against this
-table before anything runs.
+table before anything runs. ``PROFILE_SWITCHES`` lists the switches ``npudiag profile`` has an option for: its
+command line's options are made from it.
 """
 
 from __future__ import annotations
@@ -193,3 +194,59 @@ def check_switch(arg: str) -> str | None:
     if not eq:
         return f"--{name} needs a value: --{name}=<value>"
     return sw.check(value)
+
+
+@dataclass(frozen=True)
+class ProfileSwitch:
+    """One msprof switch ``npudiag profile`` has an option for: the ProfileOptions field it sets, msprof's
+    switch (the option's name too), the value's type and the option's help."""
+
+    attr: str
+    switch: str
+    kind: type
+    help: str
+
+    @property
+    def param(self) -> str:
+        """The command line's parameter name: the switch without its dashes (--aic-freq -> aic_freq)."""
+        return self.switch[2:].replace("-", "_")
+
+
+# profile's msprof switches, in the order of its --help and of msprof's command line
+PROFILE_SWITCHES = (
+    ProfileSwitch("task_time", "--task-time", str, "l0, l1, l2, l3, on, off [msprof default: on = l1]."),
+    ProfileSwitch("ascendcl", "--ascendcl", str, "on/off: AscendCL API data [on]."),
+    ProfileSwitch("runtime_api", "--runtime-api", str, "on/off: runtime API data [off]."),
+    ProfileSwitch("aicpu", "--aicpu", str, "on/off: AI CPU operators [off]."),
+    ProfileSwitch("ai_core", "--ai-core", str, "on/off: AI Core PMU [on with task-time l1]."),
+    ProfileSwitch(
+        "aic_metrics",
+        "--aic-metrics",
+        str,
+        "PipeUtilization, ArithmeticUtilization, Memory, MemoryL0, MemoryUB, ResourceConflictRatio, L2Cache.",
+    ),
+    ProfileSwitch("aic_mode", "--aic-mode", str, "task-based or sample-based [task-based]."),
+    ProfileSwitch("aic_freq", "--aic-freq", int, "AI Core sampling frequency (Hz), sample-based mode."),
+    ProfileSwitch("sys_hardware_mem", "--sys-hardware-mem", str, "on/off: HBM/DDR bandwidth."),
+    ProfileSwitch("sys_hardware_mem_freq", "--sys-hardware-mem-freq", int, "Its sampling frequency (Hz)."),
+    ProfileSwitch("l2", "--l2", str, "on/off: L2 cache hit rate."),
+    ProfileSwitch("hccl", "--hccl", str, "on/off: HCCL (deprecated in msprof; use --task-time)."),
+    ProfileSwitch(
+        "task_memory", "--task-memory", str, "on/off: operator memory (operator_memory, memory_record) [off]."
+    ),
+    ProfileSwitch("msproftx", "--msproftx", str, "on/off: the application's mstx marks and ranges [off]."),
+    ProfileSwitch(
+        "mstx_domain_include", "--mstx-domain-include", str, "With --msproftx on: only these mstx domains (a,b)."
+    ),
+    ProfileSwitch(
+        "mstx_domain_exclude", "--mstx-domain-exclude", str, "With --msproftx on: every mstx domain but these."
+    ),
+    ProfileSwitch("ge_api", "--ge-api", str, "off, l0, l1: GE host API timeline (newer releases)."),
+    ProfileSwitch(
+        "delay_s", "--delay", int, "Start collecting after this many seconds (msprof --delay, newer releases)."
+    ),
+    ProfileSwitch(
+        "duration_s", "--duration", int, "Collect for this many seconds (msprof --duration, newer releases)."
+    ),
+    ProfileSwitch("storage_limit_mb", "--storage-limit", int, "Disk limit in MB, 200 to 4294967295."),
+)
