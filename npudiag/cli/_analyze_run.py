@@ -17,7 +17,6 @@ from npudiag.cli._out import Say, stdout_view
 from npudiag.cli._progress import Bar
 from npudiag.errors import OptionError
 from npudiag.profiling import pipeline
-from npudiag.profiling.options import AnalyzeOptions
 from npudiag.report.chrome_trace import write_chrome_trace
 from npudiag.report.renderers import RENDERERS, SummaryView, write_view
 from npudiag.report.terminal import render_terminal
@@ -115,21 +114,23 @@ def run_analyze(
     err = Console(stderr=True)
     show_progress = not say.quiet and view == "terminal" and err.is_terminal  # a document on stdout: no bar, as --json
     try:
-        options = AnalyzeOptions.of(
-            steps=_steps(steps, start_step, stop_step),
-            time=time_window,
-            rule_options=rules,
-            top=top,
-            by=by,
-            force=force,
-            scheduler=scheduler,
-            dask=dask,
-            follow_symlinks=follow_symlinks,
-            export=export,
-            runs=runs,
-        )
         with Bar(err) if show_progress else contextlib.nullcontext() as bar:
-            result = pipeline.analyze(paths, out if out is not None else _default_out(paths), options, progress=bar)
+            result = pipeline.analyze(
+                paths,
+                out if out is not None else _default_out(paths),
+                steps=_steps(steps, start_step, stop_step),
+                time=time_window,
+                rule_options=rules,
+                top=top,
+                by=by,
+                force=force,
+                scheduler=scheduler,
+                dask=dask,
+                follow_symlinks=follow_symlinks,
+                export=export,
+                runs=runs,
+                progress=bar,
+            )
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None
     if result.read_any:
