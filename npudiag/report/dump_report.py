@@ -202,11 +202,24 @@ def compare_rows(s: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
 
 # how each column shows on a narrow terminal: (kind, priority, min_width); key columns have priority 0
 _COLUMNS = {
-    "#": ("num", 3, 8), "tensor": ("name", 0, 16), "op": ("name", 0, 14), "cosine": ("num", 0, 8),
-    "max abs": ("num", 1, 8), "max rel": ("num", 2, 8), "<0.1%": ("num", 0, 8), "<0.5%": ("num", 4, 8),
-    "max Δ%": ("num", 1, 8), "min Δ%": ("num", 4, 8), "mean Δ%": ("num", 2, 8), "norm Δ%": ("num", 0, 8),
-    "why": ("text", 1, 16), "RED": ("num", 4, 8), "KL": ("num", 5, 8), "<1/1000": ("num", 6, 8), "pass": ("fixed", 0, 8),
-}  # fmt: skip
+    "#": ("num", 3, 8),
+    "tensor": ("name", 0, 16),
+    "op": ("name", 0, 14),
+    "cosine": ("num", 0, 8),
+    "max abs": ("num", 1, 8),
+    "max rel": ("num", 2, 8),
+    "<0.1%": ("num", 0, 8),
+    "<0.5%": ("num", 4, 8),
+    "max Δ%": ("num", 1, 8),
+    "min Δ%": ("num", 4, 8),
+    "mean Δ%": ("num", 2, 8),
+    "norm Δ%": ("num", 0, 8),
+    "why": ("text", 1, 16),
+    "RED": ("num", 4, 8),
+    "KL": ("num", 5, 8),
+    "<1/1000": ("num", 6, 8),
+    "pass": ("fixed", 0, 8),
+}
 
 
 def render_compare_terminal(s: dict[str, Any], console: Console) -> None:
