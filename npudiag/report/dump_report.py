@@ -189,7 +189,7 @@ def first_failing_text(s: dict[str, Any]) -> str | None:
 
 
 def compare_rows(s: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
-    """The worst tensors' table of any mode: its title, headers and rows (text cells, the verdict last)."""
+    """The worst tensors' table of any mode: its title, headers and rows (text cells; the verdict under "pass")."""
     if s.get("mode") != "statistics":
         return BINARY_TITLE, BINARY_HEADERS, [binary_cells(r) for r in s["worst"]]
     if s.get("data"):
