@@ -135,6 +135,15 @@ def figure_lines(items: list[str], width: int, sep: str = "  ·  ") -> list[str]
 
 
 def render_terminal(summary: dict[str, Any], console: Console, command: str = "analyze") -> None:
+    """The analysis on a terminal: the headline, then one block each (ranks, hot ops, efficiency, copies,
+    memory, steps, idle causes, ranges, findings), then what went wrong and where the tables are."""
+    _head(summary, console, command)
+    for block in (_ranks, _hot_ops, _efficiency, _copies, _memory, _step_bars, _idle_causes, _ranges, _findings):
+        block(summary, console)
+    _tail(summary, console)
+
+
+def _head(summary: dict[str, Any], console: Console, command: str) -> None:
     prof = summary["profile"]
     head = Text(f"npudiag {command}", style="bold")
     if summary.get("title"):
@@ -151,82 +160,75 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
         shown = "; ".join(f"rank {r}: {', '.join(names)}" for r, names in list(partial.items())[:6])
         more = f" (+{len(partial) - 6} more)" if len(partial) > 6 else ""
         console.print(plain(f"ranks without kernels, and the data they have: {shown}{more}", style="dim"))
-    if len(summary.get("per_rank", [])) > 1:
-        cols = [
-            Col("rank", priority=0),
-            Col("kernels", priority=2),
-            Col("span", priority=0),
-            Col("busy", priority=3),
-            Col("busy %", priority=0),
-            Col("kernel time", priority=4),
-            Col("time lost", priority=1),
-        ]
-        rows = [[str(r["rank"]), *rank_numbers(r)] for r in summary["per_rank"]]
-        console.print(table(console, "Ranks (each rank's own span and busy time)", cols, rows))
 
+
+def _ranks(summary: dict[str, Any], console: Console) -> None:
+    if len(summary.get("per_rank", [])) <= 1:
+        return
+    cols = [
+        Col("rank", priority=0),
+        Col("kernels", priority=2),
+        Col("span", priority=0),
+        Col("busy", priority=3),
+        Col("busy %", priority=0),
+        Col("kernel time", priority=4),
+        Col("time lost", priority=1),
+    ]
+    rows = [[str(r["rank"]), *rank_numbers(r)] for r in summary["per_rank"]]
+    console.print(table(console, "Ranks (each rank's own span and busy time)", cols, rows))
+
+
+def _hot_ops(summary: dict[str, Any], console: Console) -> None:
     hot = summary["hot_ops"]
-    if hot["top"]:
-        title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']}; share of kernel time)"
-        short = console.width < WIDE  # task types abbreviated, with a legend of the ones shown
-        cols = [
-            Col("op " + hot["by"], "name", 0, min_width=16),
-            Col("task type", "name", 5, min_width=9, max_width=16 if short else 30),
-            Col("count", priority=2),
-            Col("total", priority=0),
-            Col("avg", priority=3),
-            Col("min", priority=6),
-            Col("max", priority=4),
-            Col("share", priority=0),
-        ]
-        types = [
-            [TASK_TYPE_SHORT.get(t, t) if short else t for t in (r["task_types"] or "").split(";") if t]
-            for r in hot["top"]
-        ]
-        rows = [[r["key"], " ".join(ts), *hot_op_numbers(r)] for r, ts in zip(hot["top"], types)]
-        used = {
-            t
-            for r in hot["top"]
-            for t in (r["task_types"] or "").split(";")
-            if short and TASK_TYPE_SHORT.get(t, t) != t
-        }
-        legend = ", ".join(f"{TASK_TYPE_SHORT[t]} = {t}" for t in sorted(used, key=lambda t: TASK_TYPE_SHORT[t]))
-        console.print(table(console, title, cols, rows, caption=f"task types: {legend}" if legend else None))
-    else:
+    if not hot["top"]:
         console.print(Text("No device kernels found.", style="yellow"))
-    _efficiency(summary, console)
+        return
+    title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']}; share of kernel time)"
+    short = console.width < WIDE  # task types abbreviated, with a legend of the ones shown
+    cols = [
+        Col("op " + hot["by"], "name", 0, min_width=16),
+        Col("task type", "name", 5, min_width=9, max_width=16 if short else 30),
+        Col("count", priority=2),
+        Col("total", priority=0),
+        Col("avg", priority=3),
+        Col("min", priority=6),
+        Col("max", priority=4),
+        Col("share", priority=0),
+    ]
+    types = [[t for t in (r["task_types"] or "").split(";") if t] for r in hot["top"]]
+    shown = [[TASK_TYPE_SHORT.get(t, t) if short else t for t in ts] for ts in types]
+    rows = [[r["key"], " ".join(ts), *hot_op_numbers(r)] for r, ts in zip(hot["top"], shown)]
+    used = {t for ts in types for t in ts if short and TASK_TYPE_SHORT.get(t, t) != t}
+    legend = ", ".join(f"{TASK_TYPE_SHORT[t]} = {t}" for t in sorted(used, key=lambda t: TASK_TYPE_SHORT[t]))
+    console.print(table(console, title, cols, rows, caption=f"task types: {legend}" if legend else None))
 
+
+def _copies(summary: dict[str, Any], console: Console) -> None:
     cp = summary["copies"]
-    if cp["by_direction"]:
-        cols = [
-            Col("side", "fixed", 0),
-            Col("direction", "fixed", 0),
-            Col("mode", "fixed", 3),
-            Col("count", priority=1),
-            Col("bytes", priority=2),
-            Col("time", priority=0),
-            Col("share of side", priority=4),
-        ]
-        rows = [[r["side"], r["direction"], r["mode"], *copy_numbers(r)] for r in cp["by_direction"]]
-        host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
-        console.print(table(console, f"Memory copies ({cp['count']:,} on the device{host})", cols, rows))
-        _copy_stalls(summary, console)
-    else:
+    if not cp["by_direction"]:
         console.print("No memory copies in this profile.")
+        return
+    cols = [
+        Col("side", "fixed", 0),
+        Col("direction", "fixed", 0),
+        Col("mode", "fixed", 3),
+        Col("count", priority=1),
+        Col("bytes", priority=2),
+        Col("time", priority=0),
+        Col("share of side", priority=4),
+    ]
+    rows = [[r["side"], r["direction"], r["mode"], *copy_numbers(r)] for r in cp["by_direction"]]
+    host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
+    console.print(table(console, f"Memory copies ({cp['count']:,} on the device{host})", cols, rows))
+    _copy_stalls(summary, console)
 
-    _memory(summary, console)
-    _step_bars(summary, console)
-    _idle_causes(summary, console)
-    _ranges(summary, console)
-    _findings(summary, console)
 
+def _tail(summary: dict[str, Any], console: Console) -> None:
+    """What could not be read, how many warnings there were, and where the tables went."""
     errors = summary.get("errors", [])
     if errors:
-        console.print(
-            Text(
-                f"{count(len(errors), 'input file')} could not be read (listed on stderr and in manifest.json)",
-                style="red",
-            )
-        )
+        unread = f"{count(len(errors), 'input file')} could not be read (listed on stderr and in manifest.json)"
+        console.print(Text(unread, style="red"))
     warnings = summary.get("warnings", [])
     if warnings:
         console.print(Text(f"{count(len(warnings), 'warning')} (on stderr and in manifest.json)", style="yellow"))
