@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from npudiag.report.escape import md_text
@@ -67,61 +68,60 @@ MATRIX_ROWS = 24  # more ranks than this: the slowest and fastest, and how many 
 
 
 def render_cluster_terminal(s: dict[str, Any], console: Console, per_step: bool = False) -> None:
+    """The rank matrix (mean phases per step against the median rank), each step's (``per_step``), the slow ranks
+    and the pipeline stages' imbalance."""
     console.print(Text(f"npudiag cluster  {count(s['ranks'], 'rank')}, {count(s['steps'], 'step')}", style="bold"))
-    matrix = s.get("rank_matrix", [])
-    if matrix:
-        med = {k: _median(matrix, k) for k, _ in PHASES}
-        shown = matrix
-        rest = 0
-        if len(matrix) > MATRIX_ROWS:
-            shown = matrix[:16] + matrix[-8:]
-            rest = len(matrix) - len(shown)
-        cols = [Col("rank", priority=0)] + [
-            Col(label, priority=0 if k == "stage_us" else i + 1) for i, (k, label) in enumerate(PHASES)
-        ]
-        cols.append(Col("worst step", "fixed", 6))
-        rows = []
-        for i, r in enumerate(shown):
-            if rest and i == 16:
-                rows.append([Text("…", style="dim"), *[Text("") for _ in PHASES], Text("")])
-            rows.append([str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES], worst_text(r)])
-        title = (
-            f"Ranks over {count(s['steps'], 'step')}: mean per step, difference from the median rank (slowest first)"
-        )
-        caption = (
-            f"… {rest} ranks between the 16 slowest and the 8 fastest (all in --json and cluster_steps.parquet)"
-            if rest
-            else None
-        )
-        console.print(table(console, title, cols, rows, caption=caption))
+    if s.get("rank_matrix"):
+        console.print(_matrix_table(s, console))
         _render_sources(s.get("phase_sources"), console)
-    if per_step:
-        for step in s["per_step"]:
-            med = {k: step["median"].get(k) for k, _ in PHASES}
-            cols = [Col("rank", priority=0)] + [
-                Col(label, priority=0 if k == "stage_us" else i + 1) for i, (k, label) in enumerate(PHASES)
-            ]
-            rows = [[str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES]] for r in step["rows"]]
-            console.print(
-                table(console, f"step {step['step']}: per rank (difference from the median rank)", cols, rows)
-            )
-    if s["slow_ranks"]:
-        cols = [
-            Col("step", priority=0),
-            Col("rank", priority=0),
-            Col("stage", priority=1),
-            Col("vs median", priority=0),
-            Col("cause", "fixed", 0),
-            Col("slower ops", "text", 2, min_width=16),
-        ]
-        rows = [slow_rank_cells(r) for r in s["slow_ranks"][:30]]
-        more = f" (first 30 of {len(s['slow_ranks'])})" if len(s["slow_ranks"]) > 30 else ""
-        console.print(table(console, f"Slow ranks{more}", cols, rows))
-    else:
-        console.print(
-            Text("No slow rank: every rank is within the threshold of the median (or within its noise).", style="green")
-        )
+    for step in s["per_step"] if per_step else []:
+        med = {k: step["median"].get(k) for k, _ in PHASES}
+        rows = [[str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES]] for r in step["rows"]]
+        title = f"step {step['step']}: per rank (difference from the median rank)"
+        console.print(table(console, title, _phase_cols(), rows))
+    console.print(_slow_ranks_table(s, console))
     _render_stages(s.get("stage_imbalance"), console)
+
+
+def _phase_cols() -> list[Col]:
+    """rank, then the phases; the task span is a key column, the phases go in their order when space is short."""
+    return [Col("rank", priority=0)] + [
+        Col(label, priority=0 if k == "stage_us" else i + 1) for i, (k, label) in enumerate(PHASES)
+    ]
+
+
+def _matrix_table(s: dict[str, Any], console: Console) -> Table:
+    """Every rank's mean phases (more than MATRIX_ROWS ranks: the 16 slowest and the 8 fastest)."""
+    matrix = s["rank_matrix"]
+    med = {k: _median(matrix, k) for k, _ in PHASES}
+    rest = len(matrix) - MATRIX_ROWS if len(matrix) > MATRIX_ROWS else 0  # shown: the 16 slowest, the 8 fastest
+    shown = matrix[:16] + matrix[-8:] if rest else matrix
+    rows = [[str(r["rank"]), *[_cell(r[k], med[k]) for k, _ in PHASES], worst_text(r)] for r in shown]
+    if rest:
+        rows.insert(16, [Text("…", style="dim"), *[Text("") for _ in PHASES], Text("")])
+    title = f"Ranks over {count(s['steps'], 'step')}: mean per step, difference from the median rank (slowest first)"
+    caption = f"… {rest} ranks between the 16 slowest and the 8 fastest (all in --json and cluster_steps.parquet)"
+    return table(
+        console, title, [*_phase_cols(), Col("worst step", "fixed", 6)], rows, caption=caption if rest else None
+    )
+
+
+def _slow_ranks_table(s: dict[str, Any], console: Console) -> Table | Text:
+    if not s["slow_ranks"]:
+        return Text(
+            "No slow rank: every rank is within the threshold of the median (or within its noise).", style="green"
+        )
+    cols = [
+        Col("step", priority=0),
+        Col("rank", priority=0),
+        Col("stage", priority=1),
+        Col("vs median", priority=0),
+        Col("cause", "fixed", 0),
+        Col("slower ops", "text", 2, min_width=16),
+    ]
+    rows = [slow_rank_cells(r) for r in s["slow_ranks"][:30]]
+    more = f" (first 30 of {len(s['slow_ranks'])})" if len(s["slow_ranks"]) > 30 else ""
+    return table(console, f"Slow ranks{more}", cols, rows)
 
 
 def _ranks_text(ranks: list[int]) -> str:
