@@ -181,84 +181,89 @@ def _roofline(rows: list[dict[str, Any]], width: int = 700, height: int = 360) -
 
 
 def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
+    """One self-contained page: the headline, then the findings, steps, hot operators, operator efficiency,
+    copies (with ``copies``' timeline) and memory, each a section of its own."""
     prof = summary["profile"]
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>npudiag: {_e(summary.get('title'))}</title>"]
     out.append(f"<style>{_CSS}</style></head><body>")
     out.append(f"<h1>npudiag analyze <small>{_e(summary.get('title'))}</small></h1>")
     figures = " · ".join([f"ranks {prof['ranks']}", *headline(prof)]).replace("\x00", " ")
     out.append(f"<p>{_e(figures)}</p>")
-    findings = summary.get("findings", [])
-    out.append(f"<h2>Findings ({len(findings)})</h2>")
-    out.append(
-        _table(
-            ["severity", "rule", "rank", "time lost", "finding"],
-            [
-                [
-                    f'<span class="{_e(f["severity"])}">{_e(f["severity"])}</span>',
-                    _e(f["rule_id"]),
-                    _e("all" if f["rank"] is None else f["rank"]),
-                    _e(fmt_us(f["time_lost_us"])),
-                    f'{_e(f["title"])}<div class="advice">{_e(f["advice"])}</div>',
-                ]
-                for f in findings
-            ],
-            left=2,
-            text_cols=(4,),
-        )
-    )
-    for rule, why in summary.get("rules_skipped", {}).items():
-        out.append(f"<p class='advice'>SKIPPED {_e(rule)}: {_e(why)}</p>")
-    if summary.get("step_breakdown"):
-        out.append("<h2>Step breakdown</h2>" + _step_svg(summary["step_breakdown"]))
-    hot = summary["hot_ops"]
-    out.append(f"<h2>Hot operators by {_e(hot['by'])}</h2>")
-    out.append(
-        _hbars([(r["key"], r["total_us"], f"{fmt_us(r['total_us'])} · {fmt_pct(r['share_pct'])}") for r in hot["top"]])
-    )
-    out.append(
-        _table(
-            ["op", "task type", "count", "total", "avg", "min", "max", "share"],
-            [[_e(r["key"]), _e(r["task_types"]), *hot_op_numbers(r)] for r in hot["top"]],
-            left=2,
-        )
-    )
-    eff = [r for r in summary.get("op_efficiency") or [] if r.get("tflops") is not None]
-    if eff:
-        out.append("<h2>Operator efficiency (FLOPs from shapes)</h2>")
-        out.append(
-            _table(
-                ["op type", "count", "total", "TFLOPS", "MFU", "FLOPs / byte", "bound"],
-                [
-                    [
-                        _e(r["op_type"]),
-                        *(_e(c) for c in efficiency_numbers(r)),
-                        f"{r['flops_per_byte']:.1f}" if r.get("flops_per_byte") else "-",
-                        _e(r.get("bound") or "-"),
-                    ]
-                    for r in eff
-                ],
-                left=1,
-            )
-        )
-        out.append(_roofline(eff))
-    cp = summary["copies"]
-    host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
-    out.append(f"<h2>Memory copies ({cp['count']:,} on the device{host})</h2>")
-    out.append(
-        _table(
-            ["side", "direction", "mode", "count", "bytes", "time", "share of side"],
-            [[_e(r["side"]), _e(r["direction"]), _e(r["mode"]), *copy_numbers(r)] for r in cp["by_direction"]],
-            left=3,
-        )
-    )
-    out.append(_copy_timeline(copies))
-    ranks = summary.get("memory", {}).get("ranks", [])
-    if ranks:
-        out.append("<h2>Device memory at the allocation peak</h2>")
-        out.append(_table(MEMORY_HEADERS, [[_e(c) for c in memory_row(m)] for m in ranks], left=2, text_cols=(6,)))
-        for m in ranks[:8]:
-            if m.get("held_at_peak"):
-                out.append(f"<p>Held at the peak of rank {_e(m['rank'])}</p>")
-                out.append(_table(["op", "blocks", "bytes", "share"], [[_e(c) for c in r] for r in held_rows(m)]))
+    for section in (_findings_html, _steps_html, _hot_ops_html, _efficiency_html):
+        out += section(summary)
+    out += _copies_html(summary, copies) + _memory_html(summary)
     out.append("</body></html>\n")
     return "".join(out)
+
+
+def _findings_html(summary: dict[str, Any]) -> list[str]:
+    findings = summary.get("findings", [])
+    rows = [
+        [
+            f'<span class="{_e(f["severity"])}">{_e(f["severity"])}</span>',
+            _e(f["rule_id"]),
+            _e("all" if f["rank"] is None else f["rank"]),
+            _e(fmt_us(f["time_lost_us"])),
+            f'{_e(f["title"])}<div class="advice">{_e(f["advice"])}</div>',
+        ]
+        for f in findings
+    ]
+    out = [f"<h2>Findings ({len(findings)})</h2>"]
+    out.append(_table(["severity", "rule", "rank", "time lost", "finding"], rows, left=2, text_cols=(4,)))
+    return out + [
+        f"<p class='advice'>SKIPPED {_e(rule)}: {_e(why)}</p>" for rule, why in summary.get("rules_skipped", {}).items()
+    ]
+
+
+def _steps_html(summary: dict[str, Any]) -> list[str]:
+    return ["<h2>Step breakdown</h2>" + _step_svg(summary["step_breakdown"])] if summary.get("step_breakdown") else []
+
+
+def _hot_ops_html(summary: dict[str, Any]) -> list[str]:
+    hot = summary["hot_ops"]
+    bars = [(r["key"], r["total_us"], f"{fmt_us(r['total_us'])} · {fmt_pct(r['share_pct'])}") for r in hot["top"]]
+    rows = [[_e(r["key"]), _e(r["task_types"]), *hot_op_numbers(r)] for r in hot["top"]]
+    headers = ["op", "task type", "count", "total", "avg", "min", "max", "share"]
+    return [f"<h2>Hot operators by {_e(hot['by'])}</h2>", _hbars(bars), _table(headers, rows, left=2)]
+
+
+def _efficiency_html(summary: dict[str, Any]) -> list[str]:
+    eff = [r for r in summary.get("op_efficiency") or [] if r.get("tflops") is not None]
+    if not eff:
+        return []
+    rows = [
+        [
+            _e(r["op_type"]),
+            *(_e(c) for c in efficiency_numbers(r)),
+            f"{r['flops_per_byte']:.1f}" if r.get("flops_per_byte") else "-",
+            _e(r.get("bound") or "-"),
+        ]
+        for r in eff
+    ]
+    headers = ["op type", "count", "total", "TFLOPS", "MFU", "FLOPs / byte", "bound"]
+    return ["<h2>Operator efficiency (FLOPs from shapes)</h2>", _table(headers, rows, left=1), _roofline(eff)]
+
+
+def _copies_html(summary: dict[str, Any], copies: pa.Table) -> list[str]:
+    cp = summary["copies"]
+    host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
+    rows = [[_e(r["side"]), _e(r["direction"]), _e(r["mode"]), *copy_numbers(r)] for r in cp["by_direction"]]
+    headers = ["side", "direction", "mode", "count", "bytes", "time", "share of side"]
+    return [
+        f"<h2>Memory copies ({cp['count']:,} on the device{host})</h2>",
+        _table(headers, rows, left=3),
+        _copy_timeline(copies),
+    ]
+
+
+def _memory_html(summary: dict[str, Any]) -> list[str]:
+    ranks = summary.get("memory", {}).get("ranks", [])
+    if not ranks:
+        return []
+    out = ["<h2>Device memory at the allocation peak</h2>"]
+    out.append(_table(MEMORY_HEADERS, [[_e(c) for c in memory_row(m)] for m in ranks], left=2, text_cols=(6,)))
+    for m in ranks[:8]:
+        if m.get("held_at_peak"):
+            out.append(f"<p>Held at the peak of rank {_e(m['rank'])}</p>")
+            out.append(_table(["op", "blocks", "bytes", "share"], [[_e(c) for c in r] for r in held_rows(m)]))
+    return out
