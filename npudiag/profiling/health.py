@@ -294,12 +294,30 @@ def _job_problems(units: list[disc.Unit], profiles: list[ProfileHealth]) -> list
 
 
 def _profile(u: disc.Unit, res: UnitResult | None, failed: str | None, record: dict[Path, InputFile]) -> ProfileHealth:
+    """One profile's health: its metadata, the files that could not be read, and each kind of data as
+    present (with its rows), partial, missing although asked for, or not collected (with the switch)."""
     p = ProfileHealth(u.path, u.kind, u.rank)
     _read_metadata(u, p)
     if failed:
         p.problems.append(failed)
     tables = {name: schemas.concat(ts) for name, ts in res.parts.items() if ts} if res is not None else {}
-    used: dict[str, list[str]] = {}  # kind of data -> the files it was read from
+    used = _files_used(u, record, p)
+    _unit_notes(u, res, p)
+    if u.kind == "file" and "trace" in u.files and "kineto" not in u.files and _rows(tables, "host_ops"):
+        p.kind = "torch_npu"  # a bare trace with framework ops (cpu_op events) is torch_npu's, whatever its name
+    expected = _expected(p)
+    for d in (*DATA, *_added_data()):
+        _judge_data(d, _count(d.name, tables, res), used, u, expected, res, p)
+    for path, why in u.not_read:
+        p.notes.append(f"{path.name}: {why}")
+    p.peer_ranks = _peer_ranks(tables)
+    return p
+
+
+def _files_used(u: disc.Unit, record: dict[Path, InputFile], p: ProfileHealth) -> dict[str, list[str]]:
+    """The files each kind of data was read from; a file that could not be read is a problem and an
+    unreadable row of the data its format yields."""
+    used: dict[str, list[str]] = {}
     for kind, files in sorted(u.files.items()):
         fmt = registry.get(kind)
         for f in files:
@@ -313,6 +331,11 @@ def _profile(u: disc.Unit, res: UnitResult | None, failed: str | None, record: d
                 data = registry.data_of(table)
                 if data and f.name not in used.setdefault(data, []):
                     used[data].append(f.name)
+    return used
+
+
+def _unit_notes(u: disc.Unit, res: UnitResult | None, p: ProfileHealth) -> None:
+    """What the reading said of the profile: a GPU Kineto trace, the readers' warnings, an unexported run."""
     if "kineto" in u.files:
         p.notes.append(
             "a PyTorch (Kineto) trace of a GPU run; npudiag reads its framework ops and their kernels' time, "
@@ -322,44 +345,44 @@ def _profile(u: disc.Unit, res: UnitResult | None, failed: str | None, record: d
         p.notes.extend(w.removeprefix(f"{u.path}: ") for w in res.warnings)
     if u.unexported:
         p.problems.append(u.unexported)
-    if u.kind == "file" and "trace" in u.files and "kineto" not in u.files and _rows(tables, "host_ops"):
-        p.kind = "torch_npu"  # a bare trace with framework ops (cpu_op events) is torch_npu's, whatever its name
-    expected = _expected(p)
-    for d in (*DATA, *_added_data()):
-        rows = _count(d.name, tables, res)
-        where = ", ".join(sorted(used.get(d.name, [])))
-        totals = [n for n in used.get(d.name, []) if _from_totals(n, u)]
-        if not rows and totals:
-            what = "operator type" if d.name == "kernels" else "name"
-            p.data.append(
-                DataRow(d.name, PARTIAL, found_in=", ".join(totals), note=f"totals per {what} only; no per-row file")
-            )
-            if expected.get(d.name):
-                p.problems.append(f"only totals per {what} ({', '.join(totals)}); no file with one row per {d.what}")
-            continue
-        if rows:
-            row = DataRow(d.name, PRESENT, rows, where)
-            if d.name == "flows" and res is not None:
-                _judge_flows(row, res.links, p)
-            p.data.append(row)
-            continue
-        if d.name == "flows" and res is not None and res.links.get("flow_ids"):
-            row = DataRow(d.name, PRESENT, 0, ", ".join(sorted(used.get("kernels", []))))
-            _judge_flows(row, res.links, p)
-            p.data.append(row)
-            continue
-        switch = d.torch_switch if p.kind == "torch_npu" else d.msprof_switch
+
+
+def _judge_data(
+    d: DataKind,
+    rows: int,
+    used: dict[str, list[str]],
+    u: disc.Unit,
+    expected: dict[str, str],
+    res: UnitResult | None,
+    p: ProfileHealth,
+) -> None:
+    """One kind of data's row: present with its rows (flows judged for their two ends), partial (totals
+    only), missing although the configuration asked for it (a problem), or not collected (its switch)."""
+    where = ", ".join(sorted(used.get(d.name, [])))
+    totals = [n for n in used.get(d.name, []) if _from_totals(n, u)]
+    if not rows and totals:
+        what = "operator type" if d.name == "kernels" else "name"
+        note = f"totals per {what} only; no per-row file"
+        p.data.append(DataRow(d.name, PARTIAL, found_in=", ".join(totals), note=note))
         if expected.get(d.name):
-            p.data.append(
-                DataRow(d.name, MISSING, note=f"the configuration asked for it ({expected[d.name]}); none found")
-            )
-            p.problems.append(f"no {d.what}, though {expected[d.name]}")
-        else:
-            p.data.append(DataRow(d.name, NOT_COLLECTED, note=switch))
-    for path, why in u.not_read:
-        p.notes.append(f"{path.name}: {why}")
-    p.peer_ranks = _peer_ranks(tables)
-    return p
+            p.problems.append(f"only totals per {what} ({', '.join(totals)}); no file with one row per {d.what}")
+        return
+    flows = d.name == "flows" and res is not None
+    if rows or (flows and res.links.get("flow_ids")):
+        row = (
+            DataRow(d.name, PRESENT, rows, where)
+            if rows
+            else DataRow(d.name, PRESENT, 0, ", ".join(sorted(used.get("kernels", []))))
+        )
+        if flows:
+            _judge_flows(row, res.links, p)
+        p.data.append(row)
+        return
+    if expected.get(d.name):
+        p.data.append(DataRow(d.name, MISSING, note=f"the configuration asked for it ({expected[d.name]}); none found"))
+        p.problems.append(f"no {d.what}, though {expected[d.name]}")
+    else:
+        p.data.append(DataRow(d.name, NOT_COLLECTED, note=d.torch_switch if p.kind == "torch_npu" else d.msprof_switch))
 
 
 def _added_data() -> tuple[DataKind, ...]:
