@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,78 +112,104 @@ class _PickleReader:
         raise self._bad("a call a saved tensor does not make")
 
     def run(self) -> Any:
-        ints = {b"K": ("<B", 1), b"M": ("<H", 2), b"J": ("<i", 4)}
+        """The value STOP returns; each opcode is one method of _OPCODES, an unknown one is refused."""
         while True:
             op = self._take(1)
-            if op == b"\x80":  # PROTO
-                self._take(1)
-            elif op == b"\x95":  # FRAME (protocol 4)
-                self._take(8)
-            elif op == b"c":  # GLOBAL module\nname\n
-                end1 = self.data.find(b"\n", self.pos)
-                end2 = self.data.find(b"\n", end1 + 1)
-                if end1 < 0 or end2 < 0 or end2 - self.pos > 256:
-                    raise self._bad("a malformed global name")
-                module, name = (
-                    self.data[self.pos : end1].decode("ascii", "replace"),
-                    self.data[end1 + 1 : end2].decode("ascii", "replace"),
-                )
-                self.pos = end2 + 1
-                self.stack.append(self._global(module, name))
-            elif op == b"\x93":  # STACK_GLOBAL (protocol 4)
-                name, module = self._pop(), self._pop()
-                if not (isinstance(module, str) and isinstance(name, str)):
-                    raise self._bad("a malformed global name")
-                self.stack.append(self._global(module, name))
-            elif op in (b"q", b"r", b"\x94"):  # BINPUT, LONG_BINPUT, MEMOIZE
-                key = (
-                    len(self.memo)
-                    if op == b"\x94"
-                    else (self._take(1)[0] if op == b"q" else struct.unpack("<I", self._take(4))[0])
-                )
-                if not self.stack or len(self.memo) > 100_000:
-                    raise self._bad("a memo entry without a value")
-                self.memo[key] = self.stack[-1]
-            elif op in (b"h", b"j"):  # BINGET, LONG_BINGET
-                key = self._take(1)[0] if op == b"h" else struct.unpack("<I", self._take(4))[0]
-                if key not in self.memo:
-                    raise self._bad("a memo entry that was never set")
-                self.stack.append(self.memo[key])
-            elif op == b"(":
-                self.stack.append(_MARK)
-            elif op in (b"X", b"\x8c"):  # BINUNICODE, SHORT_BINUNICODE
-                n = struct.unpack("<I", self._take(4))[0] if op == b"X" else self._take(1)[0]
-                self.stack.append(self._take(n).decode("utf-8", "replace"))
-            elif op in ints:
-                fmt, size = ints[op]
-                self.stack.append(struct.unpack(fmt, self._take(size))[0])
-            elif op == b"\x8a":  # LONG1
-                n = self._take(1)[0]
-                self.stack.append(int.from_bytes(self._take(n), "little", signed=True))
-            elif op == b"t":
-                self.stack.append(tuple(self._pop_mark()))
-            elif op == b")":
-                self.stack.append(())
-            elif op in (b"\x85", b"\x86", b"\x87"):  # TUPLE1..3
-                n = op[0] - 0x84
-                if len(self.stack) < n:
-                    raise self._bad("a tuple of missing items")
-                items = self.stack[-n:]
-                del self.stack[-n:]
-                self.stack.append(tuple(items))
-            elif op in (b"\x88", b"\x89", b"N"):
-                self.stack.append({b"\x88": True, b"\x89": False, b"N": None}[op])
-            elif op == b"}":
-                self.stack.append({})
-            elif op == b"Q":  # BINPERSID: a storage
-                self.stack.append(self.load_storage(self._pop()))
-            elif op == b"R":  # REDUCE
-                args = self._pop()
-                self.stack.append(self._call(self._pop(), args))
-            elif op == b".":  # STOP
+            if op == b".":  # STOP
                 return self._pop()
-            else:
+            handle = _OPCODES.get(op)
+            if handle is None:
                 raise self._bad(f"opcode {op!r}")
+            handle(self, op)
+
+    def _skip(self, op: bytes) -> None:  # PROTO n, FRAME size (protocol 4)
+        self._take(1 if op == b"\x80" else 8)
+
+    def _global_line(self, op: bytes) -> None:  # GLOBAL module\nname\n
+        end1 = self.data.find(b"\n", self.pos)
+        end2 = self.data.find(b"\n", end1 + 1)
+        if end1 < 0 or end2 < 0 or end2 - self.pos > 256:
+            raise self._bad("a malformed global name")
+        module = self.data[self.pos : end1].decode("ascii", "replace")
+        name = self.data[end1 + 1 : end2].decode("ascii", "replace")
+        self.pos = end2 + 1
+        self.stack.append(self._global(module, name))
+
+    def _stack_global(self, op: bytes) -> None:  # STACK_GLOBAL (protocol 4)
+        name, module = self._pop(), self._pop()
+        if not (isinstance(module, str) and isinstance(name, str)):
+            raise self._bad("a malformed global name")
+        self.stack.append(self._global(module, name))
+
+    def _index(self, op: bytes) -> int:
+        """A memo index: one byte after BINPUT / BINGET, four after the LONG_ forms."""
+        return self._take(1)[0] if op in (b"q", b"h") else struct.unpack("<I", self._take(4))[0]
+
+    def _memo_put(self, op: bytes) -> None:  # BINPUT, LONG_BINPUT, MEMOIZE (the next index)
+        key = len(self.memo) if op == b"\x94" else self._index(op)
+        if not self.stack or len(self.memo) > 100_000:
+            raise self._bad("a memo entry without a value")
+        self.memo[key] = self.stack[-1]
+
+    def _memo_get(self, op: bytes) -> None:  # BINGET, LONG_BINGET
+        key = self._index(op)
+        if key not in self.memo:
+            raise self._bad("a memo entry that was never set")
+        self.stack.append(self.memo[key])
+
+    def _text(self, op: bytes) -> None:  # BINUNICODE, SHORT_BINUNICODE
+        n = struct.unpack("<I", self._take(4))[0] if op == b"X" else self._take(1)[0]
+        self.stack.append(self._take(n).decode("utf-8", "replace"))
+
+    def _int(self, op: bytes) -> None:  # BININT1, BININT2, BININT
+        fmt, size = _INTS[op]
+        self.stack.append(struct.unpack(fmt, self._take(size))[0])
+
+    def _long1(self, op: bytes) -> None:
+        n = self._take(1)[0]
+        self.stack.append(int.from_bytes(self._take(n), "little", signed=True))
+
+    def _tuple_n(self, op: bytes) -> None:  # TUPLE1..3
+        n = op[0] - 0x84
+        if len(self.stack) < n:
+            raise self._bad("a tuple of missing items")
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        self.stack.append(tuple(items))
+
+    def _push(self, op: bytes) -> None:  # MARK, EMPTY_TUPLE, NEWTRUE, NEWFALSE, NONE, EMPTY_DICT (a new one)
+        self.stack.append({} if op == b"}" else _CONSTANTS[op])
+
+    def _tuple(self, op: bytes) -> None:  # TUPLE: the items since the mark
+        self.stack.append(tuple(self._pop_mark()))
+
+    def _persistent(self, op: bytes) -> None:  # BINPERSID: a storage
+        self.stack.append(self.load_storage(self._pop()))
+
+    def _reduce(self, op: bytes) -> None:  # REDUCE
+        args = self._pop()
+        self.stack.append(self._call(self._pop(), args))
+
+
+_INTS = {b"K": ("<B", 1), b"M": ("<H", 2), b"J": ("<i", 4)}
+_CONSTANTS = {b"(": _MARK, b")": (), b"\x88": True, b"\x89": False, b"N": None}
+# the opcodes torch.save writes for a tensor (protocol 2, and 4's framing); nothing else is read
+_OPCODES: dict[bytes, Callable[[_PickleReader, bytes], None]] = {
+    b"\x80": _PickleReader._skip,
+    b"\x95": _PickleReader._skip,
+    b"c": _PickleReader._global_line,
+    b"\x93": _PickleReader._stack_global,
+    **dict.fromkeys((b"q", b"r", b"\x94"), _PickleReader._memo_put),
+    **dict.fromkeys((b"h", b"j"), _PickleReader._memo_get),
+    **dict.fromkeys((b"X", b"\x8c"), _PickleReader._text),
+    **dict.fromkeys(_INTS, _PickleReader._int),
+    b"\x8a": _PickleReader._long1,
+    b"t": _PickleReader._tuple,
+    **dict.fromkeys((b"\x85", b"\x86", b"\x87"), _PickleReader._tuple_n),
+    **dict.fromkeys((*_CONSTANTS, b"}"), _PickleReader._push),
+    b"Q": _PickleReader._persistent,
+    b"R": _PickleReader._reduce,
+}
 
 
 def _storage_loader(zf: zipfile.ZipFile, prefix: str, path: Path, big_endian: bool):
