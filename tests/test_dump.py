@@ -318,6 +318,11 @@ def test_author_merges_and_keeps_profiler(tmp_path: Path) -> None:
     assert run_cli("dump", "check", kernel).returncode == 0
     steps = run_cli("dump", "--model", "m", "--steps", "9-3", "--acl-json", tmp_path / "x.json")
     assert steps.returncode == 2 and "ends before it starts" in steps.stderr
+    # an msprobe config whose task is not text is one line, not an internal error
+    odd = tmp_path / "task.json"
+    odd.write_text(json.dumps({"task": ["statistics"], "level": "L1"}))
+    r = run_cli("dump", "check", odd)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "is not a task name" in r.stderr
 
 
 def test_msprobe_format(tmp_path: Path) -> None:

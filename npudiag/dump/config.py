@@ -406,46 +406,50 @@ MSPROBE_LEVELS = {"L0", "L1", "L2", "mix", "debug"}
 def check_msprobe_config(d: dict[str, Any], release: tuple[int, ...] | None = None) -> list[str]:
     """Problems with msprobe's config.json (the shape ``dump --format msprobe`` writes), one line each; the
     task is checked against msprobe ``release`` (the installed one, else the newest known)."""
-    problems = []
     task = d.get("task")
-    rel = release or installed_msprobe()
-    named = (
-        f"msprobe {'.'.join(map(str, rel))}"
-        if rel
-        else f"current msprobe ({'.'.join(map(str, MSPROBE_TASKS_BY_RELEASE[-1][0]))}+)"
-    )
-    if task not in msprobe_tasks(rel):
-        if any(task in tasks for _, tasks in MSPROBE_TASKS_BY_RELEASE):
-            instead = (
-                f"; use {MSPROBE_RETIRED[task]}" if task in MSPROBE_RETIRED and task not in msprobe_tasks(None) else ""
-            )
-            problems.append(
-                f"task: {task!r} is not a task of {named} (taken by {_releases_taking(str(task))}){instead}"
-            )
-        else:
-            problems.append(f"task: {task!r} is not one of {', '.join(sorted(msprobe_tasks(rel)))} ({named})")
-    if (
-        task == "exception_dump" and d.get("level", "L1") != "L2"
-    ):  # msprobe's ExceptionDumpToolFactory: kernel level only
-        problems.append(
-            f"level: exception_dump runs only at level L2 (kernel), not {d.get('level', 'L1 (the default)')!r}; "
-            "it is a MindSpore task in msprobe"
-        )
-    if "level" in d and d["level"] not in MSPROBE_LEVELS:
-        problems.append(f"level: {d['level']!r} is not one of {', '.join(sorted(MSPROBE_LEVELS))}")
-    if "dump_path" in d and (not isinstance(d["dump_path"], str) or not d["dump_path"]):
-        problems.append("dump_path: must be a non-empty string")
-    for key in ("rank", "step"):
-        if key in d and not isinstance(d[key], list):
-            problems.append(f"{key}: must be a list")
+    level = d.get("level", "L1")
     sub = d.get(task) if isinstance(task, str) else None
-    if sub is not None and not isinstance(sub, dict):
-        problems.append(f"{task}: must be an object")
-    elif isinstance(sub, dict):
-        for key in ("scope", "list", "data_mode"):
-            if key in sub and not isinstance(sub[key], list):
-                problems.append(f"{task}.{key}: must be a list")
-    return problems
+    return [
+        *_msprobe_task(task, release or installed_msprobe()),
+        *_when(
+            # msprobe's ExceptionDumpToolFactory: kernel level only
+            (
+                task == "exception_dump" and level != "L2",
+                f"level: exception_dump runs only at level L2 (kernel), not {d.get('level', 'L1 (the default)')!r}; "
+                "it is a MindSpore task in msprobe",
+            ),
+            (
+                "level" in d and level not in MSPROBE_LEVELS,
+                f"level: {level!r} is not one of {', '.join(sorted(MSPROBE_LEVELS))}",
+            ),
+            (
+                "dump_path" in d and (not isinstance(d["dump_path"], str) or not d["dump_path"]),
+                "dump_path: must be a non-empty string",
+            ),
+            *((key in d and not isinstance(d[key], list), f"{key}: must be a list") for key in ("rank", "step")),
+            (sub is not None and not isinstance(sub, dict), f"{task}: must be an object"),
+        ),
+        *(
+            f"{task}.{key}: must be a list"
+            for key in ("scope", "list", "data_mode")
+            if isinstance(sub, dict) and key in sub and not isinstance(sub[key], list)
+        ),
+    ]
+
+
+def _msprobe_task(task: Any, rel: tuple[int, ...] | None) -> list[str]:
+    """Whether msprobe ``rel`` takes ``task``; a task of other releases says which, and what replaced it."""
+    if not isinstance(task, str) and task is not None:
+        return [f"task: {task!r} is not a task name (text, e.g. \"statistics\")"]
+    if task in msprobe_tasks(rel):
+        return []
+    newest = ".".join(map(str, MSPROBE_TASKS_BY_RELEASE[-1][0]))
+    named = f"msprobe {'.'.join(map(str, rel))}" if rel else f"current msprobe ({newest}+)"
+    if not any(task in tasks for _, tasks in MSPROBE_TASKS_BY_RELEASE):
+        return [f"task: {task!r} is not one of {', '.join(sorted(msprobe_tasks(rel)))} ({named})"]
+    retired = task in MSPROBE_RETIRED and task not in msprobe_tasks(None)
+    instead = f"; use {MSPROBE_RETIRED[task]}" if retired else ""
+    return [f"task: {task!r} is not a task of {named} (taken by {_releases_taking(str(task))}){instead}"]
 
 
 def write_dump_section(path: Path, section: dict[str, Any]) -> dict[str, Any]:
