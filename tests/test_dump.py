@@ -471,3 +471,30 @@ def test_dump_check_passes_an_op_level_range_with_its_model(tmp_path: Path) -> N
     entry = {"model_name": "m", "opname_range": [{"begin": "op1", "end": "op2"}]}
     acl.write_text(json.dumps({"dump": {"dump_path": str(tmp_path), "dump_level": "op", "dump_list": [entry]}}))
     assert run_cli("dump", "check", acl).returncode == 0
+
+
+def test_any_json_as_a_dump_config_gives_lines_not_a_crash() -> None:
+    """Random JSON shaped like an acl.json dump section or an msprobe config.json (wrong types, nesting,
+    lists where text is expected) is checked into one-line problems; no value makes the check raise (an
+    msprobe task or level given as a list was an internal error)."""
+    import random
+
+    from npudiag.dump import config
+
+    rng = random.Random(5)
+    keys = [*config.DUMP_KEYS, "task", "level", "rank", "step", "statistics", "tensor", "scope", "list", "data_mode",
+            "layer", "model_name", "opname_range", "optype_blacklist", "watcher_nodes", "begin", "end", "name"]  # fmt: skip
+    atoms = [None, True, 3, -1, 1.5, "", "on", "off", "L1", "op", "watcher", "tensor", "stats", "0|1", "statistics"]
+
+    def value(depth: int = 0):
+        r = rng.random()
+        if depth > 2 or r < 0.4:
+            return rng.choice(atoms)
+        if r < 0.7:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {rng.choice(keys): value(depth + 1) for _ in range(rng.randint(0, 4))}
+
+    for _ in range(5000):
+        d = {rng.choice(keys): value() for _ in range(rng.randint(0, 6))}
+        problems = config._config_problems(Path("c.json"), {"dump": d} if rng.random() < 0.5 else d)
+        assert all(isinstance(p, str) and "\n" not in p and p.startswith("c.json: ") for p in problems), problems

@@ -419,7 +419,7 @@ def check_msprobe_config(d: dict[str, Any], release: tuple[int, ...] | None = No
                 "it is a MindSpore task in msprobe",
             ),
             (
-                "level" in d and level not in MSPROBE_LEVELS,
+                "level" in d and (not isinstance(level, str) or level not in MSPROBE_LEVELS),
                 f"level: {level!r} is not one of {', '.join(sorted(MSPROBE_LEVELS))}",
             ),
             (
@@ -440,7 +440,7 @@ def check_msprobe_config(d: dict[str, Any], release: tuple[int, ...] | None = No
 def _msprobe_task(task: Any, rel: tuple[int, ...] | None) -> list[str]:
     """Whether msprobe ``rel`` takes ``task``; a task of other releases says which, and what replaced it."""
     if not isinstance(task, str) and task is not None:
-        return [f"task: {task!r} is not a task name (text, e.g. \"statistics\")"]
+        return [f'task: {task!r} is not a task name (text, e.g. "statistics")']
     if task in msprobe_tasks(rel):
         return []
     newest = ".".join(map(str, MSPROBE_TASKS_BY_RELEASE[-1][0]))
