@@ -18,7 +18,7 @@ BASELINE's by more than ``max_regression`` of the current value (baseline / curr
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -175,7 +175,6 @@ def config_from(data: dict[str, Any], path: Path | str, base: GateConfig | None 
     enabled = false
     """
 
-    cfg = base or GateConfig()
     unknown = set(data) - {"gate", "metric"}
     if unknown:
         raise ValueError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}; expected [gate] and [metric.NAME]")
@@ -188,60 +187,68 @@ def config_from(data: dict[str, Any], path: Path | str, base: GateConfig | None 
         raise ValueError(
             f"{path}: unknown [gate] key(s) {', '.join(sorted(bad))}; expected {', '.join(sorted(_GATE_KEYS))}"
         )
-    changes: dict[str, Any] = {}
-    if "max_regression" in gate:
-        changes["max_regression"] = _percent_in(path, "[gate] max_regression", gate["max_regression"])
-    if "alpha" in gate:
-        changes["alpha"] = check_alpha(_number(path, "[gate] alpha", gate["alpha"]), f"{path}: [gate] alpha")
-    if "top_ops" in gate:
-        changes["top_ops"] = check_top_ops(
-            _number(path, "[gate] top_ops", gate["top_ops"], whole=True), f"{path}: [gate] top_ops"
+    # each [gate] setting checked by its parser, in the table's order (the first bad one is the error)
+    changes = {key: parse(path, gate[key]) for key, parse in _GATE_SETTINGS.items() if key in gate}
+    cfg = replace(base or GateConfig(), **changes)
+    return with_metric_rules(
+        cfg, {canonical_metric(given): _metric_rule(path, given, opts) for given, opts in metrics.items()}
+    )
+
+
+def _gate_by(path: Path | str, value: Any) -> str:
+    if value not in ("type", "name"):
+        raise ValueError(f'{path}: [gate] by: expected "type" or "name", got {value!r}')
+    return value
+
+
+def _gate_metrics(path: Path | str, listed: Any) -> tuple[str, ...]:
+    if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
+        raise ValueError(
+            f'{path}: [gate] metrics: expected a list of metric names such as ["op:MatMulV3"], not {_toml_kind(listed)}'
         )
-    if "by" in gate:
-        if gate["by"] not in ("type", "name"):
-            raise ValueError(f'{path}: [gate] by: expected "type" or "name", got {gate["by"]!r}')
-        changes["by"] = gate["by"]
-    if "min_delta_us" in gate:
-        changes["min_delta_us"] = check_min_delta(
-            _number(path, "[gate] min_delta_us", gate["min_delta_us"]), f"{path}: [gate] min_delta_us"
+    return tuple(canonical_metric(m) for m in listed)
+
+
+def _gate_steps(path: Path | str, value: Any) -> Any:
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise ValueError(f'{path}: [gate] steps: expected a window such as "3:" or "3:9", not {_toml_kind(value)}')
+    return parse_steps(str(value))
+
+
+# the [gate] settings: key -> (path, value) -> the checked value GateConfig takes
+_GATE_SETTINGS: dict[str, Callable[[Path | str, Any], Any]] = {
+    "max_regression": lambda path, v: _percent_in(path, "[gate] max_regression", v),
+    "alpha": lambda path, v: check_alpha(_number(path, "[gate] alpha", v), f"{path}: [gate] alpha"),
+    "top_ops": lambda path, v: check_top_ops(_number(path, "[gate] top_ops", v, whole=True), f"{path}: [gate] top_ops"),
+    "by": _gate_by,
+    "min_delta_us": lambda path, v: check_min_delta(
+        _number(path, "[gate] min_delta_us", v), f"{path}: [gate] min_delta_us"
+    ),
+    "metrics": _gate_metrics,
+    "steps": _gate_steps,
+}
+
+
+def _metric_rule(path: Path | str, given: str, opts: Any) -> dict[str, Any]:
+    """One [metric.NAME] table, checked: a known metric, known keys, each value of its kind."""
+    where = f"[metric.{given}]"
+    if not isinstance(opts, dict):
+        raise ValueError(f"{path}: {where} must be a table")
+    bad = set(opts) - _METRIC_KEYS
+    if bad:
+        raise ValueError(
+            f"{path}: unknown key(s) {', '.join(sorted(bad))} in {where}; expected {', '.join(sorted(_METRIC_KEYS))}"
         )
-    if "metrics" in gate:
-        listed = gate["metrics"]
-        if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
-            raise ValueError(
-                f'{path}: [gate] metrics: expected a list of metric names such as ["op:MatMulV3"], not {_toml_kind(listed)}'
-            )
-        changes["metrics"] = tuple(canonical_metric(m) for m in listed)
-    if "steps" in gate:
-        if not isinstance(gate["steps"], (str, int)) or isinstance(gate["steps"], bool):
-            raise ValueError(
-                f'{path}: [gate] steps: expected a window such as "3:" or "3:9", not {_toml_kind(gate["steps"])}'
-            )
-        changes["steps"] = parse_steps(str(gate["steps"]))
-    cfg = replace(cfg, **changes)
-    per: dict[str, dict[str, Any]] = {}
-    for given, opts in metrics.items():
-        name = canonical_metric(given)
-        if not isinstance(opts, dict):
-            raise ValueError(f"{path}: [metric.{given}] must be a table")
-        bad = set(opts) - _METRIC_KEYS
-        if bad:
-            raise ValueError(
-                f"{path}: unknown key(s) {', '.join(sorted(bad))} in [metric.{given}]; expected {', '.join(sorted(_METRIC_KEYS))}"
-            )
-        if not known_metric(name):
-            raise ValueError(f"{path}: [metric.{given}]: unknown metric name")
-        if "max_regression" in opts:
-            _percent_in(path, f"[metric.{given}] max_regression", opts["max_regression"])
-        for key in ("min_delta_us", "min_delta_bytes", "min_delta_pct"):
-            if key in opts:
-                check_min_delta(_number(path, f"[metric.{given}] {key}", opts[key]), f"{path}: [metric.{given}] {key}")
-        if "enabled" in opts and not isinstance(opts["enabled"], bool):
-            raise ValueError(
-                f"{path}: [metric.{given}] enabled: expected true or false, not {_toml_kind(opts['enabled'])}"
-            )
-        per[name] = opts
-    return with_metric_rules(cfg, per)
+    if not known_metric(canonical_metric(given)):
+        raise ValueError(f"{path}: {where}: unknown metric name")
+    if "max_regression" in opts:
+        _percent_in(path, f"{where} max_regression", opts["max_regression"])
+    for key in ("min_delta_us", "min_delta_bytes", "min_delta_pct"):
+        if key in opts:
+            check_min_delta(_number(path, f"{where} {key}", opts[key]), f"{path}: {where} {key}")
+    if "enabled" in opts and not isinstance(opts["enabled"], bool):
+        raise ValueError(f"{path}: {where} enabled: expected true or false, not {_toml_kind(opts['enabled'])}")
+    return opts
 
 
 MAX_TOP_OPS = 1000
