@@ -593,29 +593,7 @@ def compare(
             per_step = counts
     diff = diff_ops(bt, ct, by=by, shapes=shapes, level=level, per_step=per_step)
     share = matched(diff)
-    warnings = [w for r in base + cur for w in r.warnings]
-    if per_step is not None:
-        warnings.append(
-            f"the sides recorded {per_step[0]:g} and {per_step[1]:g} step(s) per run: framework ops are compared per "
-            "step (each side's counts and times divided by its steps)"
-        )
-    if level == "torch" and not diff.num_rows:
-        warnings.append(
-            "no framework ops on either side (torch_ops comes from torch_npu's trace_view.json cpu_op events or "
-            "the .db's PYTORCH_API; msprof-only profiles have none)"
-        )
-    elif level == "module" and not diff.num_rows:
-        warnings.append(
-            "no torch modules on either side (recorded with torch_npu's with_stack / with_modules, as "
-            "python_function 'nn.Module: X' events or the .db's PYTORCH_API rows of type trace)"
-        )
-    elif any(v is not None and v < 0.5 for v in share.values()):
-        fmt = {k: "-" if v is None else f"{100 * v:.0f}%" for k, v in share.items()}
-        hint = "" if level != "kernel" else "; --level torch matches framework ops, whatever the kernels are called"
-        warnings.append(
-            f"only {fmt['baseline']} of the baseline's and {fmt['current']} of the current's device time is in ops "
-            f"found on both sides: the sides differ in profiler level, naming or workload{hint}"
-        )
+    warnings = [w for r in base + cur for w in r.warnings] + _compare_warnings(level, per_step, diff, share)
     summary = {
         "baseline": describe(base),
         "current": describe(cur),
@@ -637,6 +615,37 @@ def compare(
             folder.commit({"baseline": str(baseline), "current": str(current)})
     summary["warnings"] = warnings
     return Comparison(summary, {"diff": diff}, warnings, earlier=[w for r in base + cur for w in r.earlier])
+
+
+def _compare_warnings(
+    level: str, per_step: tuple[float, float] | None, diff: pa.Table, share: dict[str, float | None]
+) -> list[str]:
+    """What the comparison itself says: sides compared per step, no framework ops or modules at those
+    levels, or too little of either side's device time in ops both sides have."""
+    out = []
+    if per_step is not None:
+        out.append(
+            f"the sides recorded {per_step[0]:g} and {per_step[1]:g} step(s) per run: framework ops are compared per "
+            "step (each side's counts and times divided by its steps)"
+        )
+    if level == "torch" and not diff.num_rows:
+        out.append(
+            "no framework ops on either side (torch_ops comes from torch_npu's trace_view.json cpu_op events or "
+            "the .db's PYTORCH_API; msprof-only profiles have none)"
+        )
+    elif level == "module" and not diff.num_rows:
+        out.append(
+            "no torch modules on either side (recorded with torch_npu's with_stack / with_modules, as "
+            "python_function 'nn.Module: X' events or the .db's PYTORCH_API rows of type trace)"
+        )
+    elif any(v is not None and v < 0.5 for v in share.values()):
+        fmt = {k: "-" if v is None else f"{100 * v:.0f}%" for k, v in share.items()}
+        hint = "" if level != "kernel" else "; --level torch matches framework ops, whatever the kernels are called"
+        out.append(
+            f"only {fmt['baseline']} of the baseline's and {fmt['current']} of the current's device time is in ops "
+            f"found on both sides: the sides differ in profiler level, naming or workload{hint}"
+        )
+    return out
 
 
 @dataclass
