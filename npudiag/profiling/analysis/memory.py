@@ -96,57 +96,13 @@ def rank_memory(
         return None
     comp, samples = allocator_samples(timeline)
     out: dict[str, Any] = {"rank": rank, "allocator": comp}
-    peak_ns = None
-    if comp is not None and samples.num_rows and pc.sum(pc.is_valid(samples["allocated_bytes"])).as_py():
-        alloc = pc.fill_null(samples["allocated_bytes"], -1)
-        i = int(pc.index(alloc, pc.max(alloc)).as_py())
-        row = samples.slice(i, 1).to_pylist()[0]
-        peak_ns = row["ts_ns"]
-        reserved = row["reserved_bytes"]
-        frag = reserved - row["allocated_bytes"] if reserved is not None else None
-        at = blocks.filter(pc.fill_null(pc.equal(blocks["alloc_ns"], peak_ns), False)) if blocks.num_rows else blocks
-        out.update(
-            {
-                "peak_allocated_bytes": row["allocated_bytes"],
-                "peak_ts_us": row["ts_us"],
-                "peak_step": int(step_of(np.array([row["ts_us"]]), bounds_us, steps)[0]) if len(steps) else None,
-                "peak_op": at["op_name"][0].as_py() if at.num_rows else None,
-                "reserved_at_peak_bytes": reserved,
-                "active_at_peak_bytes": row["active_bytes"],
-                "fragmentation_bytes": frag,
-                "fragmentation_pct": 100.0 * frag / reserved if frag is not None and reserved else None,
-                "peak_reserved_bytes": _max_of(samples, "reserved_bytes"),
-                "peak_active_bytes": _max_of(samples, "active_bytes"),
-            }
-        )
-        if out["peak_step"] == -1:
-            out["peak_step"] = None
-    else:
-        out.update(
-            {"peak_allocated_bytes": None, "peak_reserved_bytes": _max_of(samples, "reserved_bytes") if comp else None}
-        )
+    peak_ns = _peak(out, comp, samples, blocks, bounds_us, steps)
     app = (
         timeline.filter(pc.fill_null(pc.equal(timeline["component"], "APP"), False)) if timeline.num_rows else timeline
     )
     out["process_peak_reserved_bytes"] = _max_of(app, "reserved_bytes")
     if blocks.num_rows:
-        allocated_here = blocks.filter(pc.fill_null(pc.greater(blocks["size_bytes"], 0), False))
-        out["allocations"] = allocated_here.num_rows
-        out["allocated_bytes"] = int(pc.sum(allocated_here["size_bytes"]).as_py() or 0)
-        if peak_ns is not None:
-            held = held_at(blocks, peak_ns)
-            total = out["peak_allocated_bytes"] or 0
-            out["unattributed_at_peak_bytes"] = max(total - int(pc.sum(held["bytes"]).as_py() or 0), 0)
-            out["held_at_peak"] = [
-                {**r, "share_pct": 100.0 * r["bytes"] / total if total else None}
-                for r in held.slice(0, top).to_pylist()
-            ]
-        if len(steps):
-            t = allocated_here.filter(pc.is_valid(allocated_here["alloc_us"]))
-            s = step_of(t["alloc_us"].to_numpy(zero_copy_only=False), bounds_us, steps)
-            sizes = t["size_bytes"].to_numpy(zero_copy_only=False)
-            per = [(int(k), int((s == k).sum()), int(sizes[s == k].sum())) for k in steps]
-            out["per_step"] = [{"step": k, "allocations": c, "allocated_bytes": b} for k, c, b in per]
+        _allocations(out, blocks, peak_ns, bounds_us, steps, top)
     if comp is not None and len(steps):
         ts_us, _, delta = reservation_changes(samples)
         s = step_of(ts_us, bounds_us, steps)
@@ -160,6 +116,64 @@ def rank_memory(
             for k in steps
         ]
     return out
+
+
+def _peak(
+    out: dict[str, Any], comp: str | None, samples: pa.Table, blocks: pa.Table, bounds_us: np.ndarray, steps: np.ndarray
+) -> int | None:
+    """The allocator's peak into ``out`` (when, in which step, by which op, what was reserved and fragmented);
+    its time in ns, None without allocator samples."""
+    if comp is None or not samples.num_rows or not pc.sum(pc.is_valid(samples["allocated_bytes"])).as_py():
+        out.update(
+            {"peak_allocated_bytes": None, "peak_reserved_bytes": _max_of(samples, "reserved_bytes") if comp else None}
+        )
+        return None
+    alloc = pc.fill_null(samples["allocated_bytes"], -1)
+    i = int(pc.index(alloc, pc.max(alloc)).as_py())
+    row = samples.slice(i, 1).to_pylist()[0]
+    peak_ns = row["ts_ns"]
+    reserved = row["reserved_bytes"]
+    frag = reserved - row["allocated_bytes"] if reserved is not None else None
+    at = blocks.filter(pc.fill_null(pc.equal(blocks["alloc_ns"], peak_ns), False)) if blocks.num_rows else blocks
+    step = int(step_of(np.array([row["ts_us"]]), bounds_us, steps)[0]) if len(steps) else None
+    out.update(
+        {
+            "peak_allocated_bytes": row["allocated_bytes"],
+            "peak_ts_us": row["ts_us"],
+            "peak_step": None if step == -1 else step,
+            "peak_op": at["op_name"][0].as_py() if at.num_rows else None,
+            "reserved_at_peak_bytes": reserved,
+            "active_at_peak_bytes": row["active_bytes"],
+            "fragmentation_bytes": frag,
+            "fragmentation_pct": 100.0 * frag / reserved if frag is not None and reserved else None,
+            "peak_reserved_bytes": _max_of(samples, "reserved_bytes"),
+            "peak_active_bytes": _max_of(samples, "active_bytes"),
+        }
+    )
+    return peak_ns
+
+
+def _allocations(
+    out: dict[str, Any], blocks: pa.Table, peak_ns: int | None, bounds_us: np.ndarray, steps: np.ndarray, top: int
+) -> None:
+    """The allocations into ``out``: how many and how many bytes, the blocks held at the peak (the ``top`` by
+    bytes, and what no block accounts for), and each step's allocations."""
+    allocated_here = blocks.filter(pc.fill_null(pc.greater(blocks["size_bytes"], 0), False))
+    out["allocations"] = allocated_here.num_rows
+    out["allocated_bytes"] = int(pc.sum(allocated_here["size_bytes"]).as_py() or 0)
+    if peak_ns is not None:
+        held = held_at(blocks, peak_ns)
+        total = out["peak_allocated_bytes"] or 0
+        out["unattributed_at_peak_bytes"] = max(total - int(pc.sum(held["bytes"]).as_py() or 0), 0)
+        out["held_at_peak"] = [
+            {**r, "share_pct": 100.0 * r["bytes"] / total if total else None} for r in held.slice(0, top).to_pylist()
+        ]
+    if len(steps):
+        t = allocated_here.filter(pc.is_valid(allocated_here["alloc_us"]))
+        s = step_of(t["alloc_us"].to_numpy(zero_copy_only=False), bounds_us, steps)
+        sizes = t["size_bytes"].to_numpy(zero_copy_only=False)
+        per = [(int(k), int((s == k).sum()), int(sizes[s == k].sum())) for k in steps]
+        out["per_step"] = [{"step": k, "allocations": c, "allocated_bytes": b} for k, c, b in per]
 
 
 def at_peak(m: dict[str, Any]) -> str:
