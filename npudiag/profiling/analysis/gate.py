@@ -345,8 +345,7 @@ def decide(
     worse = (worse_by is None or worse_by > 1.0 + rule.max_regression) and loss > min_delta
     better = worse_by is not None and worse_by < 1.0 / (1.0 + rule.max_regression) and -loss > min_delta
     testable = len(base) > 0 and len(cur) > 0 and smallest_p(len(base), len(cur)) < alpha
-    p = None
-    method = "threshold-only"
+    p, method = None, "threshold-only"
     if testable:
         mw = mann_whitney_u(cur, base)
         p, method = mw.p, f"mann-whitney ({mw.method})"
@@ -359,16 +358,13 @@ def decide(
             f", p={p:.2g} < {alpha:g}" if significant else ", threshold only"
         )
     elif worse:
-        status = "not_significant"
-        why = f"median {change} but p={p:.2g} >= {alpha:g}: within noise"
+        status, why = "not_significant", f"median {change} but p={p:.2g} >= {alpha:g}: within noise"
     elif better and (significant or not testable):
-        status = "improvement"
-        why = f"median {change}"
+        status, why = "improvement", f"median {change}"
     else:
         status = "pass"
-        why = f"median {change}, within {limit}" if loss > min_delta or ratio is None else f"median {change}"
-        if worse_by is not None and worse_by > 1.0 + rule.max_regression:
-            why = f"median {change} but only {abs(delta):.1f} {unit}, below the {min_delta:.1f} {unit} floor"
+        below_floor = worse_by is not None and worse_by > 1.0 + rule.max_regression
+        why = _pass_reason(change, limit, loss > min_delta or ratio is None, below_floor, abs(delta), min_delta, unit)
     return Verdict(
         metric,
         status,
@@ -386,6 +382,15 @@ def decide(
         unit,
         better_high,
     )
+
+
+def _pass_reason(
+    change: str, limit: str, beyond_floor: bool, below_floor: bool, moved: float, min_delta: float, unit: str
+) -> str:
+    """Why a metric passes: within its limit, or over it by less than the floor (``moved`` of ``min_delta``)."""
+    if below_floor:
+        return f"median {change} but only {moved:.1f} {unit}, below the {min_delta:.1f} {unit} floor"
+    return f"median {change}, within {limit}" if beyond_floor else f"median {change}"
 
 
 def judge(
