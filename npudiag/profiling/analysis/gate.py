@@ -398,14 +398,7 @@ def judge(
 ) -> GateVerdicts:
     """Gate every default metric, the top ops of both sides and any extra metric named in ``config``."""
     cfg = config or GateConfig()
-    warnings: list[str] = []
-    names = list(DEFAULT_METRICS)
-    ops = top_op_keys(base_runs, cfg.top_ops, cfg.by) + top_op_keys(cur_runs, cfg.top_ops, cfg.by)
-    names += [f"op:{k}" for k in dict.fromkeys(ops)]
-    names += [m for m in cfg.metrics if m not in names]
-    for m in names:
-        if not known_metric(m):
-            raise ValueError(f"unknown metric {m!r}")
+    names = _metric_names(base_runs, cur_runs, cfg)
     granularity = {
         side: {_granularity(t) for t in runs} for side, runs in (("baseline", base_runs), ("current", cur_runs))
     }
@@ -435,22 +428,43 @@ def judge(
             )
             raise ValueError(f"no samples of {m} in the {side} ({why})")
         unit = metric_unit(m)
-        if unit == "bytes":
-            floor = rule.min_delta_bytes if rule.min_delta_bytes is not None else MIN_DELTA_BYTES
-        elif unit == "pct":
-            floor = rule.min_delta_pct if rule.min_delta_pct is not None else MIN_DELTA_PCT
-        else:
-            floor = rule.min_delta_us if rule.min_delta_us is not None else floor_default
+        floor = _floor(rule, unit, floor_default)
         verdicts.append(decide(m, b, c, rule, floor, cfg.alpha, unit, higher_is_better(m)))
+    return GateVerdicts(verdicts, _too_few_samples(verdicts, cfg), cfg)
+
+
+def _metric_names(base_runs, cur_runs, cfg: GateConfig) -> list[str]:
+    """The default metrics, the top ops of both sides, then the config's own; ValueError on an unknown name."""
+    names = list(DEFAULT_METRICS)
+    ops = top_op_keys(base_runs, cfg.top_ops, cfg.by) + top_op_keys(cur_runs, cfg.top_ops, cfg.by)
+    names += [f"op:{k}" for k in dict.fromkeys(ops)]
+    names += [m for m in cfg.metrics if m not in names]
+    for m in names:
+        if not known_metric(m):
+            raise ValueError(f"unknown metric {m!r}")
+    return names
+
+
+def _floor(rule: MetricRule, unit: str, floor_default: float) -> float:
+    """The smallest change that counts: the metric's own floor, else its unit's default (bytes, percent),
+    else a share of the baseline's median step."""
+    if unit == "bytes":
+        return rule.min_delta_bytes if rule.min_delta_bytes is not None else MIN_DELTA_BYTES
+    if unit == "pct":
+        return rule.min_delta_pct if rule.min_delta_pct is not None else MIN_DELTA_PCT
+    return rule.min_delta_us if rule.min_delta_us is not None else floor_default
+
+
+def _too_few_samples(verdicts: list[Verdict], cfg: GateConfig) -> list[str]:
+    """A warning when the metrics were decided on the threshold alone (too few samples for the test)."""
     short = [v for v in verdicts if v.method == "threshold-only"]
-    if short:
-        v = short[0]
-        need = _samples_needed(cfg.alpha)
-        warnings.append(
-            f"{v.base_n} baseline and {v.cur_n} current sample(s) per metric: too few for the Mann-Whitney test at p < {cfg.alpha:g} "
-            f"(needs about {need} per side, from steps or repeated runs); decided on the {cfg.max_regression * 100:g}% threshold alone"
-        )
-    return GateVerdicts(verdicts, warnings, cfg)
+    if not short:
+        return []
+    v, need = short[0], _samples_needed(cfg.alpha)
+    return [
+        f"{v.base_n} baseline and {v.cur_n} current sample(s) per metric: too few for the Mann-Whitney test at p < {cfg.alpha:g} "
+        f"(needs about {need} per side, from steps or repeated runs); decided on the {cfg.max_regression * 100:g}% threshold alone"
+    ]
 
 
 def _check_window(window: StepWindow, granularity: dict[str, set[str]], base_runs, cur_runs) -> None:
