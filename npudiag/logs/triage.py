@@ -502,7 +502,34 @@ def summarise(
     source = timed if timed.num_rows else errors
     if source.num_rows:
         first = _row(source, 0)
-    # error-code table
+    code_rows = _code_rows(errors, kb)
+    findings = triage.to_pylist()
+    for f in findings:
+        f["causes"] = json.loads(f["causes"])
+        f["checks"] = json.loads(f["checks"])
+    root = root_cause(findings)
+    ranks = _first_by(errors, "rank")
+    if totals is None:
+        totals = _totals(events)
+    return {
+        **totals,
+        "first_error": first,
+        "root_cause": root,
+        "fault_kernels": fault_kernels(errors),
+        "error_codes": sorted(code_rows.values(), key=lambda r: (-r["count"], r["code"])),
+        "findings": findings,
+        "by_module": _counts(errors, "module"),
+        "by_device": _counts(errors, "device_id"),
+        "by_rank": _counts(errors, "rank"),
+        "first_failure_by_rank": ranks,
+        "timeline": [_row(errors, i) for i in range(min(errors.num_rows, timeline_limit))],
+        "knowledge_base_entries": len(by_id),
+    }
+
+
+def _code_rows(errors: pa.Table, kb: list[KbEntry]) -> dict[str, dict[str, Any]]:
+    """Each error code the problem records name: how often, where first, and its meaning and fix (the
+    knowledge base's first entry for the code, else the code's generic meaning)."""
     code_rows: dict[str, dict[str, Any]] = {}
     for r in errors.select(["error_codes", "timestamp", "timestamp_no_year", "file", "line"]).to_pylist():
         for c in r["error_codes"]:
@@ -527,37 +554,19 @@ def summarise(
         row["kb_id"] = e.id if e else None
         row["meaning"] = e.title if e else _generic_meaning(c)
         row["fix"] = e.fix if e else None
-    findings = triage.to_pylist()
-    for f in findings:
-        f["causes"] = json.loads(f["causes"])
-        f["checks"] = json.loads(f["checks"])
-    root = root_cause(findings)
-    ranks = _first_by(errors, "rank")
-    if totals is None:
-        totals = {
-            "files": int(pc.count_distinct(events["file"]).as_py() or 0) if events.num_rows else 0,
-            "records": events.num_rows,
-            "errors": int(pc.sum(pc.fill_null(pc.equal(events["level"], "ERROR"), False)).as_py() or 0)
-            if events.num_rows
-            else 0,
-            "warnings": int(pc.sum(pc.fill_null(pc.equal(events["level"], "WARNING"), False)).as_py() or 0)
-            if events.num_rows
-            else 0,
-        }
-    return {
-        **totals,
-        "first_error": first,
-        "root_cause": root,
-        "fault_kernels": fault_kernels(errors),
-        "error_codes": sorted(code_rows.values(), key=lambda r: (-r["count"], r["code"])),
-        "findings": findings,
-        "by_module": _counts(errors, "module"),
-        "by_device": _counts(errors, "device_id"),
-        "by_rank": _counts(errors, "rank"),
-        "first_failure_by_rank": ranks,
-        "timeline": [_row(errors, i) for i in range(min(errors.num_rows, timeline_limit))],
-        "knowledge_base_entries": len(by_id),
-    }
+    return code_rows
+
+
+def _totals(events: pa.Table) -> dict[str, int]:
+    """Files, records and records at ERROR and at WARNING, counted over ``events``."""
+    if not events.num_rows:
+        return {"files": 0, "records": 0, "errors": 0, "warnings": 0}
+
+    def at(level: str) -> int:
+        return int(pc.sum(pc.fill_null(pc.equal(events["level"], level), False)).as_py() or 0)
+
+    files = int(pc.count_distinct(events["file"]).as_py() or 0)
+    return {"files": files, "records": events.num_rows, "errors": at("ERROR"), "warnings": at("WARNING")}
 
 
 _FAULT_KERNEL = r"fault kernel_name=([^,\s]+)"
