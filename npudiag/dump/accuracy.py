@@ -49,6 +49,41 @@ def _kl(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.sum(p * np.log(p / q)))
 
 
+def _metrics(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """msaccucmp's metrics of two finite, non-empty float64 vectors of one length (mine ``x``, golden ``y``)."""
+    d = x - y
+    ad = np.abs(d)
+    nx, ny = float(np.linalg.norm(x)), float(np.linalg.norm(y))
+    if x.size == 1 or nx == 0 and ny == 0:
+        cos = 1.0
+    elif nx == 0 or ny == 0:
+        cos = math.nan
+    else:
+        cos = min(float(np.dot(x / nx, y / ny)), 1.0)
+    big = np.abs(y) > EPS
+    rel = np.zeros_like(x)
+    rel[big] = np.abs(x[big] / y[big] - 1.0)
+    re_ratio = ad / np.where(y == 0, EPS, np.abs(y))
+    sy2 = float(np.dot(y, y))
+    return {
+        "cosine_similarity": cos,
+        "max_absolute_error": float(ad.max()),
+        "mean_absolute_error": float(ad.mean()),
+        "root_mean_square_error": math.sqrt(float(np.mean(d * d))),
+        "max_relative_error": float(rel.max()),
+        "mean_relative_error": float(rel.mean()),
+        "accumulated_relative_error": float(rel.sum()),
+        "relative_euclidean_distance": 0.0 if ny <= EPS else math.sqrt(float(np.dot(d, d)) / sy2),
+        "kl_divergence": _kl(x, y),
+        "my_mean": float(x.mean()),
+        "my_std": float(x.std()),
+        "golden_mean": float(y.mean()),
+        "golden_std": float(y.std()),
+        "one_thousandth_ratio": float(np.mean(re_ratio < 0.001)),
+        "one_hundredth_ratio": float(np.mean(re_ratio < 0.01)),
+    }
+
+
 def compare_arrays(mine: np.ndarray, golden: np.ndarray, thresholds: Thresholds | None = None) -> dict[str, Any]:
     t = thresholds or Thresholds()
     x = np.asarray(mine, dtype=np.float64).reshape(-1) if not np.iscomplexobj(mine) else np.abs(mine).reshape(-1)
@@ -70,41 +105,8 @@ def compare_arrays(mine: np.ndarray, golden: np.ndarray, thresholds: Thresholds 
         x, y = x[both], y[both]
     if x.size == 0:
         return {**out, "passed": False, "fail_reason": "; ".join(reasons) or "empty tensor"}
-    d = x - y
-    ad = np.abs(d)
-    nx, ny = float(np.linalg.norm(x)), float(np.linalg.norm(y))
-    if x.size == 1 or nx == 0 and ny == 0:
-        cos = 1.0
-    elif nx == 0 or ny == 0:
-        cos = math.nan
-    else:
-        cos = min(float(np.dot(x / nx, y / ny)), 1.0)
-    big = np.abs(y) > EPS
-    rel = np.zeros_like(x)
-    rel[big] = np.abs(x[big] / y[big] - 1.0)
-    re_ratio = ad / np.where(y == 0, EPS, np.abs(y))
-    sy2 = float(np.dot(y, y))
-    red = 0.0 if ny <= EPS else math.sqrt(float(np.dot(d, d)) / sy2)
-    kl = _kl(x, y)
-    out.update(
-        {
-            "cosine_similarity": cos,
-            "max_absolute_error": float(ad.max()),
-            "mean_absolute_error": float(ad.mean()),
-            "root_mean_square_error": math.sqrt(float(np.mean(d * d))),
-            "max_relative_error": float(rel.max()),
-            "mean_relative_error": float(rel.mean()),
-            "accumulated_relative_error": float(rel.sum()),
-            "relative_euclidean_distance": red,
-            "kl_divergence": kl,
-            "my_mean": float(x.mean()),
-            "my_std": float(x.std()),
-            "golden_mean": float(y.mean()),
-            "golden_std": float(y.std()),
-            "one_thousandth_ratio": float(np.mean(re_ratio < 0.001)),
-            "one_hundredth_ratio": float(np.mean(re_ratio < 0.01)),
-        }
-    )
+    out.update(_metrics(x, y))
+    cos, red, kl = out["cosine_similarity"], out["relative_euclidean_distance"], out["kl_divergence"]
     failed = []
     if not (cos >= t.cosine):  # NaN fails too
         failed.append(f"cosine {cos:.4f} < {t.cosine}")
