@@ -64,37 +64,14 @@ def dump_section(
     exception: str | None = None,
 ) -> dict[str, Any]:
     if exception is not None:
-        # the AI Core exception dump stands alone: CANN runs it apart from model, single-op and overflow dumps
-        if layers or model or single_op or overflow:
-            raise ValueError("--exception (dump_scene) cannot be combined with --layers/--model/--single-op/--overflow")
-        if exception not in EXCEPTION_SCENES:
-            raise ValueError(f"--exception {exception!r}: one of {', '.join(EXCEPTION_SCENES)}")
-        section: dict[str, Any] = {"dump_path": path, "dump_scene": EXCEPTION_SCENES[exception]}
+        section = _exception_section(path, exception, bool(layers or model or single_op or overflow))
     elif overflow:
         # overflow dump stands alone: CANN rejects it together with model or single-op dump
         if layers or model or single_op:
             raise ValueError("--overflow (dump_debug) cannot be combined with --layers/--model/--single-op")
         section = {"dump_path": path, "dump_debug": "on"}
     else:
-        if layers and single_op:
-            raise ValueError(
-                "--layers selects ops of a model dump; --single-op dumps every single-operator call "
-                "(drop --single-op to dump these ops, in every model unless --model names one)"
-            )
-        section = {"dump_path": path, "dump_mode": mode}
-        if single_op:
-            section["dump_op_switch"] = "on"
-            section["dump_list"] = []
-        else:
-            entry: dict[str, Any] = {"model_name": model} if model else {}
-            if layers:
-                entry["layer"] = list(layers)
-            section["dump_list"] = [entry] if entry else []
-            section["dump_op_switch"] = "off"
-        if data != "tensor":
-            section["dump_data"] = data
-        if level is not None:
-            section["dump_level"] = level
+        section = _model_section(path, layers, model, mode, data, level, single_op)
     if steps is not None and exception is None:
         section["dump_step"] = parse_steps(steps)
     elif steps is not None:
@@ -102,6 +79,47 @@ def dump_section(
     problems = check_section(section, check_path=False)
     if problems:
         raise ValueError(problems[0])
+    return section
+
+
+def _exception_section(path: str, exception: str, with_others: bool) -> dict[str, Any]:
+    """The AI Core exception dump: it stands alone (CANN runs it apart from model, single-op and overflow dumps)."""
+    if with_others:
+        raise ValueError("--exception (dump_scene) cannot be combined with --layers/--model/--single-op/--overflow")
+    if exception not in EXCEPTION_SCENES:
+        raise ValueError(f"--exception {exception!r}: one of {', '.join(EXCEPTION_SCENES)}")
+    return {"dump_path": path, "dump_scene": EXCEPTION_SCENES[exception]}
+
+
+def _model_section(
+    path: str,
+    layers: list[str] | None,
+    model: str | None,
+    mode: str,
+    data: str,
+    level: str | None,
+    single_op: bool,
+) -> dict[str, Any]:
+    """A model dump (its layers, in one model or every model) or the single-operator dump."""
+    if layers and single_op:
+        raise ValueError(
+            "--layers selects ops of a model dump; --single-op dumps every single-operator call "
+            "(drop --single-op to dump these ops, in every model unless --model names one)"
+        )
+    section: dict[str, Any] = {"dump_path": path, "dump_mode": mode}
+    if single_op:
+        section["dump_op_switch"] = "on"
+        section["dump_list"] = []
+    else:
+        entry: dict[str, Any] = {"model_name": model} if model else {}
+        if layers:
+            entry["layer"] = list(layers)
+        section["dump_list"] = [entry] if entry else []
+        section["dump_op_switch"] = "off"
+    if data != "tensor":
+        section["dump_data"] = data
+    if level is not None:
+        section["dump_level"] = level
     return section
 
 
