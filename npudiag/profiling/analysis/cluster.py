@@ -244,7 +244,7 @@ class StepGroups:
         keys = (
             [("step", "ascending"), ("rank", "ascending")] if "rank" in table.column_names else [("step", "ascending")]
         )
-        order = pc.sort_indices(table, sort_keys=keys, null_placement="at_end").to_numpy()
+        order = pc.sort_indices(table, sort_keys=keys).to_numpy()  # nulls last (Arrow's default)
         step = table["step"].take(pa.array(order))
         code = (
             pc.fill_null(step, np.iinfo(np.int64).max).to_numpy(zero_copy_only=False)
@@ -385,24 +385,28 @@ def cluster_csv(
             safe(["NA" if v is None else str(v) for v in table[c].to_pylist()])
             for c in ("dp_index", "pp_index", "tp_index")
         ]
-    out = [list(r) for r in zip(*columns)]
-    if parallel:  # one row per step and pipeline stage: each column's maximum over the stage's ranks
-        staged = table.filter(pc.is_valid(table["pp_index"]))
-        g = staged.group_by(["step", "pp_index"], use_threads=False).aggregate(
-            [("rank", "list"), *((n, "max") for n in names)]
-        )
-        g = g.sort_by([("step", "ascending"), ("pp_index", "ascending")], null_placement="at_end")
-        ranks = [str(tuple(sorted(r))) for r in g["rank_list"].to_pylist()]
-        steps_ = ["" if v is None else str(v) for v in g["step"].to_pylist()]
-        cells = [
-            safe(steps_),
-            ["stage"] * g.num_rows,
-            safe(ranks),
-            *(safe(_nums(g[f"{n}_max"])) for n in names),
-            *(["NA"] * g.num_rows,) * 3,
-        ]
-        out += [list(r) for r in zip(*cells)]
-    return header, out
+    rows = [list(r) for r in zip(*columns)]
+    return header, rows + (_stage_rows(table, names, safe) if parallel else [])
+
+
+def _stage_rows(table: pa.Table, names: list[str], safe: Callable[[list[str]], list[str]]) -> list[list[str]]:
+    """One ``stage`` row per step and pipeline stage: each column's maximum over the stage's ranks, Index the
+    ranks as a tuple, the parallel indices NA."""
+    staged = table.filter(pc.is_valid(table["pp_index"]))
+    g = staged.group_by(["step", "pp_index"], use_threads=False).aggregate(
+        [("rank", "list"), *((n, "max") for n in names)]
+    )
+    g = g.sort_by([("step", "ascending"), ("pp_index", "ascending")])  # nulls last (Arrow's default)
+    ranks = [str(tuple(sorted(r))) for r in g["rank_list"].to_pylist()]
+    steps_ = ["" if v is None else str(v) for v in g["step"].to_pylist()]
+    cells = [
+        safe(steps_),
+        ["stage"] * g.num_rows,
+        safe(ranks),
+        *(safe(_nums(g[f"{n}_max"])) for n in names),
+        *(["NA"] * g.num_rows,) * 3,
+    ]
+    return [list(r) for r in zip(*cells)]
 
 
 def per_step(table: pa.Table) -> list[dict[str, Any]]:
