@@ -376,6 +376,39 @@ def _peak_per_row(
     return out
 
 
+def _flops(k: pa.Table, enc: dict[str, pa.DictionaryArray]) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
+    """Each kernel's FLOPs (the PMU's aic_cube_fops where collected, else from its shapes), where they came
+    from, why they are null where they are, and the shapes' own count."""
+    at, by_shape = _per_distinct(
+        [enc[c] for c in ("op_type", "input_shapes", "output_shapes", "input_formats", "input_dtypes")], shape_flops
+    )
+    shape_f = _take([f for f, _ in by_shape], at, pa.int64())
+    cube_fops = pc.cast(pc.round(_col(k, "aic_cube_fops")), pa.int64())
+    flops = pc.coalesce(cube_fops, shape_f)
+    has_cube = pc.is_valid(cube_fops).to_numpy(zero_copy_only=False)
+    has_shape = pc.is_valid(shape_f).to_numpy(zero_copy_only=False)
+    source = _labels(np.where(has_cube, 0, np.where(has_shape, 1, -1)), ["cube_fops", "shape"])
+    notes = [n or None for _, n in by_shape]
+    note = pc.if_else(pc.is_valid(flops), pa.scalar(None, pa.string()), _take(notes, at, pa.string()))
+    return flops, source, note, shape_f
+
+
+def _bytes(k: pa.Table, enc: dict[str, pa.DictionaryArray]) -> tuple[np.ndarray, pa.Array]:
+    """Each kernel's moved bytes (the memory metrics' read + write where collected, else its tensors' sizes)
+    and where they came from."""
+    read, write = (
+        np.fmax.reduce([_num(k, c) for c in names]) for names in (_READ, _WRITE)
+    )  # whichever the export names
+    measured = (read + write) * 1024.0
+    bat, by_tensors = _per_distinct(
+        [enc[c] for c in ("input_shapes", "input_dtypes", "output_shapes", "output_dtypes")], tensor_bytes
+    )
+    shaped = np.array([np.nan if b is None else b for b in by_tensors], float)[bat]
+    nbytes = np.where(np.isnan(measured), shaped, measured)
+    source = _labels(np.where(~np.isnan(measured), 0, np.where(~np.isnan(shaped), 1, -1)), ["memory_metrics", "shapes"])
+    return nbytes, source
+
+
 def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None) -> pa.Table:
     """OP_PERF: one row per compute kernel of ``tables["kernels"]``."""
     opts = {**OPTIONS, **(options or {})}
@@ -418,31 +451,8 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
             "task_type",
         )
     }
-    at, by_shape = _per_distinct(
-        [enc[c] for c in ("op_type", "input_shapes", "output_shapes", "input_formats", "input_dtypes")], shape_flops
-    )
-    shape_f = _take([f for f, _ in by_shape], at, pa.int64())
-    cube_fops = pc.cast(pc.round(_col(k, "aic_cube_fops")), pa.int64())
-    flops = pc.coalesce(cube_fops, shape_f)
-    has_cube, has_shape = (
-        pc.is_valid(cube_fops).to_numpy(zero_copy_only=False),
-        pc.is_valid(shape_f).to_numpy(zero_copy_only=False),
-    )
-    source = _labels(np.where(has_cube, 0, np.where(has_shape, 1, -1)), ["cube_fops", "shape"])
-    notes = [n or None for _, n in by_shape]
-    note = pc.if_else(pc.is_valid(flops), pa.scalar(None, pa.string()), _take(notes, at, pa.string()))
-    read, write = (
-        np.fmax.reduce([_num(k, c) for c in names]) for names in (_READ, _WRITE)
-    )  # whichever the export names
-    measured = (read + write) * 1024.0
-    bat, by_tensors = _per_distinct(
-        [enc[c] for c in ("input_shapes", "input_dtypes", "output_shapes", "output_dtypes")], tensor_bytes
-    )
-    shaped = np.array([np.nan if b is None else b for b in by_tensors], float)[bat]
-    nbytes = np.where(np.isnan(measured), shaped, measured)
-    bytes_source = _labels(
-        np.where(~np.isnan(measured), 0, np.where(~np.isnan(shaped), 1, -1)), ["memory_metrics", "shapes"]
-    )
+    flops, source, note, shape_f = _flops(k, enc)
+    nbytes, bytes_source = _bytes(k, enc)
     dur = _num(k, "duration_us")
     ops = pc.cast(flops, pa.float64()).to_numpy(zero_copy_only=False).astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
