@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -151,6 +152,18 @@ def profile(
     if dry_run:
         sys.stdout.write(plan.describe())
         return
+    code = _collect_and_analyze(plan, opts, timeout, say, analyze=not no_analyze, out=out, force=force)
+    if code:
+        raise typer.Exit(code)
+
+
+def _collect_and_analyze(
+    plan: Any, opts: Any, timeout: float | None, say: Say, *, analyze: bool, out: Path | None, force: bool
+) -> int:
+    """Run the plan (its acl.json section written first), say what was collected and, with ``analyze``, analyze
+    it into ``out`` (None: ./npudiag-out/<PROF name>); the exit code."""
+    from npudiag.profiling import collection
+
     if plan.acl_section is not None:
         collection.write_acl_section(plan.acl_json, plan.acl_section)
         say.info(f"profiler section written to {plan.acl_json}; the app must pass it to aclInit")
@@ -166,10 +179,10 @@ def profile(
     say.warnings(result.warnings)
     if not result.prof_dirs:
         say.errors([f"no PROF_* folder appeared in {opts.output} (exit code {result.returncode})"])
-        raise typer.Exit(result.returncode or 2)
+        return result.returncode or 2
     say.info("collected " + ", ".join(str(p) for p in result.prof_dirs))
     code = result.returncode
-    if not no_analyze:
+    if analyze:
         from npudiag.cli._analyze_run import show_analysis
         from npudiag.profiling import pipeline
 
@@ -179,8 +192,7 @@ def profile(
         except typer.Exit as exc:
             code = code or exc.exit_code
         say.info(f"layout: {opts.output}/ (raw msprof data)  {target}/ (npudiag tables, manifest.json)")
-    if code:
-        raise typer.Exit(code)
+    return code
 
 
 def _with_switches(command: Callable[..., None]) -> Callable[..., None]:
