@@ -523,16 +523,8 @@ def _busy_in(kernels: pa.Table, lo: float, hi: float) -> float:
     return float(e[-1] - s[0] - gaps.sum())
 
 
-def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None, hosts_of: HostsOf | None = None) -> pa.Table:
-    """Per collective seen on two ranks or more (step, op name, its n-th occurrence on each rank):
-    when each rank entered it, the rank that entered last, how long each rank waited for it, and what
-    the late rank's device did meanwhile (busy with kernels, or idle while its host worked) and the
-    host call that idle time mostly went to (the idle causes' attribution). ``kernels_of(ranks)`` and
-    ``hosts_of(ranks)`` (their CANN calls and framework ops) give those ranks' rows (only the late
-    ones are read). Entry times are
-    each rank's own clock: ranks on different hosts are as comparable as their clocks are."""
-    if ops.num_rows == 0:
-        return CLUSTER_COMM_WAITS.empty_table()
+def _occurrences(ops: pa.Table) -> dict[tuple, list[dict[str, Any]]]:
+    """The collectives seen on two ranks or more, keyed (step, op name, n-th occurrence on each rank)."""
     rows = [
         r
         for r in ops.select(["step", "op_name", "rank", "start_us"]).to_pylist()
@@ -546,7 +538,47 @@ def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None, hosts_of: Hos
         n = seen.get(key, 0)
         seen[key] = n + 1
         groups.setdefault((r["step"], r["op_name"], n), []).append(r)
-    groups = {k: g for k, g in groups.items() if len(g) >= 2}
+    return {k: g for k, g in groups.items() if len(g) >= 2}
+
+
+def _late_rank_time(
+    kernels: pa.Table | None,
+    api: pa.Table | None,
+    host_ops: pa.Table | None,
+    late: dict[str, Any],
+    first: float,
+) -> tuple[Any, Any, Any, Any, Any]:
+    """What the late rank's device did between the first rank's entry and its own: busy computing,
+    communicating where no compute ran, idle, and the host call that idle time mostly went to (its kind);
+    all None for a rank without kernel data."""
+    mine = kernels.filter(pc.fill_null(pc.equal(kernels["rank"], late["rank"]), False)) if kernels is not None else None
+    if mine is None or not mine.num_rows:  # a rank without kernel data: nothing said of its device
+        return None, None, None, None, None
+    # computing, and communication where no compute runs: the collectives themselves are not compute
+    compute = mine.filter(~tasks.communication_mask(mine)) if "task_class" in mine.column_names else mine
+    busy = _busy_in(compute, first, late["start_us"])
+    either = _busy_in(mine, first, late["start_us"])
+    idle = late["start_us"] - first - either
+    cause = kind = None
+    if api is not None and idle > 0:
+        device = device_tasks(mine, schemas.empty("copies"))
+        cause, kind = main_cause(
+            device, rank_rows(api, late["rank"]), rank_rows(host_ops, late["rank"]), first, late["start_us"]
+        )
+    return busy, either - busy, idle, cause, kind
+
+
+def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None, hosts_of: HostsOf | None = None) -> pa.Table:
+    """Per collective seen on two ranks or more (step, op name, its n-th occurrence on each rank):
+    when each rank entered it, the rank that entered last, how long each rank waited for it, and what
+    the late rank's device did meanwhile (busy with kernels, or idle while its host worked) and the
+    host call that idle time mostly went to (the idle causes' attribution). ``kernels_of(ranks)`` and
+    ``hosts_of(ranks)`` (their CANN calls and framework ops) give those ranks' rows (only the late
+    ones are read). Entry times are
+    each rank's own clock: ranks on different hosts are as comparable as their clocks are."""
+    if ops.num_rows == 0:
+        return CLUSTER_COMM_WAITS.empty_table()
+    groups = _occurrences(ops)
     late_ranks = sorted({max(g, key=lambda r: r["start_us"])["rank"] for g in groups.values()})
     kernels = kernels_of(late_ranks) if kernels_of is not None and late_ranks else None
     api, host_ops = hosts_of(late_ranks) if hosts_of is not None and late_ranks else (None, None)
@@ -554,24 +586,7 @@ def comm_waits(ops: pa.Table, kernels_of: KernelsOf | None = None, hosts_of: Hos
     for (step, op, n), g in groups.items():
         late = max(g, key=lambda r: (r["start_us"], r["rank"]))
         first = min(r["start_us"] for r in g)
-        busy = comm = idle = cause = kind = None
-        mine = (
-            kernels.filter(pc.fill_null(pc.equal(kernels["rank"], late["rank"]), False))
-            if kernels is not None
-            else None
-        )
-        if mine is not None and mine.num_rows:  # a rank without kernel data: nothing said of its device
-            # computing, and communication where no compute runs: the collectives themselves are not compute
-            compute = mine.filter(~tasks.communication_mask(mine)) if "task_class" in mine.column_names else mine
-            busy = _busy_in(compute, first, late["start_us"])
-            either = _busy_in(mine, first, late["start_us"])
-            comm = either - busy
-            idle = late["start_us"] - first - either
-            if api is not None and idle > 0:
-                device = device_tasks(mine, schemas.empty("copies"))
-                cause, kind = main_cause(
-                    device, rank_rows(api, late["rank"]), rank_rows(host_ops, late["rank"]), first, late["start_us"]
-                )
+        busy, comm, idle, cause, kind = _late_rank_time(kernels, api, host_ops, late, first)
         for r in g:
             out.append(
                 {
