@@ -157,19 +157,18 @@ def launch_from_timeline(kernels: pa.Table, timeline: pa.Table, comm_ops: pa.Tab
     sources = [t for t in (timeline, comm_ops) if t is not None and t.num_rows]
     if not sources:
         return kernels
-    wanted = ("start_ns", "task_id", "op_name", *(n for n, _ in LAUNCH_COLUMNS))
-    other = (
-        schemas.concat([t.select([c for c in wanted if c in t.column_names]) for t in sources])
-        if len(sources) > 1
-        else sources[0]
-    )
+    other = _launch_rows(sources)
     for keys in (["start_ns", "task_id"], ["start_ns", "op_name"]):
         if all(k in other.column_names and k in kernels.column_names for k in keys):
             _match(kernels, other, keys, pos)
     if comm_ops is not None and comm_ops.num_rows and "task_class" in kernels.column_names:
         _match_comm(kernels, comm_ops, pos, timeline.num_rows if timeline is not None and len(sources) > 1 else 0)
-    if not (pos >= 0).any():
-        return kernels
+    return _with_launches(kernels, other, pos) if (pos >= 0).any() else kernels
+
+
+def _with_launches(kernels: pa.Table, other: pa.Table, pos: np.ndarray) -> pa.Table:
+    """``kernels`` with the launch columns of ``other``'s row ``pos`` (-1: none matched); a value the kernel
+    table already has is kept."""
     found = pa.array(pos >= 0)
     take = pa.array(np.maximum(pos, 0))
     for name, type_ in LAUNCH_COLUMNS:
@@ -179,6 +178,14 @@ def launch_from_timeline(kernels: pa.Table, timeline: pa.Table, comm_ops: pa.Tab
         mine = kernels[name] if name in kernels.column_names else None
         kernels = _set(kernels, name, values if mine is None else pc.coalesce(mine, values))
     return kernels
+
+
+def _launch_rows(sources: list[pa.Table]) -> pa.Table:
+    """The timeline's tasks and communication ops as one table of the columns a match reads and fills."""
+    if len(sources) == 1:
+        return sources[0]
+    wanted = ("start_ns", "task_id", "op_name", *(n for n, _ in LAUNCH_COLUMNS))
+    return schemas.concat([t.select([c for c in wanted if c in t.column_names]) for t in sources])
 
 
 def _match(kernels: pa.Table, other: pa.Table, keys: list[str], pos: np.ndarray) -> None:
