@@ -163,6 +163,18 @@ def test_planted_lacks_are_problems_and_the_clean_twin_is_healthy(tmp_path: Path
     assert st["kernels"]["status"] in ("present", "partial")  # the trace still holds the device tasks
     problems = _json(r)["problems"]
     assert any("no memory records, though profile_memory=True" in p for p in problems)
+    # the Markdown view (a CI job summary): what --markdown writes is what --format markdown prints, with the
+    # same verdict and exit code; the clean twin's kernels row is its kernel_details.csv's rows, read with csv
+    md = run_cli("check", planted, "--format", "markdown", "--markdown", tmp_path / "c.md")
+    assert md.returncode == 1 and md.stdout == (tmp_path / "c.md").read_text(encoding="utf-8")
+    assert md.stdout.startswith("## ❌ npudiag check — ") and "| memory | missing |" in md.stdout
+    assert "- **problem:** no memory records, though profile\\_memory=True" in md.stdout
+    ok = run_cli("check", clean, "--format", "markdown")
+    (kd,) = clean.rglob("kernel_details.csv")
+    with open(kd, newline="", encoding="utf-8") as fh:
+        kernels = sum(1 for _ in csv.DictReader(fh))
+    assert ok.returncode == 0 and ok.stdout.startswith("## ✅ npudiag check — healthy")
+    assert f"| kernels | present | {kernels:,} |" in ok.stdout
 
 
 def test_flows_that_never_resolve_are_a_problem(corpus: Path, tmp_path: Path) -> None:

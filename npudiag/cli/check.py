@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import QUIET, VERBOSE, Say
+from npudiag.cli._out import MARKDOWN, QUIET, TEXT_VIEW, VERBOSE, Say, TextView, stdout_view
 
 CHECK_EXAMPLE = """\b
 Examples:
@@ -20,6 +20,8 @@ def check(
         ..., metavar="PATH...", help="Profile folders (*_ascend_pt, PROF_*), folders of them, or profiler files."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print what was found as JSON."),
+    view: TextView = TEXT_VIEW,
+    markdown: Path = MARKDOWN,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:
@@ -28,15 +30,21 @@ def check(
     from rich.console import Console
 
     from npudiag.profiling.health import check as run_check
-    from npudiag.report.check_report import render
+    from npudiag.report.check_report import check_markdown, render
     from npudiag.report.json_report import render_json
+    from npudiag.report.renderers import write_text
 
     say = Say(quiet, verbose)
+    shown = stdout_view(view.value, json_out)
     result = run_check(paths)
     say.warnings(result.warnings)
     say.errors(result.errors)
-    if json_out:
+    if markdown is not None:
+        write_text(markdown, check_markdown(result), appendable=True, inputs=paths)
+    if shown == "json":
         sys.stdout.write(render_json(result.to_dict()) + "\n")
+    elif shown == "markdown":
+        sys.stdout.write(check_markdown(result))
     elif quiet:
         say.errors(result.problems)
     else:
