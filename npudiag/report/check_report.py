@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from npudiag.report.escape import md_text
-from npudiag.report.markdown import md_table
+from npudiag.report.markdown import md_document, md_table
 from npudiag.report.text import Col, count, plain, say, table
 
 _STYLE = {
@@ -103,11 +103,11 @@ def check_markdown(result: Any) -> str:
     for p in result.profiles:
         lines += [f"### {md_text(p.path)}", "", md_text("; ".join(_facts(p))), ""]
         rows = [[md_text(c) for c in data_cells(d)] for d in p.data]
-        lines += md_table(["Data", "Status", "Rows", "Found in / what records it"], rows, text_columns=2) + [""]
+        lines += md_table(["Data", "Status", "Rows", "Found in / what records it"], rows, (0, 1, 3)) + [""]
         lines += [f"- **problem:** {md_text(t)}" for t in p.problems]
         lines += [f"- note: {md_text(t)}" for t in p.notes]
         lines += [""] if p.problems or p.notes else []
     lines += [f"- **problem:** {md_text(t)}" for t in result.collection_problems]
     if not_profiled(result):
         lines.append(md_text(not_profiled(result)))
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return md_document(lines)

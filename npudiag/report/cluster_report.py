@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from npudiag.report.escape import md_text
-from npudiag.report.markdown import md_table
+from npudiag.report.markdown import md_document, md_table
 from npudiag.report.terminal import fmt_us
 from npudiag.report.text import Col, count, plain, table
 
@@ -284,8 +284,8 @@ def cluster_markdown(s: dict[str, Any]) -> str:
     if s["slow_ranks"]:
         rows = [[*c[:5], md_text(c[5])] for c in map(slow_rank_cells, s["slow_ranks"])]
         headers = ["Step", "Rank", "Stage", "Vs median", "Cause", "Slower ops"]
-        lines += ["### Slow ranks", ""] + md_table(headers, rows) + [""]
+        lines += ["### Slow ranks", ""] + md_table(headers, rows, (4, 5)) + [""]
     else:
         lines += ["No slow rank: every rank is within the threshold of the median (or within its noise).", ""]
     lines += [f"> **Warning:** {md_text(w)}" for w in s.get("warnings", [])]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return md_document(lines)

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from npudiag.report.escape import md_text
-from npudiag.report.markdown import md_table
+from npudiag.report.markdown import md_document, md_table
 from npudiag.report.terminal import fmt_pct, fmt_us
 from npudiag.report.text import Col, plain, table
 from npudiag.units import shown_name
@@ -203,4 +203,4 @@ def compare_markdown(result: dict[str, Any], top: int = 20) -> str:
         lines += ["", f"> **Note:** {md_text(note)}"]
     warnings = [f"> **Warning:** {md_text(w)}" for w in result.get("warnings", [])]
     lines += ["", *warnings] if warnings else []
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return md_document(lines)

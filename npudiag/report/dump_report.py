@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from npudiag.report.escape import md_text
-from npudiag.report.markdown import md_table
+from npudiag.report.markdown import md_document, md_table
 from npudiag.report.text import Col, count, plain, table
 
 
@@ -259,4 +259,4 @@ def dump_compare_markdown(s: dict[str, Any]) -> str:
         lines.append(
             f"> **Note:** {len(s['unmatched'])} tensors without a golden match, e.g. {md_text(', '.join(s['unmatched'][:5]))}"
         )
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return md_document(lines)

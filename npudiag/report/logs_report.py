@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from npudiag.report.escape import md_text
+from npudiag.report.markdown import md_document, md_table, section
 from npudiag.report.text import Col, clean, count, pack_lines, plain, table
 
 
@@ -308,16 +309,12 @@ def logs_markdown(s: dict[str, Any]) -> str:
     lines += _md_section("Timeline of errors", ["Time", "Module", "Codes", "File", "Message"], timeline, [1, 2, 3, 4])
     notes = [s[k] for k in ("note", "clock_note") if s.get(k)]
     lines += [f"> **Note:** {md_text(n)}" for n in notes]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return md_document(lines)
 
 
 def _md_section(title: str, headers: list[str], rows: list[list[str]], text: list[int]) -> list[str]:
-    """A titled Markdown table (nothing when it has no rows); columns ``text`` left-aligned, the rest right."""
-    if not rows:
-        return []
-    align = ["---" if i in text else "---:" for i in range(len(headers))]
-    out = [f"### {title}", "", "| " + " | ".join(headers) + " |", "|" + "|".join(align) + "|"]
-    return out + ["| " + " | ".join(row) + " |" for row in rows] + [""]
+    """A titled table (nothing when it has no rows): columns ``text`` left-aligned, the rest right."""
+    return section(title, md_table(headers, rows, text)) if rows else []
 
 
 def _verdict_markdown(s: dict[str, Any]) -> list[str]:

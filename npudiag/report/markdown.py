@@ -8,7 +8,7 @@ inject HTML. Nothing is cut: a table has every row the summary holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from npudiag.report.escape import md_text
@@ -27,10 +27,13 @@ from npudiag.report.terminal import (
 )
 
 
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int = 0) -> list[str]:
-    """A Markdown table: the first ``text_columns`` left-aligned, the numbers after them right-aligned.
-    Cells are already Markdown (escaped by the caller where they come from inputs)."""
-    align = ["---" if i < text_columns else "---:" for i in range(len(headers))]
+def md_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int | Collection[int] = 0
+) -> list[str]:
+    """A Markdown table: text columns left-aligned (the first ``text_columns``, or those at the indexes given),
+    numbers right-aligned. Cells are already Markdown (escaped by the caller where they come from inputs)."""
+    text = range(text_columns) if isinstance(text_columns, int) else text_columns
+    align = ["---" if i in text else "---:" for i in range(len(headers))]
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join(align) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return out
@@ -48,10 +51,16 @@ def render_markdown(summary: dict[str, Any], command: str = "analyze") -> str:
     errors, warnings = summary.get("errors", []), summary.get("warnings", [])
     lines += [f"> **Could not read:** {md_text(e)}" for e in errors]
     lines += [f"> **Warning:** {md_text(w)}" for w in warnings]
+    return md_document(lines)
+
+
+def md_document(lines: list[str]) -> str:
+    """The lines as one document: no trailing blank line, one final newline."""
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _section(title: str, body: list[str]) -> list[str]:
+def section(title: str, body: list[str]) -> list[str]:
+    """A ``###`` section around ``body`` (a table, lines); nothing when ``body`` is empty."""
     return [f"### {title}", "", *body, ""] if body else []
 
 
@@ -61,7 +70,7 @@ def _ranks(summary: dict[str, Any]) -> list[str]:
         return []
     rows = [[str(r["rank"]), *rank_numbers(r)] for r in ranks]
     headers = ["rank", "kernels", "span", "busy", "busy %", "kernel time", "time lost"]
-    return _section("Ranks (each rank's own span and busy time)", md_table(headers, rows))
+    return section("Ranks (each rank's own span and busy time)", md_table(headers, rows))
 
 
 def _hot_ops(summary: dict[str, Any]) -> list[str]:
@@ -74,7 +83,7 @@ def _hot_ops(summary: dict[str, Any]) -> list[str]:
         for r in hot["top"]
     ]
     headers = ["op " + hot["by"], "task type", "count", "total", "avg", "min", "max", "share"]
-    return _section(title, md_table(headers, rows, text_columns=2))
+    return section(title, md_table(headers, rows, text_columns=2))
 
 
 def _efficiency(summary: dict[str, Any]) -> list[str]:
@@ -85,7 +94,7 @@ def _efficiency(summary: dict[str, Any]) -> list[str]:
     body = md_table(["op type", "count", "total", "TFLOPS", "MFU", "bound"], rows, text_columns=1)
     if all(r.get("mfu_pct") is None for r in found):
         body += ["", "MFU needs the peak: `--peak-tflops`."]
-    return _section("Operator efficiency (FLOPs from shapes)", body)
+    return section("Operator efficiency (FLOPs from shapes)", body)
 
 
 def _copies(summary: dict[str, Any]) -> list[str]:
@@ -97,7 +106,7 @@ def _copies(summary: dict[str, Any]) -> list[str]:
         [md_text(r["side"]), md_text(r["direction"]), md_text(r["mode"]), *copy_numbers(r)] for r in cp["by_direction"]
     ]
     headers = ["side", "direction", "mode", "count", "bytes", "time", "share of side"]
-    return _section(f"Memory copies ({cp['count']:,} on the device{host})", md_table(headers, rows, text_columns=3))
+    return section(f"Memory copies ({cp['count']:,} on the device{host})", md_table(headers, rows, text_columns=3))
 
 
 def _memory(summary: dict[str, Any]) -> list[str]:
@@ -105,10 +114,10 @@ def _memory(summary: dict[str, Any]) -> list[str]:
     if not ranks:
         return []
     rows = [[md_text(c) for c in memory_row(m)] for m in ranks]
-    out = _section("Device memory at the allocation peak", md_table(MEMORY_HEADERS, rows, text_columns=2))
+    out = section("Device memory at the allocation peak", md_table(MEMORY_HEADERS, rows, text_columns=2))
     if len(ranks) == 1 and ranks[0].get("held_at_peak"):
         held = [[md_text(c) for c in row] for row in held_rows(ranks[0])]
-        out += _section("Held at the memory peak", md_table(["held by op", "blocks", "bytes", "share"], held, 1))
+        out += section("Held at the memory peak", md_table(["held by op", "blocks", "bytes", "share"], held, 1))
     return out
 
 
@@ -118,14 +127,14 @@ def _steps(summary: dict[str, Any]) -> list[str]:
         return []
     rows = [step_cells(r) for r in steps]
     headers = ["rank", "step", "step time", "before", "compute", "comm", "copy", "free", "after"]
-    return _section("Step breakdown", md_table(headers, rows))
+    return section("Step breakdown", md_table(headers, rows))
 
 
 def _idle(summary: dict[str, Any]) -> list[str]:
     idle = summary.get("idle_causes") or {}
     if not idle.get("idle_us"):
         return []
-    return _section(
+    return section(
         f"Device idle in steps {fmt_us(idle['idle_us'])}, by cause",
         [f"- {md_text(item)}" for item in idle_cause_items(idle)],
     )
@@ -142,4 +151,4 @@ def _findings(summary: dict[str, Any]) -> list[str]:
     body += [f"- skipped {md_text(rule)}: {md_text(why)}" for rule, why in summary.get("rules_skipped", {}).items()]
     if not findings:
         body = ["No findings.", *body]
-    return _section(f"Findings ({len(findings)}), most time lost first", body)
+    return section(f"Findings ({len(findings)}), most time lost first", body)
