@@ -3,18 +3,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
-from npudiag.cli._out import Say
+from npudiag.cli._out import Say, print_text_view
 from npudiag.errors import OptionError
 from npudiag.profiling import pipeline
 from npudiag.report.cluster_report import cluster_markdown, render_cluster_terminal, render_comm_terminal
-from npudiag.report.json_report import render_json
-from npudiag.report.renderers import write_text
 
 
 def run_cluster(
@@ -45,13 +42,8 @@ def run_cluster(
         )
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None
-    if markdown is not None:
-        write_text(markdown, cluster_markdown(result.summary), appendable=True, inputs=[path])
-    if view == "json":
-        sys.stdout.write(render_json(result.summary) + "\n")
-    elif view == "markdown":
-        sys.stdout.write(cluster_markdown(result.summary))
-    elif not say.quiet:
+    terminal = print_text_view(view, lambda: result.summary, lambda: cluster_markdown(result.summary), markdown, [path])
+    if terminal and not say.quiet:
         console = Console()
         render_cluster_terminal(result.summary, console, per_step=per_step_tables)
         render_comm_terminal(result.summary, console)

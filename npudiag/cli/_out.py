@@ -10,9 +10,11 @@ characters). ``-q/--quiet`` keeps only warnings and errors (no report, no progre
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -62,6 +64,25 @@ def stdout_view(view: str, json_out: bool) -> str:
             f"--json and --format {view} ask for two outputs on stdout; give one", param_hint="--format"
         )
     return "json" if json_out else view
+
+
+def print_text_view(
+    view: str, json_doc: Callable[[], Any], markdown: Callable[[], str], to: Path | None, inputs: Iterable[Path]
+) -> bool:
+    """Write the Markdown view to ``to`` (appended where it is GitHub's job summary) and print the JSON or
+    Markdown view when ``view`` asks for one, the Markdown rendered once for both; True when the terminal
+    view is still to be shown."""
+    from npudiag.report.json_report import render_json
+    from npudiag.report.renderers import write_text
+
+    text = markdown() if to is not None or view == "markdown" else ""
+    if to is not None:
+        write_text(to, text, appendable=True, inputs=inputs)
+    if view == "json":
+        sys.stdout.write(render_json(json_doc()) + "\n")
+    elif view == "markdown":
+        sys.stdout.write(text)
+    return view == "terminal"
 
 
 HOT_TOP = typer.Option(20, "--top", min=1, max=1_000_000, help="How many hot operators to show.")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import MARKDOWN, QUIET, TEXT_VIEW, VERBOSE, Say, TextView, stdout_view
+from npudiag.cli._out import MARKDOWN, QUIET, TEXT_VIEW, VERBOSE, Say, TextView, print_text_view, stdout_view
 
 CHECK_EXAMPLE = """\b
 Examples:
@@ -31,23 +30,16 @@ def check(
 
     from npudiag.profiling.health import check as run_check
     from npudiag.report.check_report import check_markdown, render
-    from npudiag.report.json_report import render_json
-    from npudiag.report.renderers import write_text
 
     say = Say(quiet, verbose)
     shown = stdout_view(view.value, json_out)
     result = run_check(paths)
     say.warnings(result.warnings)
     say.errors(result.errors)
-    if markdown is not None:
-        write_text(markdown, check_markdown(result), appendable=True, inputs=paths)
-    if shown == "json":
-        sys.stdout.write(render_json(result.to_dict()) + "\n")
-    elif shown == "markdown":
-        sys.stdout.write(check_markdown(result))
-    elif quiet:
+    terminal = print_text_view(shown, result.to_dict, lambda: check_markdown(result), markdown, paths)
+    if terminal and quiet:
         say.errors(result.problems)
-    else:
+    elif terminal:
         render(result, Console())
     if not result.profiles:
         raise typer.Exit(2)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from npudiag.cli._out import (
     By,
     Say,
     TextView,
+    print_text_view,
     stdout_view,
 )
 
@@ -70,8 +70,6 @@ def compare(
     from npudiag.errors import OptionError
     from npudiag.profiling import pipeline
     from npudiag.report.compare_report import compare_markdown, render_compare_terminal
-    from npudiag.report.json_report import render_json
-    from npudiag.report.renderers import write_text
 
     say = Say(quiet, verbose)
     shown = stdout_view(view.value, json_out)
@@ -94,12 +92,6 @@ def compare(
         raise typer.BadParameter(str(exc)) from None
     say.warnings(result.warnings)
     say.earlier(result.earlier, "the manifest.json of the out folders read")
-    if markdown is not None:
-        text = compare_markdown(result.summary, top=top)
-        write_text(markdown, text, appendable=True, inputs=[baseline, current])
-    if shown == "json":
-        sys.stdout.write(render_json(result.summary) + "\n")
-    elif shown == "markdown":
-        sys.stdout.write(compare_markdown(result.summary, top=top))
-    elif not quiet:
+    as_markdown = lambda: compare_markdown(result.summary, top=top)  # noqa: E731
+    if print_text_view(shown, lambda: result.summary, as_markdown, markdown, [baseline, current]) and not quiet:
         render_compare_terminal(result.summary, Console(), top=top)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, MARKDOWN, QUIET, TEXT_VIEW, VERBOSE, Say, TextView, stdout_view
+from npudiag.cli._out import FORCE, MARKDOWN, QUIET, TEXT_VIEW, VERBOSE, Say, TextView, print_text_view, stdout_view
 
 AUTHOR_EXAMPLE = """\b
 Examples:
@@ -287,22 +287,15 @@ def compare(
 
     from npudiag.dump.pipeline import compare_dumps
     from npudiag.report.dump_report import dump_compare_markdown, render_compare_terminal
-    from npudiag.report.json_report import render_json
-    from npudiag.report.renderers import write_text
 
     say = Say(quiet, verbose)
     shown = stdout_view(view.value, json_out)
     run = compare_dumps(mine, golden, out, mapping=mapping, cosine=cosine, red=red, kl=kl, force=force)
     summary = run.summary
-    if markdown is not None:
-        write_text(markdown, dump_compare_markdown(summary), appendable=True, inputs=[mine, golden])
-    if shown == "json":
-        sys.stdout.write(render_json(summary) + "\n")
-    elif shown == "markdown":
-        sys.stdout.write(dump_compare_markdown(summary))
-    elif not quiet:
+    terminal = print_text_view(shown, lambda: summary, lambda: dump_compare_markdown(summary), markdown, [mine, golden])
+    if terminal and not quiet:
         render_compare_terminal(summary, Console())
-    elif summary["first_failing_output"] is not None:
+    elif terminal and summary["first_failing_output"] is not None:
         say.errors(
             [
                 f"{summary['tensors_failed']} tensor(s) fail; first failing op: {summary['first_failing_output']['op_name']}"

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from npudiag.cli._out import MARKDOWN, PEAK_TFLOPS, STEPS_EACH_RUN, TEXT_VIEW, VERBOSE, By, Say, TextView, stdout_view
+from npudiag.cli._out import (
+    MARKDOWN,
+    PEAK_TFLOPS,
+    STEPS_EACH_RUN,
+    TEXT_VIEW,
+    VERBOSE,
+    By,
+    Say,
+    TextView,
+    print_text_view,
+    stdout_view,
+)
 
 if TYPE_CHECKING:
     from npudiag.profiling.analysis.gate import GateConfig
@@ -96,8 +106,6 @@ def gate_cmd(
     from npudiag.output import write_file
     from npudiag.profiling import pipeline
     from npudiag.report.gate_report import failed_lines, gate_junit, gate_markdown, render_gate_terminal
-    from npudiag.report.json_report import render_json
-    from npudiag.report.renderers import write_text
 
     if accept and update_baseline is None:  # alone it would turn the gate off without a word
         raise typer.BadParameter(
@@ -126,16 +134,11 @@ def gate_cmd(
     say.earlier(result.earlier, "the manifest.json of the out folders read")
     if junit is not None:
         write_file(junit, gate_junit(data, str(baseline), str(current)), inputs=[baseline, current])
-    if markdown is not None:
-        text = gate_markdown(data, str(baseline), str(current))
-        write_text(markdown, text, appendable=True, inputs=[baseline, current])
-    if shown == "json":
-        sys.stdout.write(render_json(data) + "\n")
-    elif shown == "markdown":
-        sys.stdout.write(gate_markdown(data, str(baseline), str(current)))
-    elif not quiet:
+    as_markdown = lambda: gate_markdown(data, str(baseline), str(current))  # noqa: E731
+    terminal = print_text_view(shown, lambda: data, as_markdown, markdown, [baseline, current])
+    if terminal and not quiet:
         render_gate_terminal(data, Console(), f"{baseline}  ->  {current}")
-    else:
+    elif terminal:
         say.warnings(data["warnings"])
         say.errors(failed_lines(data))
     if update_baseline is not None:

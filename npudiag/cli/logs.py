@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import FORCE, MARKDOWN, QUIET, TEXT_VIEW, VERBOSE, Say, TextView, stdout_view
+from npudiag.cli._out import FORCE, MARKDOWN, QUIET, TEXT_VIEW, VERBOSE, Say, TextView, print_text_view, stdout_view
 from npudiag.logs.msnpureport import DEFAULT_TIMEOUT_S
 
 PARSE_EXAMPLE = """\b
@@ -72,9 +72,7 @@ def _analyse(
 
     from npudiag.cli._progress import Bar
     from npudiag.logs.pipeline import parse_logs
-    from npudiag.report.json_report import render_json
     from npudiag.report.logs_report import logs_markdown, render_logs_terminal
-    from npudiag.report.renderers import write_text
 
     if any(p.endswith((".gz", ".tgz", ".tar", ".bz2", ".xz", ".zip")) for p in paths):
         _map_large_buffers()
@@ -85,13 +83,11 @@ def _analyse(
         say.warnings(run.warnings)
         say.errors(run.errors)
         return 2
-    if markdown is not None:
-        write_text(markdown, logs_markdown(run.summary), appendable=True, inputs=[Path(p) for p in paths if p != "-"])
-    if view == "json":
-        sys.stdout.write(render_json(run.summary) + "\n")
-    elif view == "markdown":
-        sys.stdout.write(logs_markdown(run.summary))
-    elif not say.quiet:
+    inputs = [Path(p) for p in paths if p != "-"]
+    if (
+        print_text_view(view, lambda: run.summary, lambda: logs_markdown(run.summary), markdown, inputs)
+        and not say.quiet
+    ):
         render_logs_terminal(run.summary, Console())
     if out is not None:
         say.info(f"tables: {out}/log_events.parquet, {out}/triage.parquet")
