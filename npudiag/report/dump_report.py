@@ -188,7 +188,7 @@ def first_failing_text(s: dict[str, Any]) -> str | None:
     return f"{lead} #{first['order']} {first['tensor_name']}: {stats}; {first['fail_reason']}"
 
 
-def compare_rows(s: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
+def worst_table(s: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
     """The worst tensors' table of any mode: its title, headers and rows (text cells; the verdict under "pass")."""
     if s.get("mode") != "statistics":
         return BINARY_TITLE, BINARY_HEADERS, [binary_cells(r) for r in s["worst"]]
@@ -229,7 +229,7 @@ def render_compare_terminal(s: dict[str, Any], console: Console) -> None:
         console.print(plain(first, style="bold red"))
     else:
         console.print(Text("Every compared output passes.", style="green"))
-    title, headers, rows = compare_rows(s)
+    title, headers, rows = worst_table(s)
     cols = [Col(h, *_COLUMNS[h]) for h in headers]
     if s.get("mode") != "statistics":
         cols[2] = Col("tensor", "fixed", 0)  # binary dumps: the tensor column is input0 / output1
@@ -251,7 +251,7 @@ def dump_compare_markdown(s: dict[str, Any]) -> str:
     icon = "❌" if first is not None else "✅"
     lines = [f"## {icon} npudiag dump compare — {compare_headline(s)}", ""]
     lines += [f"**{md_text(first)}**" if first is not None else "Every compared output passes.", ""]
-    title, headers, rows = compare_rows(s)
+    title, headers, rows = worst_table(s)
     names = {headers.index(h) for h in ("tensor", "op", "why") if h in headers}
     body = [[md_text(c) if i in names else c for i, c in enumerate(r)] for r in rows]
     lines += [f"### {md_text(title)}", ""] + md_table(headers, body) + [""]
