@@ -96,7 +96,10 @@ QUIET = typer.Option(
 FORCE = typer.Option(
     False,
     "--force",
-    help="Replace --out even when it holds files npudiag did not write (never a file, an input, HOME, / or the working folder).",
+    help=(
+        "Replace --out even when it holds files npudiag did not write (never a file, an "
+        "input, HOME, / or the working folder)."
+    ),
 )
 PEAK_TFLOPS = typer.Option(
     None,

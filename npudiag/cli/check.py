@@ -24,7 +24,8 @@ def check(
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:
-    """Check a collection before analysing it: the data each rank holds or lacks and the switch that records it, raw data not
+    """Check a collection before analysing it: the data each rank holds or lacks and the switch that records it, raw
+    data not
     exported, missing ranks, versions (exit 1 on a problem, 2 when nothing is readable)."""
     from rich.console import Console
 

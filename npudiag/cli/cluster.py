@@ -17,7 +17,10 @@ def cluster(
     path: Path = typer.Argument(
         ...,
         metavar="PATH",
-        help="A folder of rank folders (*_ascend_pt with profiler_info_N.json, or PROF_* per device), or an 'analyze --out' folder.",
+        help=(
+            "A folder of rank folders (*_ascend_pt with profiler_info_N.json, or PROF_* per "
+            "device), or an 'analyze --out' folder."
+        ),
     ),
     threshold: str = typer.Option(
         "5%", "--threshold", help="A rank is slow when its step is this much over the median (and beyond noise)."

@@ -1,4 +1,5 @@
-"""``npudiag doctor``: what the machine has of the toolkit, msprof, msnpureport, the driver and npu-smi (heavy imports when run)."""
+"""``npudiag doctor``: what the machine has of the toolkit, msprof, msnpureport, the driver and npu-smi (heavy
+imports when run)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def doctor(
     json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only what is missing and its fix (on stderr)."),
 ) -> None:
-    """Check the CANN toolkit, msprof, msnpureport, driver and npu-smi, with the fix for each (exit 1 when one is missing)."""
+    """Check the CANN toolkit, msprof, msnpureport, driver and npu-smi, with the fix for each (exit 1 when one is
+    missing)."""
     from rich.console import Console
     from rich.text import Text
 

@@ -298,7 +298,10 @@ def compare(
     elif terminal and summary["first_failing_output"] is not None:
         say.errors(
             [
-                f"{summary['tensors_failed']} tensor(s) fail; first failing op: {summary['first_failing_output']['op_name']}"
+                (
+                    f"{summary['tensors_failed']} tensor(s) fail; first failing op: "
+                    f"{summary['first_failing_output']['op_name']}"
+                )
             ]
         )
     say.errors(run.errors)

@@ -178,7 +178,8 @@ def export(
     say.info(f"export in {result.folder}")
     if result.kept is not None:
         say.info(
-            f"{result.kept} file(s) new or changed since the last export, {result.skipped} already exported (record: {result.record})"
+            f"{result.kept} file(s) new or changed since the last export, "
+            f"{result.skipped} already exported (record: {result.record})"
         )
     if also_host:
         notes: list[str] = []

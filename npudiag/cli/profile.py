@@ -70,7 +70,10 @@ def profile(
     mode: CollectMode = typer.Option(
         CollectMode.cli,
         "--mode",
-        help="cli: run msprof with the app; env: PROFILING_MODE/PROFILING_OPTIONS; acl-json: the profiler section of acl.json.",
+        help=(
+            "cli: run msprof with the app; env: PROFILING_MODE/PROFILING_OPTIONS; acl-json: "
+            "the profiler section of acl.json."
+        ),
     ),
     collect_dir: Path = typer.Option(
         Path("npudiag-prof"), "--collect-dir", help="Where msprof collects (msprof --output); it creates PROF_* inside."
@@ -97,7 +100,10 @@ def profile(
     emit: Emit = typer.Option(
         None,
         "--emit",
-        help="Only write the configuration (env file, acl.json, the shell-quoted command, or a torch_npu.profiler snippet) and exit.",
+        help=(
+            "Only write the configuration (env file, acl.json, the shell-quoted command, or "
+            "a torch_npu.profiler snippet) and exit."
+        ),
     ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print exactly what would run (command, environment, acl.json) and exit."

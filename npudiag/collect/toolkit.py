@@ -125,7 +125,8 @@ def doctor() -> list[Check]:
                 "toolkit",
                 False,
                 None,
-                "CANN toolkit not found: install Ascend-cann-toolkit, then source <install dir>/ascend-toolkit/set_env.sh "
+                "CANN toolkit not found: install Ascend-cann-toolkit, then source "
+                "<install dir>/ascend-toolkit/set_env.sh "
                 "(or set ASCEND_TOOLKIT_HOME)",
             )
         )

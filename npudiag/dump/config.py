@@ -521,12 +521,14 @@ def environment_notes(environ: dict[str, str] | None = None) -> list[str]:
     notes = []
     if env.get("ASCEND_DUMP_SCENE"):
         notes.append(
-            f"ASCEND_DUMP_SCENE={env['ASCEND_DUMP_SCENE']!r} is set here: it turns the exception dump on and decides over "
+            f"ASCEND_DUMP_SCENE={env['ASCEND_DUMP_SCENE']!r} is set here: it turns the "
+            "exception dump on and decides over "
             "dump_scene in the file (CANN: ASCEND_DUMP_SCENE > NPU_COLLECT_PATH > acl.json)"
         )
     if env.get("NPU_COLLECT_PATH"):
         notes.append(
-            f"NPU_COLLECT_PATH={env['NPU_COLLECT_PATH']!r} is set here: exception dumps land there, whatever dump_path says"
+            f"NPU_COLLECT_PATH={env['NPU_COLLECT_PATH']!r} is set here: exception dumps "
+            "land there, whatever dump_path says"
         )
     return notes
 
@@ -536,14 +538,16 @@ def _exception_usage(acl_json: Path, section: dict[str, Any]) -> str:
     detail = scene == "aic_err_detail_dump"
     when = " before aclrtSetDevice" if detail else ""
     return (
-        f'use it: aclInit("{acl_json}") at start-up, or aclmdlInitDump(); aclmdlSetDump("{acl_json}"){when}. When an AI Core error\n'
+        f'use it: aclInit("{acl_json}") at start-up, or aclmdlInitDump(); '
+        f'aclmdlSetDump("{acl_json}"){when}. When an AI Core error\n'
         "happens, CANN writes the failing op's inputs, outputs and workspace"
         + (
             ", the AI Core's memory, registers and call stack (*.core; Atlas A2/A3 with driver 25.0.RC1 or later)"
             if detail
             else ""
         )
-        + f"\nunder NPU_COLLECT_PATH, else ASCEND_WORK_PATH, else {section.get('dump_path', './')}, then stops the process"
+        + "\nunder NPU_COLLECT_PATH, else ASCEND_WORK_PATH, else "
+        f"{section.get('dump_path', './')}, then stops the process"
         " (errors while it stops are not part of the fault).\n"
         + (
             "then: read the *.core files with msDebug (other files with msaicerr)"
@@ -566,7 +570,9 @@ def usage_text(acl_json: Path, section: dict[str, Any]) -> str:
         else f"{base}/<YYYYMMDDHHMMSS>/<device_id>/"
     )
     return (
-        f'use it: aclInit("{acl_json}") at start-up, or aclmdlInitDump(); aclmdlSetDump("{acl_json}") before loading the model.\n'
-        f"dump files will land in {where} (ASCEND_DUMP_PATH or ASCEND_WORK_PATH, when set, take priority over dump_path)\n"
+        f'use it: aclInit("{acl_json}") at start-up, or aclmdlInitDump(); '
+        f'aclmdlSetDump("{acl_json}") before loading the model.\n'
+        f"dump files will land in {where} (ASCEND_DUMP_PATH or ASCEND_WORK_PATH, when "
+        "set, take priority over dump_path)\n"
         f"then: npudiag dump parse {base}"
     )

@@ -75,7 +75,8 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
 
 
 def path_info(root: Path, f: Path) -> dict[str, Any]:
-    """time / device / model / model_id / iteration from ``{dump_path}/{time}/{device_id}/{model}/{model_id}/{iteration}/file``."""
+    """time / device / model / model_id / iteration from
+    ``{dump_path}/{time}/{device_id}/{model}/{model_id}/{iteration}/file``."""
     parts = f.relative_to(root).parts[:-1] if root in f.parents else f.parent.parts
     info: dict[str, Any] = {
         "time_dir": None,

@@ -146,7 +146,8 @@ def _non_finite(v: float | None) -> bool:
 
 
 def judge_call(rows: list[dict[str, Any]]) -> None:
-    """msprobe's statistics-compare verdicts for the rows of one call (in place: ``result``, ``passed``, ``fail_reason``)."""
+    """msprobe's statistics-compare verdicts for the rows of one call (in place: ``result``, ``passed``,
+    ``fail_reason``)."""
     parts = rows[0]["op_name"].split(".")
     api = parts[1] if len(parts) > 1 else ""
     inputs = [r for r in rows if r["io"] != "output"]

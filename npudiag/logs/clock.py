@@ -68,6 +68,7 @@ def describe(offsets: dict[str, dict]) -> str | None:
         f" and {len(offsets) - 3} more" if len(offsets) > 3 else ""
     )
     return (
-        f"device clock: {len(offsets)} device log file(s) are written {shown} h from the host's clock (their file names, "
+        f"device clock: {len(offsets)} device log file(s) are written {shown} h from the "
+        "host's clock (their file names, "
         f"stamped in host time, against their first records): their records are shown in host time ({names})"
     )

@@ -135,7 +135,8 @@ def level_commands(
         mod, _, lvl = spec.partition(":")
         if not mod or lvl.lower() not in DEVICE_LEVELS:
             raise ValueError(
-                f"--module {spec!r}: expected MODULE:LEVEL with LEVEL one of {', '.join(DEVICE_LEVELS)}, e.g. RUNTIME:debug"
+                f"--module {spec!r}: expected MODULE:LEVEL with LEVEL one of "
+                f"{', '.join(DEVICE_LEVELS)}, e.g. RUNTIME:debug"
             )
         calls.append(["-m", f"{mod.upper()}:{lvl.lower()}", *dev])
     if event is not None:
@@ -327,7 +328,8 @@ def export_logs(
     busy = running_tools()
     if busy >= MAX_PARALLEL:
         raise ToolError(
-            f"{busy} msnpureport processes are running; the driver's log reference allows at most {MAX_PARALLEL} at once "
+            f"{busy} msnpureport processes are running; the driver's log reference allows "
+            f"at most {MAX_PARALLEL} at once "
             "(older drivers none): wait for them to finish"
         )
     try:

@@ -182,7 +182,10 @@ def _catalogue_entries(
         if cause or code in meanings:
             meaning = cause or meanings[code][:1].upper() + meanings[code][1:] + "."
         elif own.get("fix"):  # the source gives no cause: the line's own message says what failed
-            meaning = f"{r['component']} error {code}: the log line says what failed; the fix below is the source's for this code."
+            meaning = (
+                f"{r['component']} error {code}: the log line says what failed; the fix below "
+                "is the source's for this code."
+            )
         else:
             meaning = cat["meaning"]
         out.append(

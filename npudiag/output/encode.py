@@ -62,7 +62,8 @@ def dumps(obj: Any, *, indent: int | None = 2, ascii_only: bool = False, found: 
 # C0 / C1 controls, bidi embeddings / overrides / isolates, zero-width and other invisible format
 # characters, line and paragraph separators: never written raw where a terminal or a viewer shows them
 INVISIBLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]"
 )
 
 

@@ -125,7 +125,8 @@ class TargetLock:
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise OutputError(self.path, "is a link; npudiag's lock file is never a link (remove it)") from None
-                # the output is what cannot be written: its folder takes no new file (npudiag's lock beside it is the first)
+                # the output is what cannot be written: its folder takes no new file (npudiag's lock beside it is the
+                # first)
                 raise OutputError(dest, f"{dest.parent} takes no new file ({exc.strerror or exc})") from None
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:

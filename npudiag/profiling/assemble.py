@@ -327,7 +327,8 @@ def drop_bad_timing(table: pa.Table, source: str, where: Callable[[int], str]) -
     row = table.slice(first, 1).to_pylist()[0]
     why = "no start" if row.get("start_us") is None else "duration " + repr(row.get("duration_us"))
     msg = (
-        f"{source}: {len(idx)} row(s) with a missing, non-finite or negative start or duration were left out of every table "
+        f"{source}: {len(idx)} row(s) with a missing, non-finite or negative start or "
+        "duration were left out of every table "
         f"(first at {where(first)}: {why})"
     )
     return table.filter(pa.array(~bad)), [msg]

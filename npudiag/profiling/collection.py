@@ -202,7 +202,8 @@ def export_unexported(
                 python = torch_python()
                 if python is None:
                     raise ToolError(
-                        f"{unit.path}: --export needs torch_npu's offline parse, and no Python with torch_npu was found "
+                        f"{unit.path}: --export needs torch_npu's offline parse, and no "
+                        "Python with torch_npu was found "
                         "(tried this Python and python3 on PATH); run it where torch_npu is installed"
                     )
                 argv = torch_parse_argv(python, unit.path)

@@ -23,9 +23,11 @@ from npudiag.safeio import inside, is_regular, load_json, small_int
 KNOWN_UNREAD = re.compile(
     r"^(operator_details|l2_cache|communication"
     r"|communication_statistic|hccl_statistic|fusion_op|aicpu|msprof_tx|ai_core_utilization"
-    r"|data_preprocess|cluster_|hbm|llc|pcie|hccs|nic|roce|soc_pmu|dvpp|ddr|cpu_usage|sys_mem|host_)[\w]*\.(csv|json|db)$"
+    r"|data_preprocess|cluster_|hbm|llc|pcie|hccs|nic|roce|soc_pmu|dvpp|ddr|cpu_usage|sys_mem|host_)"
+    r"[\w]*\.(csv|json|db)$"
 )
-# SQLite's own files beside a .db it has open (shared memory, write-ahead log, rollback journal): part of the .db, no input
+# SQLite's own files beside a .db it has open (shared memory, write-ahead log, rollback journal): part of
+# the .db, no input
 SQLITE_SIDECAR = re.compile(r"\.db-(shm|wal|journal)$")
 MAX_DEPTH = 8
 DEVICE_DIR = re.compile(r"device_([0-9]{1,9})")  # msprof's device_N folders (ASCII digits, bounded)
@@ -237,7 +239,8 @@ def _torch_unit(folder: Path, scope: Scope) -> Unit:
         raw = [d for d in ("FRAMEWORK",) if (folder / d).is_dir()] + _raw_folders(folder, "PROF_*/*/data")
         if raw:
             unit.unexported = (
-                f"collected but torch_npu's offline parse never ran (raw data in {', '.join(raw[:4])}; no ASCEND_PROFILER_OUTPUT): "
+                "collected but torch_npu's offline parse never ran (raw data in "
+                f"{', '.join(raw[:4])}; no ASCEND_PROFILER_OUTPUT): "
                 f"run {torch_parse_command(folder)} where torch_npu is installed, or npudiag analyze --export"
             )
     return unit
@@ -297,7 +300,8 @@ def discover(path: Path, skipped: list[str], follow_symlinks: bool = False) -> l
         if not unit.add(path, sniff=True):
             skipped.append(
                 f"{path}: not a profiler file npudiag reads: neither its name nor its header matches a known format "
-                "(kernel_details / op_summary / task_time / op_statistic / api_statistic / step_trace CSV, trace JSON, .db)"
+                "(kernel_details / op_summary / task_time / op_statistic / api_statistic "
+                "/ step_trace CSV, trace JSON, .db)"
             )
             return []
         return [unit]
@@ -354,7 +358,8 @@ _STAMP = re.compile(r"_([0-9]{14,17})(?:_|$)")  # PROF_000001_<yyyymmddHHMMSSfff
 
 
 def collection_folder(u: Unit) -> Path:
-    """The folder one collection wrote: the unit's own, or for a CANN <= 7 ``PROF_*/device_N`` unit its PROF_* folder."""
+    """The folder one collection wrote: the unit's own, or for a CANN <= 7 ``PROF_*/device_N`` unit its PROF_*
+    folder."""
     return u.path.parent if DEVICE_DIR.fullmatch(u.path.name) else u.path
 
 

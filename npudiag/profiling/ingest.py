@@ -316,7 +316,8 @@ def _steps(r: _UnitReader, warnings: list[str]) -> pa.Table:
     dup = duplicate_steps(step_parts)
     if dup:
         warnings.append(
-            f"{u.path}: step {', '.join(map(str, dup[:5]))} appear(s) more than once in one step file; each counted once"
+            f"{u.path}: step {', '.join(map(str, dup[:5]))} appear(s) more than once in "
+            "one step file; each counted once"
         )
     steps = merge_steps(step_parts)
     if steps.num_rows:

@@ -75,7 +75,10 @@ def _custom_registers(name: str, value: str) -> str | None:
         elif re.fullmatch(r"[0-9]{1,10}", item):
             n = int(item)
         else:
-            return f"--{name}={value}: {item!r} is not a register number (hexadecimal 0x49 or decimal 73; no metric group after Custom:)"
+            return (
+                f"--{name}={value}: {item!r} is not a register number (hexadecimal 0x49 or "
+                "decimal 73; no metric group after Custom:)"
+            )
         if not 1 <= n <= MAX_CUSTOM_REGISTER:
             return f"--{name}={value}: register {item} is outside 0x1 - 0x7FFFFFFF"
     return None

@@ -334,7 +334,8 @@ def timeline_of(result: Analysis) -> TimelineView:
     if len(here) < len(traces):
         gone = [str(p) for p in traces if not p.is_file()]
         warnings.append(
-            f"{len(gone)} original trace(s) are no longer there ({gone[0]}); the Chrome trace holds npudiag's marks only for them"
+            f"{len(gone)} original trace(s) are no longer there ({gone[0]}); the Chrome "
+            "trace holds npudiag's marks only for them"
         )
     tables = result.tables
     rank_of = {Path(f.path): f.rank for f in result.inputs}
@@ -399,7 +400,8 @@ def cluster(
             rank, folders = next(iter(found.duplicate_ranks.items()))
             raise InputError(
                 path,
-                f"rank {rank} is declared by {len(folders)} folders ({', '.join(folders)}); ranks of one cluster must differ "
+                f"rank {rank} is declared by {len(folders)} folders "
+                f"({', '.join(folders)}); ranks of one cluster must differ "
                 "(several runs mixed?): --allow-duplicate-ranks merges them renumbered",
             )
     with OutputFolder(out, kind="cluster", force=force, inputs=[path]) as folder:

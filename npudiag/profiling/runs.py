@@ -9,6 +9,7 @@ profile of several ranks, as ``analyze`` reads it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,7 @@ def _write_run(run: Run, folder: Path) -> None:
     write_manifest(folder, "analyze", {**run.manifest, "stored_from": str(run.path)})
 
 
-def store_runs(runs: list[Run], dest: Path, inputs: list[Path] = (), replaceable: list[Path] = ()) -> None:  # type: ignore[assignment]
+def store_runs(runs: list[Run], dest: Path, inputs: Sequence[Path] = (), replaceable: Sequence[Path] = ()) -> None:
     """Make ``dest`` hold ``runs`` as ``--out`` folders (one, or ``run_NNN`` sub-folders), written
     whole and swapped in (``npudiag.output``): a reader sees the old baseline or the new one, never a
     mixture; a folder holding anything npudiag did not write is never replaced."""

@@ -141,6 +141,7 @@ def _common_starts(units: list[_Unit | None]) -> set[tuple[int, int]]:
 def same_collection_note(dropped: object, kept: object, rep: Repeat) -> str:
     """The line that says two exports were read as one."""
     return (
-        f"{dropped} and {kept} are two exports of one collection ({rep.shared:,} of {rep.of:,} device tasks start at the "
+        f"{dropped} and {kept} are two exports of one collection ({rep.shared:,} of "
+        f"{rep.of:,} device tasks start at the "
         f"same ns): read once, from {kept}"
     )

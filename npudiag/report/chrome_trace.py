@@ -159,7 +159,8 @@ class _Lanes:
                 self.at[(key[0], key[1], start)] = tids[lane]
 
     def apply(self, events: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        """``events`` (the same stream again) with the moved ones, and the flow ends at their starts, on their new tracks."""
+        """``events`` (the same stream again) with the moved ones, and the flow ends at their starts, on their new
+        tracks."""
         n = 0
         for e in events:
             ph = e.get("ph")

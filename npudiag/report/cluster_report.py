@@ -213,7 +213,10 @@ def render_comm_terminal(s: dict[str, Any], console: Console) -> None:
         ]
         console.print(table(console, "Communication by transport", cols, rows))
     for r in s["slow_links"][:10]:
-        link = f"slow link {r['src_rank']}->{r['dst_rank']} ({r['transport']}, {r['op_name']}): {_gbps(r['bandwidth_gbps'])} GB/s"
+        link = (
+            f"slow link {r['src_rank']}->{r['dst_rank']} ({r['transport']}, {r['op_name']}): "
+            f"{_gbps(r['bandwidth_gbps'])} GB/s"
+        )
         console.print(
             plain(
                 f"{link}, {r['ratio'] * 100:.0f}% of the median {_gbps(r['median_bandwidth_gbps'])} GB/s", style="red"
@@ -226,10 +229,14 @@ def render_comm_terminal(s: dict[str, Any], console: Console) -> None:
             host = ""
             if r.get("late_host_cause"):
                 host = f", mostly held up by {r['late_host_cause']} ({r['late_host_kind']})"
-            doing = f"; meanwhile its device computed {fmt_us(r['late_busy_us'])}{comm} and was idle {fmt_us(r['late_idle_us'])}{host}"
+            doing = (
+                f"; meanwhile its device computed {fmt_us(r['late_busy_us'])}{comm} and was "
+                f"idle {fmt_us(r['late_idle_us'])}{host}"
+            )
         console.print(
             plain(
-                f"rank {r['late_rank']} made {r['ranks_waiting']} rank(s) wait {fmt_us(r['late_by_us'])} in {r['step']} "
+                f"rank {r['late_rank']} made {r['ranks_waiting']} rank(s) wait "
+                f"{fmt_us(r['late_by_us'])} in {r['step']} "
                 f"({r['op_name']}){doing}",
                 style="yellow",
             )

@@ -119,7 +119,10 @@ def ops_caption(torch: bool, module: bool, mfu: bool) -> str:
             "per run; avg: per call; host: the module's host time"
         )
     if torch:
-        return "base, current: device time of the kernels each op launched, per run; avg: per call; host self: the op's own host time"
+        return (
+            "base, current: device time of the kernels each op launched, per run; avg: per "
+            "call; host self: the op's own host time"
+        )
     return "base, current: the op's total device time per run; avg: per call" + (
         "; MFU: % of the chip's peak" if mfu else ""
     )

@@ -53,7 +53,8 @@ def render_parse_terminal(s: dict[str, Any], console: Console, top: int = 20) ->
     if bad:
         console.print(
             plain(
-                f"{count(len(bad), 'tensor')} hold{'s' if len(bad) == 1 else ''} NaN/Inf; the first in execution order: "
+                f"{count(len(bad), 'tensor')} hold{'s' if len(bad) == 1 else ''} NaN/Inf; "
+                "the first in execution order: "
                 f"{bad[0]['op_name']} {bad[0]['io']} {bad[0]['index']}",
                 style="red",
             )
@@ -178,7 +179,8 @@ def first_failing_text(s: dict[str, Any]) -> str | None:
     if s.get("mode") != "statistics":
         return (
             f"{lead} #{first['order']} {first['op_type'] or ''} {first['op_name']} output {first['index']}: cosine "
-            f"{_num(first['cosine_similarity'])}, max abs error {_num(first['max_absolute_error'])}; {first['fail_reason']}"
+            f"{_num(first['cosine_similarity'])}, max abs error "
+            f"{_num(first['max_absolute_error'])}; {first['fail_reason']}"
         )
     stats = ", ".join(
         f"{k} {_num(first['my_' + k])} vs {_num(first['golden_' + k])}" for k in ("max", "min", "mean", "l2norm")
@@ -257,6 +259,7 @@ def dump_compare_markdown(s: dict[str, Any]) -> str:
     lines += [f"### {md_text(title)}", ""] + md_table(headers, body) + [""]
     if s["unmatched"]:
         lines.append(
-            f"> **Note:** {len(s['unmatched'])} tensors without a golden match, e.g. {md_text(', '.join(s['unmatched'][:5]))}"
+            f"> **Note:** {len(s['unmatched'])} tensors without a golden match, e.g. "
+            f"{md_text(', '.join(s['unmatched'][:5]))}"
         )
     return md_document(lines)

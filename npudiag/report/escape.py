@@ -14,7 +14,8 @@ from typing import Any
 # other invisible format characters; line / paragraph separators; the BOM; interlinear annotations.
 # Any of them lets a log line reorder, hide or restyle what the terminal shows.
 _CONTROL = re.compile(
-    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]"
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]"
 )
 
 

@@ -1,4 +1,5 @@
-"""Renderers of a gate result (the dict of :meth:`npudiag.profiling.pipeline.GateResult.to_dict`): terminal, Markdown, JUnit XML.
+"""Renderers of a gate result (the dict of :meth:`npudiag.profiling.pipeline.GateResult.to_dict`): terminal,
+Markdown, JUnit XML.
 
 All three draw from the same dict that ``--json`` prints, so a CI log, a PR comment and the
 Jenkins test report can never disagree.
@@ -127,7 +128,8 @@ def gate_markdown(result: dict[str, Any], baseline: str, current: str) -> str:
         if m["failed"]:
             verdict = f"**{verdict}**"
         lines.append(
-            f"| {md_text(shown_name(m['metric']))} | {median_text(m, 'base')} | {median_text(m, 'cur')} | {change_text(m)} | "
+            f"| {md_text(shown_name(m['metric']))} | {median_text(m, 'base')} | "
+            f"{median_text(m, 'cur')} | {change_text(m)} | "
             f"{limit_text(m)} | {m['base_n']}/{m['cur_n']} | {p_text(m)} | {verdict} |"
         )
     if result["warnings"]:
@@ -136,7 +138,8 @@ def gate_markdown(result: dict[str, Any], baseline: str, current: str) -> str:
     meth = result["method"]
     lines += [
         "",
-        f"Medians of per-step samples; a metric regresses when its median grows (MFU: falls) by more than its limit and, with enough "
+        "Medians of per-step samples; a metric regresses when its median grows (MFU: "
+        "falls) by more than its limit and, with enough "
         f"samples, a two-sided Mann-Whitney U test gives p < {meth['alpha']:g}.",
         "",
     ]
@@ -174,7 +177,8 @@ def gate_junit(result: dict[str, Any], baseline: str, current: str) -> str:
     for m in metrics:
         case = ET.SubElement(suite, "testcase", classname="npudiag.gate", name=xml_text(m["metric"]), time="0")
         numbers = (
-            f"baseline median {_median(m, 'base'):.3f} {_unit(m)} (n={m['base_n']}), current median {_median(m, 'cur'):.3f} {_unit(m)} "
+            f"baseline median {_median(m, 'base'):.3f} {_unit(m)} (n={m['base_n']}), "
+            f"current median {_median(m, 'cur'):.3f} {_unit(m)} "
             f"(n={m['cur_n']}), change {change_text(m)}, limit {limit_text(m)}, method {m['method']}, p={p_text(m)}"
         )
         if m["failed"]:

@@ -83,19 +83,22 @@ def _step_svg(rows: list[dict[str, Any]], width: int = 700, bar_h: int = 16) -> 
         x = 120.0
         y = i * h
         parts.append(
-            f'<text x="0" y="{y + bar_h - 3}">rank {_e(r["rank"])} step {_e("all" if r["step"] is None else r["step"])}</text>'
+            f'<text x="0" y="{y + bar_h - 3}">rank {_e(r["rank"])} step '
+            f"{_e('all' if r['step'] is None else r['step'])}</text>"
         )
         for key, name, color in _PHASES:
             w = (width - 130) * (r[key] or 0.0) / total if total else 0.0
             parts.append(
-                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{color}"><title>{name}: {fmt_us(r[key])}</title></rect>'
+                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" '
+                f'fill="{color}"><title>{name}: {fmt_us(r[key])}</title></rect>'
             )
             x += w
     y = len(rows) * h + 14
     x = 0
     for _, name, color in _PHASES:
         parts.append(
-            f'<rect x="{x}" y="{y - 10}" width="10" height="10" fill="{color}"/><text x="{x + 14}" y="{y}">{name}</text>'
+            f'<rect x="{x}" y="{y - 10}" width="10" height="10" fill="{color}"/><text '
+            f'x="{x + 14}" y="{y}">{name}</text>'
         )
         x += 20 + 7 * len(name)
     parts.append("</svg>")
@@ -121,7 +124,8 @@ def _copy_timeline(copies: pa.Table, width: int = 700, height: int = 60) -> str:
         w = max(0.5, (width - 70) * (r["duration_us"] or 0.0) / span)
         y = 2 if r["side"] == "device" else 32
         parts.append(
-            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="18" fill="{"#ef6c00" if r["side"] == "device" else "#6d4c41"}"/>'
+            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="18" '
+            f'fill="{"#ef6c00" if r["side"] == "device" else "#6d4c41"}"/>'
         )
     parts.append(
         f'<text x="60" y="{height - 2}">0</text><text x="{width - 80}" y="{height - 2}">{_e(fmt_us(span))}</text></svg>'

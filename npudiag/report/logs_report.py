@@ -246,7 +246,8 @@ def _short_source(f: dict[str, Any]) -> str:
     is the category's general advice."""
     first = (f.get("source") or "not recorded").split(";")[0].split(", ")[0].strip()
     seen = re.match(
-        r"log seen in (?:https?://(?:www\.)?github\.com/)?(?:https?://(?:www\.)?([\w.-]+)/\S*|([\w.-]+/[\w.-]+)(?:/(?:issues|pull)/(\d+))?)",
+        r"log seen in (?:https?://(?:www\.)?github\.com/)?"
+        r"(?:https?://(?:www\.)?([\w.-]+)/\S*|([\w.-]+/[\w.-]+)(?:/(?:issues|pull)/(\d+))?)",
         first,
     )
     if seen:  # a real log: where it was seen, not its whole path

@@ -450,7 +450,10 @@ def _ranges(summary: dict[str, Any], console: Console) -> None:
             ]
             for r in rows
         ]
-        title = f"{_RANGE_TITLES.get(kind, kind)} by device time of the kernels launched inside ({block['ranges']:,} recorded)"
+        title = (
+            f"{_RANGE_TITLES.get(kind, kind)} by device time of the kernels launched inside "
+            f"({block['ranges']:,} recorded)"
+        )
         console.print(table(console, title, cols, body))
 
 

@@ -151,7 +151,8 @@ def _floor(j: int, col: Col, natural: int, cells: list[list[Text]]) -> int:
 
 
 # a long name breaks after one of these (op_name_with_parts, a/path, Module.sub.name, rank:step, a-b, a,b) or at a
-# space, never inside a word where it can be helped: "AI_VECTOR_CORE" wraps as "AI_VECTOR_" / "CORE", not "AI_VECTOR_C" / "ORE"
+# space, never inside a word where it can be helped: "AI_VECTOR_CORE" wraps as "AI_VECTOR_" / "CORE", not
+# "AI_VECTOR_C" / "ORE"
 _BREAK_AFTER = frozenset("_/.:,-) ")
 
 

@@ -846,7 +846,8 @@ def write_torch_profile(
         events += _profiler_step_events(ranges, 2647914 + rank)
         events += _alloc_events(start, step, mallocs_per_step, malloc_us)
         if syncs_per_step:
-            # the host stays in each sync for most of the idle after it (a sync that covers at least half a gap is its cause)
+            # the host stays in each sync for most of the idle after it (a sync that covers at least half a gap is
+            # its cause)
             events += _sync_events(
                 start, dur, sync_positions(kernels, steps, syncs_per_step), blocked_us=0.75 * sync_idle_us
             )
@@ -934,19 +935,23 @@ CREATE TABLE ENUM_HCCL_LINK_TYPE (id INTEGER PRIMARY KEY,name TEXT);
 CREATE TABLE ENUM_MEMCPY_OPERATION (id INTEGER PRIMARY KEY,name TEXT);
 CREATE TABLE NPU_INFO (id INTEGER,name TEXT);
 CREATE TABLE META_DATA (name TEXT,value TEXT);
-CREATE TABLE TASK (startNs INTEGER,endNs INTEGER,deviceId INTEGER,connectionId INTEGER,globalTaskId INTEGER,globalPid INTEGER,
+CREATE TABLE TASK (startNs INTEGER,endNs INTEGER,deviceId INTEGER,connectionId INTEGER,globalTaskId INTEGER,
+                   globalPid INTEGER,
                    taskType INTEGER,contextId INTEGER,streamId INTEGER,taskId INTEGER,modelId INTEGER);
-CREATE TABLE COMPUTE_TASK_INFO (name INTEGER,globalTaskId INTEGER PRIMARY KEY,blockDim INTEGER,mixBlockDim INTEGER,taskType INTEGER,
+CREATE TABLE COMPUTE_TASK_INFO (name INTEGER,globalTaskId INTEGER PRIMARY KEY,blockDim INTEGER,mixBlockDim INTEGER,
+                   taskType INTEGER,
                    opType INTEGER,inputFormats INTEGER,inputDataTypes INTEGER,inputShapes INTEGER,outputFormats INTEGER,
                    outputDataTypes INTEGER,outputShapes INTEGER,attrInfo INTEGER,opState INTEGER,hf32Eligible INTEGER);
-CREATE TABLE COMMUNICATION_TASK_INFO (name INTEGER,globalTaskId INTEGER,taskType INTEGER,planeId INTEGER,groupName INTEGER,
+CREATE TABLE COMMUNICATION_TASK_INFO (name INTEGER,globalTaskId INTEGER,taskType INTEGER,planeId INTEGER,
+                   groupName INTEGER,
                    notifyId INTEGER,rdmaType INTEGER,srcRank INTEGER,dstRank INTEGER,transportType INTEGER,size INTEGER,
                    dataType INTEGER,linkType INTEGER,opId INTEGER,isMaster INTEGER,bandwidth NUMERIC);
 CREATE TABLE COMMUNICATION_OP (opName INTEGER,startNs INTEGER,endNs INTEGER,connectionId INTEGER,groupName INTEGER,
                    opId INTEGER PRIMARY KEY,relay INTEGER,retry INTEGER,dataType INTEGER,algType INTEGER,count NUMERIC,
                    opType INTEGER,deviceId INTEGER);
 CREATE TABLE MEMCPY_INFO (globalTaskId NUMERIC PRIMARY KEY,size NUMERIC,memcpyOperation NUMERIC);
-CREATE TABLE CANN_API (startNs INTEGER,endNs INTEGER,type INTEGER,globalTid INTEGER,connectionId INTEGER PRIMARY KEY,name INTEGER);
+CREATE TABLE CANN_API (startNs INTEGER,endNs INTEGER,type INTEGER,globalTid INTEGER,connectionId INTEGER PRIMARY KEY,
+                   name INTEGER);
 """
 _RUNTIME_TYPE = {
     "AI_CORE": "KERNEL_AICORE",
@@ -1053,8 +1058,10 @@ def _write_analysis_db(path: Path, step_rows: list[list[str]]) -> None:
         path.unlink()
     con = sqlite3.connect(path)
     con.execute(
-        "CREATE TABLE StepTraceTime (step TEXT, computing NUMERIC, communication_not_overlapped NUMERIC, overlapped NUMERIC, "
-        "communication NUMERIC, free NUMERIC, stage NUMERIC, bubble NUMERIC, communication_not_overlapped_and_exclude_receive NUMERIC, "
+        "CREATE TABLE StepTraceTime (step TEXT, computing NUMERIC, "
+        "communication_not_overlapped NUMERIC, overlapped NUMERIC, "
+        "communication NUMERIC, free NUMERIC, stage NUMERIC, bubble NUMERIC, "
+        "communication_not_overlapped_and_exclude_receive NUMERIC, "
         "preparing NUMERIC)"
     )
     con.executemany(

@@ -145,7 +145,10 @@ def _check_size(path: Path, spec: TensorSpec) -> None:
     if count * item != spec.size_bytes:
         raise InputError(
             path,
-            f"{spec.io} {spec.index}: shape {spec.shape} of {spec.dtype_name} is {count * item} bytes, header says {spec.size_bytes}",
+            (
+                f"{spec.io} {spec.index}: shape {spec.shape} of {spec.dtype_name} is "
+                f"{count * item} bytes, header says {spec.size_bytes}"
+            ),
             offset=spec.offset,
         )
 
@@ -304,7 +307,8 @@ class DumpName:
 
 
 def parse_dump_name(name: str) -> DumpName | None:
-    """``{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}`` (FFTS+: ``.FFTSPLUS.{ctx}.{thread}.{device}`` after it)."""
+    """``{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}`` (FFTS+: ``.FFTSPLUS.{ctx}.{thread}.{device}`` after
+    it)."""
     parts = name.split(".")
     ctx = None
     if len(parts) >= 9 and parts[-4].upper() == "FFTSPLUS":

@@ -24,7 +24,9 @@ from itertools import chain, islice
 import pyarrow as pa
 
 from npudiag.logs.formats import plog_fast
-from npudiag.logs.formats.log_common import (  # noqa: F401 - CODE_MODULES, error_codes, MAX_MESSAGE_CHARS are this module's API too
+
+# CODE_MODULES, error_codes and MAX_MESSAGE_CHARS are this module's API too
+from npudiag.logs.formats.log_common import (  # noqa: F401
     CANN_CODE,
     CODE_MODULES,
     DEVICE_IN_TEXT,
@@ -68,7 +70,8 @@ CANN_LINE = re.compile(
     r"(?P<ts>" + PLOG_TS + r")?\s*(?:\((?P=code)\):)?\s*(?P<msg>.*)$"
 )
 TORCH_NPU = re.compile(
-    r"^\[(ERROR|WARN|WARNING|INFO|DEBUG)\] (\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2}) \(PID:(\d+), Device:(-?\d+), RankID:(-?\d+)\) "
+    r"^\[(ERROR|WARN|WARNING|INFO|DEBUG)\] (\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2}) "
+    r"\(PID:(\d+), Device:(-?\d+), RankID:(-?\d+)\) "
     r"(ERR\d{5}) (\w+) ?(.*)$"
 )
 # torch_npu's distributed logger: "[285] [2025-12-12 12:10:10:644] torch.distributed: [ERROR] [479] ..."
@@ -83,12 +86,15 @@ MINDIE = re.compile(
     r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[.,:](\d+)\] \[(\w+)\] \[(\d+)\] \[([^\]:]+):(\d+)\] ?(.*)$"
 )
 PYLOG = re.compile(
-    r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3}) - (\S+) - (CRITICAL|ERROR|WARNING|INFO|DEBUG) - (?:([\w.]+):(\d+) - )?(.*)$"
+    r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3}) - (\S+) - "
+    r"(CRITICAL|ERROR|WARNING|INFO|DEBUG) - (?:([\w.]+):(\d+) - )?(.*)$"
 )
 LOGURU = re.compile(
-    r"^(?:[\w.-]+\s+\|\s+)?(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\.(\d+) \| (\w+)\s*\| ([\w.<>]+):([\w<>]+):(\d+) \| ?(.*)$"
+    r"^(?:[\w.-]+\s+\|\s+)?(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\.(\d+) \| (\w+)\s*\| "
+    r"([\w.<>]+):([\w<>]+):(\d+) \| ?(.*)$"
 )
-# the kernel ring buffer: "[ 2204.894988] msg", with a printk level "<3>[ 2204.89] msg", or dmesg -x "kern  :err   : [ 2204.89] msg"
+# the kernel ring buffer: "[ 2204.894988] msg", with a printk level "<3>[ 2204.89] msg", or dmesg -x "kern  :err   :
+# [ 2204.89] msg"
 DMESG = re.compile(r"^(?:<([0-7])>)?\[\s{0,12}(\d{1,10}\.\d{1,9})\](?:\[\s{0,8}[TC]\d{1,8}\])? ?(.*)$")
 DMESG_X = re.compile(
     r"^(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local\d)\s{0,8}:(\w{3,7})\s{0,8}: (.*)$"
@@ -128,7 +134,8 @@ PREFIXES = (
     ("compose", re.compile(r"^[A-Za-z][\w.-]{0,63}\s{0,32}\| ")),
 )
 
-# content after plog's [file:line]: RUNTIME "6219 ProcLogicCqReport:", HCCL "[36818][Init]", TDT "[OpenProcess][tid:947062]",
+# content after plog's [file:line]: RUNTIME "6219 ProcLogicCqReport:", HCCL "[36818][Init]", TDT
+# "[OpenProcess][tid:947062]",
 # PROFILING " >>> (tid:947062)"
 _RT_TID = re.compile(r"^(\d+) (\w+):")
 _BRACKET_TID = re.compile(r"^\s*\[(\d+)\]")

@@ -89,7 +89,8 @@ CANN_CODE = r"[EWI][0-9A-Z]\d{4}"
 # error codes: CANN 6-character codes, torch_npu ERRxxxxx, ACL/runtime 6-digit codes in the contexts they are printed in
 CODES = re.compile(r"(?<![A-Za-z0-9_])(" + CANN_CODE + r"|ERR\d{5})(?![A-Za-z0-9_])")
 ACL_CODE = re.compile(
-    r"(?:err(?:or)? ?code(?: is)?|retCode|ret|runtime result|rtRet|result|failed)[ \t]{0,8}(?:is[ \t]{1,8})?(?:[:=][ \t]{0,8})?"
+    r"(?:err(?:or)? ?code(?: is)?|retCode|ret|runtime result|rtRet|result|failed)[ "
+    r"\t]{0,8}(?:is[ \t]{1,8})?(?:[:=][ \t]{0,8})?"
     r"\[?(\d{6})(?!\d|\.\d)",
     re.IGNORECASE,
 )
@@ -148,7 +149,8 @@ def cap_message(msg: str, limit: int = MAX_MESSAGE_CHARS) -> str:
 
 
 def error_codes(text: str) -> list[str]:
-    """Distinct codes in order: CANN (EZ9999, EI0002...), torch_npu (ERR01100) and ACL 6-digit codes in known contexts."""
+    """Distinct codes in order: CANN (EZ9999, EI0002...), torch_npu (ERR01100) and ACL 6-digit codes in known
+    contexts."""
     if not CODE_HINT.search(text):
         return []
     found: dict[str, None] = {}

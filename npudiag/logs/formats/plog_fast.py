@@ -40,7 +40,8 @@ _HEADER_ANYWHERE = r"\[(?:" + PLOG_LEVEL + r")\] [A-Za-z_0-9]+\(-?\d+,[^)]*\):\d
 _OTHER_START = (
     r"^(?:\[rank\d+\]:|[EWI][0-9A-Z]\d{4}|\[(?:ERROR|WARN|WARNING|INFO|DEBUG|EVENT)\]|\s*Traceback "
     r"|\[?[EWIF]\d{3,4} |\[?[EWIF] [\w.]+:\d+\]|\[Error\]: |\[Warning\]: |\[Info\]: "
-    r"|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning):|\[\d{4}-\d{2}-\d{2}[ -]|\d{4}-\d{2}-\d{2}[ T]|\[\s*\d+\.\d+\]"
+    r"|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning):|\[\d{4}-\d{2}-\d{2}[ "
+    r"-]|\d{4}-\d{2}-\d{2}[ T]|\[\s*\d+\.\d+\]"
     r"|<[0-7]>\[|\[\d+\] \[\d{4}-|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d|\w+\s*:\w+\s*: "
     r"|device-\d+\s|[\w.-]+\s+\| |[A-Za-z][\w.-]*\s*\| )"
 )

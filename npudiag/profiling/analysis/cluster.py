@@ -741,9 +741,11 @@ def stage_imbalance(stage_rows: pa.Table, threshold: float = 0.05) -> dict[str, 
         "slowest_stage": slowest["pp_index"],
         "fastest_stage": fastest["pp_index"],
         "advice": (
-            f"Pipeline stage {slowest['pp_index']} computes {gap / 1e3:.2f} ms more per step than stage {fastest['pp_index']}: "
+            f"Pipeline stage {slowest['pp_index']} computes {gap / 1e3:.2f} ms more per "
+            f"step than stage {fastest['pp_index']}: "
             "every other stage waits for it. Move layers from the slow stage to the fast one (Megatron: "
-            "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers, or a custom layer split), remembering that "
+            "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers, "
+            "or a custom layer split), remembering that "
             "the first stage also holds the embedding and the last the output layer and loss."
         ),
     }

@@ -145,7 +145,8 @@ def parse_percent(text: str | float | int) -> float:
     if not s.endswith("%") and value >= 1:
         pct, frac, whole = _plain(value), _plain(value / 100), _plain(value * 100)
         raise ValueError(
-            f"{s} is ambiguous: write {pct}% for {pct} percent (or the fraction {frac}), or {whole}% for +{whole} percent"
+            f"{s} is ambiguous: write {pct}% for {pct} percent (or the fraction {frac}), "
+            f"or {whole}% for +{whole} percent"
         )
     return value
 
@@ -405,7 +406,8 @@ def judge(
     if granularity["baseline"] != granularity["current"] or len(granularity["baseline"]) > 1:
         desc = {side: " and ".join(sorted(g)) for side, g in granularity.items()}
         raise ValueError(
-            f"the baseline has {desc['baseline']} samples and the current {desc['current']}: a gate compares like with like "
+            f"the baseline has {desc['baseline']} samples and the current "
+            f"{desc['current']}: a gate compares like with like "
             "(profile both with steps, or compare whole runs: repeated runs without step ids on both sides)"
         )
     if cfg.steps is not None:
@@ -422,7 +424,10 @@ def judge(
         if len(b) == 0 or len(c) == 0:
             side = "baseline" if len(b) == 0 else "current"
             why = (
-                "no kernel of that op type has a known MFU there (FLOPs or peak unknown: see op_perf.parquet's flops_note)"
+                (
+                    "no kernel of that op type has a known MFU there (FLOPs or peak unknown: "
+                    "see op_perf.parquet's flops_note)"
+                )
                 if m.startswith("mfu:")
                 else "is the --steps window outside its steps?"
             )
@@ -462,8 +467,10 @@ def _too_few_samples(verdicts: list[Verdict], cfg: GateConfig) -> list[str]:
         return []
     v, need = short[0], _samples_needed(cfg.alpha)
     return [
-        f"{v.base_n} baseline and {v.cur_n} current sample(s) per metric: too few for the Mann-Whitney test at p < {cfg.alpha:g} "
-        f"(needs about {need} per side, from steps or repeated runs); decided on the {cfg.max_regression * 100:g}% threshold alone"
+        f"{v.base_n} baseline and {v.cur_n} current sample(s) per metric: too few for the "
+        f"Mann-Whitney test at p < {cfg.alpha:g} "
+        f"(needs about {need} per side, from steps or repeated runs); decided on the "
+        f"{cfg.max_regression * 100:g}% threshold alone"
     ]
 
 

@@ -55,9 +55,11 @@ SYNC_OPS = (
     "aten::equal",
     "aten::masked_select",
 )
-# a CANN call whose name holds this (any case) compiles: aclopCompile, aclopCompileAndExecute(V2), opCompile, graph compiles
+# a CANN call whose name holds this (any case) compiles: aclopCompile, aclopCompileAndExecute(V2), opCompile, graph
+# compiles
 COMPILE = "compile"
-# torch's DataLoader wraps each __next__ in a range of this name ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")
+# torch's DataLoader wraps each __next__ in a range of this name
+# ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")
 DATALOADER = "enumerate(DataLoader)"
 KINDS = ("op_compile", "host_api", "sync", "dataloader", "dispatch", "none")
 _HOST_BOUND = "MindStudio practical cases, 'Host Bound issue classification'"
@@ -281,7 +283,8 @@ def attribute(
         if api.num_rows
         else None
     )
-    # the launch call: the CANN call with the task's connection id (of several, the one starting last: the launch itself)
+    # the launch call: the CANN call with the task's connection id (of several, the one starting last: the launch
+    # itself)
     launch = np.full(n, -1, np.int64)
     if cann is not None:
         ids = _ints(_col(api, "connection_id", pa.int64()), -(2**62))
@@ -482,8 +485,12 @@ def main_cause(
     return by["cause"][0].as_py(), by["kind"][0].as_py()
 
 
-# said of kind "none" only where no CANN call at all was read (torch_npu's Level0, or a Level1+ export without its trace)
-NO_CALLS = " (no CANN call was read from this profile: torch_npu records them from profiler_level Level1, in trace_view.json or the .db)"
+# said of kind "none" only where no CANN call at all was read (torch_npu's Level0, or a Level1+ export without its
+# trace)
+NO_CALLS = (
+    " (no CANN call was read from this profile: torch_npu records them from profiler_level "
+    "Level1, in trace_view.json or the .db)"
+)
 
 
 def top_causes(table: pa.Table, limit: int = 5, *, host_calls: bool = True) -> dict:

@@ -71,7 +71,8 @@ def held_at(blocks: pa.Table, t_ns: int) -> pa.Table:
 
 
 def reservation_changes(samples: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(time us, time ns, change in bytes) of each allocator sample whose Total Reserved differs from the previous one."""
+    """(time us, time ns, change in bytes) of each allocator sample whose Total Reserved differs from the previous
+    one."""
     if samples.num_rows < 2:
         return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
     valid = samples.filter(pc.is_valid(samples["reserved_bytes"]))

@@ -247,7 +247,8 @@ def run_samples(
     if metric in ALIASES or metric in STEP_COLUMNS:
         return _breakdown_samples(tables, metric, window)
     raise ValueError(
-        f"unknown metric {metric!r} (expected one of {', '.join(DEFAULT_METRICS)}, a step_breakdown column, op:KEY, mfu:KEY, api:NAME, "
+        f"unknown metric {metric!r} (expected one of {', '.join(DEFAULT_METRICS)}, a "
+        "step_breakdown column, op:KEY, mfu:KEY, api:NAME, "
         "module:PATH "
         f"or {', '.join(MEMORY_METRICS)})"
     )

@@ -27,10 +27,13 @@ GLOSSARY: dict[str, str] = {
     "communication_us": "time covered by communication ops: |communication|",
     "overlapped_us": "communication hidden under compute: |compute ∩ communication|",
     "communication_not_overlapped_us": "communication − overlapped (torch_npu's Communication(Not Overlapped))",
-    "copy_not_overlapped_us": "device copy time with no compute and no communication running: |copies − (compute ∪ communication)|",
+    "copy_not_overlapped_us": (
+        "device copy time with no compute and no communication running: |copies − (compute ∪ communication)|"
+    ),
     "free_us": "the step's first to last device task, minus device busy: gaps between device tasks "
     "(torch_npu's Free also holds the exposed copies)",
-    "step_time_us": "the step's recorded range (ProfilerStep#N in the trace, STEP_TIME in the .db, msprof's Iteration), "
+    "step_time_us": "the step's recorded range (ProfilerStep#N in the trace, STEP_TIME in the .db, "
+    "msprof's Iteration), "
     "extended to its device tasks where they run past it (with a warning); where only a duration is recorded (Stage), "
     "the larger of it and the span of the step's tasks; without steps, the rank's span. It is before first task + "
     "computing + communication not overlapped + copy not overlapped + free + after last task",
@@ -39,9 +42,13 @@ GLOSSARY: dict[str, str] = {
     "stage_us": "torch_npu's Stage where the profile records it, else the step's first to last device task",
     "preparing_us": "torch_npu's Preparing where the profile records it, else before_first_task_us",
     "device_idle_us": "span − device busy",
-    "copies": "device copy tasks (memcpy tasks on the device); the host calls that issued them are counted apart (host_calls)",
+    "copies": (
+        "device copy tasks (memcpy tasks on the device); the host calls that issued them are counted apart (host_calls)"
+    ),
     "copy_time_us": "summed duration of the device copy tasks (host call time is host_time_us)",
-    "copy_bytes": "summed size of the copies whose size is recorded (device tasks, else the host calls); null when none is",
+    "copy_bytes": (
+        "summed size of the copies whose size is recorded (device tasks, else the host calls); null when none is"
+    ),
     "time_lost_us": "union of the time ranges the findings own (each range counted once, whatever rules name it), "
     "clipped to the rank's span",
 }

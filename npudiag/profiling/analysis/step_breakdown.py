@@ -349,7 +349,10 @@ def step_time_warnings(breakdown: pa.Table, limit: int = 3) -> list[str]:
         if hit.num_rows == 0:
             continue
         shown = "; ".join(
-            f"rank {r['rank']} step {r['step']}: {r['profiler_step_time_us'] / 1e3:.3f} ms < {r['step_time_us'] / 1e3:.3f} ms"
+            (
+                f"rank {r['rank']} step {r['step']}: {r['profiler_step_time_us'] / 1e3:.3f} "
+                f"ms < {r['step_time_us'] / 1e3:.3f} ms"
+            )
             for r in hit.slice(0, limit).to_pylist()
         )
         more = f" (+{hit.num_rows - limit} more)" if hit.num_rows > limit else ""

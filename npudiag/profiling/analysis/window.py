@@ -370,12 +370,16 @@ def _empty_window(kernels: pa.Table, steps_table: pa.Table | None, steps, time, 
         ids = pc.unique(kernels["step"].drop_null()).to_numpy(zero_copy_only=False)
         if steps_table is not None and steps_table.num_rows:
             ids = np.union1d(ids, steps_table["step"].drop_null().to_numpy(zero_copy_only=False))
-        return f"--steps {steps_spec(steps)}: no step of this profile is in that window; it has {describe_steps(np.unique(ids))}"
+        return (
+            f"--steps {steps_spec(steps)}: no step of this profile is in that window; it has "
+            f"{describe_steps(np.unique(ids))}"
+        )
     lo = "" if time[0] is None else _fmt_time(time[0])
     hi = "" if time[1] is None else _fmt_time(time[1])
     whole = _fmt_time(span_us)
     return (
-        f"--time {lo}:{hi}: no device task starts in that window; this profile spans {whole} from its first device task "
+        f"--time {lo}:{hi}: no device task starts in that window; this profile spans "
+        f"{whole} from its first device task "
         f"(--time 0s:{whole})"
     )
 

@@ -183,7 +183,8 @@ def read_csv_text(
         shown = ", ".join(str(n) for n in lines)
         more = f" (+{len(skipped) - 5} more)" if len(skipped) > 5 else ""
         warnings.append(
-            f"{path}: skipped {len(skipped)} row(s) with a wrong number of fields (expected {len(names)}) at line {shown}{more}"
+            f"{path}: skipped {len(skipped)} row(s) with a wrong number of fields "
+            f"(expected {len(names)}) at line {shown}{more}"
         )
     if table.num_rows == 0:
         warnings.append(f"{path}: header only, no data rows")

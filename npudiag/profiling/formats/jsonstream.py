@@ -29,8 +29,10 @@ _decoder = json.JSONDecoder()
 class _Reader:
     def __init__(self, path: Path, progress: Callable[[int], None] | None) -> None:
         self.path = path
-        # a gzip-compressed trace (PyTorch's tensorboard_trace_handler writes *.pt.trace.json.gz) is read as it decompresses
-        self.fh = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115 - closed by iter_events
+        # a gzip-compressed trace (PyTorch's tensorboard_trace_handler writes *.pt.trace.json.gz) is read as it
+        # decompresses
+        # (closed by iter_events)
+        self.fh = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
         self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
         self.buf = ""
         self.pos = 0
@@ -78,7 +80,10 @@ class _Reader:
 
 
 def too_large_event() -> str:
-    return f"an event of more than {MAX_EVENT_CHARS >> 20} MiB of text; no real trace event comes near this (file not read)"
+    return (
+        f"an event of more than {MAX_EVENT_CHARS >> 20} MiB of text; no real trace event "
+        "comes near this (file not read)"
+    )
 
 
 def _decode_value(r: _Reader) -> Any:
@@ -166,7 +171,10 @@ def iter_events(path: Path, progress: Callable[[int], None] | None = None) -> It
                     if r.eof:
                         raise InputError(
                             path,
-                            f"trace is cut off or malformed inside an event ({exc.msg}); expected a complete JSON object",
+                            (
+                                f"trace is cut off or malformed inside an event ({exc.msg}); "
+                                "expected a complete JSON object"
+                            ),
                             offset=where,
                         ) from None
                     raise InputError(path, f"malformed event JSON: {exc.msg}", offset=where) from None

@@ -153,7 +153,8 @@ class _Db:
             long = [i for i, v in enumerate(values) if v is not None and len(v) > MAX_TEXT]
             if long:
                 self.warnings.append(
-                    f"{self.path}: {len(long)} STRING_IDS value(s) longer than {MAX_TEXT} characters were cut to that length"
+                    f"{self.path}: {len(long)} STRING_IDS value(s) longer than {MAX_TEXT} "
+                    "characters were cut to that length"
                 )
                 for i in long:
                     values[i] = values[i][:MAX_TEXT]  # type: ignore[index]

@@ -116,7 +116,8 @@ def register(fmt: Format) -> Format:
     for role in fmt.sources:
         if role not in ROUTED_ROLES and role not in fmt.yields:
             raise ValueError(
-                f"format {fmt.kind}: role {role!r} is neither routed by ingest nor a table it yields (nothing would read it)"
+                f"format {fmt.kind}: role {role!r} is neither routed by ingest nor a "
+                "table it yields (nothing would read it)"
             )
     _FORMATS[fmt.kind] = fmt
     return fmt

@@ -46,7 +46,8 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     RULE_ID,
                     ctx.severity(rank, lost, opts, span_us=span),
                     f"{row['_key']} runs on AI_CPU: {row['duration_us_count']} tasks, {lost / 1e3:.2f} ms",
-                    "Check why this operator falls back to AI_CPU (input dtype or shape not supported by the AI Core kernel, "
+                    "Check why this operator falls back to AI_CPU (input dtype or shape "
+                    "not supported by the AI Core kernel, "
                     "e.g. int64 or double); cast inputs or pick an equivalent operator with an AI Core implementation.",
                     lost,
                     row["duration_us_count"],

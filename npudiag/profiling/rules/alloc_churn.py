@@ -27,7 +27,8 @@ MSPROF_ANALYZE = "none"
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if ctx.table("memory_timeline").num_rows == 0:
         raise Skipped(
-            "no allocator timeline (needs memory_record.csv, or MEMORY_RECORD in the .db; torch_npu profile_memory=True)"
+            "no allocator timeline (needs memory_record.csv, or MEMORY_RECORD in the "
+            ".db; torch_npu profile_memory=True)"
         )
     ranks = sorted(set(pc.unique(ctx.table("memory_timeline")["rank"]).to_pylist()), key=lambda r: (r is None, r))
     out = []
@@ -63,10 +64,13 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             Finding(
                 RULE_ID,
                 "warning",
-                f"the {comp} allocator re-reserves {format_bytes(mean)} a step on average ({int(sel.sum())} device mallocs in "
+                f"the {comp} allocator re-reserves {format_bytes(mean)} a step on average "
+                f"({int(sel.sum())} device mallocs in "
                 f"{len(later)} steps after the first) and returns it between steps",
-                "Each re-reservation is a device malloc inside the loop. Remove torch.npu.empty_cache() (and whatever calls it) "
-                "from the training loop, and keep tensor sizes steady; PYTORCH_NPU_ALLOC_CONF=expandable_segments:True lets "
+                "Each re-reservation is a device malloc inside the loop. Remove "
+                "torch.npu.empty_cache() (and whatever calls it) "
+                "from the training loop, and keep tensor sizes steady; "
+                "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True lets "
                 "the cache grow in place.",
                 None,
                 int(sel.sum()),

@@ -61,7 +61,10 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             Finding(
                 RULE_ID,
                 ctx.severity(rank, host_us, opts),
-                f"{int(sel.sum())} malloc/free calls recur in every step after the first ({host_us / 1e3:.2f} ms host time)",
+                (
+                    f"{int(sel.sum())} malloc/free calls recur in every step after the first "
+                    f"({host_us / 1e3:.2f} ms host time)"
+                ),
                 "Allocate device buffers once before the loop and reuse them (or let the caching allocator keep them: "
                 "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True for torch_npu).",
                 host_us,
@@ -96,9 +99,11 @@ def _in_loop(ctx: RuleContext, rank, calls: pa.Table, opts: dict[str, float]) ->
     return Finding(
         RULE_ID,
         ctx.severity(rank, host_us, opts),
-        f"{count} malloc/free calls recur between device tasks ({shown}; {host_us / 1e3:.2f} ms host time): the profile has no "
+        f"{count} malloc/free calls recur between device tasks ({shown}; "
+        f"{host_us / 1e3:.2f} ms host time): the profile has no "
         "step markers, so the loop was found by the calls recurring",
-        "Allocate device buffers once before the loop and reuse them (aclrtMalloc before it, aclrtFree after it; a memory "
+        "Allocate device buffers once before the loop and reuse them (aclrtMalloc before "
+        "it, aclrtFree after it; a memory "
         "pool where sizes change).",
         host_us,
         count,
@@ -108,5 +113,6 @@ def _in_loop(ctx: RuleContext, rank, calls: pa.Table, opts: dict[str, float]) ->
     )
 
 
-# compares steps with each other (allocations repeated in every step after the first): a window of fewer steps may not show it
+# compares steps with each other (allocations repeated in every step after the first): a window of fewer steps may
+# not show it
 register(Rule(RULE_ID, run, OPTIONS, MSPROF_ANALYZE, __doc__ or "", across_steps=True))

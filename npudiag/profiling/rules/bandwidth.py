@@ -71,11 +71,14 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 Finding(
                     RULE_ID,
                     ctx.severity(rank, lost, opts),
-                    f"{slow.num_rows} of {sdma.num_rows} SDMA transfers of {opts['min_mb']:g} MB or more run under {limit:g} GB/s "
+                    f"{slow.num_rows} of {sdma.num_rows} SDMA transfers of "
+                    f"{opts['min_mb']:g} MB or more run under {limit:g} GB/s "
                     f"({moved / max(t_us, 1e-9) / 1e3:.1f} GB/s on average)",
                     "SDMA shares the HBM with the compute running beside it: check whether compute and communication "
-                    "overlap on purpose (overlapped gradient reduction, tensor-parallel overlap) and compare a run without "
-                    "the overlap; check that the communication stays on-node over HCCS (HCCL_INTRA_ROCE_ENABLE unset) and "
+                    "overlap on purpose (overlapped gradient reduction, tensor-parallel "
+                    "overlap) and compare a run without "
+                    "the overlap; check that the communication stays on-node over HCCS "
+                    "(HCCL_INTRA_ROCE_ENABLE unset) and "
                     "that HCCL_BUFFSIZE is large enough for the transfers.",
                     lost if len(s) else None,
                     slow.num_rows,
@@ -100,7 +103,10 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 Finding(
                     RULE_ID,
                     "critical",
-                    f"{rdma.num_rows} RDMA transfers take over {opts['retransmission_ms'] / 1e3:g} s each: retransmission",
+                    (
+                        f"{rdma.num_rows} RDMA transfers take over "
+                        f"{opts['retransmission_ms'] / 1e3:g} s each: retransmission"
+                    ),
                     "A single RDMA transfer that long means packets were lost and resent: check the NIC and switch "
                     "(link errors, PFC / ECN settings, the RoCE network's MTU), the HCCL_RDMA_TIMEOUT / "
                     "HCCL_RDMA_RETRY_CNT settings, and whether one node's port is degraded.",

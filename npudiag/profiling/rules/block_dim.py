@@ -40,7 +40,8 @@ def _cores(ctx: RuleContext, rank) -> tuple[int, int] | None:
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if ctx.table("device_info").num_rows == 0:
         raise Skipped(
-            "no core count (msprof's device_N/info.json.N DeviceInfo ai_core_num; torch_npu keeps it under PROF_*/device_*)"
+            "no core count (msprof's device_N/info.json.N DeviceInfo ai_core_num; "
+            "torch_npu keeps it under PROF_*/device_*)"
         )
     kernels = ctx.table("kernels")
     if kernels.num_rows == 0 or pc.all(pc.is_null(kernels["block_dim"])).as_py():

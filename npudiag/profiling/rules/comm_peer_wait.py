@@ -8,7 +8,8 @@ wait time is taken; where that wait is more than ``min_share`` (half) of the op'
 least ``min_wait_us``), the op waited on a peer. The peer is the rank at the other end of that
 plane's longest wait (``src_rank`` / ``dst_rank``, the one that is not this rank), when the data
 names it. Corpus msinsight-pytorch-text-2025 Level1 rank 0: ``hcom_allReduce__586_0_1`` lasts
-79.09 ms, 78.76 ms of it one Notify_Wait on plane 5 for rank 5, which the profile does not hold. Time lost: the waits of those
+79.09 ms, 78.76 ms of it one Notify_Wait on plane 5 for rank 5, which the profile does not hold. Time lost: the waits
+of those
 planes, counted once (their union); the finding owns them. A transfer is not slow when its time is a
 wait: the peer came late (look at that rank's host: the late ranks of ``npudiag cluster``), not the
 link. msprof-analyze's advisor reports the same time as transmit time."""

@@ -99,7 +99,10 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             w["where"] = "between_steps" if between[idx[j]] else "inside_step"
         between_us = float(gaps[long & between].sum())
         n_gaps = int(long.sum())
-        title = f"device idle {total / 1e3:.2f} ms in {n_gaps} gap{'' if n_gaps == 1 else 's'} over {opts['min_gap_us'] / 1e3:g} ms"
+        title = (
+            f"device idle {total / 1e3:.2f} ms in {n_gaps} gap{'' if n_gaps == 1 else 's'} "
+            f"over {opts['min_gap_us'] / 1e3:g} ms"
+        )
         if between_us:
             title += f" ({between_us / 1e3:.2f} ms between steps)"
         out.append(

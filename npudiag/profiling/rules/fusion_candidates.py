@@ -187,9 +187,12 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     ctx.severity(rank, lost, opts, span_us=span),
                     f"Fusion candidate, {n_ops} small ops run {row['busy_ns_count']} times with the device idle "
                     f"{lost / 1e3:.2f} ms between them: {row['key']}",
-                    "Fuse the sequence into one kernel: a fused torch_npu API where one exists (torch_npu.npu_rms_norm, "
-                    "npu_swiglu, npu_rotary_mul, npu_add_rms_norm ...), graph mode (torchair / torch.compile) so the graph "
-                    "compiler fuses it, or a custom Ascend C operator; until then TASK_QUEUE_ENABLE=2 shortens each launch.",
+                    "Fuse the sequence into one kernel: a fused torch_npu API where one "
+                    "exists (torch_npu.npu_rms_norm, "
+                    "npu_swiglu, npu_rotary_mul, npu_add_rms_norm ...), graph mode "
+                    "(torchair / torch.compile) so the graph "
+                    "compiler fuses it, or a custom Ascend C operator; until then "
+                    "TASK_QUEUE_ENABLE=2 shortens each launch.",
                     lost,
                     row["busy_ns_count"],
                     rank,

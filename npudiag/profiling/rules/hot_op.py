@@ -1,4 +1,4 @@
-"""hot_op: operator types above ``min_share`` of kernel time (the summed duration of all kernels) (msprof-analyze ranks High at 5%).
+"""hot_op: operator types above ``min_share`` of kernel time, all kernels' summed duration (msprof-analyze: High at 5%).
 
 Where the kernel table has PMU ratios, the mean pipe ratios say whether the operator is bound by
 memory moves (mte2), by compute (mac / vec) or by scalar code: every pipe whose mean ratio reaches

@@ -21,7 +21,8 @@ MSPROF_ANALYZE = "none"
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if ctx.table("memory_timeline").num_rows == 0:
         raise Skipped(
-            "no allocator timeline (needs memory_record.csv, or MEMORY_RECORD in the .db; torch_npu profile_memory=True)"
+            "no allocator timeline (needs memory_record.csv, or MEMORY_RECORD in the "
+            ".db; torch_npu profile_memory=True)"
         )
     out = []
     for m in memory_by_rank(ctx.tables):
@@ -38,7 +39,8 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 f"{format_bytes(frag)} reserved but unused at the memory peak{at_peak(m)}: {100 * share:.0f}% of the "
                 f"{format_bytes(reserved)} the {m['allocator']} allocator holds",
                 "Freed blocks are too split to serve new requests. Set PYTORCH_NPU_ALLOC_CONF=expandable_segments:True "
-                "(segments grow in place), keep tensor sizes steady (pad varying lengths to a few buckets), and look at "
+                "(segments grow in place), keep tensor sizes steady (pad varying lengths "
+                "to a few buckets), and look at "
                 "torch.npu.memory_summary() for the split blocks.",
                 None,
                 1,

@@ -20,7 +20,8 @@ MSPROF_ANALYZE = "none"
 def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
     if ctx.table("op_memory").num_rows == 0 or ctx.table("memory_timeline").num_rows == 0:
         raise Skipped(
-            "no per-operator memory (needs operator_memory.csv and memory_record.csv, or OP_MEMORY and MEMORY_RECORD in the .db)"
+            "no per-operator memory (needs operator_memory.csv and memory_record.csv, or "
+            "OP_MEMORY and MEMORY_RECORD in the .db)"
         )
     out = []
     for m in memory_by_rank(ctx.tables):
@@ -36,9 +37,11 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             Finding(
                 RULE_ID,
                 severity_for(share, opts["min_share"], opts["critical_share"]),
-                f"{top['op_name']} holds {format_bytes(top['bytes'])} in {top['blocks']} block(s), {100 * share:.0f}% of the "
+                f"{top['op_name']} holds {format_bytes(top['bytes'])} in {top['blocks']} "
+                f"block(s), {100 * share:.0f}% of the "
                 f"{format_bytes(total)} allocated at the memory peak{at_peak(m)}",
-                "These tensors make the peak: free them as soon as they are used (drop references kept across the step), "
+                "These tensors make the peak: free them as soon as they are used (drop "
+                "references kept across the step), "
                 "compute them in chunks, or recompute them in the backward pass (activation checkpointing) instead of "
                 "keeping them; a smaller micro-batch lowers them in proportion.",
                 None,

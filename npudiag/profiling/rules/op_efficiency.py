@@ -137,7 +137,8 @@ def _finding(
             evidence["unaffine_shapes"] = unaffine[:10]
             advice += f" {len(unaffine)} of its {len(shapes)} shapes have an {_AFFINITY}; pad the inner axis to 256."
     title = (
-        f"{op_type}: {low_us / 1000:.2f} ms ({100 * low_us / total:.1f}% of kernel time) below {opts['low_mfu']:.0%} MFU; "
+        f"{op_type}: {low_us / 1000:.2f} ms ({100 * low_us / total:.1f}% of kernel time) "
+        f"below {opts['low_mfu']:.0%} MFU; "
         f"MFU {weighted:.0%} over its kernels, mostly {main}-bound"
     )
     return Finding(RULE_ID, "warning" if low_us / total >= 0.2 else "info", title, advice, None, n, rank, evidence)

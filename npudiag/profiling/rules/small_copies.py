@@ -89,7 +89,8 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     ctx.severity(rank, saving, opts, span_us=span),
                     f"{row['dur_count']} {row['direction']} copies under {int(opts['max_bytes'])} B"
                     + (f" in step {step}" if step is not None else ""),
-                    "Pack small tensors into one buffer and copy it once (or keep them on the device); each copy pays a fixed "
+                    "Pack small tensors into one buffer and copy it once (or keep them "
+                    "on the device); each copy pays a fixed "
                     "launch and DMA set-up cost.",
                     saving,
                     row["dur_count"],

@@ -48,7 +48,10 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                     ctx.severity(rank, small_us, opts, span_us=span)
                     if span
                     else "info",  # no kernels: nothing to weigh it by
-                    f"{small.num_rows} of {t.num_rows} {transport} transfers ({100 * ratio:.0f}%) move under {limit:g} MB each",
+                    (
+                        f"{small.num_rows} of {t.num_rows} {transport} transfers "
+                        f"({100 * ratio:.0f}%) move under {limit:g} MB each"
+                    ),
                     ADVICE,
                     None,
                     small.num_rows,

@@ -1,7 +1,8 @@
 """sync_copy: host threads blocked in synchronous copies (aclrtMemcpy and other non-Async copy APIs).
 
 Time lost: the host time spent inside those calls, which an async copy on a stream overlapped with
-compute would give back; the finding owns those call ranges. Copies known to be H2D and smaller than ``min_bytes`` are left out, as
+compute would give back; the finding owns those call ranges. Copies known to be H2D and smaller than ``min_bytes``
+are left out, as
 nsys does for small pageable copies (default 64 KiB)."""
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             Finding(
                 RULE_ID,
                 ctx.severity(rank, blocked, opts),
-                f"{sync.num_rows} synchronous copies block the {'host' if side == 'host' else 'stream'} for {blocked / 1e3:.2f} ms",
+                (
+                    f"{sync.num_rows} synchronous copies block the "
+                    f"{'host' if side == 'host' else 'stream'} for {blocked / 1e3:.2f} ms"
+                ),
                 "Use aclrtMemcpyAsync on a stream (with pinned host memory from aclrtMallocHost) and synchronise once "
                 "where the result is needed, so copies overlap compute instead of stalling the host.",
                 blocked,

@@ -97,7 +97,8 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
                 f"(ratio {ratio:.2f}): launch blocking; {idle_us / 1e3:.2f} ms device idle"
             )
             advice = (
-                "Unset ASCEND_LAUNCH_BLOCKING (it makes every launch wait for the device; use it only to find a failing "
+                "Unset ASCEND_LAUNCH_BLOCKING (it makes every launch wait for the "
+                "device; use it only to find a failing "
                 "op), then remove any remaining synchronise calls from the loop."
             )
         else:
@@ -107,7 +108,8 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
             )
             if by_recurrence:
                 title = (
-                    f"{counted.num_rows} synchronise calls recur between device tasks ({idle_us / 1e3:.2f} ms device idle "
+                    f"{counted.num_rows} synchronise calls recur between device tasks "
+                    f"({idle_us / 1e3:.2f} ms device idle "
                     "after them): the profile has no step markers, so the loop was found by the calls recurring"
                 )
             advice = (
