@@ -6,6 +6,7 @@ the CLI renders), ``.tables`` (name -> pyarrow.Table) and ``to_dict()`` (JSON-sa
     import npudiag
     r = npudiag.analyze(["fixtures/sample_torch"], "npudiag-out/torch")
     r.summary["profile"], r.tables["kernels"].num_rows
+    npudiag.Summary.of(r.summary).copies.by_direction  # the summary's blocks typed, as renderers read them
     npudiag.load_output("npudiag-out/torch")             # the same, read back from the folder
     npudiag.gate("base_prof", "cur_prof").failed          # also compare, cluster
     npudiag.check(["PROF_000001_..."]).problems            # collection health, before analysing
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from npudiag.errors import InputError, NpudiagError, OptionError, OutputError, ToolError
 from npudiag.results import Result
+from npudiag.summary_model import Summary
 from npudiag.version import SCHEMA_VERSION as SCHEMA_VERSION
 from npudiag.version import __version__
 
@@ -47,6 +49,7 @@ __all__ = [
     "OutputError",
     "ToolError",
     "Result",
+    "Summary",
     "__version__",
 ]
 

@@ -1,7 +1,8 @@
 """What every library call returns: one protocol, the same names on every result.
 
-``summary`` (the dict every renderer draws; None when nothing could be read), ``tables`` (name ->
-pyarrow.Table), ``errors`` and ``warnings`` (one line each, naming the file), ``to_dict()`` (the
+``summary`` (the dict ``--format json`` prints, which the renderers draw; for an analysis,
+:class:`npudiag.summary_model.Summary` gives its blocks typed; None when nothing could be read),
+``tables`` (name -> pyarrow.Table), ``errors`` and ``warnings`` (one line each, naming the file), ``to_dict()`` (the
 summary as plain JSON values). ``analyze``, ``load_output``, ``compare``, ``gate``, ``cluster``,
 ``parse_dump``, ``compare_dumps`` and ``parse_logs`` each return a :class:`Result`."""
 

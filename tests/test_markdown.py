@@ -13,6 +13,7 @@ import pytest
 
 from npudiag.report import renderers
 from npudiag.report.markdown import render_markdown
+from npudiag.summary_model import Summary
 
 from .conftest import ROOT
 from .helpers import run_cli
@@ -82,7 +83,7 @@ def test_input_text_cannot_break_a_table_or_inject_html() -> None:
         ],  # fmt: skip
         "warnings": [hostile],
     }
-    md = render_markdown(summary)
+    md = render_markdown(Summary.of(summary))
     assert "<script>" not in md and "&lt;script&gt;" in md
     table = [line for line in md.splitlines() if line.startswith("| ")]
     assert len(table) == 2, table  # the header and the one row: the newline and pipes made no row
@@ -103,7 +104,7 @@ def test_markdown_is_appended_to_github_job_summary(tmp_path: Path) -> None:
 def test_a_renderer_registered_from_outside_is_found_by_its_extension(tmp_path: Path, monkeypatch) -> None:
     """docs/development.md's recipe for a renderer: a render function and one register call."""
     monkeypatch.setattr(renderers, "RENDERERS", dict(renderers.RENDERERS))
-    lines = renderers.register(renderers.Renderer("lines", (".lines",), lambda v: f"{v.command} {v.summary['profile']['kernels']}\n"))
+    lines = renderers.register(renderers.Renderer("lines", (".lines",), lambda v: f"{v.command} {v.model.profile.kernels}\n"))
     assert renderers.for_path(Path("x.LINES")) is lines
     assert renderers.for_path(Path("x.md")).name == "markdown"
     with pytest.raises(ValueError, match=r"expected one of \.json, \.md, \.markdown, \.html, \.htm, \.lines"):

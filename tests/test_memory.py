@@ -19,6 +19,7 @@ from npudiag.profiling.analysis.summary import build_summary
 from npudiag.profiling.derive import derive
 from npudiag.profiling.ingest import ingest
 from npudiag.report.terminal import render_terminal
+from npudiag.summary_model import Summary
 from npudiag.testing.generate import MemoryPlan, write_torch_profile
 from tests.conftest import corpus_files
 from tests.helpers import run_cli
@@ -275,7 +276,7 @@ def test_a_bad_memory_file_is_one_line_and_the_rest_is_read(tmp_path: Path) -> N
 def test_the_memory_table_keeps_its_key_columns(tmp_path: Path, width: int) -> None:
     gt, tables = _planted(tmp_path, MemoryPlan(peak_op="aten::a_very_long_operator_name_with_a_distinctive_end", peak_op_bytes=4 << 30))
     console = Console(width=width, record=True, color_system=None)
-    render_terminal(build_summary(tables), console)
+    render_terminal(Summary.of(build_summary(tables)), console)
     text = console.export_text()
     block = text[text.index("Device memory at the allocation peak") :].splitlines()
     header = next(ln for ln in block if ln.lstrip().startswith("rank"))
@@ -294,7 +295,7 @@ def test_the_html_report_has_the_memory_section(tmp_path: Path) -> None:
     from npudiag.report.html import render_html
 
     gt, tables = _planted(tmp_path, MemoryPlan(peak_op="aten::<b>huge</b>", peak_op_bytes=4 << 30))
-    page = render_html(build_summary(tables), tables["copies"])
+    page = render_html(Summary.of(build_summary(tables)), tables["copies"])
     section = page[page.index("<h2>Device memory at the allocation peak</h2>") :]
     assert "aten::&lt;b&gt;huge&lt;/b&gt;" in section and "<b>huge" not in section
     assert "4.0 GiB" in section and "(in no operator_memory block)" in section

@@ -20,6 +20,7 @@ from npudiag.profiling import pipeline
 from npudiag.report.chrome_trace import write_chrome_trace
 from npudiag.report.renderers import RENDERERS, SummaryView, write_view
 from npudiag.report.terminal import render_terminal
+from npudiag.summary_model import Summary
 
 
 def _default_out(paths: list[Path]) -> Path:
@@ -144,7 +145,7 @@ def _print_view(result: pipeline.Analysis, view: str, say: Say, command: str) ->
         summary_view = SummaryView(result.summary, command, lambda name: result.tables[name])
         sys.stdout.write(RENDERERS[view].render(summary_view))
     elif not say.quiet:
-        render_terminal(result.summary, Console(), command=command)
+        render_terminal(Summary.of(result.summary), Console(), command=command)
 
 
 def show_analysis(result: pipeline.Analysis, say: Say, view: str = "terminal") -> None:

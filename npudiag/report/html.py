@@ -1,7 +1,8 @@
 """One self-contained HTML page of the summary: tables plus inline SVG plots, no scripts, no fetches.
 
-It draws from the same summary dict as the terminal and JSON renderers (plus the copies table for
-the copy timeline), so it opens offline, in a mail attachment or a CI artifact viewer."""
+It draws from the same summary (:class:`npudiag.summary_model.Summary`) as the terminal and Markdown
+renderers (plus the copies table for the copy timeline), so it opens offline, in a mail attachment or a CI
+artifact viewer."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from npudiag.report.terminal import (
     hot_op_numbers,
     memory_row,
 )
+from npudiag.summary_model import Summary
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -184,14 +186,14 @@ def _roofline(rows: list[dict[str, Any]], width: int = 700, height: int = 360) -
     return "".join(parts)
 
 
-def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
+def render_html(summary: Summary, copies: pa.Table) -> str:
     """One self-contained page: the headline, then the findings, steps, hot operators, operator efficiency,
     copies (with ``copies``' timeline) and memory, each a section of its own."""
-    prof = summary["profile"]
-    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>npudiag: {_e(summary.get('title'))}</title>"]
+    prof = summary.profile
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>npudiag: {_e(summary.title)}</title>"]
     out.append(f"<style>{_CSS}</style></head><body>")
-    out.append(f"<h1>npudiag analyze <small>{_e(summary.get('title'))}</small></h1>")
-    figures = " · ".join([f"ranks {prof['ranks']}", *headline(prof)]).replace("\x00", " ")
+    out.append(f"<h1>npudiag analyze <small>{_e(summary.title)}</small></h1>")
+    figures = " · ".join([f"ranks {prof.ranks}", *headline(prof)]).replace("\x00", " ")
     out.append(f"<p>{_e(figures)}</p>")
     for section in (_findings_html, _steps_html, _hot_ops_html, _efficiency_html):
         out += section(summary)
@@ -200,8 +202,8 @@ def render_html(summary: dict[str, Any], copies: pa.Table) -> str:
     return "".join(out)
 
 
-def _findings_html(summary: dict[str, Any]) -> list[str]:
-    findings = summary.get("findings", [])
+def _findings_html(summary: Summary) -> list[str]:
+    findings = summary.findings
     rows = [
         [
             f'<span class="{_e(f["severity"])}">{_e(f["severity"])}</span>',
@@ -214,25 +216,23 @@ def _findings_html(summary: dict[str, Any]) -> list[str]:
     ]
     out = [f"<h2>Findings ({len(findings)})</h2>"]
     out.append(_table(["severity", "rule", "rank", "time lost", "finding"], rows, left=2, text_cols=(4,)))
-    return out + [
-        f"<p class='advice'>SKIPPED {_e(rule)}: {_e(why)}</p>" for rule, why in summary.get("rules_skipped", {}).items()
-    ]
+    return out + [f"<p class='advice'>SKIPPED {_e(rule)}: {_e(why)}</p>" for rule, why in summary.rules_skipped.items()]
 
 
-def _steps_html(summary: dict[str, Any]) -> list[str]:
-    return ["<h2>Step breakdown</h2>" + _step_svg(summary["step_breakdown"])] if summary.get("step_breakdown") else []
+def _steps_html(summary: Summary) -> list[str]:
+    return ["<h2>Step breakdown</h2>" + _step_svg(summary.step_breakdown)] if summary.step_breakdown else []
 
 
-def _hot_ops_html(summary: dict[str, Any]) -> list[str]:
-    hot = summary["hot_ops"]
-    bars = [(r["key"], r["total_us"], f"{fmt_us(r['total_us'])} · {fmt_pct(r['share_pct'])}") for r in hot["top"]]
-    rows = [[_e(r["key"]), _e(r["task_types"]), *hot_op_numbers(r)] for r in hot["top"]]
+def _hot_ops_html(summary: Summary) -> list[str]:
+    hot = summary.hot_ops
+    bars = [(r["key"], r["total_us"], f"{fmt_us(r['total_us'])} · {fmt_pct(r['share_pct'])}") for r in hot.top]
+    rows = [[_e(r["key"]), _e(r["task_types"]), *hot_op_numbers(r)] for r in hot.top]
     headers = ["op", "task type", "count", "total", "avg", "min", "max", "share"]
-    return [f"<h2>Hot operators by {_e(hot['by'])}</h2>", _hbars(bars), _table(headers, rows, left=2)]
+    return [f"<h2>Hot operators by {_e(hot.by)}</h2>", _hbars(bars), _table(headers, rows, left=2)]
 
 
-def _efficiency_html(summary: dict[str, Any]) -> list[str]:
-    eff = [r for r in summary.get("op_efficiency") or [] if r.get("tflops") is not None]
+def _efficiency_html(summary: Summary) -> list[str]:
+    eff = [r for r in summary.op_efficiency if r.get("tflops") is not None]
     if not eff:
         return []
     rows = [
@@ -248,20 +248,20 @@ def _efficiency_html(summary: dict[str, Any]) -> list[str]:
     return ["<h2>Operator efficiency (FLOPs from shapes)</h2>", _table(headers, rows, left=1), _roofline(eff)]
 
 
-def _copies_html(summary: dict[str, Any], copies: pa.Table) -> list[str]:
-    cp = summary["copies"]
-    host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
-    rows = [[_e(r["side"]), _e(r["direction"]), _e(r["mode"]), *copy_numbers(r)] for r in cp["by_direction"]]
+def _copies_html(summary: Summary, copies: pa.Table) -> list[str]:
+    cp = summary.copies
+    host = f", {cp.host_calls:,} host calls" if cp.host_calls else ""
+    rows = [[_e(r["side"]), _e(r["direction"]), _e(r["mode"]), *copy_numbers(r)] for r in cp.by_direction]
     headers = ["side", "direction", "mode", "count", "bytes", "time", "share of side"]
     return [
-        f"<h2>Memory copies ({cp['count']:,} on the device{host})</h2>",
+        f"<h2>Memory copies ({cp.count:,} on the device{host})</h2>",
         _table(headers, rows, left=3),
         _copy_timeline(copies),
     ]
 
 
-def _memory_html(summary: dict[str, Any]) -> list[str]:
-    ranks = summary.get("memory", {}).get("ranks", [])
+def _memory_html(summary: Summary) -> list[str]:
+    ranks = summary.memory.ranks
     if not ranks:
         return []
     out = ["<h2>Device memory at the allocation peak</h2>"]

@@ -9,7 +9,6 @@ inject HTML. Nothing is cut: a table has every row the summary holds.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
 
 from npudiag.report.escape import md_text
 from npudiag.report.terminal import (
@@ -25,6 +24,7 @@ from npudiag.report.terminal import (
     rank_numbers,
     step_cells,
 )
+from npudiag.summary_model import Summary
 
 
 def md_table(
@@ -39,18 +39,17 @@ def md_table(
     return out
 
 
-def render_markdown(summary: dict[str, Any], command: str = "analyze") -> str:
+def render_markdown(summary: Summary, command: str = "analyze") -> str:
     """The summary of one analysis (``analyze`` or ``report``) as one Markdown document."""
-    prof = summary["profile"]
-    title = f" — {md_text(summary['title'])}" if summary.get("title") else ""
+    prof = summary.profile
+    title = f" — {md_text(summary.title)}" if summary.title else ""
     lines = [f"## npudiag {command}{title}", ""]
-    figures = [f"ranks {prof['ranks']}", *headline(prof)]
+    figures = [f"ranks {prof.ranks}", *headline(prof)]
     lines += [" · ".join(md_text(f.replace("\x00", " ")) for f in figures), ""]
     lines += _ranks(summary) + _hot_ops(summary) + _efficiency(summary) + _copies(summary) + _memory(summary)
     lines += _steps(summary) + _idle(summary) + _findings(summary)
-    errors, warnings = summary.get("errors", []), summary.get("warnings", [])
-    lines += [f"> **Could not read:** {md_text(e)}" for e in errors]
-    lines += [f"> **Warning:** {md_text(w)}" for w in warnings]
+    lines += [f"> **Could not read:** {md_text(e)}" for e in summary.errors]
+    lines += [f"> **Warning:** {md_text(w)}" for w in summary.warnings]
     return md_document(lines)
 
 
@@ -64,8 +63,8 @@ def section(title: str, body: list[str]) -> list[str]:
     return [f"### {title}", "", *body, ""] if body else []
 
 
-def _ranks(summary: dict[str, Any]) -> list[str]:
-    ranks = summary.get("per_rank", [])
+def _ranks(summary: Summary) -> list[str]:
+    ranks = summary.per_rank
     if len(ranks) < 2:
         return []
     rows = [[str(r["rank"]), *rank_numbers(r)] for r in ranks]
@@ -73,21 +72,21 @@ def _ranks(summary: dict[str, Any]) -> list[str]:
     return section("Ranks (each rank's own span and busy time)", md_table(headers, rows))
 
 
-def _hot_ops(summary: dict[str, Any]) -> list[str]:
-    hot = summary["hot_ops"]
-    if not hot["top"]:
+def _hot_ops(summary: Summary) -> list[str]:
+    hot = summary.hot_ops
+    if not hot.top:
         return ["No device kernels found.", ""]
-    title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']}; share of kernel time)"
+    title = f"Hot operators by {hot.by} (top {len(hot.top)} of {hot.total_groups}; share of kernel time)"
     rows = [
         [md_text(r["key"]), md_text(" ".join(t for t in (r["task_types"] or "").split(";") if t)), *hot_op_numbers(r)]
-        for r in hot["top"]
+        for r in hot.top
     ]
-    headers = ["op " + hot["by"], "task type", "count", "total", "avg", "min", "max", "share"]
+    headers = ["op " + hot.by, "task type", "count", "total", "avg", "min", "max", "share"]
     return section(title, md_table(headers, rows, text_columns=2))
 
 
-def _efficiency(summary: dict[str, Any]) -> list[str]:
-    found = [r for r in summary.get("op_efficiency") or [] if r.get("tflops") is not None]
+def _efficiency(summary: Summary) -> list[str]:
+    found = [r for r in summary.op_efficiency if r.get("tflops") is not None]
     if not found:
         return []
     rows = [[md_text(r["op_type"]), *efficiency_numbers(r), md_text(r.get("bound") or "-")] for r in found]
@@ -97,20 +96,20 @@ def _efficiency(summary: dict[str, Any]) -> list[str]:
     return section("Operator efficiency (FLOPs from shapes)", body)
 
 
-def _copies(summary: dict[str, Any]) -> list[str]:
-    cp = summary["copies"]
-    if not cp["by_direction"]:
+def _copies(summary: Summary) -> list[str]:
+    cp = summary.copies
+    if not cp.by_direction:
         return ["No memory copies in this profile.", ""]
-    host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
+    host = f", {cp.host_calls:,} host calls" if cp.host_calls else ""
     rows = [
-        [md_text(r["side"]), md_text(r["direction"]), md_text(r["mode"]), *copy_numbers(r)] for r in cp["by_direction"]
+        [md_text(r["side"]), md_text(r["direction"]), md_text(r["mode"]), *copy_numbers(r)] for r in cp.by_direction
     ]
     headers = ["side", "direction", "mode", "count", "bytes", "time", "share of side"]
-    return section(f"Memory copies ({cp['count']:,} on the device{host})", md_table(headers, rows, text_columns=3))
+    return section(f"Memory copies ({cp.count:,} on the device{host})", md_table(headers, rows, text_columns=3))
 
 
-def _memory(summary: dict[str, Any]) -> list[str]:
-    ranks = summary.get("memory", {}).get("ranks", [])
+def _memory(summary: Summary) -> list[str]:
+    ranks = summary.memory.ranks
     if not ranks:
         return []
     rows = [[md_text(c) for c in memory_row(m)] for m in ranks]
@@ -121,8 +120,8 @@ def _memory(summary: dict[str, Any]) -> list[str]:
     return out
 
 
-def _steps(summary: dict[str, Any]) -> list[str]:
-    steps = summary.get("step_breakdown", [])
+def _steps(summary: Summary) -> list[str]:
+    steps = summary.step_breakdown
     if not steps:
         return []
     rows = [step_cells(r) for r in steps]
@@ -130,25 +129,25 @@ def _steps(summary: dict[str, Any]) -> list[str]:
     return section("Step breakdown", md_table(headers, rows))
 
 
-def _idle(summary: dict[str, Any]) -> list[str]:
-    idle = summary.get("idle_causes") or {}
-    if not idle.get("idle_us"):
+def _idle(summary: Summary) -> list[str]:
+    idle = summary.idle_causes
+    if not idle.idle_us:
         return []
     return section(
-        f"Device idle in steps {fmt_us(idle['idle_us'])}, by cause",
+        f"Device idle in steps {fmt_us(idle.idle_us)}, by cause",
         [f"- {md_text(item)}" for item in idle_cause_items(idle)],
     )
 
 
-def _findings(summary: dict[str, Any]) -> list[str]:
-    findings = summary.get("findings", [])
+def _findings(summary: Summary) -> list[str]:
+    findings = summary.findings
     body = []
     for f in findings:
         rank = "all ranks" if f["rank"] is None else f"rank {f['rank']}"
         lost = f", {fmt_us(f['time_lost_us'])} lost" if f.get("time_lost_us") else ""
         body.append(f"- **{md_text(f['severity'])}** {md_text(f['rule_id'])} ({rank}{lost}): {md_text(f['title'])}")
         body.append(f"  {md_text(f['advice'])}")
-    body += [f"- skipped {md_text(rule)}: {md_text(why)}" for rule, why in summary.get("rules_skipped", {}).items()]
+    body += [f"- skipped {md_text(rule)}: {md_text(why)}" for rule, why in summary.rules_skipped.items()]
     if not findings:
         body = ["No findings.", *body]
     return section(f"Findings ({len(findings)}), most time lost first", body)

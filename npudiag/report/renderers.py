@@ -1,8 +1,9 @@
 """Where an analysis summary goes as a file: one contract for every file renderer, one registry.
 
 A :class:`Renderer` has a name (what a user types), the extension of the files it writes and
-``render(view) -> str`` over a :class:`SummaryView`: the summary dict, the command that made it, and
-the analysis's tables, loaded only by a renderer that asks for one (the HTML page's copy plot). The
+``render(view) -> str`` over a :class:`SummaryView`: the summary (the dict ``--format json`` prints, and
+its typed blocks, :class:`npudiag.summary_model.Summary`, that the other renderers read), the command that
+made it, and the analysis's tables, loaded only by a renderer that asks for one (the HTML page's copy plot). The
 terminal view stays :func:`npudiag.report.terminal.render_terminal` (it draws on a Rich console, not
 into a file). Adding a format is a module with its render function and one :func:`register` call
 here; :func:`for_path` then finds it by a file's extension, and :func:`write_view` writes it.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +24,21 @@ from npudiag.output import append_file, write_file
 from npudiag.report.html import render_html
 from npudiag.report.json_report import render_json
 from npudiag.report.markdown import render_markdown
+from npudiag.summary_model import Summary
 
 
 @dataclass(frozen=True)
 class SummaryView:
-    """What a file renderer reads: ``summary`` (the dict ``analyze --json`` prints), the ``command``
-    that made it, and ``table(name)``, one of the analysis's tables, read when called."""
+    """What a file renderer reads: ``summary`` (the dict ``analyze --json`` prints) or ``model`` (its typed
+    blocks), the ``command`` that made it, and ``table(name)``, one of the analysis's tables, read when called."""
 
     summary: dict[str, Any]
     command: str
     table: Callable[[str], pa.Table]
+
+    @cached_property
+    def model(self) -> Summary:
+        return Summary.of(self.summary)
 
 
 @dataclass(frozen=True)
@@ -53,8 +60,8 @@ def register(renderer: Renderer) -> Renderer:
 
 
 register(Renderer("json", (".json",), lambda v: render_json(v.summary) + "\n"))
-register(Renderer("markdown", (".md", ".markdown"), lambda v: render_markdown(v.summary, v.command), True))
-register(Renderer("html", (".html", ".htm"), lambda v: render_html(v.summary, v.table("copies"))))
+register(Renderer("markdown", (".md", ".markdown"), lambda v: render_markdown(v.model, v.command), True))
+register(Renderer("html", (".html", ".htm"), lambda v: render_html(v.model, v.table("copies"))))
 
 
 def for_path(path: Path) -> Renderer:

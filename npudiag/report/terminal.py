@@ -9,6 +9,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from npudiag.report.text import Col, count, pack_lines, plain, table
+from npudiag.summary_model import IdleCauses, ProfileTotals, Summary
 from npudiag.units import format_bytes
 
 
@@ -98,31 +99,31 @@ TASK_TYPE_SHORT = {
 }
 
 
-def headline(prof: dict[str, Any]) -> list[str]:
+def headline(prof: ProfileTotals) -> list[str]:
     """The profile's headline figures, each labelled with what it is. One rank: its span and device
     busy time, split into what kept the device busy (largest first, so a copy-bound run reads as
     one). Several ranks: the wall time, then per-rank means (busy never above 100 % of a span)."""
-    n = prof.get("ranks_with_device_tasks") or 1
-    parts = sorted(((prof.get(k), label) for k, label in _BUSY_LABELS.items() if prof.get(k)), key=lambda x: -x[0])
-    steps = f"steps {prof['steps']}"
-    if prof.get("steps_recorded", prof["steps"]) > prof["steps"]:
-        steps += f" ({prof['steps_recorded']} recorded)"
-    out = [f"kernels {prof['kernels']:,}", steps]
+    n = prof.ranks_with_device_tasks or 1
+    busy_parts = prof.busy_parts
+    parts = sorted(((busy_parts[k], label) for k, label in _BUSY_LABELS.items() if busy_parts[k]), key=lambda x: -x[0])
+    steps = f"steps {prof.steps}"
+    if prof.steps_recorded is not None and prof.steps_recorded > prof.steps:
+        steps += f" ({prof.steps_recorded} recorded)"
+    out = [f"kernels {prof.kernels:,}", steps]
     if n == 1:
-        out.append(f"span {fmt_us(prof['span_us'])}")
+        out.append(f"span {fmt_us(prof.span_us)}")
     else:
         out += [
-            f"wall time {fmt_us(prof['span_us'])}",
-            f"per rank (mean of {n}): span {fmt_us(prof.get('rank_span_sum_us', 0.0) / n)}",
+            f"wall time {fmt_us(prof.span_us)}",
+            f"per rank (mean of {n}): span {fmt_us(prof.rank_span_sum_us / n)}",
         ]
-    busy = f"device busy {fmt_us(prof['device_busy_us'] / n)} ({fmt_pct(prof['device_busy_pct'])} of span)"
+    busy = f"device busy {fmt_us(prof.device_busy_us / n)} ({fmt_pct(prof.device_busy_pct)} of span)"
     out.append(
         busy + ("".join(f"\x00{'=' if i == 0 else '+'} {label} {fmt_us(v / n)}" for i, (v, label) in enumerate(parts)))
     )
-    out.append(f"kernel time {fmt_us(prof['kernel_time_us'] / n)}")
-    lost = prof.get("time_lost_us")
-    if lost:
-        out.append(f"time lost {fmt_us(lost / n)}")
+    out.append(f"kernel time {fmt_us(prof.kernel_time_us / n)}")
+    if prof.time_lost_us:
+        out.append(f"time lost {fmt_us(prof.time_lost_us / n)}")
     return out
 
 
@@ -134,7 +135,7 @@ def figure_lines(items: list[str], width: int, sep: str = "  ·  ") -> list[str]
     )
 
 
-def render_terminal(summary: dict[str, Any], console: Console, command: str = "analyze") -> None:
+def render_terminal(summary: Summary, console: Console, command: str = "analyze") -> None:
     """The analysis on a terminal: the headline, then one block each (ranks, hot ops, efficiency, copies,
     memory, steps, idle causes, ranges, findings), then what went wrong and where the tables are."""
     _head(summary, console, command)
@@ -143,27 +144,27 @@ def render_terminal(summary: dict[str, Any], console: Console, command: str = "a
     _tail(summary, console)
 
 
-def _head(summary: dict[str, Any], console: Console, command: str) -> None:
-    prof = summary["profile"]
+def _head(summary: Summary, console: Console, command: str) -> None:
+    prof = summary.profile
     head = Text(f"npudiag {command}", style="bold")
-    if summary.get("title"):
+    if summary.title:
         head.append("  ")
-        head.append_text(plain(summary["title"], style="dim"))
+        head.append_text(plain(summary.title, style="dim"))
     console.print(head)
-    ranks = f"ranks {prof['ranks']}"
-    if prof.get("ranks_with_kernels", prof["ranks"]) != prof["ranks"]:
-        ranks += f" ({prof['ranks_with_kernels']} with kernels)"
+    ranks = f"ranks {prof.ranks}"
+    if prof.ranks_with_kernels is not None and prof.ranks_with_kernels != prof.ranks:
+        ranks += f" ({prof.ranks_with_kernels} with kernels)"
     for line in figure_lines([ranks, *headline(prof)], console.width):
         console.print(Text(line))
-    partial = prof.get("ranks_without_kernels") or {}
+    partial = prof.ranks_without_kernels
     if partial:
         shown = "; ".join(f"rank {r}: {', '.join(names)}" for r, names in list(partial.items())[:6])
         more = f" (+{len(partial) - 6} more)" if len(partial) > 6 else ""
         console.print(plain(f"ranks without kernels, and the data they have: {shown}{more}", style="dim"))
 
 
-def _ranks(summary: dict[str, Any], console: Console) -> None:
-    if len(summary.get("per_rank", [])) <= 1:
+def _ranks(summary: Summary, console: Console) -> None:
+    if len(summary.per_rank) <= 1:
         return
     cols = [
         Col("rank", priority=0),
@@ -174,19 +175,19 @@ def _ranks(summary: dict[str, Any], console: Console) -> None:
         Col("kernel time", priority=4),
         Col("time lost", priority=1),
     ]
-    rows = [[str(r["rank"]), *rank_numbers(r)] for r in summary["per_rank"]]
+    rows = [[str(r["rank"]), *rank_numbers(r)] for r in summary.per_rank]
     console.print(table(console, "Ranks (each rank's own span and busy time)", cols, rows))
 
 
-def _hot_ops(summary: dict[str, Any], console: Console) -> None:
-    hot = summary["hot_ops"]
-    if not hot["top"]:
+def _hot_ops(summary: Summary, console: Console) -> None:
+    hot = summary.hot_ops
+    if not hot.top:
         console.print(Text("No device kernels found.", style="yellow"))
         return
-    title = f"Hot operators by {hot['by']} (top {len(hot['top'])} of {hot['total_groups']}; share of kernel time)"
+    title = f"Hot operators by {hot.by} (top {len(hot.top)} of {hot.total_groups}; share of kernel time)"
     short = console.width < WIDE  # task types abbreviated, with a legend of the ones shown
     cols = [
-        Col("op " + hot["by"], "name", 0, min_width=16),
+        Col("op " + hot.by, "name", 0, min_width=16),
         Col("task type", "name", 5, min_width=9, max_width=16 if short else 30),
         Col("count", priority=2),
         Col("total", priority=0),
@@ -195,17 +196,17 @@ def _hot_ops(summary: dict[str, Any], console: Console) -> None:
         Col("max", priority=4),
         Col("share", priority=0),
     ]
-    types = [[t for t in (r["task_types"] or "").split(";") if t] for r in hot["top"]]
+    types = [[t for t in (r["task_types"] or "").split(";") if t] for r in hot.top]
     shown = [[TASK_TYPE_SHORT.get(t, t) if short else t for t in ts] for ts in types]
-    rows = [[r["key"], " ".join(ts), *hot_op_numbers(r)] for r, ts in zip(hot["top"], shown)]
+    rows = [[r["key"], " ".join(ts), *hot_op_numbers(r)] for r, ts in zip(hot.top, shown)]
     used = {t for ts in types for t in ts if short and TASK_TYPE_SHORT.get(t, t) != t}
     legend = ", ".join(f"{TASK_TYPE_SHORT[t]} = {t}" for t in sorted(used, key=lambda t: TASK_TYPE_SHORT[t]))
     console.print(table(console, title, cols, rows, caption=f"task types: {legend}" if legend else None))
 
 
-def _copies(summary: dict[str, Any], console: Console) -> None:
-    cp = summary["copies"]
-    if not cp["by_direction"]:
+def _copies(summary: Summary, console: Console) -> None:
+    cp = summary.copies
+    if not cp.by_direction:
         console.print("No memory copies in this profile.")
         return
     cols = [
@@ -217,30 +218,30 @@ def _copies(summary: dict[str, Any], console: Console) -> None:
         Col("time", priority=0),
         Col("share of side", priority=4),
     ]
-    rows = [[r["side"], r["direction"], r["mode"], *copy_numbers(r)] for r in cp["by_direction"]]
-    host = f", {cp['host_calls']:,} host calls" if cp.get("host_calls") else ""
-    console.print(table(console, f"Memory copies ({cp['count']:,} on the device{host})", cols, rows))
+    rows = [[r["side"], r["direction"], r["mode"], *copy_numbers(r)] for r in cp.by_direction]
+    host = f", {cp.host_calls:,} host calls" if cp.host_calls else ""
+    console.print(table(console, f"Memory copies ({cp.count:,} on the device{host})", cols, rows))
     _copy_stalls(summary, console)
 
 
-def _tail(summary: dict[str, Any], console: Console) -> None:
+def _tail(summary: Summary, console: Console) -> None:
     """What could not be read, how many warnings there were, and where the tables went."""
-    errors = summary.get("errors", [])
+    errors = summary.errors
     if errors:
         unread = f"{count(len(errors), 'input file')} could not be read (listed on stderr and in manifest.json)"
         console.print(Text(unread, style="red"))
-    warnings = summary.get("warnings", [])
+    warnings = summary.warnings
     if warnings:
         console.print(Text(f"{count(len(warnings), 'warning')} (on stderr and in manifest.json)", style="yellow"))
-    if summary.get("out"):
+    if summary.out:
         line = Text("tables written to ")
-        line.append_text(plain(summary["out"], style="bold"))
+        line.append_text(plain(summary.out, style="bold"))
         console.print(line)
 
 
-def _efficiency(summary: dict[str, Any], console: Console) -> None:
+def _efficiency(summary: Summary, console: Console) -> None:
     """Operator efficiency, where an op type's FLOPs are known (op_perf): achieved TFLOPS, MFU, bound."""
-    rows = [r for r in summary.get("op_efficiency") or [] if r.get("tflops") is not None]
+    rows = [r for r in summary.op_efficiency if r.get("tflops") is not None]
     if not rows:
         return
     cols = [
@@ -286,8 +287,8 @@ def held_rows(m: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def _memory(summary: dict[str, Any], console: Console) -> None:
-    ranks = summary.get("memory", {}).get("ranks", [])
+def _memory(summary: Summary, console: Console) -> None:
+    ranks = summary.memory.ranks
     if not ranks:
         return
     kinds = {"allocator": ("fixed", 5), "op at peak": ("name", 4)}
@@ -318,8 +319,8 @@ def _memory(summary: dict[str, Any], console: Console) -> None:
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def _findings(summary: dict[str, Any], console: Console) -> None:
-    findings = summary.get("findings", [])
+def _findings(summary: Summary, console: Console) -> None:
+    findings = summary.findings
     if findings:
         cols = [
             Col("severity", "fixed", 0),
@@ -346,7 +347,7 @@ def _findings(summary: dict[str, Any], console: Console) -> None:
         console.print(table(console, f"Findings ({len(findings)}), most time lost first", cols, rows))
     else:
         console.print("No findings.")
-    for rule, why in summary.get("rules_skipped", {}).items():
+    for rule, why in summary.rules_skipped.items():
         console.print(plain(f"SKIPPED {rule}: {why}", style="dim"))
 
 
@@ -360,8 +361,8 @@ STEP_PHASES = [
 ]
 
 
-def _step_bars(summary: dict[str, Any], console: Console) -> None:
-    rows = summary.get("step_breakdown", [])
+def _step_bars(summary: Summary, console: Console) -> None:
+    rows = summary.step_breakdown
     if not rows:
         return
     cols = [Col("rank", priority=0), Col("step", priority=0), Col("step time", priority=0)]
@@ -398,10 +399,10 @@ def _step_bars(summary: dict[str, Any], console: Console) -> None:
 _KIND_WORDS = {"sync": "sync", "host_api": "host call", "op_compile": "op compile", "dispatch": "issued late"}
 
 
-def idle_cause_items(idle: dict[str, Any]) -> list[str]:
+def idle_cause_items(idle: IdleCauses) -> list[str]:
     """``12.0 ms acl@aclrtSynchronizeStream (sync)`` ... for the largest causes of device idle time."""
     out = []
-    for c in idle.get("causes", []):
+    for c in idle.causes:
         if c["cause"] is None:
             out.append(f"{fmt_us(c['idle_us'])} nothing recorded says why")
         else:
@@ -409,28 +410,28 @@ def idle_cause_items(idle: dict[str, Any]) -> list[str]:
     return out
 
 
-def _idle_causes(summary: dict[str, Any], console: Console) -> None:
-    idle = summary.get("idle_causes") or {}
-    if not idle.get("idle_us"):
+def _idle_causes(summary: Summary, console: Console) -> None:
+    idle = summary.idle_causes
+    if not idle.idle_us:
         return
     lines = figure_lines(idle_cause_items(idle), console.width - 2, sep="  ·  ")
-    head = Text(f"Device idle in steps {fmt_us(idle['idle_us'])}, by cause:", style="bold")
+    head = Text(f"Device idle in steps {fmt_us(idle.idle_us)}, by cause:", style="bold")
     console.print(head)
     for line in lines:
         console.print(plain("  " + line))
-    if idle.get("advice"):
-        source = f" (source: {idle['source']})" if idle.get("source") else ""
-        console.print(Text("  most of it: " + idle["advice"] + source, style="dim"))
+    if idle.advice:
+        source = f" (source: {idle.source})" if idle.source else ""
+        console.print(Text("  most of it: " + idle.advice + source, style="dim"))
 
 
 _RANGE_TITLES = {"module": "Modules", "mstx": "mstx ranges"}
 
 
-def _ranges(summary: dict[str, Any], console: Console) -> None:
+def _ranges(summary: Summary, console: Console) -> None:
     """The module tree (and mstx ranges) with the most device time: host time, device time of the kernels
     launched inside (nested ranges included), kernels."""
-    for kind, block in (summary.get("ranges") or {}).items():
-        rows = block["tree"]
+    for kind, block in summary.ranges.items():
+        rows = block.tree
         if not rows:
             continue
         cols = [
@@ -451,8 +452,7 @@ def _ranges(summary: dict[str, Any], console: Console) -> None:
             for r in rows
         ]
         title = (
-            f"{_RANGE_TITLES.get(kind, kind)} by device time of the kernels launched inside "
-            f"({block['ranges']:,} recorded)"
+            f"{_RANGE_TITLES.get(kind, kind)} by device time of the kernels launched inside ({block.ranges:,} recorded)"
         )
         console.print(table(console, title, cols, body))
 
@@ -464,15 +464,15 @@ _STALL_RULES = {
 }
 
 
-def _copy_stalls(summary: dict[str, Any], console: Console) -> None:
+def _copy_stalls(summary: Summary, console: Console) -> None:
     lines = []
     for rule, label in _STALL_RULES.items():
-        hits = [f for f in summary.get("findings", []) if f["rule_id"] == rule]
+        hits = [f for f in summary.findings if f["rule_id"] == rule]
         if hits:
             lost = sum(f["time_lost_us"] or 0.0 for f in hits)
             count = sum(f["count"] for f in hits)
             lines.append(f"{fmt_us(lost):>10}  {label} ({count:,} copies)")
-        elif rule in summary.get("rules_skipped", {}):
-            lines.append(f"{'skipped':>10}  {label}: {summary['rules_skipped'][rule]}")
+        elif rule in summary.rules_skipped:
+            lines.append(f"{'skipped':>10}  {label}: {summary.rules_skipped[rule]}")
     if lines:
         console.print(Panel("\n".join(lines), title="Copy stalls", title_align="left", expand=False))

@@ -1,7 +1,8 @@
-"""The summary every renderer draws from: one plain dict built from the canonical tables.
+"""The summary of one analysis: one plain dict (what ``--format json`` prints) built from the canonical tables.
 
-Renderers (terminal, JSON) take this dict and nothing else, so ``npudiag report DIR`` can rebuild
-exactly the same summary from the Parquet files of an earlier run.
+Renderers take this dict (JSON) or its typed blocks (:class:`npudiag.summary_model.Summary`: terminal,
+Markdown, HTML) and nothing else, so ``npudiag report DIR`` rebuilds exactly the same summary from the
+Parquet files of an earlier run.
 """
 
 from __future__ import annotations
