@@ -261,3 +261,23 @@ def test_tensor_mode_rows_name_the_file_msprobe_saved(tmp_path: Path) -> None:
     assert rows["Torch.matmul.0.forward.input.0"]["file"] == str(path.parent / "dump_tensor_data" / "Torch.matmul.0.forward.input.0.pt")
     assert rows["Torch.matmul.0.forward.input.1"]["file"] == str(path)
     assert rows["Torch.softmax.0.forward.output.0"]["file"] == str(path)
+
+
+def test_parse_prints_markdown_with_the_counts_and_rows_of_the_json(tmp_path: Path) -> None:
+    """dump parse --format markdown: the tensor count recomputed from the raw dump.json, the first rows the
+    same tensors (op, shape, min, max) as --json's table, the --markdown file the same text."""
+    path = SAMPLES / "msprobe_quick_start_gpu_dump_step0_proc2016" / "dump.json"
+    if not path.is_file():
+        pytest.skip(f"msprobe sample not present at {path} (set NPUDIAG_CORPUS)")
+    r = run_cli("dump", "parse", path.parent, "--out", tmp_path / "o", "--top", "3", "--format", "markdown",
+                "--markdown", tmp_path / "p.md")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (tmp_path / "p.md").read_text(encoding="utf-8")
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"## npudiag dump parse — 1 file, {len(_tensors_by_hand(path)):,} tensors, statistics only"
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| ")][1:]
+    js = json.loads(run_cli("dump", "parse", path.parent, "--out", tmp_path / "o2", "--top", "3", "--json").stdout)
+    want = [[t["op_name"].replace("_", "\\_"), "x".join(map(str, t["shape"])), format(t["min"], ".4g"), format(t["max"], ".4g")]
+            for t in js["tensors_table"]]  # fmt: skip
+    assert [[row[0], row[3], row[4], row[5]] for row in rows] == want
+    assert lines[-1] == f"{len(_tensors_by_hand(path)) - 3:,} more tensors in tensors.parquet."

@@ -223,6 +223,13 @@ def test_doctor_reports_each_tool(tmp_path: Path) -> None:
     assert data["msprof"]["ok"] and data["msprof"]["found"] == str(msprof)
     assert not data["npu-smi"]["ok"] and data["npu-smi"]["fix"]
     assert r.returncode == 1  # something missing
+    md = run_cli("doctor", "--format", "markdown", env={"PATH": "/usr/bin:/bin", "ASCEND_TOOLKIT_HOME": str(tk), "HOME": str(tmp_path)})
+    assert md.returncode == 1
+    missing = [c for c in data.values() if not c["ok"]]
+    assert md.stdout.startswith(f"## ❌ npudiag doctor — {len(missing)} of {len(data)} missing\n")
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in md.stdout.splitlines() if line.startswith("| ")][1:]
+    assert [(row[0], row[1]) for row in rows] == [(name, "ok" if c["ok"] else "missing") for name, c in data.items()]
+    assert run_cli("doctor", "--json", "--format", "markdown").returncode == 2  # two outputs on stdout: refused
 
 
 def test_step_window_is_applied_at_analysis_or_explained(env: dict[str, str], tmp_path: Path) -> None:

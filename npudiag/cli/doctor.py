@@ -3,11 +3,11 @@ imports when run)."""
 
 from __future__ import annotations
 
-import sys
+from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import Say
+from npudiag.cli._out import MARKDOWN, TEXT_VIEW, Say, TextView, print_text_view, stdout_view
 
 DOCTOR_EXAMPLE = """\b
 Example:
@@ -16,34 +16,28 @@ Example:
 
 def doctor(
     json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
+    view: TextView = TEXT_VIEW,
+    markdown: Path = MARKDOWN,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only what is missing and its fix (on stderr)."),
 ) -> None:
     """Check the CANN toolkit, msprof, msnpureport, driver and npu-smi, with the fix for each (exit 1 when one is
     missing)."""
     from rich.console import Console
-    from rich.text import Text
 
     from npudiag.collect import toolkit
-    from npudiag.report.json_report import render_json
-    from npudiag.report.text import Col, table
+    from npudiag.report.doctor_report import doctor_markdown, render_doctor_terminal
 
-    checks = toolkit.doctor()
-    if json_out:
-        sys.stdout.write(render_json({"checks": [c.to_dict() for c in checks], "ok": all(c.ok for c in checks)}) + "\n")
-    elif quiet:
-        Say().errors(f"{c.name} missing: {c.fix}" if c.fix else f"{c.name} missing" for c in checks if not c.ok)
-    else:
-        console = Console()
-        cols = [
-            Col("tool", "fixed", 0),
-            Col("status", "fixed", 0),
-            Col("found", "text", 2, min_width=12),
-            Col("fix", "text", 0, min_width=24),
-        ]
-        rows = [
-            [c.name, Text("ok", style="green") if c.ok else Text("missing", style="red"), c.found or "", c.fix or ""]
-            for c in checks
-        ]
-        console.print(table(console, None, cols, rows))
-    if not all(c.ok for c in checks):
+    shown = stdout_view(view.value, json_out)
+    checks = [c.to_dict() for c in toolkit.doctor()]
+    ok = all(c["ok"] for c in checks)
+    terminal = print_text_view(
+        shown, lambda: {"checks": checks, "ok": ok}, lambda: doctor_markdown(checks), markdown, []
+    )
+    if terminal and quiet:
+        Say().errors(
+            f"{c['name']} missing: {c['fix']}" if c["fix"] else f"{c['name']} missing" for c in checks if not c["ok"]
+        )
+    elif terminal:
+        render_doctor_terminal(checks, Console())
+    if not ok:
         raise typer.Exit(1)

@@ -216,6 +216,8 @@ def parse(
         None, "--npy", help="Also write one .npy per input/output tensor here (in its original layout)."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    view: TextView = TEXT_VIEW,
+    markdown: Path = MARKDOWN,
     top: int = typer.Option(20, "--top", min=1, max=1_000_000, help="How many tensors to show."),
     force: bool = FORCE,
     quiet: bool = QUIET,
@@ -225,15 +227,20 @@ def parse(
     from rich.console import Console
 
     from npudiag.dump.pipeline import parse_dump
-    from npudiag.report.dump_report import render_parse_terminal
-    from npudiag.report.json_report import render_json
+    from npudiag.report.dump_report import dump_parse_markdown, render_parse_terminal
 
     say = Say(quiet, verbose)
+    shown = stdout_view(view.value, json_out)
     run = parse_dump(dump_path, out, npy=npy, force=force)
     summary = run.summary
-    if json_out:
-        sys.stdout.write(render_json({**summary, "tensors_table": run.rows()[:top]}) + "\n")
-    elif not quiet:
+    terminal = print_text_view(
+        shown,
+        lambda: {**summary, "tensors_table": run.rows()[:top]},
+        lambda: dump_parse_markdown({**summary, "rows": run.rows()}, top),
+        markdown,
+        [dump_path],
+    )
+    if terminal and not quiet:
         render_parse_terminal({**summary, "rows": run.rows()}, Console(), top)
     say.errors(run.errors)
     if run.errors:

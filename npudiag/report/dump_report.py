@@ -40,25 +40,52 @@ def _nan_inf(r: dict[str, Any]) -> str:
 _IO_SHORT = {"parameters_grad": "grd"}
 
 
-def render_parse_terminal(s: dict[str, Any], console: Console, top: int = 20) -> None:
+def parse_headline(s: dict[str, Any]) -> str:
+    """How many files and tensors were read, and how much tensor data (or that there were statistics only)."""
     data = (
         f"{s['tensor_bytes'] / 1e6:.1f} MB of tensor data"
         if s["tensor_bytes"] or not s["tensors"]
         else "statistics only"
     )
-    numbers = f"{count(s['files'], 'file')}, {count(s['tensors'], 'tensor')}, {data}"
-    console.print(Text(f"npudiag dump parse  {numbers}", style="bold"))
-    rows = s["rows"]
+    return f"{count(s['files'], 'file')}, {count(s['tensors'], 'tensor')}, {data}"
+
+
+def non_finite_text(rows: list[dict[str, Any]]) -> str | None:
+    """How many tensors hold NaN or Inf, and the first of them in execution order; None when none does."""
     bad = [r for r in rows if _non_finite(r)]
-    if bad:
-        console.print(
-            plain(
-                f"{count(len(bad), 'tensor')} hold{'s' if len(bad) == 1 else ''} NaN/Inf; "
-                "the first in execution order: "
-                f"{bad[0]['op_name']} {bad[0]['io']} {bad[0]['index']}",
-                style="red",
-            )
-        )
+    if not bad:
+        return None
+    return (
+        f"{count(len(bad), 'tensor')} hold{'s' if len(bad) == 1 else ''} NaN/Inf; the first in execution order: "
+        f"{bad[0]['op_name']} {bad[0]['io']} {bad[0]['index']}"
+    )
+
+
+PARSE_HEADERS = ["op", "tensor", "type", "shape", "min", "max", "mean", "nan/inf"]
+
+
+def parse_cells(r: dict[str, Any]) -> list[str]:
+    """One tensor's row as every renderer shows it (PARSE_HEADERS)."""
+    fmt = "" if r["format"] in ("ND", None) else f" {r['format']}"
+    dtype = (r["dtype"] or "").removeprefix("DT_").removeprefix("torch.").removeprefix("mindspore.").lower()
+    return [
+        r["op_name"] or "?",
+        f"{_IO_SHORT.get(r['io'], (r['io'] or '?')[:3])}{r['index']}",
+        dtype + fmt,
+        "x".join(map(str, r["shape"] or [])),
+        _num(r["min"]),
+        _num(r["max"]),
+        _num(r["mean"]),
+        _nan_inf(r),
+    ]
+
+
+def render_parse_terminal(s: dict[str, Any], console: Console, top: int = 20) -> None:
+    console.print(Text(f"npudiag dump parse  {parse_headline(s)}", style="bold"))
+    rows = s["rows"]
+    bad = non_finite_text(rows)
+    if bad is not None:
+        console.print(plain(bad, style="red"))
     cols = [
         Col("op", "name", 0, min_width=14),
         Col("tensor", "fixed", 0),
@@ -69,25 +96,24 @@ def render_parse_terminal(s: dict[str, Any], console: Console, top: int = 20) ->
         Col("mean", priority=1),
         Col("nan/inf", priority=0),
     ]
-    body = []
-    for r in rows[:top]:
-        fmt = "" if r["format"] in ("ND", None) else f" {r['format']}"
-        dtype = (r["dtype"] or "").removeprefix("DT_").removeprefix("torch.").removeprefix("mindspore.").lower()
-        body.append(
-            [
-                r["op_name"] or "?",
-                f"{_IO_SHORT.get(r['io'], (r['io'] or '?')[:3])}{r['index']}",
-                dtype + fmt,
-                "x".join(map(str, r["shape"] or [])),
-                _num(r["min"]),
-                _num(r["max"]),
-                _num(r["mean"]),
-                _nan_inf(r),
-            ]
-        )
-    console.print(table(console, None, cols, body))
+    console.print(table(console, None, cols, [parse_cells(r) for r in rows[:top]]))
     if len(rows) > top:
         console.print(Text(f"... {len(rows) - top} more in tensors.parquet", style="dim"))
+
+
+def dump_parse_markdown(s: dict[str, Any], top: int = 20) -> str:
+    """The parsed dump as GitHub-flavoured Markdown: the counts, the first NaN/Inf, the first ``top`` tensors
+    (the terminal's cells; op names and shapes from the dumps escaped)."""
+    rows = s["rows"]
+    lines = [f"## npudiag dump parse — {parse_headline(s)}", ""]
+    bad = non_finite_text(rows)
+    if bad is not None:
+        lines += [f"> **{md_text(bad)}**", ""]
+    body = [[md_text(c) if i < 4 else c for i, c in enumerate(parse_cells(r))] for r in rows[:top]]
+    lines += md_table(PARSE_HEADERS, body, text_columns=4)
+    if len(rows) > top:
+        lines += ["", f"{len(rows) - top:,} more tensors in tensors.parquet."]
+    return md_document(lines)
 
 
 def _pct(v: float | None) -> str:
