@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 
 from npudiag.errors import InputError, NpudiagError, OptionError, OutputError, ToolError
 from npudiag.results import Result
-from npudiag.summary_model import Summary
 from npudiag.version import SCHEMA_VERSION as SCHEMA_VERSION
 from npudiag.version import __version__
 
@@ -64,6 +63,7 @@ _LAZY = {
     "parse_dump": "npudiag.dump.pipeline",
     "compare_dumps": "npudiag.dump.pipeline",
     "parse_logs": "npudiag.logs.pipeline",
+    "Summary": "npudiag.summary_model",
 }
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from npudiag.logs.pipeline import parse_logs
     from npudiag.profiling.health import check
     from npudiag.profiling.pipeline import analyze, cluster, compare, gate, gate_config, load_output
+    from npudiag.summary_model import Summary
 
 
 def __getattr__(name: str):

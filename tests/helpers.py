@@ -85,10 +85,28 @@ def both_log_paths_agree(texts: list[str], chunk_lines: int) -> int:
     plog_fast.parse_plog_chunk = spy
     try:
         for i, text in enumerate(texts):
-            fast = ascend_log.parse_text(text, LogContext("x.log"))
-            slow = ascend_log.parse_text(text, LogContext("x.log"), vectorised=False)
+            fast = parse_text(text, LogContext("x.log"))
+            slow = parse_text(text, LogContext("x.log"), vectorised=False)
             assert fast.to_pylist() == slow.to_pylist(), f"text {i}"
     finally:
         ascend_log.CHUNK_LINES, ascend_log.MIN_VECTOR_LINES = saved
         plog_fast.parse_plog_chunk = real
     return sum(used)
+
+
+def build_summary(tables: dict, **options) -> dict:
+    """The summary of a table set held in memory, as analyze builds it (options: top, by, meta, rules_skipped)."""
+    from npudiag.profiling.analysis.summary import SummaryParts, summary_from_parts
+
+    return summary_from_parts(SummaryParts.of(tables), **options)
+
+
+def parse_text(text: str, ctx=None, vectorised: bool = True):
+    """A whole log text at once, through the reader ``logs parse`` uses (short excerpts, in tests)."""
+    import pyarrow as pa
+
+    from npudiag.logs.formats.ascend_log import LogContext, LogParser
+    from npudiag.schemas import LOG_EVENTS
+
+    parser = LogParser(ctx or LogContext("-"), vectorised=vectorised)
+    return pa.Table.from_batches(list(parser.parse(text.splitlines())), schema=LOG_EVENTS)

@@ -107,7 +107,7 @@ def test_level0_trace_counts_equal_a_recount_with_json(corpus: Path) -> None:
     # Level0 records no CANN API (from Level1 on): not asked for, so not a problem
     common, exp = _config(folder)
     assert exp["_profiler_level"] == "Level0" and st["host_api"]["status"] == "not collected"
-    assert st["host_api"]["note"] == health.DATA_BY_NAME["host_api"].torch_switch
+    assert st["host_api"]["note"] == next(d for d in health.DATA if d.name == "host_api").torch_switch
 
 
 def test_db_counts_equal_sqlite_counts(corpus: Path) -> None:

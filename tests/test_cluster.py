@@ -75,7 +75,7 @@ def test_equal_ranks_have_no_slow_rank(tmp_path: Path) -> None:
 def test_communication_links_and_wait_skew_from_the_real_files(tmp_path: Path) -> None:
     if not FOUR.is_dir():
         pytest.skip(f"4-rank corpus not present at {FOUR} (only in the project workspace)")
-    from npudiag.profiling.formats.communication import read_communication, read_matrix
+    from npudiag.profiling.formats.communication import read_communication_tables, read_matrix
     from npudiag.schemas import COMM_LINKS, COMM_OPS
 
     out = FOUR / "rank_0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
@@ -87,7 +87,7 @@ def test_communication_links_and_wait_skew_from_the_real_files(tmp_path: Path) -
     for r in links.to_pylist():  # the file's bandwidth is its size over its time (GB = 1e9 bytes)
         if r["time_us"] and r["size_bytes"]:
             assert r["bandwidth_gbps"] == pytest.approx(r["size_bytes"] / (r["time_us"] * 1e3), rel=0.01, abs=0.01)
-    ops = read_communication(out / "communication.json", 0)
+    ops = read_communication_tables(out / "communication.json", 0)[0]["comm_ops"]
     assert ops.schema.equals(COMM_OPS) and "p2p" in ops["kind"].to_pylist()
     r = run_cli("cluster", FOUR, "--out", tmp_path, "--json")
     data = json.loads(r.stdout)
@@ -218,9 +218,11 @@ def test_rank_by_rank_summary_equals_the_whole_profile_summary(tmp_path: Path) -
     import pyarrow.compute as pc
 
     from npudiag.profiling.analysis.hot_ops import hot_ops_table, merge_hot_ops
-    from npudiag.profiling.analysis.summary import SummaryParts, build_summary, summary_from_parts
+    from npudiag.profiling.analysis.summary import SummaryParts, summary_from_parts
     from npudiag.profiling.derive import derive
     from npudiag.profiling.ingest import ingest
+
+    from .helpers import build_summary
 
     root = tmp_path / "ranks"
     for rank in range(3):

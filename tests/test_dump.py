@@ -16,8 +16,6 @@ from npudiag.dump.compare import compare_summary, compare_trees
 from npudiag.dump.formats.dump_file import (
     fractal_nz_to_nd,
     nc1hwc0_to_nchw,
-    nchw_to_nc1hwc0,
-    nd_to_fractal_nz,
     parse_dump_name,
     read_dump,
     tensor_array,
@@ -27,7 +25,14 @@ from npudiag.dump.ingest import parse_dump_tree
 from npudiag.dump.tensor_stats import tensor_stats
 from npudiag.errors import InputError
 from npudiag.schemas import COMPARE, TENSORS
-from npudiag.testing.dump_writer import Tensor, dump_file_name, model_dump_dir, write_dump_file
+from npudiag.testing.dump_writer import (
+    Tensor,
+    dump_file_name,
+    model_dump_dir,
+    nchw_to_nc1hwc0,
+    nd_to_fractal_nz,
+    write_dump_file,
+)
 
 from .conftest import CORPUS_ROOT
 from .helpers import run_cli
@@ -363,7 +368,7 @@ def test_corpus_samples_pass_the_check() -> None:
     if not SAMPLES.is_dir():
         pytest.skip(f"adump samples not present at {SAMPLES} (only in the project workspace)")
     for f in sorted(SAMPLES.glob("hicann_*acl.json")):
-        assert dc.check_acl_json(f) == [], f
+        assert dc.check_dump_config(f)[1] == [], f
 
 
 def test_msprobe_layers_select_modules_and_apis_by_msprobes_rule(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from npudiag.profiling.analysis.summary import build_summary
 from npudiag.profiling.derive import derive
 from npudiag.profiling.ingest import ingest
+from tests.helpers import build_summary
 
 DB = "msinsight-pytorch-db-rank1/level1/rank1_ascend_pt"
 TEXT = "msinsight-pytorch-text-2025/level0/rank0_ascend_pt"

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from npudiag import schemas
-from npudiag.dump.config import check_acl_json
+from npudiag.dump.config import check_dump_config
 from npudiag.dump.formats.dump_file import read_dump, tensor_array
 from npudiag.dump.ingest import parse_dump_tree
 from npudiag.errors import InputError
-from npudiag.logs.formats.ascend_log import LogContext, parse_text
+from npudiag.logs.formats.ascend_log import LogContext
 from npudiag.logs.ingest import read_logs
 from npudiag.logs.sources import find_sources
 from npudiag.profiling.formats.api_statistic import read_api_statistic
@@ -40,6 +40,7 @@ from npudiag.profiling.formats.trace_json import read_trace
 from npudiag.profiling.pipeline import load_gate_config
 from npudiag.testing.dump_writer import Tensor, write_dump_file
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
+from tests.helpers import parse_text
 
 # generated inputs by the thousand
 pytestmark = pytest.mark.slow
@@ -299,7 +300,7 @@ def test_dump_statistics_csv(tmp_path_factory, op, arg, flips) -> None:
 def test_acl_json_check_never_raises(tmp_path_factory, value) -> None:
     p = tmp_path_factory.mktemp("a") / "acl.json"
     p.write_text(json.dumps(value))
-    problems = check_acl_json(p)
+    problems = check_dump_config(p)[1]
     assert isinstance(problems, list) and all(isinstance(x, str) and x.startswith(str(p)) for x in problems)
 
 

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npudiag.profiling.analysis.summary import build_summary
 from npudiag.profiling.derive import derive
 from npudiag.profiling.ingest import ingest
 from npudiag.testing.generate import write_msprof_profile, write_torch_profile
+from tests.helpers import build_summary
 
 from .test_fuzz_all import SETTINGS
 

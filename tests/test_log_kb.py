@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from npudiag.logs.formats.ascend_log import parse_text
 from npudiag.logs.triage import load_kb, match_entries, summarise, triage_table
 from npudiag.tomlfile import read_toml
+from tests.helpers import parse_text
 
 
 def _catalogue() -> list[dict]:

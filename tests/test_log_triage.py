@@ -14,13 +14,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from npudiag.logs.formats.ascend_log import LogParser, parse_text
+from npudiag.logs.formats.ascend_log import LogParser
 from npudiag.logs.formats.log_common import QUIET_LEVELS, LogContext
 from npudiag.logs.ingest import read_logs
 from npudiag.logs.sources import find_sources
 from npudiag.logs.triage import load_kb, match_entries, summarise, triage_table
 from npudiag.schemas import LOG_EVENTS
 from npudiag.tomlfile import read_toml
+from tests.helpers import parse_text
 
 from .conftest import CORPUS_ROOT
 from .helpers import both_log_paths_agree

@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 
 from npudiag.errors import InputError
 from npudiag.logs.archive import check_members, safe_extract
-from npudiag.logs.formats.ascend_log import LogContext, error_codes, parse_text
+from npudiag.logs.formats.ascend_log import LogContext, error_codes
 from npudiag.logs.ingest import read_logs
 from npudiag.logs.sources import context_for, find_sources
 from npudiag.logs.triage import load_kb, match_entries, summarise, triage_table
 from npudiag.schemas import LOG_EVENTS, TRIAGE
+from tests.helpers import parse_text
 
 from .conftest import CORPUS_ROOT
 from .helpers import both_log_paths_agree, run_cli, with_standins

@@ -15,14 +15,13 @@ import pytest
 from rich.console import Console
 
 from npudiag.profiling.analysis.memory import memory_by_rank
-from npudiag.profiling.analysis.summary import build_summary
 from npudiag.profiling.derive import derive
 from npudiag.profiling.ingest import ingest
 from npudiag.report.terminal import render_terminal
 from npudiag.summary_model import Summary
 from npudiag.testing.generate import MemoryPlan, write_torch_profile
 from tests.conftest import corpus_files
-from tests.helpers import run_cli
+from tests.helpers import build_summary, run_cli
 
 ALLOCATORS = ("PTA+GE", "PTA", "GE")
 UNIT = {"B": 1, "KB": 1024, "MB": 1 << 20}

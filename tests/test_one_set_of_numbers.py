@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 from npudiag import schemas
 from npudiag.cli import app
 from npudiag.profiling import tasks
-from npudiag.profiling.analysis.summary import build_summary
 from npudiag.profiling.derive import derive
 from npudiag.profiling.ingest import ingest
+from tests.helpers import build_summary
 
 from .conftest import CORPUS, ROOT
 

@@ -30,11 +30,11 @@ def test_phases_are_printed_only_when_asked(tmp_path: Path) -> None:
     timed = run_cli("analyze", sample, "--out", tmp_path / "b", "--quiet", env={"NPUDIAG_PHASES": "1"})
     assert timed.returncode == 0, timed.stderr
     seen = _phases(timed.stderr)
-    assert {"read", "analyse", "analyse: rules", "hash an input (own thread)"} <= set(seen), timed.stderr
+    assert {"read", "derive", "derive: rules", "hash an input (own thread)"} <= set(seen), timed.stderr
     # a phase inside another starts no earlier and lasts no longer (wall clock)
-    read, rules, analyse = seen["read"], seen["analyse: rules"], seen["analyse"]
-    assert analyse[0] >= read[0] + read[1] - 0.0015
-    assert rules[0] >= analyse[0] - 0.0015 and rules[1] <= analyse[1] + 0.0015
+    read, rules, derived = seen["read"], seen["derive: rules"], seen["derive"]
+    assert derived[0] >= read[0] + read[1] - 0.0015
+    assert rules[0] >= derived[0] - 0.0015 and rules[1] <= derived[1] + 0.0015
     inner = [name for name in seen if name.startswith(("csv:", "trace:"))]
     assert inner, timed.stderr
     for name in inner:

@@ -15,10 +15,10 @@ import npudiag
 from npudiag import schemas
 from npudiag.profiling.discover import classify, kind_by_content, kind_by_header
 from npudiag.profiling.formats import registry
-from npudiag.profiling.formats.registry import Format, Read
+from npudiag.profiling.formats.registry import FileTables, Format
 
 
-def _read_tiny(path: Path, rank: int | None) -> Read:
+def _read_tiny(path: Path, rank: int | None) -> FileTables:
     """A made-up format for the test: ``name,type,start_ns,dur_ns`` rows of device tasks."""
     with open(path, newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -35,7 +35,7 @@ def _read_tiny(path: Path, rank: int | None) -> Read:
             "duration_us": pa.array([int(r["dur_ns"]) / 1000 for r in rows], pa.float64()),
         }
     )
-    return Read({"tasks": schemas.conform(table, schemas.KERNELS)})
+    return FileTables({"tasks": schemas.conform(table, schemas.KERNELS)})
 
 
 @pytest.fixture
@@ -89,11 +89,11 @@ def test_every_kind_is_one_entry_with_a_reader_and_its_tables() -> None:
 WIDGETS = pa.schema([("source", pa.string()), ("rank", pa.int32()), ("name", pa.string()), ("size_bytes", pa.int64())])
 
 
-def _read_widgets(path: Path, rank: int | None) -> Read:
+def _read_widgets(path: Path, rank: int | None) -> FileTables:
     """A made-up format with a table npudiag has never heard of: ``name,size`` rows."""
     with open(path, newline="") as fh:
         rows = list(csv.DictReader(fh))
-    return Read({"widgets": pa.table({"source": ["widgets"] * len(rows), "rank": pa.array([rank] * len(rows), pa.int32()),
+    return FileTables({"widgets": pa.table({"source": ["widgets"] * len(rows), "rank": pa.array([rank] * len(rows), pa.int32()),
                                       "name": [r["name"] for r in rows], "size_bytes": [int(r["size"]) for r in rows]},
                                      schema=WIDGETS)})  # fmt: skip
 

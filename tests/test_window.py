@@ -80,14 +80,14 @@ def test_a_step_reads_the_same_with_or_without_the_window(tmp_path: Path) -> Non
     table, and each window's step row equals the unwindowed one (generated and corpus profiles;
     sample_torch's step 4 once lost its 480 ms of copies to the window)."""
     from npudiag.profiling.analysis.window import Window
-    from npudiag.profiling.derive import analyse
+    from npudiag.profiling.derive import cut_and_derive
 
     for path in _window_profiles(tmp_path):
         tables = ingest([path]).tables
-        whole = analyse(tables, Window()).tables
+        whole = cut_and_derive(tables, Window()).tables
         ids = sorted(set(whole["step_breakdown"]["step"].drop_null().to_pylist()))
         assert ids, path
-        cuts = {n: analyse(tables, Window(steps=(n, n))).tables for n in ids}
+        cuts = {n: cut_and_derive(tables, Window(steps=(n, n))).tables for n in ids}
         for name in _PARTITIONED:
             ranks_with_steps = set(whole["step_breakdown"].filter(pc.is_valid(whole["step_breakdown"]["step"]))["rank"].to_pylist())
             t = whole[name].filter(pc.is_in(whole[name]["rank"], pa.array(sorted(ranks_with_steps), pa.int32())))

@@ -335,10 +335,6 @@ def config_kind(data: Any) -> str:
     return "msprobe config" if isinstance(data, dict) and "dump" not in data and "task" in data else "dump section"
 
 
-def check_acl_json(path: Path) -> list[str]:
-    return check_dump_config(path)[1]
-
-
 def check_dump_config(path: Path, msprobe: tuple[int, ...] | None = None) -> tuple[str, list[str]]:
     """The kind of dump config at ``path`` (see config_kind) and its problems, one line each (an msprobe
     config.json's task checked against msprobe release ``msprobe``, else the installed one)."""

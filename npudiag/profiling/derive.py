@@ -36,7 +36,7 @@ def derive(
     out["idle_gaps"] = idle_gaps(out, gaps)
     out["idle_causes"] = idle_causes(out["idle_gaps"])
     out["op_perf"] = op_perf(out, options_for("op_efficiency", rule_options))  # the rule's peak and thresholds
-    with phase("analyse: rules"):
+    with phase("derive: rules"):
         findings, skipped = run_rules(ctx, rule_options or {}, exclude=exclude)
     out["findings"] = findings_table(findings)
     out["finding_intervals"] = intervals_table(findings)
@@ -44,7 +44,7 @@ def derive(
 
 
 @dataclass
-class Analysed:
+class Derived:
     """One table set analysed: the read tables cut to the window plus the derived ones, the rules
     skipped (rule id -> reason) and what the step times say is doubtful."""
 
@@ -53,14 +53,14 @@ class Analysed:
     warnings: list[str]
 
 
-def analyse(
+def cut_and_derive(
     read: dict[str, pa.Table],
     window: Window,
     rule_options: dict[str, dict[str, Any]] | None = None,
     *,
     exclude: tuple[str, ...] = (),
     on_cut: Callable[[dict[str, pa.Table]], None] | None = None,
-) -> Analysed:
+) -> Derived:
     """The analysis of one rank (or of one in-memory profile): cut to ``window`` (WindowError when
     it holds nothing, ValueError when the profile cannot be cut that way), then :func:`derive`.
     ``on_cut`` sees the cut read tables before the derivation starts (to write them meanwhile).
@@ -69,4 +69,4 @@ def analyse(
     if on_cut is not None:
         on_cut(tables)
     tables, skipped = derive(tables, rule_options, exclude)
-    return Analysed(tables, skipped, step_time_warnings(tables["step_breakdown"]))
+    return Derived(tables, skipped, step_time_warnings(tables["step_breakdown"]))

@@ -99,7 +99,6 @@ DATA = (
         "(recorded where the chip reports it)",
     ),
 )
-DATA_BY_NAME = {d.name: d for d in DATA}
 
 # the table whose rows count each kind of data, as analyze reads them (the first of a kind's tables
 # that holds rows; a kind the registry adds for a new table is counted by that table)

@@ -34,7 +34,7 @@ from npudiag.profiling.assemble import (
 )
 from npudiag.profiling.discover import Unit, assign_ranks, collection_folder, discover, duplicate_ranks, run_groups
 from npudiag.profiling.formats.profiler_metadata import read_distributed_args
-from npudiag.profiling.formats.registry import Read, appended, formats, levels, read_tables, sources, whole_roles
+from npudiag.profiling.formats.registry import FileTables, appended, formats, levels, read_tables, sources, whole_roles
 from npudiag.profiling.op_names import fill_op_types
 from npudiag.profiling.same_run import may_repeat, repeated_exports, same_collection_note
 from npudiag.profiling.tasks import merge_counts
@@ -104,13 +104,13 @@ class _UnitReader:
         self.warnings = warnings
         self.errors = errors
         self.progress = progress
-        self._cache: dict[str, list[tuple[Path, Read]]] = {}
+        self._cache: dict[str, list[tuple[Path, FileTables]]] = {}
 
     def _fail(self, path: Path, exc: InputError) -> None:
         self.record[path].error = exc.one_line()
         self.errors.append(exc.one_line())
 
-    def read(self, kind: str) -> list[tuple[Path, Read]]:
+    def read(self, kind: str) -> list[tuple[Path, FileTables]]:
         """(path, what it gave) of every readable file of ``kind``; a file that fails is one error line."""
         if kind not in self._cache:
             out = []
@@ -129,7 +129,7 @@ class _UnitReader:
             self._cache[kind] = out
         return self._cache[kind]
 
-    def reads(self, kinds: tuple[str, ...]) -> list[tuple[Path, Read]]:
+    def reads(self, kinds: tuple[str, ...]) -> list[tuple[Path, FileTables]]:
         return [pr for kind in kinds if kind in self.unit.files for pr in self.read(kind)]
 
     def use(self, kind: str, what: str, paths: list[Path] | None = None) -> None:
@@ -172,7 +172,9 @@ class UnitResult:
     warnings: list[str]
     errors: list[str]
     record: dict[Path, InputFile]
-    links: dict[str, int] = field(default_factory=dict)  # the traces' host-to-device flow ids (Read.links), summed
+    links: dict[str, int] = field(
+        default_factory=dict
+    )  # the traces' host-to-device flow ids (FileTables.links), summed
 
 
 def _by_time(tables: list[pa.Table]) -> pa.Table | None:

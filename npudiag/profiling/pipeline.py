@@ -24,7 +24,7 @@ from npudiag.errors import InputError, OptionError
 from npudiag.executors import choose_backend
 from npudiag.output import OutputFolder, atomic_write, csv_column, dumps, json_safe, npudiag_manifest
 from npudiag.phases import phase
-from npudiag.profiling.analysis import cluster as cl
+from npudiag.profiling.analysis import cluster as cluster_analysis
 from npudiag.profiling.analysis.compare import HOST_LEVELS, LEVELS, compare_totals, diff_ops, matched, steps_per_run
 from npudiag.profiling.analysis.gate import (
     GateConfig,
@@ -41,7 +41,7 @@ from npudiag.profiling.analysis.op_perf import peak_option
 from npudiag.profiling.analysis.summary import SummaryParts, summary_from_parts
 from npudiag.profiling.analysis.window import Window, parse_steps
 from npudiag.profiling.collection import Collection, export_unexported
-from npudiag.profiling.derive import DERIVED, analyse
+from npudiag.profiling.derive import DERIVED, cut_and_derive
 from npudiag.profiling.formats.jsonstream import iter_events
 from npudiag.profiling.ingest import Found, InputFile, find_units, ingest
 from npudiag.profiling.options import AnalyzeOptions, window_option
@@ -201,8 +201,8 @@ def _analyze_one(
 
     try:
         try:
-            with phase("analyse"):
-                done = analyse(
+            with phase("derive"):
+                done = cut_and_derive(
                     profile.tables, window, options.rule_options, on_cut=write_read if writer is not None else None
                 )
         except ValueError as exc:  # WindowError, CutError: the window is the problem, not the profile
@@ -426,7 +426,7 @@ def cluster(
             write_table(table, folder.work / f"{name}.parquet")
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        header, rows = cl.cluster_csv(steps, csv_column)
+        header, rows = cluster_analysis.cluster_csv(steps, csv_column)
         w.writerow(header)
         w.writerows(rows)
         atomic_write(folder.work / "cluster_step_trace_time.csv", lambda fh: fh.write(buf.getvalue().encode("utf-8")))
@@ -457,11 +457,13 @@ def _cluster_tables(dataset: Path, thr: float) -> tuple[dict[str, pa.Table], pa.
     phases among them, and where those come from (:func:`cluster.phase_sources`)."""
     tables, manifest = load_outputs(dataset, names=("steps", "step_breakdown", "comm_links", "comm_ops"))
     args = next((u["distributed_args"] for u in manifest.get("units", []) if u.get("distributed_args")), None)
-    rows = cl.rank_steps(tables)
-    steps = cl.with_parallel(rows, cl.parallel_indices(args, pc.unique(rows["rank"]).drop_null().to_pylist()))
-    slow = cl.slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
-    stage_rows = cl.stages(steps)
-    waits = cl.comm_waits(
+    rows = cluster_analysis.rank_steps(tables)
+    steps = cluster_analysis.with_parallel(
+        rows, cluster_analysis.parallel_indices(args, pc.unique(rows["rank"]).drop_null().to_pylist())
+    )
+    slow = cluster_analysis.slow_ranks(steps, lambda ranks: load_rank_rows(dataset, "kernels", ranks), thr)
+    stage_rows = cluster_analysis.stages(steps)
+    waits = cluster_analysis.comm_waits(
         tables["comm_ops"],
         lambda ranks: load_rank_rows(dataset, "kernels", ranks),
         lambda ranks: (load_rank_rows(dataset, "api_calls", ranks), load_rank_rows(dataset, "host_ops", ranks)),
@@ -474,7 +476,7 @@ def _cluster_tables(dataset: Path, thr: float) -> tuple[dict[str, pa.Table], pa.
         "cluster_stages": stage_rows,
         "cluster_comm_waits": waits,
     }
-    return outputs, steps, cl.phase_sources(tables, steps)
+    return outputs, steps, cluster_analysis.phase_sources(tables, steps)
 
 
 def _cluster_summary(
@@ -487,22 +489,22 @@ def _cluster_summary(
     errors: list[str],
     warnings: list[str],
 ) -> dict[str, Any]:
-    per_step = cl.per_step(steps)
+    per_step = cluster_analysis.per_step(steps)
     comm_ops, links = outputs["cluster_comm_ops"], outputs["cluster_links"]
     return {
         "ranks": len(set(steps["rank"].to_pylist())),
         "steps": len(per_step),
-        "rank_matrix": cl.rank_matrix(steps),
+        "rank_matrix": cluster_analysis.rank_matrix(steps),
         "phase_sources": sources,
         "threshold": thr,
         "per_step": per_step,
         "slow_ranks": outputs["cluster_slow_ranks"].to_pylist(),
-        "stage_imbalance": cl.stage_imbalance(outputs["cluster_stages"], thr),
-        "phase_gaps": cl.phase_gaps(steps, thr),
-        "links": cl.link_summary(links),
-        "slow_links": cl.slow_links(links),
-        "wait_skew": cl.wait_skew(comm_ops),
-        "late_ranks": cl.late_ranks(outputs["cluster_comm_waits"]),
+        "stage_imbalance": cluster_analysis.stage_imbalance(outputs["cluster_stages"], thr),
+        "phase_gaps": cluster_analysis.phase_gaps(steps, thr),
+        "links": cluster_analysis.link_summary(links),
+        "slow_links": cluster_analysis.slow_links(links),
+        "wait_skew": cluster_analysis.wait_skew(comm_ops),
+        "late_ranks": cluster_analysis.late_ranks(outputs["cluster_comm_waits"]),
         "out": str(out),
         "tables": str(tables_at),
         "warnings": warnings,

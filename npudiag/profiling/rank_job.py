@@ -26,7 +26,7 @@ from npudiag.errors import OptionError, OutputError
 from npudiag.executors import Backend
 from npudiag.profiling.analysis.summary import DATA_TABLES, SummaryParts
 from npudiag.profiling.analysis.window import CutError, Window, WindowError
-from npudiag.profiling.derive import analyse
+from npudiag.profiling.derive import cut_and_derive
 from npudiag.profiling.discover import Unit
 from npudiag.profiling.formats.registry import read_tables
 from npudiag.profiling.ingest import READ_ERRORS, Found, InputFile, as_input_error, conform_parts, read_unit
@@ -94,7 +94,7 @@ def run_rank(job: RankJob) -> RankOutcome:
                 rec.sha256 = None
     try:
         wide = profile_wide()
-        done = analyse(tables, job.window, job.rule_options, exclude=tuple(r.rule_id for r in wide))
+        done = cut_and_derive(tables, job.window, job.rule_options, exclude=tuple(r.rule_id for r in wide))
         partials = {r.rule_id: r.partial(done.tables) for r in wide}
     except WindowError:  # nothing of this rank in the window: the caller says so once for all ranks
         raise

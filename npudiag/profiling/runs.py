@@ -20,7 +20,7 @@ from npudiag.errors import InputError, OptionError
 from npudiag.output import OutputFolder, npudiag_manifest, write_manifest
 from npudiag.profiling.analysis.op_perf import op_perf
 from npudiag.profiling.analysis.window import CutError, Window, WindowError
-from npudiag.profiling.derive import analyse
+from npudiag.profiling.derive import cut_and_derive
 from npudiag.profiling.discover import discover, is_msprof_folder, is_torch_folder, run_groups
 from npudiag.profiling.formats.registry import read_tables
 from npudiag.profiling.ingest import ingest
@@ -47,7 +47,7 @@ def is_out_folder(path: Path) -> bool:
 
 def _analysed(tables: dict[str, pa.Table], window: Window, rule_options: dict[str, dict[str, Any]] | None, path: Path):
     try:
-        return analyse(tables, window, rule_options)
+        return cut_and_derive(tables, window, rule_options)
     except (WindowError, CutError) as exc:
         raise OptionError(f"{path}: {exc}", window.option) from None
 

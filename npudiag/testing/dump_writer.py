@@ -76,3 +76,24 @@ def model_dump_dir(
         / str(model_id)
         / str(iteration)
     )
+
+
+def nchw_to_nc1hwc0(a: np.ndarray, c0: int = 16) -> np.ndarray:
+    """NCHW -> NC1HWC0 as the device stores it (channels zero-padded to C1 x C0): the inverse of
+    ``dump_file.nc1hwc0_to_nchw``, to write dump files in that layout."""
+    n, c, h, w = a.shape
+    c1 = -(-c // c0)
+    pad = np.zeros((n, c1 * c0, h, w), a.dtype)
+    pad[:, :c] = a
+    return pad.reshape(n, c1, c0, h, w).transpose(0, 1, 3, 4, 2).copy()
+
+
+def nd_to_fractal_nz(a: np.ndarray, h0: int = 16, w0: int = 16) -> np.ndarray:
+    """(..., H, W) -> (..., W1, H1, H0, W0), zero-padded to whole fractals: the inverse of
+    ``dump_file.fractal_nz_to_nd``, to write dump files in that layout."""
+    *batch, h, w = a.shape
+    h1, w1 = -(-h // h0), -(-w // w0)
+    pad = np.zeros((*batch, h1 * h0, w1 * w0), a.dtype)
+    pad[..., :h, :w] = a
+    nb = len(batch)
+    return pad.reshape(*batch, h1, h0, w1, w0).transpose(*range(nb), nb + 2, nb, nb + 1, nb + 3).copy()

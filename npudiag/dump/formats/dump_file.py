@@ -251,29 +251,12 @@ def nc1hwc0_to_nchw(a: np.ndarray, channels: int | None = None) -> np.ndarray:
     return out[:, :channels] if channels is not None else out
 
 
-def nchw_to_nc1hwc0(a: np.ndarray, c0: int = 16) -> np.ndarray:
-    n, c, h, w = a.shape
-    c1 = -(-c // c0)
-    pad = np.zeros((n, c1 * c0, h, w), a.dtype)
-    pad[:, :c] = a
-    return pad.reshape(n, c1, c0, h, w).transpose(0, 1, 3, 4, 2).copy()
-
-
 def fractal_nz_to_nd(a: np.ndarray, rows: int | None = None, cols: int | None = None) -> np.ndarray:
     """(..., W1, H1, H0, W0) -> (..., H, W): the matrix is tiled in H0 x W0 fractals, column-major over tiles."""
     *batch, w1, h1, h0, w0 = a.shape
     nb = len(batch)
     out = a.transpose(*range(nb), nb + 1, nb + 2, nb, nb + 3).reshape(*batch, h1 * h0, w1 * w0)
     return out[..., : rows if rows is not None else h1 * h0, : cols if cols is not None else w1 * w0]
-
-
-def nd_to_fractal_nz(a: np.ndarray, h0: int = 16, w0: int = 16) -> np.ndarray:
-    *batch, h, w = a.shape
-    h1, w1 = -(-h // h0), -(-w // w0)
-    pad = np.zeros((*batch, h1 * h0, w1 * w0), a.dtype)
-    pad[..., :h, :w] = a
-    nb = len(batch)
-    return pad.reshape(*batch, h1, h0, w1, w0).transpose(*range(nb), nb + 2, nb, nb + 1, nb + 3).copy()
 
 
 def to_original_shape(a: np.ndarray, spec: TensorSpec) -> tuple[np.ndarray, str]:

@@ -699,10 +699,3 @@ class LogParser:
         rec.process = program
         rec.no_year = no_year
         return rec
-
-
-def parse_text(text: str, ctx: LogContext | None = None, vectorised: bool = True) -> pa.Table:
-    """A whole text at once (tests, short pasted excerpts)."""
-    parser = LogParser(ctx or LogContext("-"), vectorised=vectorised)
-    batches = list(parser.parse(text.splitlines()))
-    return pa.Table.from_batches(batches, schema=LOG_EVENTS)

@@ -447,14 +447,3 @@ def _distinct_steps(*tables: pa.Table) -> int:
     """How many distinct step ids the tables have (a step on 8 ranks is one step)."""
     ids = [pc.drop_null(t["step"]) for t in tables if t.num_rows]
     return len(pc.unique(pa.concat_arrays([c.combine_chunks() for c in ids]))) if ids else 0
-
-
-def build_summary(
-    tables: dict[str, pa.Table],
-    *,
-    top: int = 20,
-    by: str = "type",
-    meta: dict[str, Any] | None = None,
-    rules_skipped: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    return summary_from_parts(SummaryParts.of(tables), top=top, by=by, meta=meta, rules_skipped=rules_skipped)

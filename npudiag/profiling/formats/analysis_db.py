@@ -20,7 +20,7 @@ from npudiag import schemas
 from npudiag.errors import InputError
 from npudiag.profiling.formats.communication import bandwidth_row, is_sample_group
 from npudiag.profiling.formats.msprof_db import _open
-from npudiag.profiling.formats.registry import Format, Read, register
+from npudiag.profiling.formats.registry import FileTables, Format, register
 
 _STEP_COLUMNS = {
     "computing_us": "computing",
@@ -190,7 +190,7 @@ register(
     Format(
         "analysis_db",
         re.compile(r"^analysis\.db$"),
-        lambda path, rank: Read(*read_analysis_db(path, rank)),
+        lambda path, rank: FileTables(*read_analysis_db(path, rank)),
         ("steps", "comm_ops", "comm_links", "comm_bandwidth"),
         sources={"steps": 1, "comm_links": 1, "comm_ops": 1, "comm_bandwidth": 1},
     )

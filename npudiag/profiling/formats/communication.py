@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.errors import InputError
-from npudiag.profiling.formats.registry import Format, Read, register
+from npudiag.profiling.formats.registry import FileTables, Format, register
 from npudiag.safeio import load_json
 from npudiag.schemas import COMM_BANDWIDTH, COMM_LINKS, COMM_OPS
 
@@ -91,11 +91,6 @@ def read_matrix(path: Path, rank: int | None) -> pa.Table:
                         }
                     )
     return pa.Table.from_pylist(rows, schema=COMM_LINKS) if rows else COMM_LINKS.empty_table()
-
-
-def read_communication(path: Path, rank: int | None) -> pa.Table:
-    """The per-op times of communication.json (COMM_OPS)."""
-    return read_communication_tables(path, rank)[0]["comm_ops"]
 
 
 def read_communication_tables(path: Path, rank: int | None) -> tuple[dict[str, pa.Table], list[str]]:
@@ -184,7 +179,7 @@ register(
     Format(
         "communication_matrix",
         re.compile(r"^communication_matrix[^/]*\.json$"),
-        lambda path, rank: Read({"comm_links": read_matrix(path, rank)}),
+        lambda path, rank: FileTables({"comm_links": read_matrix(path, rank)}),
         ("comm_links",),
         sources={"comm_links": 0},
     )
@@ -193,7 +188,7 @@ register(
     Format(
         "communication",
         re.compile(r"^communication(_\d+)?\.json$"),
-        lambda path, rank: Read(*read_communication_tables(path, rank)),
+        lambda path, rank: FileTables(*read_communication_tables(path, rank)),
         ("comm_ops", "comm_bandwidth"),
         sources={"comm_ops": 0, "comm_bandwidth": 0},
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from npudiag.errors import InputError
-from npudiag.profiling.formats.registry import Format, Read, register
+from npudiag.profiling.formats.registry import FileTables, Format, register
 from npudiag.safeio import load_json
 from npudiag.schemas import DEVICE_INFO
 
@@ -69,7 +69,7 @@ register(
     Format(
         "device_info",
         re.compile(r"^info\.json\.\d+$"),
-        lambda path, rank: Read({"device_info": read_device_info(path, rank)}),
+        lambda path, rank: FileTables({"device_info": read_device_info(path, rank)}),
         ("device_info",),
         append=True,
     )

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from npudiag import schemas
 from npudiag.profiling.formats.jsonstream import iter_events
-from npudiag.profiling.formats.registry import Format, Read, register
+from npudiag.profiling.formats.registry import FileTables, Format, register
 from npudiag.profiling.formats.torch_ops import MODULE_PREFIX, range_table, torch_op_table
 from npudiag.profiling.formats.trace_events import MISSING, NS_LIMIT, code, exact_ns, num
 
@@ -89,7 +89,7 @@ class _Ranges:
         )
 
 
-def read_kineto(path: Path, rank: int | None = None) -> Read:
+def read_kineto(path: Path, rank: int | None = None) -> FileTables:
     ops, modules = _Ranges(), _Ranges()
     steps: list[tuple[int, int, int]] = []  # ProfilerStep#N: (N, start ns, end ns)
     threads: dict[tuple[int, int], int] = {}
@@ -174,7 +174,7 @@ def read_kineto(path: Path, rank: int | None = None) -> Read:
         warnings.append(
             f"{path}: a PyTorch (Kineto) trace with no cpu_op events; record it with torch.profiler's CPU activity"
         )
-    return Read(
+    return FileTables(
         {"torch_ops": torch_ops, "host_ops": host_ops, "ranges": ranges, "steps": _steps(steps, rank)}, warnings
     )
 

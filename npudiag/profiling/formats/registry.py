@@ -2,7 +2,7 @@
 
 Each reader module ends with ``register(Format(...))``: the kind, how a file of it is recognised
 (its name; a CSV's header or a JSON's content when the name says nothing), the tables it yields in
-one shape (:class:`Read`), and where it stands among the formats that give the same data
+one shape (:class:`FileTables`), and where it stands among the formats that give the same data
 (``sources``: role -> precedence, lower first), and the kind of data ``check`` reports each table
 as (``reports``; the canonical tables' kinds are :data:`DATA_OF_TABLE`). Discovery, ingest, the
 summary and ``check`` ask this registry; nothing else lists formats. The tables ingest reads
@@ -61,7 +61,7 @@ DATA_OF_TABLE: dict[str, str | None] = {
 
 
 @dataclass
-class Read:
+class FileTables:
     """What one file gave, the same shape for every format: tables by name (the canonical tables of
     ``npudiag.schemas``, or ``tasks``: device tasks in the kernels schema plus the columns that
     place them), warnings, and the facts a trace or .db carries besides tables."""
@@ -89,7 +89,7 @@ class Format:
 
     kind: str
     name: re.Pattern[str]
-    read: Callable[[Path, int | None], Read]
+    read: Callable[[Path, int | None], FileTables]
     yields: tuple[str, ...]
     headers: tuple[frozenset[str], ...] = ()
     trace_content: bool = False
@@ -186,16 +186,16 @@ def appended() -> tuple[Format, ...]:
     return tuple(f for f in formats().values() if f.append)
 
 
-def one_table(table_and_warnings: tuple[pa.Table, list[str]], name: str) -> Read:
-    """A reader's (table, warnings) as a :class:`Read` of one table."""
+def one_table(table_and_warnings: tuple[pa.Table, list[str]], name: str) -> FileTables:
+    """A reader's (table, warnings) as a :class:`FileTables` of one table."""
     table, warnings = table_and_warnings
-    return Read({name: table}, list(warnings))
+    return FileTables({name: table}, list(warnings))
 
 
-def from_object(obj: Any, names: tuple[str, ...]) -> Read:
+def from_object(obj: Any, names: tuple[str, ...]) -> FileTables:
     """A reader's result object (attributes named as tables, ``warnings``, and optionally
-    ``hccl_streams`` / ``task_counts``) as a :class:`Read`."""
-    return Read(
+    ``hccl_streams`` / ``task_counts``) as a :class:`FileTables`."""
+    return FileTables(
         {n: getattr(obj, n) for n in names},
         list(getattr(obj, "warnings", [])),
         frozenset(getattr(obj, "hccl_streams", ()) or ()),

@@ -38,7 +38,7 @@ from npudiag.profiling.assemble import drop_bad_timing
 from npudiag.profiling.formats import trace_fast
 from npudiag.profiling.formats.csvtext import NO_MODEL_ID
 from npudiag.profiling.formats.jsonstream import iter_events
-from npudiag.profiling.formats.registry import Format, Read, from_object, register
+from npudiag.profiling.formats.registry import FileTables, Format, from_object, register
 from npudiag.profiling.formats.torch_ops import (
     MODULE_PREFIX,
     Launches,
@@ -961,7 +961,7 @@ _TRACE_PARTS = (
 )
 
 
-def _read_as(path: Path, rank: int | None) -> Read:
+def _read_as(path: Path, rank: int | None) -> FileTables:
     return from_object(read_trace(path, rank), _TRACE_PARTS)
 
 
