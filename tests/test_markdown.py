@@ -228,3 +228,24 @@ def test_log_text_cannot_break_the_logs_markdown(tmp_path: Path) -> None:
     assert "<img" not in r.stdout and "](javascript" not in r.stdout
     timeline = _table_after(r.stdout, "Timeline of errors")
     assert len(timeline) == 2 and all(len(row) == 5 for row in timeline)
+
+
+def test_save_writes_each_view_its_extension_names(tmp_path: Path) -> None:
+    """--save FILE (repeatable) picks the renderer by the file's extension: the files are what --format
+    prints; an extension no renderer writes is refused before anything is read or written."""
+    out = tmp_path / "o"
+    saved = [tmp_path / "s.json", tmp_path / "s.md", tmp_path / "s.html"]
+    r = run_cli("analyze", SAMPLE, "--out", out, "-q", *(a for p in saved for a in ("--save", p)))
+    assert r.returncode == 0, r.stderr
+    for i, (path, fmt) in enumerate(zip(saved, ("json", "markdown", "html"))):
+        printed = run_cli("analyze", SAMPLE, "--out", tmp_path / f"p{i}", "--format", fmt).stdout
+        if fmt == "json":  # the same but for the folder written
+            assert {**json.loads(path.read_text()), "out": None} == {**json.loads(printed), "out": None}
+        else:
+            assert path.read_text(encoding="utf-8") == printed, fmt
+    again = tmp_path / "r.markdown"
+    assert run_cli("report", out, "--save", again, "-q").returncode == 0
+    assert again.read_text(encoding="utf-8") == run_cli("report", out, "--format", "markdown").stdout
+    bad = run_cli("analyze", SAMPLE, "--out", tmp_path / "o2", "--save", tmp_path / "s.txt")
+    assert bad.returncode == 2 and "no renderer writes .txt; expected one of .json, .md" in bad.stderr
+    assert not (tmp_path / "o2").exists() and not (tmp_path / "s.txt").exists()

@@ -18,7 +18,7 @@ from npudiag.cli._progress import Bar
 from npudiag.errors import OptionError
 from npudiag.profiling import pipeline
 from npudiag.report.chrome_trace import write_chrome_trace
-from npudiag.report.renderers import RENDERERS, SummaryView, write_view
+from npudiag.report.renderers import RENDERERS, Renderer, SummaryView, for_path, write_view
 from npudiag.report.terminal import render_terminal
 from npudiag.summary_model import Summary
 
@@ -53,15 +53,25 @@ def _steps(
     return (start_step, stop_step)
 
 
+def file_views(html_out: Path | None, markdown: Path | None, save: list[Path]) -> list[tuple[Renderer, Path]]:
+    """The summary files asked for: ``--html``, ``--markdown`` and each ``--save FILE`` by its extension
+    (typer.BadParameter naming the extensions there are, before anything is read)."""
+    named = [(RENDERERS[name], path) for name, path in (("html", html_out), ("markdown", markdown)) if path is not None]
+    try:
+        return named + [(for_path(path), path) for path in save]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--save") from None
+
+
 def write_views(
     result: pipeline.Analysis,
     chrome_trace: Path | None,
-    files: dict[str, Path | None],
+    files: list[tuple[Renderer, Path]],
     inputs: list[Path],
     command: str = "analyze",
 ) -> None:
-    """The Chrome trace of an analysis and its ``files`` (renderer name -> path: ``html``, ``markdown``),
-    where asked for; what they could not hold goes into the result's warnings."""
+    """The Chrome trace of an analysis and its summary ``files`` (:func:`file_views`), where asked for;
+    what they could not hold goes into the result's warnings."""
     if chrome_trace is not None:
         view = pipeline.timeline_of(result)
         result.warnings.extend(f"{chrome_trace}: {w}" for w in view.warnings)
@@ -71,9 +81,8 @@ def write_views(
                 f"{chrome_trace}: {len(notes)} number(s) JSON cannot hold written as null (first: {notes[0]})"
             )
     view = SummaryView(result.summary, command, lambda name: result.tables[name])
-    for name, path in files.items():
-        if path is not None:
-            write_view(RENDERERS[name], path, view, inputs)
+    for renderer, path in files:
+        write_view(renderer, path, view, inputs)
 
 
 def run_analyze(
@@ -92,6 +101,7 @@ def run_analyze(
     chrome_trace: Path | None = None,
     html_out: Path | None = None,
     markdown: Path | None = None,
+    save: list[Path] = (),  # type: ignore[assignment]
     rule_file: Path | None = None,
     rule_opt: list[str] = (),  # type: ignore[assignment]
     peak_tflops: str | None = None,
@@ -104,6 +114,7 @@ def run_analyze(
 ) -> None:
     """Read profiler output into Parquet tables, print the summary, say what went wrong (typer.Exit 2)."""
     view = stdout_view(view, json_out)
+    files = file_views(html_out, markdown, list(save))
     try:
         rules = _rule_options(rule_file, rule_opt)
         if peak_tflops is not None:
@@ -135,7 +146,7 @@ def run_analyze(
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None
     if result.read_any:
-        write_views(result, chrome_trace, {"html": html_out, "markdown": markdown}, paths)
+        write_views(result, chrome_trace, files, paths)
     show_analysis(result, say, view=view)
 
 
@@ -178,13 +189,15 @@ def run_report(
     chrome_trace: Path | None = None,
     html_out: Path | None = None,
     markdown: Path | None = None,
+    save: list[Path] = (),  # type: ignore[assignment]
 ) -> None:
     """Re-render the summary of an earlier 'analyze --out' folder, without the raw data."""
     view = stdout_view(view, json_out)
+    files = file_views(html_out, markdown, list(save))
     result = pipeline.load_output(out, top=top, by=by)
     earlier = list(result.warnings)  # what analyze said when it wrote the folder: not news now
     del result.warnings[:]
-    write_views(result, chrome_trace, {"html": html_out, "markdown": markdown}, [out], command="report")
+    write_views(result, chrome_trace, files, [out], command="report")
     _print_view(result, view, say, "report")
     say.warnings(result.warnings)
     say.earlier(earlier, str(out / "manifest.json"))

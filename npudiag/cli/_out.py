@@ -106,6 +106,11 @@ PEAK_TFLOPS = typer.Option(
     "--peak-tflops",
     help="The chip's peak for MFU: one number, or per dtype (fp16=295,int8=590); else from device info.",
 )
+SAVE = typer.Option(
+    [],
+    "--save",
+    help="Also write the summary to FILE in the format its extension names (.json, .md, .html); repeatable.",
+)
 MARKDOWN = typer.Option(
     None, "--markdown", help="Write a Markdown summary, e.g. to $GITHUB_STEP_SUMMARY (appended there)."
 )

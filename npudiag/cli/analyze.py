@@ -14,6 +14,7 @@ from npudiag.cli._out import (
     MARKDOWN,
     PEAK_TFLOPS,
     QUIET,
+    SAVE,
     SUMMARY_JSON,
     VERBOSE,
     VIEW,
@@ -58,6 +59,7 @@ def analyze(
         None, "--html", help="Also write one self-contained HTML page of the summary and plots."
     ),
     markdown: Path = MARKDOWN,
+    save: list[Path] = SAVE,
     rule_file: Path = typer.Option(
         None, "--rule-file", help="TOML file of rule options ([sync_copy] min_bytes = 65536); --rule-opt wins."
     ),
@@ -108,6 +110,7 @@ def analyze(
         chrome_trace=chrome_trace,
         html_out=html_out,
         markdown=markdown,
+        save=save,
         rule_file=rule_file,
         rule_opt=rule_opt,
         peak_tflops=peak_tflops,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from npudiag.cli._out import HOT_BY, HOT_TOP, MARKDOWN, QUIET, SUMMARY_JSON, VERBOSE, VIEW, By, Say, View
+from npudiag.cli._out import HOT_BY, HOT_TOP, MARKDOWN, QUIET, SAVE, SUMMARY_JSON, VERBOSE, VIEW, By, Say, View
 
 REPORT_EXAMPLE = """\b
 Example:
@@ -26,6 +26,7 @@ def report(
         None, "--html", help="Also write one self-contained HTML page of the summary and plots."
     ),
     markdown: Path = MARKDOWN,
+    save: list[Path] = SAVE,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
 ) -> None:
@@ -42,4 +43,5 @@ def report(
         chrome_trace=chrome_trace,
         html_out=html_out,
         markdown=markdown,
+        save=save,
     )
