@@ -159,7 +159,7 @@ def launch_from_timeline(kernels: pa.Table, timeline: pa.Table, comm_ops: pa.Tab
         return kernels
     other = _launch_rows(sources)
     for keys in (["start_ns", "task_id"], ["start_ns", "op_name"]):
-        if all(k in other.column_names and k in kernels.column_names for k in keys):
+        if all(k in other.column_names and k in kernels.column_names for k in keys) and (pos < 0).any():
             _match(kernels, other, keys, pos)
     if comm_ops is not None and comm_ops.num_rows and "task_class" in kernels.column_names:
         _match_comm(kernels, comm_ops, pos, timeline.num_rows if timeline is not None and len(sources) > 1 else 0)
@@ -189,19 +189,22 @@ def _launch_rows(sources: list[pa.Table]) -> pa.Table:
 
 
 def _match(kernels: pa.Table, other: pa.Table, keys: list[str], pos: np.ndarray) -> None:
-    """``pos`` of each kernel row not matched yet: the first row of ``other`` with equal ``keys`` (no null)."""
-    valid = None
-    for k in keys:
-        v = pc.is_valid(other[k])
-        valid = v if valid is None else pc.and_(valid, v)
+    """``pos`` of each kernel row not matched yet: the first row of ``other`` with equal ``keys`` (no null).
+    Only the rows an earlier match left are joined, against the rows of ``other`` that share their first key."""
+    todo = np.flatnonzero(pos < 0)
+    k = kernels.select(keys)
+    valid = pc.is_valid(other[keys[0]])
+    if len(todo) < kernels.num_rows:
+        k = k.take(pa.array(todo))
+        valid = pc.is_in(other[keys[0]], value_set=pc.unique(k[keys[0]]).drop_null())
+    k = k.append_column("k_row", pa.array(todo))
+    for name in keys[1:]:
+        valid = pc.and_(valid, pc.is_valid(other[name]))
     t = other.select(keys).append_column("o_row", pa.array(np.arange(other.num_rows))).filter(valid)
     t = t.group_by(keys, use_threads=False).aggregate([("o_row", "min")])
-    k = kernels.select(keys).append_column("k_row", pa.array(np.arange(kernels.num_rows)))
     j = k.join(t, keys, join_type="inner")
     if j.num_rows:
-        k_row, o_row = j["k_row"].to_numpy(), j["o_row_min"].to_numpy()
-        free = pos[k_row] < 0
-        pos[k_row[free]] = o_row[free]
+        pos[j["k_row"].to_numpy()] = j["o_row_min"].to_numpy()
 
 
 def _match_comm(kernels: pa.Table, comm: pa.Table, pos: np.ndarray, offset: int) -> None:
