@@ -249,3 +249,20 @@ def test_save_writes_each_view_its_extension_names(tmp_path: Path) -> None:
     bad = run_cli("analyze", SAMPLE, "--out", tmp_path / "o2", "--save", tmp_path / "s.txt")
     assert bad.returncode == 2 and "no renderer writes .txt; expected one of .json, .md" in bad.stderr
     assert not (tmp_path / "o2").exists() and not (tmp_path / "s.txt").exists()
+
+
+def test_a_view_renders_each_format_once(tmp_path: Path) -> None:
+    """A summary view keeps the text a renderer made: --markdown FILE with --format markdown renders once,
+    and the file and stdout are the same text."""
+    calls = []
+
+    def render(view: renderers.SummaryView) -> str:
+        calls.append(view.command)
+        return f"{view.model.profile.kernels} kernels\n"
+
+    counting = renderers.Renderer("counting", (".cnt",), render)
+    view = renderers.SummaryView({"profile": {"kernels": 3}}, "analyze", lambda name: None)
+    renderers.write_view(counting, tmp_path / "a.cnt", view)
+    renderers.write_view(counting, tmp_path / "b.cnt", view)
+    assert view.text(counting) == (tmp_path / "a.cnt").read_text() == (tmp_path / "b.cnt").read_text() == "3 kernels\n"
+    assert calls == ["analyze"]

@@ -69,9 +69,10 @@ def write_views(
     files: list[tuple[Renderer, Path]],
     inputs: list[Path],
     command: str = "analyze",
-) -> None:
+) -> SummaryView:
     """The Chrome trace of an analysis and its summary ``files`` (:func:`file_views`), where asked for;
-    what they could not hold goes into the result's warnings."""
+    what they could not hold goes into the result's warnings. Returns the summary's view, which has
+    kept each text it rendered for the same text on stdout."""
     if chrome_trace is not None:
         view = pipeline.timeline_of(result)
         result.warnings.extend(f"{chrome_trace}: {w}" for w in view.warnings)
@@ -83,6 +84,7 @@ def write_views(
     view = SummaryView(result.summary, command, lambda name: result.tables[name])
     for renderer, path in files:
         write_view(renderer, path, view, inputs)
+    return view
 
 
 def run_analyze(
@@ -145,27 +147,29 @@ def run_analyze(
             )
     except OptionError as exc:
         raise typer.BadParameter(str(exc)) from None
-    if result.read_any:
-        write_views(result, chrome_trace, files, paths)
-    show_analysis(result, say, view=view)
+    written = write_views(result, chrome_trace, files, paths) if result.read_any else None
+    show_analysis(result, say, view=view, written=written)
 
 
-def _print_view(result: pipeline.Analysis, view: str, say: Say, command: str) -> None:
-    """The summary on stdout: the terminal view (not with --quiet), or a file renderer's text (always)."""
+def _print_view(result: pipeline.Analysis, view: str, say: Say, command: str, written: SummaryView | None) -> None:
+    """The summary on stdout: the terminal view (not with --quiet), or a file renderer's text (always; not
+    rendered again when ``written``, the view the files were written from, has it)."""
     if view != "terminal":
-        summary_view = SummaryView(result.summary, command, lambda name: result.tables[name])
-        sys.stdout.write(RENDERERS[view].render(summary_view))
+        summary_view = written or SummaryView(result.summary, command, lambda name: result.tables[name])
+        sys.stdout.write(summary_view.text(RENDERERS[view]))
     elif not say.quiet:
         render_terminal(Summary.of(result.summary), Console(), command=command)
 
 
-def show_analysis(result: pipeline.Analysis, say: Say, view: str = "terminal") -> None:
+def show_analysis(
+    result: pipeline.Analysis, say: Say, view: str = "terminal", written: SummaryView | None = None
+) -> None:
     """Print an analysis (``view``: the terminal summary, json, markdown or html), its warnings and errors;
     typer.Exit 2 when nothing could be read or a file was bad."""
     if result.summary is None:  # nothing readable: say why, print nothing else
         say.errors(result.errors)
         raise typer.Exit(2)
-    _print_view(result, view, say, "analyze")
+    _print_view(result, view, say, "analyze", written)
     for f in result.inputs:
         if f.used_for:
             say.detail(f"read {f.path} ({f.kind}) for {', '.join(f.used_for)}")
@@ -197,7 +201,7 @@ def run_report(
     result = pipeline.load_output(out, top=top, by=by)
     earlier = list(result.warnings)  # what analyze said when it wrote the folder: not news now
     del result.warnings[:]
-    write_views(result, chrome_trace, files, [out], command="report")
-    _print_view(result, view, say, "report")
+    written = write_views(result, chrome_trace, files, [out], command="report")
+    _print_view(result, view, say, "report", written)
     say.warnings(result.warnings)
     say.earlier(earlier, str(out / "manifest.json"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -35,10 +35,17 @@ class SummaryView:
     summary: dict[str, Any]
     command: str
     table: Callable[[str], pa.Table]
+    _texts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
     def model(self) -> Summary:
         return Summary.of(self.summary)
+
+    def text(self, renderer: Renderer) -> str:
+        """``renderer``'s text of this view, rendered once however many files and streams take it."""
+        if renderer.name not in self._texts:
+            self._texts[renderer.name] = renderer.render(self)
+        return self._texts[renderer.name]
 
 
 @dataclass(frozen=True)
@@ -91,4 +98,4 @@ def write_text(path: Path, text: str, *, appendable: bool, inputs: Iterable[Path
 
 def write_view(renderer: Renderer, path: Path, view: SummaryView, inputs: Iterable[Path] = ()) -> None:
     """``view`` rendered by ``renderer`` at ``path`` (:func:`write_text`)."""
-    write_text(path, renderer.render(view), appendable=renderer.appends_to_step_summary, inputs=inputs)
+    write_text(path, view.text(renderer), appendable=renderer.appends_to_step_summary, inputs=inputs)
