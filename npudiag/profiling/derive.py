@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from npudiag.phases import phase
-from npudiag.profiling.analysis.idle_causes import idle_causes, idle_gaps
+from npudiag.profiling.analysis.idle_causes import idle_causes, idle_gaps, rank_attribution
 from npudiag.profiling.analysis.op_perf import op_perf
 from npudiag.profiling.analysis.step_breakdown import breakdown_and_gaps, step_time_warnings
 from npudiag.profiling.analysis.window import Window
@@ -33,7 +33,7 @@ def derive(
     ctx = RuleContext(out)  # holds what the rules share with the tables here (hot ops, timelines)
     out["hot_ops"] = ctx.hot_ops()
     out["step_breakdown"], gaps = breakdown_and_gaps(out)
-    out["idle_gaps"] = idle_gaps(out, gaps)
+    out["idle_gaps"] = idle_gaps(out, gaps, lambda rank: rank_attribution(ctx, rank))
     out["idle_causes"] = idle_causes(out["idle_gaps"])
     out["op_perf"] = op_perf(out, options_for("op_efficiency", rule_options))  # the rule's peak and thresholds
     with phase("derive: rules"):

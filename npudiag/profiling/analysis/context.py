@@ -4,6 +4,7 @@ order of findings. Below the rules: an analysis may use it without importing a r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,13 @@ class RuleContext:
     tables: dict[str, pa.Table]
     _timelines: dict[Any, Timeline] = field(default_factory=dict)
     _hot_ops: pa.Table | None = None
+    _built: dict[Any, Any] = field(default_factory=dict)
+
+    def cached(self, key: Any, build: Callable[[], Any]) -> Any:
+        """``build()`` once per key for this context (what several analyses and rules of a run share)."""
+        if key not in self._built:
+            self._built[key] = build()
+        return self._built[key]
 
     def table(self, name: str) -> pa.Table:
         t = self.tables.get(name)

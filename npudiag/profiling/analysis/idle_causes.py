@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag import schemas
-from npudiag.profiling.analysis.context import rank_rows
+from npudiag.profiling.analysis.context import RuleContext
 from npudiag.profiling.analysis.step_breakdown import WHERE, StepGaps, row_ns
 from npudiag.profiling.analysis.timeline import merge
 
@@ -251,123 +251,147 @@ def _on_thread(points: np.ndarray, point_thread: np.ndarray, calls: _Calls, idx:
     return out
 
 
+class Attribution:
+    """What the attribution of one rank's gaps reads, prepared once (the calls by thread and by kind, the
+    launch call of each connection id), so every set of gaps of that rank costs only its own points.
+    ``device``: the rank's :func:`device_tasks`; ``api``, ``host_ops``: its CANN calls and framework ops."""
+
+    def __init__(self, device: pa.Table, api: pa.Table, host_ops: pa.Table) -> None:
+        self.device = device
+        self.dev_ns = device["start_ns"].to_numpy(zero_copy_only=False) if device.num_rows else np.zeros(0, np.int64)
+        self.cann = (
+            _Calls(api, pc.binary_join_element_wise(pc.fill_null(api["level"], ""), api["name"], "@"))
+            if api.num_rows
+            else None
+        )
+        # the launch call of a connection id: of several CANN calls with it, the one starting last (the launch)
+        self.launch_ids = self.launch_calls = None
+        self.is_compile = self.sync_api = np.zeros(0, bool)
+        if self.cann is not None:
+            ids = _ints(_col(api, "connection_id", pa.int64()), -(2**62))
+            has = np.flatnonzero(ids != -(2**62))
+            if len(has):
+                order = has[np.lexsort((self.cann.start[has], ids[has]))]
+                self.launch_calls = order[np.r_[ids[order][1:] != ids[order][:-1], True]]
+                self.launch_ids = pa.array(ids[self.launch_calls], pa.int64())
+            self.is_compile = _marks(self.cann.labels, lambda s: COMPILE in s.lower())
+            self.sync_api = _marks(self.cann.labels, lambda s: any(k in s for k in SYNC_CALLS))
+            self.compiles = _by_start(self.cann, np.flatnonzero(self.is_compile))
+        self.ops = self.loader = None
+        sync_ops = None
+        if host_ops.num_rows:
+            named = pc.fill_null(host_ops["name"], "")
+            self.ops = _Calls(host_ops, named)
+            not_step = ~pc.starts_with(named, "ProfilerStep#").to_numpy(zero_copy_only=False)  # steps cover all
+            sync_ops = _marks(self.ops.labels, lambda s: s in SYNC_OPS)
+            self.loader = np.flatnonzero(
+                pc.starts_with(self.ops.labels, DATALOADER).to_numpy(zero_copy_only=False) & not_step
+            )
+        sources = ((self.cann, self.sync_api), (self.ops, sync_ops))
+        self.sync_calls = [
+            (c, _by_start(c, np.flatnonzero(m))) for c, m in sources if c is not None and m is not None and m.any()
+        ]
+
+    def of(self, gap_s: np.ndarray, gap_e: np.ndarray) -> dict[str, pa.Array]:
+        """For the gaps [start, end] (ns): cause, kind, the task ending each gap, the CANN call that launched
+        it, its thread and the framework op that issued it (the module's docstring)."""
+        n = len(gap_s)
+        gap_s, gap_e = np.asarray(gap_s, np.int64), np.asarray(gap_e, np.int64)
+        mid = gap_s + (gap_e - gap_s) // 2
+        half = (gap_e - gap_s) / 2.0
+        next_task, conn, launched_by = self._next_tasks(gap_e)
+        cann, ops = self.cann, self.ops
+        launch = np.full(n, -1, np.int64)
+        if self.launch_ids is not None:
+            found = pc.fill_null(pc.index_in(conn, value_set=self.launch_ids), -1)
+            found = found.to_numpy(zero_copy_only=False).astype(np.int64)
+            launch = np.where(found >= 0, self.launch_calls[np.maximum(found, 0)], -1)
+        thread = np.where(launch >= 0, cann.thread[np.maximum(launch, 0)], -1) if cann is not None else launch
+        # (1, 2) the launching thread busy in a CANN call: a compile, else another call that is no sync
+        compiling = on_api = np.full(n, -1, np.int64)
+        if cann is not None:
+            compiling = _on_thread(mid, thread, cann, np.flatnonzero(self.is_compile))
+            if (thread < 0).any() and self.is_compile.any():  # the launch call unknown: a compile on any thread
+                idx = self.compiles
+                length = (cann.end - cann.start)[idx]
+                anywhere = best_covering(mid, cann.start[idx], cann.end[idx], lambda _p, c: length[c])
+                compiling = np.where(thread < 0, np.where(anywhere >= 0, idx[np.maximum(anywhere, 0)], -1), compiling)
+            on_api = _on_thread(mid, thread, cann, np.flatnonzero(~self.sync_api))
+        # (3) a synchronising call overlapping at least half the gap (so across its middle), the one overlapping
+        # most; of equal overlaps the CANN call, then the earliest to start
+        sync_label = pa.nulls(n, pa.string())
+        sync_overlap = np.full(n, -np.inf)
+        for calls, idx in self.sync_calls:
+            s_, e_ = calls.start[idx], calls.end[idx]
+            found = best_covering(
+                mid, s_, e_, lambda p, c, s_=s_, e_=e_: np.minimum(e_[c], gap_e[p]) - np.maximum(s_[c], gap_s[p])
+            )
+            ov = np.where(
+                found >= 0,
+                np.minimum(e_[np.maximum(found, 0)], gap_e) - np.maximum(s_[np.maximum(found, 0)], gap_s),
+                -np.inf,
+            )
+            better = (found >= 0) & (ov > sync_overlap)
+            sync_overlap = np.where(better, ov, sync_overlap)
+            sync_label = pc.if_else(
+                pa.array(better), calls.label(np.where(found >= 0, idx[np.maximum(found, 0)], -1)), sync_label
+            )
+        syncing = sync_overlap >= half
+        # (4) inside a DataLoader fetch
+        loading = np.full(n, -1, np.int64)
+        if self.loader is not None and len(self.loader):
+            found = innermost(mid, ops.start[self.loader], ops.end[self.loader])
+            loading = np.where(found >= 0, self.loader[np.maximum(found, 0)], -1)
+        dispatch = pc.is_valid(launched_by).to_numpy(zero_copy_only=False)
+        code = np.select([compiling >= 0, on_api >= 0, syncing, loading >= 0, dispatch], [0, 1, 2, 3, 4], 5)
+        on_thread = np.where(code == 0, compiling, np.where(code == 1, on_api, -1))
+        none = pa.nulls(n, pa.string())
+        cause = pc.coalesce(
+            cann.label(on_thread) if cann is not None else none,
+            pc.if_else(pa.array(code == 2), sync_label, none),
+            ops.label(np.where(code == 3, loading, -1)) if ops is not None else none,
+            pc.if_else(pa.array(code == 4), launched_by, none),
+        )
+        return {
+            "cause": cause,
+            "kind": _kinds(code),
+            "next_task": next_task,
+            "launch_call": cann.label(launch) if cann is not None else none,
+            "launch_thread_id": pa.array(thread, pa.int64(), mask=thread < 0),
+            "launched_by": launched_by,
+        }
+
+    def _next_tasks(self, gap_e: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """Name, connection id and issuing framework op of the task ending each gap: the first device task
+        starting at or after the gap's end (nulls where none does)."""
+        n, device = len(gap_e), self.device
+        nxt = np.searchsorted(self.dev_ns, gap_e, "left")
+        has_next = nxt < len(self.dev_ns)
+        take, mask = pa.array(np.where(has_next, nxt, 0)), pa.array(~has_next)
+        cols = (("name", pa.string()), ("connection_id", pa.int64()), ("launched_by", pa.string()))
+        if not device.num_rows:
+            return tuple(pa.nulls(n, t) for _, t in cols)
+        return tuple(pc.if_else(mask, pa.nulls(n, t), pc.take(device[c], take)) for c, t in cols)
+
+
+def rank_attribution(ctx: RuleContext, rank: int | None) -> Attribution:
+    """The :class:`Attribution` of one rank's tables in ``ctx``, prepared once for the idle-gap table and
+    the rules alike."""
+    return ctx.cached(
+        ("attribution", rank),
+        lambda: Attribution(
+            device_tasks(ctx.for_rank("kernels", rank), ctx.for_rank("copies", rank)),
+            ctx.for_rank("api_calls", rank),
+            ctx.for_rank("host_ops", rank),
+        ),
+    )
+
+
 def attribute(
     device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s: np.ndarray, gap_e: np.ndarray
 ) -> dict[str, pa.Array]:
-    """For the gaps [start, end] (ns) of one rank: cause, kind, the task ending each gap, the CANN
-    call that launched it, its thread and the framework op that issued it (the module's docstring).
-    ``device``: the rank's :func:`device_tasks`; ``api``, ``host_ops``: its CANN calls and framework ops."""
-    n = len(gap_s)
-    gap_s, gap_e = np.asarray(gap_s, np.int64), np.asarray(gap_e, np.int64)
-    mid = gap_s + (gap_e - gap_s) // 2
-    half = (gap_e - gap_s) / 2.0
-    # the task ending each gap: the first device task starting at or after the gap's end
-    dev_ns = device["start_ns"].to_numpy(zero_copy_only=False) if device.num_rows else np.zeros(0, np.int64)
-    nxt = np.searchsorted(dev_ns, gap_e, "left")
-    has_next = nxt < len(dev_ns)
-    take = pa.array(np.where(has_next, nxt, 0))
-    mask = pa.array(~has_next)
-
-    def of_next(col: str, type_: pa.DataType) -> pa.Array:
-        if not device.num_rows:
-            return pa.nulls(n, type_)
-        return pc.if_else(mask, pa.nulls(n, type_), pc.take(device[col], take))
-
-    next_task, conn, launched_by = (
-        of_next("name", pa.string()),
-        of_next("connection_id", pa.int64()),
-        of_next("launched_by", pa.string()),
-    )
-    cann = (
-        _Calls(api, pc.binary_join_element_wise(pc.fill_null(api["level"], ""), api["name"], "@"))
-        if api.num_rows
-        else None
-    )
-    # the launch call: the CANN call with the task's connection id (of several, the one starting last: the launch
-    # itself)
-    launch = np.full(n, -1, np.int64)
-    if cann is not None:
-        ids = _ints(_col(api, "connection_id", pa.int64()), -(2**62))
-        has = np.flatnonzero(ids != -(2**62))
-        if len(has):
-            order = has[np.lexsort((cann.start[has], ids[has]))]
-            last = order[np.r_[ids[order][1:] != ids[order][:-1], True]]  # per id: its last-starting call
-            pos = pc.index_in(conn, value_set=pa.array(ids[last], pa.int64()))
-            found = pc.fill_null(pos, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-            launch = np.where(found >= 0, last[np.maximum(found, 0)], -1)
-    thread = (
-        np.where(launch >= 0, cann.thread[np.maximum(launch, 0)], -1) if cann is not None else np.full(n, -1, np.int64)
-    )
-    # (1, 2) the launching thread busy in a CANN call: a compile, else another call that is no sync
-    compiling = on_api = np.full(n, -1, np.int64)
-    sync_api = np.zeros(0, bool)
-    if cann is not None:
-        is_compile = _marks(cann.labels, lambda s: COMPILE in s.lower())
-        sync_api = _marks(cann.labels, lambda s: any(k in s for k in SYNC_CALLS))
-        compiling = _on_thread(mid, thread, cann, np.flatnonzero(is_compile))
-        if (thread < 0).any() and is_compile.any():  # the launch call unknown: a compile on any thread holds the launch
-            idx = _by_start(cann, np.flatnonzero(is_compile))
-            length = (cann.end - cann.start)[idx]
-            anywhere = best_covering(mid, cann.start[idx], cann.end[idx], lambda _p, c: length[c])
-            compiling = np.where(thread < 0, np.where(anywhere >= 0, idx[np.maximum(anywhere, 0)], -1), compiling)
-        on_api = _on_thread(mid, thread, cann, np.flatnonzero(~sync_api))
-    ops = None
-    if host_ops.num_rows:
-        named = pc.fill_null(host_ops["name"], "")
-        ops = _Calls(host_ops, named)
-        not_step = ~pc.starts_with(named, "ProfilerStep#").to_numpy(
-            zero_copy_only=False
-        )  # step markers cover every gap
-    # (3) a synchronising call overlapping at least half the gap (so across its middle), the one overlapping most
-    # of equal overlaps the CANN call, then the earliest to start
-    sync_ops = _marks(ops.labels, lambda s: s in SYNC_OPS) if ops else None
-    sources = ((cann, sync_api), (ops, sync_ops))
-    sync_calls = [
-        (c, _by_start(c, np.flatnonzero(m))) for c, m in sources if c is not None and m is not None and m.any()
-    ]
-    sync_label = pa.nulls(n, pa.string())
-    sync_overlap = np.full(n, -np.inf)
-    for calls, idx in sync_calls:
-        s_, e_ = calls.start[idx], calls.end[idx]
-        found = best_covering(
-            mid, s_, e_, lambda p, c, s_=s_, e_=e_: np.minimum(e_[c], gap_e[p]) - np.maximum(s_[c], gap_s[p])
-        )
-        ov = np.where(
-            found >= 0,
-            np.minimum(e_[np.maximum(found, 0)], gap_e) - np.maximum(s_[np.maximum(found, 0)], gap_s),
-            -np.inf,
-        )
-        better = (found >= 0) & (ov > sync_overlap)
-        sync_overlap = np.where(better, ov, sync_overlap)
-        sync_label = pc.if_else(
-            pa.array(better), calls.label(np.where(found >= 0, idx[np.maximum(found, 0)], -1)), sync_label
-        )
-    syncing = sync_overlap >= half
-    # (4) inside a DataLoader fetch
-    loading = np.full(n, -1, np.int64)
-    if ops is not None:
-        loader = np.flatnonzero(pc.starts_with(ops.labels, DATALOADER).to_numpy(zero_copy_only=False) & not_step)
-        if len(loader):
-            found = innermost(mid, ops.start[loader], ops.end[loader])
-            loading = np.where(found >= 0, loader[np.maximum(found, 0)], -1)
-    dispatch = pc.is_valid(launched_by).to_numpy(zero_copy_only=False)
-    code = np.select([compiling >= 0, on_api >= 0, syncing, loading >= 0, dispatch], [0, 1, 2, 3, 4], 5)
-    on_thread = np.where(code == 0, compiling, np.where(code == 1, on_api, -1))
-    api_label = cann.label(on_thread) if cann is not None else pa.nulls(n, pa.string())
-    cause = pc.coalesce(
-        api_label,
-        pc.if_else(pa.array(code == 2), sync_label, pa.nulls(n, pa.string())),
-        ops.label(np.where(code == 3, loading, -1)) if ops is not None else pa.nulls(n, pa.string()),
-        pc.if_else(pa.array(code == 4), launched_by, pa.nulls(n, pa.string())),
-    )
-    return {
-        "cause": cause,
-        "kind": _kinds(code),
-        "next_task": next_task,
-        "launch_call": cann.label(launch) if cann is not None else pa.nulls(n, pa.string()),
-        "launch_thread_id": pa.array(thread, pa.int64(), mask=thread < 0),
-        "launched_by": launched_by,
-    }
+    """:meth:`Attribution.of` the gaps [start, end] (ns) of one rank, for one set of gaps."""
+    return Attribution(device, api, host_ops).of(gap_s, gap_e)
 
 
 def _kinds(code: np.ndarray) -> pa.Array:
@@ -375,26 +399,23 @@ def _kinds(code: np.ndarray) -> pa.Array:
     return pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int8)), pa.array(KINDS)).cast(pa.string())
 
 
-def idle_gaps(tables: dict[str, pa.Table], gaps: list[StepGaps]) -> pa.Table:
+def idle_gaps(
+    tables: dict[str, pa.Table], gaps: list[StepGaps], attribution: Callable[[int | None], Attribution] | None = None
+) -> pa.Table:
     """The ``idle_gaps`` table: one row per device gap of each step (before its first task, between
     tasks, after its last), with its cause, kind and the launch path of the task that ends it.
-    ``gaps``: each rank's gaps as the step breakdown found them (``step_breakdown.breakdown_and_gaps``)."""
-    kernels, copies = tables["kernels"], tables["copies"]
-    api = tables.get("api_calls", schemas.empty("api_calls"))
-    host_ops = tables.get("host_ops", schemas.empty("host_ops"))
+    ``gaps``: each rank's gaps as the step breakdown found them (``step_breakdown.breakdown_and_gaps``);
+    ``attribution``: each rank's :class:`Attribution` where one is kept (:func:`rank_attribution`)."""
+    if attribution is None:
+        ctx = RuleContext(tables)
+        attribution = lambda rank: rank_attribution(ctx, rank)  # noqa: E731
     parts = []
     for g in gaps:
         n = len(g.step)
         if not n:
             continue
         placed = g.placed
-        found = attribute(
-            device_tasks(rank_rows(kernels, g.rank), rank_rows(copies, g.rank)),
-            rank_rows(api, g.rank),
-            rank_rows(host_ops, g.rank),
-            g.start_ns[placed],
-            g.end_ns[placed],
-        )
+        found = attribution(g.rank).of(g.start_ns[placed], g.end_ns[placed])
         cols = {}
         for (
             name,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npudiag.profiling.analysis.idle_causes import ADVICE, SOURCES, attribute, device_tasks
+from npudiag.profiling.analysis.idle_causes import ADVICE, SOURCES, rank_attribution
 from npudiag.profiling.analysis.quantities import idle_gaps
 from npudiag.profiling.analysis.step_breakdown import step_slots
 from npudiag.profiling.rules.base import Finding, RuleContext, Skipped, absolute
@@ -71,10 +71,7 @@ def run(ctx: RuleContext, opts: dict[str, float]) -> list[Finding]:
         span = tl.span_us
         idx = np.nonzero(long)[0]
         base = tl.base
-        found = attribute(
-            device_tasks(ctx.for_rank("kernels", rank), ctx.for_rank("copies", rank)),
-            ctx.for_rank("api_calls", rank),
-            ctx.for_rank("host_ops", rank),
+        found = rank_attribution(ctx, rank).of(
             base + np.rint(rel_s[idx] * 1000.0).astype(np.int64),
             base + np.rint(rel_e[idx] * 1000.0).astype(np.int64),
         )
