@@ -648,9 +648,9 @@ def _pmu_columns(db: _Db, task: pa.Table) -> dict[str, pa.Array]:
         k = _occurrence(g, np.arange(len(g)))
         mg, mcount = np.unique(g, return_counts=True)
         # only where the groups of a task id match its runs one to one
-        runs_of = dict(zip(uniq.tolist(), per_gid.tolist(), strict=True))
-        ok = {int(x) for x, c in zip(mg.tolist(), mcount.tolist(), strict=True) if runs_of.get(x) == c}
-        keep = np.isin(g, np.fromiter(ok, np.int64, len(ok)))
+        at = np.minimum(np.searchsorted(uniq, mg), len(uniq) - 1)
+        ok = (uniq[at] == mg) & (per_gid[at] == mcount)
+        keep = np.isin(g, mg[ok])
         side = pa.table({"gid": pa.array(g[keep]), "k": pa.array(k[keep]), "v": rows["value"].filter(pa.array(keep))})
         joined = here.join(side, ["gid", "k"], join_type="inner")
         column, factor = _pmu_column(metric)
