@@ -12,11 +12,10 @@ import pytest
 from rich.console import Console
 
 import npudiag
-from npudiag.profiling.analysis.summary import BUSY_PARTS
 from npudiag.report.html import render_html
 from npudiag.report.markdown import render_markdown
 from npudiag.report.terminal import render_terminal
-from npudiag.summary_model import Copies, HotOps, IdleCauses, Memory, ProfileTotals, RangeTree, Summary
+from npudiag.summary_model import BUSY_PARTS, Copies, HotOps, IdleCauses, Memory, ProfileTotals, RangeTree, Summary
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKS = {"profile": ProfileTotals, "hot_ops": HotOps, "copies": Copies, "memory": Memory, "idle_causes": IdleCauses}
@@ -57,7 +56,8 @@ def test_the_model_holds_every_key_of_corpus_summaries(tmp_path: Path, corpus: P
 
 
 def test_busy_parts_are_the_glossary_split() -> None:
-    assert tuple(ProfileTotals().busy_parts) == BUSY_PARTS
+    """The profile block's split is the keys the producer sums, each a field of the block."""
+    assert tuple(ProfileTotals().busy_parts) == BUSY_PARTS and set(BUSY_PARTS) <= _names(ProfileTotals)
 
 
 @pytest.mark.parametrize("partial", [{}, {"profile": {"kernels": 7}}, {"hot_ops": None, "title": None}])

@@ -21,6 +21,7 @@ from npudiag.profiling.analysis.idle_causes import top_causes
 from npudiag.profiling.analysis.memory import memory_by_rank
 from npudiag.profiling.analysis.quantities import clipped_union_us, copy_totals, phases, timeline
 from npudiag.profiling.analysis.ranges import range_summary
+from npudiag.summary_model import BUSY_PARTS  # what device busy is made of; they add up to it on every rank
 
 # the tables that say a rank holds data, and what kind (a rank of only step / comm files counts)
 DATA_TABLES = (
@@ -53,10 +54,6 @@ def ranks_present(tables: dict[str, pa.Table]) -> dict[str, list[str]]:
         for r in _ranks_of(t):
             out.setdefault("none" if r is None else str(r), []).append(name)
     return out
-
-
-# what device busy is made of, in the glossary's terms; they add up to it on every rank
-BUSY_PARTS = ("computing_us", "communication_not_overlapped_us", "copy_not_overlapped_us")
 
 
 def per_rank(tables: dict[str, pa.Table]) -> list[dict[str, Any]]:
