@@ -35,8 +35,6 @@ class RuleContext:
     """The tables a rule may read, plus derived per-rank facts computed once."""
 
     tables: dict[str, pa.Table]
-    _timelines: dict[Any, Timeline] = field(default_factory=dict)
-    _hot_ops: pa.Table | None = None
     _built: dict[Any, Any] = field(default_factory=dict)
 
     def cached(self, key: Any, build: Callable[[], Any]) -> Any:
@@ -78,15 +76,14 @@ class RuleContext:
 
     def timeline(self, rank: int | None) -> Timeline:
         """The rank's device timeline (kernels and device copies), built once per run of the rules."""
-        if rank not in self._timelines:
-            self._timelines[rank] = timeline(self.for_rank("kernels", rank), self.for_rank("copies", rank))
-        return self._timelines[rank]
+        return self.cached(
+            ("timeline", rank), lambda: timeline(self.for_rank("kernels", rank), self.for_rank("copies", rank))
+        )
 
     def hot_ops(self, by: str | None = None) -> pa.Table:
         """``hot_ops.parquet`` of the kernels, built once: all of it, or its rows grouped ``by`` op type or name."""
-        if self._hot_ops is None:
-            self._hot_ops = hot_ops_table(self.table("kernels"))
-        return self._hot_ops if by is None else self._hot_ops.filter(pc.equal(self._hot_ops["group_by"], by))
+        every = self.cached("hot_ops", lambda: hot_ops_table(self.table("kernels")))
+        return every if by is None else every.filter(pc.equal(every["group_by"], by))
 
     def span_us(self, rank: int | None) -> float:
         """The rank's span, as the glossary defines it (kernels and device copies)."""
