@@ -5,6 +5,7 @@ Wiring only; what does the work is imported when a command runs (``--help`` stay
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from enum import Enum
@@ -233,15 +234,16 @@ def parse(
     shown = stdout_view(view.value, json_out)
     run = parse_dump(dump_path, out, npy=npy, force=force)
     summary = run.summary
+    rows = functools.cache(run.rows)  # sorted once, for whichever views ask
     terminal = print_text_view(
         shown,
-        lambda: {**summary, "tensors_table": run.rows()[:top]},
-        lambda: dump_parse_markdown({**summary, "rows": run.rows()}, top),
+        lambda: {**summary, "tensors_table": rows()[:top]},
+        lambda: dump_parse_markdown({**summary, "rows": rows()}, top),
         markdown,
         [dump_path],
     )
     if terminal and not quiet:
-        render_parse_terminal({**summary, "rows": run.rows()}, Console(), top)
+        render_parse_terminal({**summary, "rows": rows()}, Console(), top)
     say.errors(run.errors)
     if run.errors:
         say.errors([f"{len(run.errors)} file(s) skipped; the others are in {out}/tensors.parquet"])
