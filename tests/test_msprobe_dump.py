@@ -264,8 +264,9 @@ def test_tensor_mode_rows_name_the_file_msprobe_saved(tmp_path: Path) -> None:
 
 
 def test_parse_prints_markdown_with_the_counts_and_rows_of_the_json(tmp_path: Path) -> None:
-    """dump parse --format markdown: the tensor count recomputed from the raw dump.json, the first rows the
-    same tensors (op, shape, min, max) as --json's table, the --markdown file the same text."""
+    """dump parse --format markdown: the tensor count recomputed from the raw dump.json; the first rows are the
+    tensors --json lists first, each row's shape, min, max and mean those the raw dump.json states for that
+    tensor; the --markdown file the same text."""
     path = SAMPLES / "msprobe_quick_start_gpu_dump_step0_proc2016" / "dump.json"
     if not path.is_file():
         pytest.skip(f"msprobe sample not present at {path} (set NPUDIAG_CORPUS)")
@@ -277,7 +278,10 @@ def test_parse_prints_markdown_with_the_counts_and_rows_of_the_json(tmp_path: Pa
     assert lines[0] == f"## npudiag dump parse — 1 file, {len(_tensors_by_hand(path)):,} tensors, statistics only"
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| ")][1:]
     js = json.loads(run_cli("dump", "parse", path.parent, "--out", tmp_path / "o2", "--top", "3", "--json").stdout)
-    want = [[t["op_name"].replace("_", "\\_"), "x".join(map(str, t["shape"])), format(t["min"], ".4g"), format(t["max"], ".4g")]
-            for t in js["tensors_table"]]  # fmt: skip
-    assert [[row[0], row[3], row[4], row[5]] for row in rows] == want
+    raw = dict(_tensors_by_hand(path))  # by msprobe's tensor name, straight from the JSON
+    firsts = [raw[t["tensor_name"]] for t in js["tensors_table"]]
+    assert [[row[3], row[4], row[5], row[6]] for row in rows] == [
+        ["x".join(map(str, x["shape"])), format(x["Min"], ".4g"), format(x["Max"], ".4g"), format(x["Mean"], ".4g")] for x in firsts
+    ]
+    assert [row[0] for row in rows] == [t["op_name"].replace("_", "\\_") for t in js["tensors_table"]]
     assert lines[-1] == f"{len(_tensors_by_hand(path)) - 3:,} more tensors in tensors.parquet."
