@@ -432,6 +432,12 @@ def test_vectorised_plog_path_gives_the_same_rows(log_corpus: Path, tmp_path: Pa
         "   |  dest_ip(rank_id)  |  src_ip(rank_id)   |",
         "[EVENT] TDT(1,p):2025-08-06-23:09:37.100.200 [process_mode_manager.cpp:103][OpenProcess][tid:9] [Rank 3] open",
         "[ERROR] DRV(1,p):2025-08-06-23:09:38.000.000 [ascend][drv] x[FUNC:Alloc][FILE:devmm.c][LINE:88]",
+        # each thread form, and the firmware's text form on a record of another module with no [file:line]
+        "[DEBUG] PROFILING(1,p):2025-08-06-23:09:38.000.001 [msprof_callback_impl.cpp:79] >>> (tid:77) called",
+        "[INFO] HCCL(1,p):2025-08-06-23:09:38.000.002 [op_base.cc:5][123][Entry-HcclAllReduce]tag[x]",
+        "[INFO] TDT(1,p):2025-08-06-23:09:38.000.003 [tsd.cpp:5][123][tid:6] open",
+        "[INFO] DRV(1,p):2025-08-06-23:09:38.000.004 17 (cpuid:0) path/x.c:1193 task_done: ok",
+        "[INFO] DRV(1,p):2025-08-06-23:09:38.000.005 [d.c:3] 17 (cpuid:0) path/x.c:1193 task_done: ok",
     ]
     texts.append("\n".join(lines * 50))
     # the mindcluster plogs, the GE/TDT excerpt and the generated text take the fast path

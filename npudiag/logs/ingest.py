@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from npudiag.errors import InputError
+from npudiag.executors import threads
 from npudiag.logs.formats.ascend_log import LogParser
 from npudiag.logs.formats.log_common import QUIET_LEVELS, cap_message
 from npudiag.logs.sources import LogSource
@@ -67,6 +69,30 @@ def _problem_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
     return found.set_column(i, "message", pa.array(short, pa.string()))
 
 
+class _RowGroups:
+    """log_events' row groups written on a thread of their own (Parquet's encoding and compression release
+    the GIL) while the next ones are parsed: at most one row group in flight, so memory stays bounded."""
+
+    def __init__(self, writer: pq.ParquetWriter) -> None:
+        self.writer = writer
+        self.flight: Future[None] | None = None
+
+    def write(self, table: pa.Table) -> None:
+        self.wait()
+        self.flight = threads("logs-write", 1).submit(self.writer.write_table, table)
+
+    def wait(self) -> None:
+        flight, self.flight = self.flight, None
+        if flight is not None:
+            flight.result()  # a failed write (a full disk) is raised here, in the caller's thread
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            self.writer.close()
+
+
 def read_logs(
     sources: list[LogSource],
     events_path: Path | None,
@@ -82,7 +108,7 @@ def read_logs(
     prefixes: list[dict[str, str]] = []
     first_records: dict[str, Any] = {}
 
-    def run(writer: pq.ParquetWriter | None) -> None:
+    def run(writer: _RowGroups | None) -> None:
         nonlocal lines, kept, dropped, catalogue
         pending: list[pa.RecordBatch] = []  # small files' batches, written as one row group
         pending_rows = pending_bytes = 0
@@ -90,7 +116,7 @@ def read_logs(
         def flush() -> None:
             nonlocal pending_rows, pending_bytes
             if writer is not None and pending:
-                writer.write_table(pa.Table.from_batches(pending, schema=LOG_EVENTS))
+                writer.write(pa.Table.from_batches(pending, schema=LOG_EVENTS))
             pending.clear()
             pending_rows = pending_bytes = 0
 
@@ -138,7 +164,7 @@ def read_logs(
     if events_path is not None:
 
         def write(fh) -> None:
-            writer = pq.ParquetWriter(fh, LOG_EVENTS, compression="snappy")
+            writer = _RowGroups(pq.ParquetWriter(fh, LOG_EVENTS, compression="snappy"))
             try:
                 run(writer)
             finally:

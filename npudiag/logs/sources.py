@@ -140,7 +140,8 @@ def _body_blocks(body: str) -> Iterator[Block | BlankRun]:
     run of BLANK_RUN or more blank lines as one BlankRun, found by a regex at memory speed."""
     pos = 0
     cr = "\r" in body
-    runs = _BLANKS.finditer(body) if any(x in body for x in _BLANK_NEEDLES) else ()  # str.find scans at memchr speed
+    # str.find scans at memchr speed; the needles with a carriage return only where the text holds one
+    runs = _BLANKS.finditer(body) if any(x in body for x in _BLANK_NEEDLES[: 3 if cr else 1]) else ()
     for m in runs:
         a, b = m.span()
         n = body.count("\n", a, b)

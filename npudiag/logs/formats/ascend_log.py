@@ -443,22 +443,36 @@ class LogParser:
             yield from self._lines(lines, start, 0, len(lines))
             return
         pieces = fut.result()
-        out: list[pa.RecordBatch] = []
+        # the line parser's rows of the whole chunk go into one batch (a batch per range cost more than the
+        # range), each range's rows a slice of it; a range ends before a header, so its last record is
+        # complete at its end (and the chunk's, which ends before a header)
+        cols = self._cols["file"]
+        parts: list[pa.RecordBatch | tuple[int, int]] = [(0, len(cols))]  # rows of earlier chunks not in a batch
         for piece in pieces:
+            first = len(cols)
             if isinstance(piece, tuple):
-                out.extend(self._lines(lines, start, *piece))
+                for _ in self._lines(lines, start, *piece, flush=False):
+                    pass  # nothing is yielded without flush
+                self._close()
+                parts.append((first, len(cols)))
                 continue
-            self._close()
-            if self._cols["file"]:
-                out.append(self._batch())
+            if self._cur is not None:  # a record of an earlier chunk, still open: it ends before this header
+                self._close()
+                parts.append((first, len(cols)))
             self.records += piece.num_rows
-            out.append(piece)
+            parts.append(piece)
+        slow = self._batch() if self._cols["file"] else None
+        out = [
+            p if isinstance(p, pa.RecordBatch) else slow.slice(p[0], p[1] - p[0])
+            for p in parts
+            if isinstance(p, pa.RecordBatch) or p[1] > p[0]
+        ]
         if len(out) > 1:
             yield pa.Table.from_batches(out, schema=LOG_EVENTS).combine_chunks().to_batches()[0]
         elif out:
             yield out[0]
 
-    def _lines(self, lines: list[str], start: int, a: int, b: int) -> Iterator[pa.RecordBatch]:
+    def _lines(self, lines: list[str], start: int, a: int, b: int, flush: bool = True) -> Iterator[pa.RecordBatch]:
         for i in range(a, b):
             line = lines[i]
             self._prefix_text = self._prefix_pid = None
@@ -471,7 +485,7 @@ class LogParser:
                     self._line(start + i, sub)
             else:
                 self._line(start + i, line)
-            if len(self._cols["file"]) >= self.batch_rows or self._chars >= BATCH_CHARS:
+            if flush and (len(self._cols["file"]) >= self.batch_rows or self._chars >= BATCH_CHARS):
                 yield self._batch()
 
     def parse(self, lines: Iterable[str]) -> Iterator[pa.RecordBatch]:
