@@ -65,8 +65,8 @@ def _problem_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
     long = pc.greater(pc.utf8_length(messages), TRIAGE_MESSAGE_CHARS)
     if not pc.any(long).as_py():
         return found
-    short = [cap_message(m, TRIAGE_MESSAGE_CHARS) if m is not None else None for m in messages.to_pylist()]
-    return found.set_column(i, "message", pa.array(short, pa.string()))
+    cut = [cap_message(m, TRIAGE_MESSAGE_CHARS) for m in messages.filter(long).to_pylist()]  # the long ones only
+    return found.set_column(i, "message", pc.replace_with_mask(messages, long, pa.array(cut, pa.string())))
 
 
 class _RowGroups:
