@@ -620,3 +620,30 @@ def test_a_stated_rank_no_column_holds_is_null_on_both_paths() -> None:
         ascend_log.CHUNK_LINES, ascend_log.MIN_VECTOR_LINES = saved
     slow = parse_text("\n".join([line] * 200), LogContext("r.log", rank=5), vectorised=False)
     assert fast["rank"].to_pylist() == slow["rank"].to_pylist() == [None] * 200
+
+
+def test_every_record_holds_the_codes_its_message_states(log_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the Python definition (error_codes; none at an information level) on each record's message, against
+    # what both paths store after their RE2 prefilter: a code the prefilter misses would be lost silently
+    quiet = {"INFO", "DEBUG", "EVENT", "TRACE", "OPLOG"}
+    wide = "error code is        :        [507014"  # the widest spacing ACL's form allows before the digits
+    lines = [
+        f"[ERROR] RUNTIME(1,p):2025-08-06-23:09:35.772.604 [a.cc:1]1 F:{wide}",
+        f"{wide} on a console line",
+        "[INFO] GE(1,p):2025-08-06-23:09:35.772.605 [a.cc:2]1 F:EZ9999 registered (a catalogue line)",
+        "[WARNING] GE(1,p):2025-08-06-23:09:35.772.606 [a.cc:3]1 F:retCode=0x25 result = 507035 and EI0002",
+    ]
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(log_corpus.glob("*.log"))]
+    texts.append("\n".join(lines * 40))
+    from npudiag.logs.formats import ascend_log
+
+    monkeypatch.setattr(ascend_log, "CHUNK_LINES", 8)  # short texts take the vectorised path too
+    monkeypatch.setattr(ascend_log, "MIN_VECTOR_LINES", 0)
+    seen = 0
+    for text in texts:
+        for vectorised in (True, False):
+            for row in parse_text(text, LogContext("x.log"), vectorised=vectorised).to_pylist():
+                expected = [] if row["level"] in quiet else error_codes(row["message"])
+                assert row["error_codes"] == expected, row["message"][:200]
+                seen += bool(expected)
+    assert seen > 100

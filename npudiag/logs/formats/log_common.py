@@ -96,7 +96,8 @@ ACL_CODE = re.compile(
 )
 CODE_HINT = re.compile(r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|\d{6}")
 # the same, as an RE2 pattern for pyarrow (which rows may hold a code at all)
-CODE_HINT_RE2 = r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|(?i:code|ret|result|failed)[^0-9\n]{0,12}\d{6}"
+# (ACL_CODE's words end up to 31 characters before their digits: " is", 8 blanks, "is" and 8, ":" and 8, "[")
+CODE_HINT_RE2 = r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|(?i:code|ret|result|failed)[^0-9\n]{0,31}\d{6}"
 
 _CUT_NOTE = re.compile(r" \[\.\.\. ([\d,]+) more characters cut by npudiag\]$")
 
@@ -161,13 +162,6 @@ def error_codes(text: str) -> list[str]:
         if code[0] in "12345":
             found[code] = None
     return list(found)
-
-
-def record_codes(level: str | None, text: str) -> list[str]:
-    """The error codes of a record: none at an information level (a catalogue line is not an error)."""
-    if level in QUIET_LEVELS:
-        return []
-    return error_codes(text)
 
 
 def plog_pid(text: str) -> int | None:

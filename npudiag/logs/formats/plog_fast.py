@@ -120,9 +120,20 @@ def _func_file_line(message: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
     return file, function, _int(line)
 
 
-def _code_lists(message: pa.Array, hint: np.ndarray) -> pa.ListArray:
-    """Each record's error codes (log_common.error_codes), read from the messages ``hint`` marks as able
-    to hold one (an RE2 prefilter), empty for the rest."""
+def codes_column(message: pa.Array, level: pa.Array | None = None) -> pa.ListArray:
+    """Each record's error codes (log_common.error_codes; none at an information level: a catalogue line is not an error), read by Python
+    only from the messages an RE2 prefilter (CODE_HINT_RE2, run on the other records) marks as able to
+    hold one; empty for the rest. ``level`` None: records of no level."""
+    loud = (
+        pc.invert(pc.fill_null(pc.is_in(level, pa.array(list(QUIET_LEVELS))), False))
+        if level is not None
+        else pa.repeat(pa.scalar(True), len(message))
+    )
+    hint = loud.to_numpy(zero_copy_only=False).copy()
+    if hint.any():
+        hint[hint] = pc.fill_null(pc.match_substring_regex(message.filter(loud), CODE_HINT_RE2), False).to_numpy(
+            zero_copy_only=False
+        )
     counts = np.zeros(len(message), np.int32)
     flat: list[str] = []
     at = np.flatnonzero(hint)
@@ -306,7 +317,6 @@ def _text_rows(arr: pa.Array, at: np.ndarray, first_line: int, ctx: LogContext) 
     n = len(at)
     message = arr
     src_file, function, src_line = _func_file_line(message)
-    hint = pc.fill_null(pc.match_substring_regex(message, CODE_HINT_RE2), False).to_numpy(zero_copy_only=False)
     null_s, null_i = pa.nulls(n, pa.string()), pa.nulls(n, pa.int64())
     columns = {
         "file": pa.repeat(pa.scalar(ctx.file, pa.string()), n),
@@ -327,7 +337,7 @@ def _text_rows(arr: pa.Array, at: np.ndarray, first_line: int, ctx: LogContext) 
         "thread_id": null_i,
         "function": function,
         "message": message,
-        "error_codes": _code_lists(message, hint),
+        "error_codes": codes_column(message),
         "prefix": null_s,
     }
     return pa.RecordBatch.from_arrays([columns[f.name] for f in LOG_EVENTS], schema=LOG_EVENTS)
@@ -405,13 +415,6 @@ def _parse_pure(
         pa.array(np.full(n, ctx.device_id, np.int32)) if ctx.device_id is not None else _device_in_text(message, None)
     )
     rank = _rank_in_text(message, ctx.rank)
-    loud = pc.invert(pc.fill_null(pc.is_in(level, pa.array(list(QUIET_LEVELS))), False))
-    hint = loud.to_numpy(zero_copy_only=False).copy()  # the prefilter runs on the loud records only
-    if hint.any():
-        hint[hint] = pc.fill_null(pc.match_substring_regex(message.filter(loud), CODE_HINT_RE2), False).to_numpy(
-            zero_copy_only=False
-        )
-    codes = _code_lists(message, hint)
     columns = {
         "file": pa.repeat(pa.scalar(ctx.file, pa.string()), n),
         "line": pa.array(hdr_line + first_line, pa.int64()),
@@ -435,7 +438,7 @@ def _parse_pure(
         "thread_id": tid,
         "function": func,
         "message": message,
-        "error_codes": codes,
+        "error_codes": codes_column(message, level),
         "prefix": pa.nulls(n, pa.string()),
     }
     return pa.RecordBatch.from_arrays([columns[f.name] for f in LOG_EVENTS], schema=LOG_EVENTS)
