@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import chain, islice
+from itertools import chain
 
 import pyarrow as pa
 
@@ -375,10 +375,16 @@ class LogParser:
         clean = self._clean(lines)
         if not self._detected:
             self._detected = True
-            head = list(islice(clean, PREFIX_SAMPLE_LINES))
-            kind = detect_prefix(
-                [x for item in head for x in (item if type(item) is Block else (item,))][:PREFIX_SAMPLE_LINES]
-            )
+            # the items up to the sample's lines (a Block holds a megabyte of lines: counting items instead
+            # held the first 256 MB of a file in memory before its first chunk)
+            head: list[str] = []
+            sample: list[str] = []
+            for item in clean:
+                head.append(item)
+                sample.extend(item[: PREFIX_SAMPLE_LINES - len(sample)] if type(item) is Block else (item,))
+                if len(sample) >= PREFIX_SAMPLE_LINES:
+                    break
+            kind = detect_prefix(sample)
             if kind is not None:
                 self.prefix_kind = kind
                 self._prefix = dict(PREFIXES)[kind]
