@@ -647,3 +647,25 @@ def test_every_record_holds_the_codes_its_message_states(log_corpus: Path, monke
                 assert row["error_codes"] == expected, row["message"][:200]
                 seen += bool(expected)
     assert seen > 100
+
+
+def test_a_file_is_parsed_as_it_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the reader hands the parser Blocks (a megabyte of lines each); the first rows must come after the
+    # lines they need, not after hundreds of Blocks (the prefix sample once took 256 of them: 256 MB held)
+    from npudiag.logs.formats import ascend_log
+    from npudiag.logs.formats.log_common import Block
+
+    monkeypatch.setattr(ascend_log, "CHUNK_LINES", 64)
+    line = "[INFO] GE(1,p):2025-08-06-23:09:35.772.604 [graph_manager.cc:12]77 RunGraph:Run graph 1 success"
+    taken = 0
+
+    def blocks():
+        nonlocal taken
+        for _ in range(1000):
+            taken += 1
+            yield Block([line] * 10)
+
+    parser = ascend_log.LogParser(LogContext("p.log"))
+    first = next(iter(parser.parse(blocks())))
+    assert first.num_rows > 0
+    assert taken <= 40, taken  # the 256-line sample (26 Blocks) and a few chunks in flight
