@@ -422,3 +422,27 @@ def test_every_finding_names_its_source_and_whose_advice_it_is() -> None:
             else:
                 assert f["advice"] == "from the source", f
     assert seen > 20 and generated > 0 and own > 0
+
+
+def test_quiet_records_kept_for_a_device_fault_and_counted_for_a_code(tmp_path: Path) -> None:
+    from npudiag.logs.ingest import read_logs
+    from npudiag.logs.sources import find_sources
+
+    ts = "2025-03-01-10:00:00.000.{:03d}"
+    texts = [
+        ("EVENT", "event_id=0x80cb8009, HBM MULTI BIT ECC, uncorrectable", True, False),
+        ("INFO", "hbm multi bit ecc seen on chip 0", True, False),  # the fault's words in any case
+        ("INFO", "fault ras occurs on device 1", True, False),
+        ("INFO", "add error_code E10001 success", False, True),  # the catalogue: counted, not kept
+        ("WARNING", "retry E10002 later", True, False),  # a warning is kept when it names a code
+        ("WARNING", "retry later", False, False),
+        ("DEBUG", "event_id=0x123 (too short to be an event id)", False, False),
+        ("INFO", "RunGraph:Run graph 1 success", False, False),
+    ]
+    lines = [f"[{lv}] DRV(4011,python3):{ts.format(i)} [x.c:{i}]4011 f:{text}" for i, (lv, text, _, _) in enumerate(texts)]
+    path = tmp_path / "plog-4011_20250301100000000.log"
+    path.write_text("\n".join(lines * 3) + "\n")
+    run = read_logs(find_sources(str(path), []), None)
+    kept = [text for _, text, keep, _ in texts if keep]
+    assert sorted(m.split("f:", 1)[-1] for m in run.problems["message"].to_pylist()) == sorted(kept * 3)
+    assert run.totals["info_records_naming_codes"] == 3 * sum(named for *_, named in texts)

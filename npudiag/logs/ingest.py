@@ -35,6 +35,7 @@ _INFO = pa.array(list(QUIET_LEVELS))
 _CATALOGUE = (
     r"(?:^|[^A-Za-z0-9_])[EW][0-9A-Z]\d{4}(?:[^A-Za-z0-9_]|$)"  # an information record naming a CANN error code
 )
+_EITHER = f"(?i:{_FAULT_EVENT})|{_CATALOGUE}"  # one pass over the quiet records finds the few that may be either
 MAX_PROBLEM_ROWS = 500_000  # triage looks at the first this many problem records; counts cover all
 TRIAGE_MESSAGE_CHARS = 2_048  # triage reads the start of a message (log_events.parquet keeps it whole)
 
@@ -51,14 +52,30 @@ class LogsRun:
     first_records: dict[str, Any] = field(default_factory=dict)  # file -> its earliest record's timestamp
 
 
-def _problem_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
+def _quiet_marks(batch: pa.RecordBatch) -> tuple[np.ndarray, int]:
+    """Which records of a quiet level state a device fault event (they are kept for triage), and how many
+    information records name a CANN error code (counted, never taken as errors): one RE2 pass for both over
+    the quiet records, then each pattern on the few it found."""
+    fault = np.zeros(batch.num_rows, bool)
+    quiet = pc.fill_null(pc.is_in(batch["level"], _KEEP_ONLY_WITH_CODES), False)
+    if not pc.any(quiet).as_py():
+        return fault, 0
+    messages = batch["message"].filter(quiet)
+    hit = pc.fill_null(pc.match_substring_regex(messages, _EITHER), False)
+    if not pc.any(hit).as_py():
+        return fault, 0
+    at = np.flatnonzero(quiet.to_numpy(zero_copy_only=False))[hit.to_numpy(zero_copy_only=False)]
+    found = messages.filter(hit)
+    fault[at[pc.match_substring_regex(found, _FAULT_EVENT, ignore_case=True).to_numpy(zero_copy_only=False)]] = True
+    info = pc.is_in(batch["level"].take(pa.array(at)), _INFO)
+    named = pc.sum(pc.match_substring_regex(found.filter(info), _CATALOGUE)).as_py()
+    return fault, int(named or 0)
+
+
+def _problem_rows(batch: pa.RecordBatch, fault: np.ndarray) -> pa.RecordBatch:
     quiet = pc.fill_null(pc.is_in(batch["level"], _KEEP_ONLY_WITH_CODES), False)
     has_codes = pc.greater(pc.fill_null(pc.list_value_length(batch["error_codes"]), 0), 0)
-    keep = pc.or_(pc.invert(quiet), has_codes)
-    if pc.any(quiet).as_py():
-        keep = pc.or_(
-            keep, pc.fill_null(pc.match_substring_regex(batch["message"], _FAULT_EVENT, ignore_case=True), False)
-        )
+    keep = pc.or_(pc.or_(pc.invert(quiet), has_codes), pa.array(fault))
     found = batch.filter(keep)
     i = found.schema.get_field_index("message")
     messages = found.column(i)
@@ -140,11 +157,9 @@ def read_logs(
                         src.ctx.file not in first_records or earliest < first_records[src.ctx.file]
                     ):
                         first_records[src.ctx.file] = earliest
-                    info = pc.fill_null(pc.is_in(batch["level"], _INFO), False)
-                    if pc.any(info).as_py():
-                        named = pc.match_substring_regex(pc.filter(batch["message"], info), _CATALOGUE)
-                        catalogue += int(pc.sum(pc.fill_null(named, False)).as_py() or 0)
-                    found = _problem_rows(batch)
+                    fault, named = _quiet_marks(batch)
+                    catalogue += named
+                    found = _problem_rows(batch, fault)
                     keep = found.slice(0, max(MAX_PROBLEM_ROWS - kept, 0))
                     if keep.num_rows:
                         problems.append(keep)
