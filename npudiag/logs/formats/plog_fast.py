@@ -120,9 +120,9 @@ def _func_file_line(message: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
 
 
 def codes_column(message: pa.Array, level: pa.Array | None = None) -> pa.ListArray:
-    """Each record's error codes (log_common.error_codes; none at an information level: a catalogue line is not an error), read by Python
-    only from the messages an RE2 prefilter (CODE_HINT_RE2, run on the other records) marks as able to
-    hold one; empty for the rest. ``level`` None: records of no level."""
+    """Each record's error codes (log_common.error_codes; none at an information level: a catalogue line is
+    not an error), read by Python only from the messages an RE2 prefilter (CODE_HINT_RE2, run on the other
+    records) marks as able to hold one; empty for the rest. ``level`` None: records of no level."""
     loud = (
         pc.invert(pc.fill_null(pc.is_in(level, pa.array(list(QUIET_LEVELS))), False))
         if level is not None
