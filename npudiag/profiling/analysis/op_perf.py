@@ -434,9 +434,9 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
         *_WRITE,
     }
     compute = pc.fill_null(pc.equal(k["task_class"], tasks.COMPUTE), False)
-    k = k.select([c for c in k.column_names if c in wanted]).filter(
-        compute
-    )  # only the columns read: a filter copies each
+    k = k.select([c for c in k.column_names if c in wanted])  # only the columns read: a filter copies each
+    if not pc.all(compute).as_py():  # where every kernel computes (no copies among them), no copy at all
+        k = k.filter(compute)
     if not k.num_rows:
         return schemas.empty("op_perf")
     enc = {
