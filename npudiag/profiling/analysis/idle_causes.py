@@ -422,13 +422,16 @@ def idle_gaps(
             arr,
         ) in found.items():  # a gap with no place in time (a step recorded as a duration only): nothing said of it
             arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-            full = pa.nulls(n, arr.type) if name != "kind" else pa.array(["none"] * n, pa.string())
+            if placed.all():  # every gap has its place (the usual case): the column as it was found
+                cols[name] = arr
+                continue
+            full = pa.nulls(n, arr.type) if name != "kind" else pa.repeat(pa.scalar("none", pa.string()), n)
             cols[name] = pc.replace_with_mask(full, pa.array(placed), arr) if placed.any() else full
         start = pa.array(g.start_ns, pa.int64(), mask=~placed)
         parts.append(
             pa.table(
                 {
-                    "rank": pa.array([g.rank] * n, pa.int32()),
+                    "rank": pa.repeat(pa.scalar(g.rank, pa.int32()), n),
                     "step": pa.array(g.step, pa.int64(), mask=g.step == -1),
                     "place": pa.DictionaryArray.from_arrays(pa.array(g.where), pa.array(WHERE)).cast(pa.string()),
                     "start_ns": start,
