@@ -199,7 +199,7 @@ def load_rank_rows(out: Path, name: str, ranks: list[int]) -> pa.Table:
             for f in sorted(partition_path(out, name, rank).parent.glob("*.parquet")):
                 check_rows(out, f)
                 t = read_table(f)
-                parts.append(t.append_column("rank", pa.array([rank] * t.num_rows, pa.int32())))
+                parts.append(t.append_column("rank", pa.repeat(pa.scalar(rank, pa.int32()), t.num_rows)))
         if not parts:
             return TABLES[name].empty_table()
         return _schema_first(pa.concat_tables(parts, promote_options="permissive"), TABLES[name])

@@ -76,7 +76,7 @@ def _hot_table(by: str, key, task_types: list[str], ranks, count, total, low, hi
     share = pc.multiply(pc.divide(total, grand), 100.0) if grand > 0 else pa.nulls(len(key), pa.float64())
     out = pa.table(
         {
-            "group_by": pa.array([by] * len(key), pa.string()),
+            "group_by": pa.repeat(pa.scalar(by, pa.string()), len(key)),
             "key": key,
             "task_types": pa.array(task_types, pa.string()),
             "ranks": ranks.cast(pa.int32()),

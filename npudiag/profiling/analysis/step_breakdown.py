@@ -271,7 +271,7 @@ def _rank_breakdown(rank: Any, k: pa.Table, c: pa.Table, st: pa.Table) -> tuple[
     kernel_time = np.bincount(kpos, weights=dur, minlength=n)[:n] if k.num_rows else np.zeros(n)
     cm_union = computing + communication - overlapped
     cols = {
-        "rank": pa.array([rank] * n, pa.int32()),
+        "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
         "step": pa.array(ids, pa.int64()),
         "start_us": pa.array(np.where(has, base / 1000.0 + np.where(has, first, 0.0), np.nan), pa.float64(), mask=~has),
         "step_time_us": step_time,

@@ -16,7 +16,7 @@ def read_api_statistic(path: Path, rank: int | None = None) -> tuple[pa.Table, l
     ct = read_csv_text(path, (("API Name",), ("Time(us)",), ("Count",)))
     n = ct.table.num_rows
     cols = {
-        "rank": pa.array([rank] * n, pa.int32()),
+        "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
         "level": to_text(ct, ct.has("Level")),
         "api_name": to_text(ct, "API Name"),
         "time_us": to_float(ct, "Time(us)"),

@@ -156,8 +156,8 @@ def read_kineto(path: Path, rank: int | None = None) -> FileTables:
         n = len(start)
         host_ops = pa.table(
             {
-                "source": pa.array(["kineto"] * n, pa.string()),
-                "rank": pa.array([rank] * n, pa.int32()),
+                "source": pa.repeat(pa.scalar("kineto", pa.string()), n),
+                "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
                 "name": pa.array(ops.names, pa.string()),
                 "start_us": pa.array(start / 1000.0, pa.float64()),
                 "start_ns": pa.array(start, pa.int64()),
@@ -192,8 +192,8 @@ def _steps(found: list[tuple[int, int, int]], rank: int | None) -> pa.Table:
     k = len(ids)
     table = pa.table(
         {
-            "source": pa.array(["kineto"] * k, pa.string()),
-            "rank": pa.array([rank] * k, pa.int32()),
+            "source": pa.repeat(pa.scalar("kineto", pa.string()), k),
+            "rank": pa.repeat(pa.scalar(rank, pa.int32()), k),
             "step": pa.array(ids, pa.int64()),
             "start_us": pa.array(start / 1000.0, pa.float64()),
             "end_us": pa.array(end / 1000.0, pa.float64()),

@@ -82,7 +82,7 @@ def _us_and_ns(ct: CsvText, name: str | None) -> tuple[pa.ChunkedArray | None, p
 
 
 def _table(cols: dict, n: int, rank: int | None, source: str, schema: pa.Schema) -> pa.Table:
-    cols = {"source": pa.repeat(pa.scalar(source), n), "rank": pa.array([rank] * n, pa.int32()), **cols}
+    cols = {"source": pa.repeat(pa.scalar(source), n), "rank": pa.repeat(pa.scalar(rank, pa.int32()), n), **cols}
     return schemas.conform(pa.table({k: v for k, v in cols.items() if v is not None}), schema)
 
 

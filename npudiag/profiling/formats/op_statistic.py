@@ -16,7 +16,7 @@ def read_op_statistic(path: Path, rank: int | None = None) -> tuple[pa.Table, li
     ct = read_csv_text(path, (("OP Type",), ("Count",), ("Total Time(us)",)))
     n = ct.table.num_rows
     cols = {
-        "rank": pa.array([rank] * n, pa.int32()),
+        "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
         "device_id": to_int(ct, ct.has("Device_id"), bits=32),
         "op_type": to_text(ct, "OP Type"),
         "core_type": to_text(ct, ct.has("Core Type")),

@@ -36,8 +36,8 @@ def read_steps(path: Path, rank: int | None = None) -> tuple[pa.Table, list[str]
     ct = read_csv_text(path, (("Step", "Iteration ID"),))
     n = ct.table.num_rows
     cols: dict[str, object] = {
-        "source": pa.array(["step_trace"] * n, pa.string()),
-        "rank": pa.array([rank] * n, pa.int32()),
+        "source": pa.repeat(pa.scalar("step_trace", pa.string()), n),
+        "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
         "device_id": to_int(ct, ct.has("Device_id"), bits=32),
         "step": to_int(ct, ct.has("Step", "Iteration ID")),
     }

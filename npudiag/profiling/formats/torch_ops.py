@@ -204,7 +204,7 @@ def op_table(names: list[str], launches: Launches, kernel_us: np.ndarray, rank: 
     )
     out = pa.table(
         {
-            "rank": pa.array([rank] * g.num_rows, pa.int32()),
+            "rank": pa.repeat(pa.scalar(rank, pa.int32()), g.num_rows),
             "name": g["name"],
             "calls": g["dur_count"],
             "host_total_us": g["dur_sum"],
@@ -409,9 +409,9 @@ def range_table(
         kernels, device = hi - lo, cum[hi] - cum[lo]
     return pa.table(
         {
-            "source": pa.array([source] * n, pa.string()),
-            "rank": pa.array([rank] * n, pa.int32()),
-            "kind": pa.array([kind] * n, pa.string()),
+            "source": pa.repeat(pa.scalar(source, pa.string()), n),
+            "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
+            "kind": pa.repeat(pa.scalar(kind, pa.string()), n),
             "name": pa.array(names, pa.string()),
             "path": _paths(pa.array(names, pa.string()), depth, parent, thread, rs),
             "depth": pa.array(depth, pa.int32()),

@@ -596,8 +596,8 @@ class _TorchOps:
         n = len(start)
         table = pa.table(
             {
-                "source": pa.array(["trace"] * n, pa.string()),
-                "rank": pa.array([rank] * n, pa.int32()),
+                "source": pa.repeat(pa.scalar("trace", pa.string()), n),
+                "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
                 "name": pa.array(self.names, pa.string()),
                 "start_us": pa.array(start / 1000.0, pa.float64()),
                 "start_ns": pa.array(start, pa.int64()),
@@ -709,9 +709,9 @@ def _freq_table(samples: list[tuple[int, float, float]], rank, device_id) -> pa.
     n = len(samples)
     return pa.table(
         {
-            "source": pa.array(["trace"] * n, pa.string()),
-            "rank": pa.array([rank] * n, pa.int32()),
-            "device_id": pa.array([device_id] * n, pa.int32()),
+            "source": pa.repeat(pa.scalar("trace", pa.string()), n),
+            "rank": pa.repeat(pa.scalar(rank, pa.int32()), n),
+            "device_id": pa.repeat(pa.scalar(device_id, pa.int32()), n),
             "ts_us": pa.array(us, pa.float64()),
             "ts_ns": pa.array(np.where(ns == MISSING, None, ns).tolist(), pa.int64()),
             "freq_mhz": pa.array(mhz, pa.float64()),

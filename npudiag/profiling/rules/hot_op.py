@@ -64,7 +64,7 @@ def ratio_sums(kernels: pa.Table) -> pa.Table:
         pa.table(
             {
                 "key": g["key"],
-                "ratio": pa.array([n] * g.num_rows, pa.string()),
+                "ratio": pa.repeat(pa.scalar(n, pa.string()), g.num_rows),
                 "sum": g[f"{n}_sum"],
                 "count": g[f"{n}_count"],
             }
