@@ -1,7 +1,7 @@
 """Benchmark: npudiag analyze as ratios to references that hold still, measured in the same run.
 
     python bench/bench_ratios.py [--trace-mb 250] [--rows 1000000] [--torch-kernels 1000000] [--rounds 5]
-                                 [--inputs trace,csv,torch]
+                                 [--inputs trace,csv,torch] [--code OLDER_CHECKOUT]
 
 Each command runs in a fresh process; rounds interleave the reference and npudiag (reference,
 npudiag, reference, npudiag ...) so drift of the machine touches both; the result is the median of
@@ -65,11 +65,18 @@ def make_torch_trace(kernels: int) -> Path:
 PYARROW_READ = "import sys, pyarrow.csv as c; assert c.read_csv(sys.argv[1]).num_rows > 0"
 
 
-def ratio(name: str, reference: list[str], ours: list[str], rounds: int, env_ref: dict[str, str] | None = None) -> dict:
-    refs, mine, ratios, peaks = [], [], [], [0, 0]
+def ratio(
+    name: str, reference: list[str], ours: list[str], rounds: int, env_ref: dict[str, str] | None = None, code: str | None = None
+) -> dict:
+    refs, mine, ratios, peaks, theirs = [], [], [], [0, 0], []
     saved = dict(os.environ)
     run_child(reference)  # warm-up: bytecode cached, files in the page cache
     run_child(ours)
+    if code:  # an older checkout's npudiag, the same command in the same rounds
+        os.environ["PYTHONPATH"] = code
+        run_child(ours)
+        os.environ.clear()
+        os.environ.update(saved)
     for _ in range(rounds):
         os.environ.clear()
         os.environ.update({**saved, **(env_ref or {})})
@@ -81,9 +88,14 @@ def ratio(name: str, reference: list[str], ours: list[str], rounds: int, env_ref
         mine.append(m)
         ratios.append(m / r)
         peaks = [max(peaks[0], r_peak), max(peaks[1], m_peak)]
+        if code:
+            os.environ["PYTHONPATH"] = code
+            theirs.append(run_child(ours)[0] / r)
+            os.environ.clear()
+            os.environ.update(saved)
     return {"input": name, "reference_s": statistics.median(refs), "npudiag_s": statistics.median(mine),
             "ratio": statistics.median(ratios), "ratios": ratios, "reference_peak_mb": peaks[0] / 1e6,
-            "npudiag_peak_mb": peaks[1] / 1e6}  # fmt: skip
+            "npudiag_peak_mb": peaks[1] / 1e6, "code_ratio": statistics.median(theirs) if theirs else None}  # fmt: skip
 
 
 def main() -> None:
@@ -93,6 +105,7 @@ def main() -> None:
     ap.add_argument("--torch-kernels", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--inputs", default="trace,csv,torch", help="which of trace, csv, torch to measure")
+    ap.add_argument("--code", help="an older checkout (git archive / worktree): its analyze timed in the same rounds")
     a = ap.parse_args()
     inputs = set(a.inputs.split(","))
     py = sys.executable
@@ -104,21 +117,24 @@ def main() -> None:
         if "trace" in inputs:
             trace = make_trace(a.trace_mb)
             results.append(ratio(f"trace_view.json, {trace.stat().st_size / 1e6:.0f} MB", [py, "-c", DUCKDB_READ, str(trace)],
-                                 [*analyze, f"{tmp}/t", str(trace)], a.rounds))  # fmt: skip
+                                 [*analyze, f"{tmp}/t", str(trace)], a.rounds, code=a.code))  # fmt: skip
         if "csv" in inputs:
             csv_file = make_csv(a.rows)
             results.append(ratio(f"kernel_details.csv, {a.rows:,} rows", [py, "-c", PYARROW_READ, str(csv_file)],
-                                 [*analyze, f"{tmp}/c", str(csv_file)], a.rounds, {"ARROW_DEFAULT_MEMORY_POOL": "system"}))  # fmt: skip
+                                 [*analyze, f"{tmp}/c", str(csv_file)], a.rounds, {"ARROW_DEFAULT_MEMORY_POOL": "system"},
+                                 a.code))  # fmt: skip
         if "torch" in inputs:
             torch = make_torch_trace(a.torch_kernels)
             results.append(ratio(f"torch_npu trace_view.json, {torch.stat().st_size / 1e6:.0f} MB", [py, "-c", DUCKDB_READ, str(torch)],
-                                 [*analyze, f"{tmp}/p", str(torch)], a.rounds))  # fmt: skip
+                                 [*analyze, f"{tmp}/p", str(torch)], a.rounds, code=a.code))  # fmt: skip
     print("| input | reference | npudiag analyze | ratio (median of rounds) | peak RSS reference / npudiag |")
     print("| --- | --- | --- | --- | --- |")
     for r in results:
         rounds = ", ".join(f"{x:.2f}" for x in r["ratios"])
         peaks = f"{r['reference_peak_mb']:.0f} / {r['npudiag_peak_mb']:.0f} MB"
         print(f"| {r['input']} | {r['reference_s']:.2f} s | {r['npudiag_s']:.2f} s | {r['ratio']:.2f}x ({rounds}) | {peaks} |")
+        if r["code_ratio"] is not None:
+            print(f"|   {a.code}, the same rounds | | | {r['code_ratio']:.2f}x | |")
 
 
 if __name__ == "__main__":
