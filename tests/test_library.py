@@ -72,6 +72,17 @@ def test_analyze_to_folder_and_load_it_back(tmp_path: Path) -> None:
     assert npudiag.profiling.pipeline.Analysis.load(tmp_path / "out").summary["steps"] == r.summary["steps"]
 
 
+def test_a_table_written_as_it_was_made_is_still_a_table_of_the_result(tmp_path: Path) -> None:
+    # with out=, idle_gaps is written during the rules and not kept in memory: the result reads it back
+    r = npudiag.analyze([SAMPLE], tmp_path / "out")
+    memory = npudiag.analyze([SAMPLE])
+    assert "idle_gaps" in r.tables and "idle_gaps" in set(r.tables) and len(r.tables) == len(memory.tables)
+    assert r.tables["idle_gaps"].equals(memory.tables["idle_gaps"]) and r.tables["idle_gaps"].num_rows > 0
+    assert r.tables["kernels"].equals(memory.tables["kernels"])
+    with pytest.raises(KeyError):
+        r.tables["no_such_table"]
+
+
 def test_many_ranks_are_partitioned_and_tables_load_lazily(tmp_path: Path) -> None:
     root = tmp_path / "job"
     for rank in range(2):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,29 @@ from npudiag.tomlfile import read_toml
 from npudiag.version import __version__
 
 
+class _RunTables(Mapping[str, pa.Table]):
+    """One run's tables: those still in memory, and those written as they were made and not kept (read back
+    from ``out`` the first time one is asked for)."""
+
+    def __init__(self, kept: dict[str, pa.Table], out: Path, written: list[str]) -> None:
+        self._kept = dict(kept)
+        self._out = out
+        self._written = [name for name in written if name not in kept]
+
+    def __getitem__(self, name: str) -> pa.Table:
+        if name not in self._kept:
+            if name not in self._written:
+                raise KeyError(name)
+            self._kept[name] = load_outputs(self._out, (name,))[0][name]
+        return self._kept[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._kept, *(name for name in self._written if name not in self._kept)])
+
+    def __len__(self) -> int:
+        return len(set(self._kept) | set(self._written))
+
+
 @dataclass
 class Analysis:
     """What ``analyze`` found: the summary, the tables (loaded from ``out`` on first use when the
@@ -66,10 +89,10 @@ class Analysis:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     read_any: bool = False
-    _tables: dict[str, pa.Table] | None = field(default=None, repr=False)
+    _tables: Mapping[str, pa.Table] | None = field(default=None, repr=False)
 
     @property
-    def tables(self) -> dict[str, pa.Table]:
+    def tables(self) -> Mapping[str, pa.Table]:
         if self._tables is None:
             if self.out is None or not self.read_any:
                 return {}
@@ -199,18 +222,29 @@ def _analyze_one(
         for name, table in tables.items():
             writer.submit(name, table)
 
+    handed: list[str] = []  # derived tables written as they were made, not kept in memory
+
+    def hand_off(name: str, table: pa.Table) -> None:
+        writer.submit(name, table)
+        handed.append(name)
+
     try:
         try:
             with phase("derive"):
                 done = cut_and_derive(
-                    profile.tables, window, options.rule_options, on_cut=write_read if writer is not None else None
+                    profile.tables,
+                    window,
+                    options.rule_options,
+                    on_cut=write_read if writer is not None else None,
+                    hand_off=hand_off if writer is not None else None,
                 )
         except ValueError as exc:  # WindowError, CutError: the window is the problem, not the profile
             raise OptionError(str(exc), window.option) from None
         profile.warnings.extend(done.warnings)
         if writer is not None:
             for name in DERIVED:
-                writer.submit(name, done.tables[name])
+                if name in done.tables:  # the rest were handed off as they were made
+                    writer.submit(name, done.tables[name])
             meta["out"] = str(target)
         summary = summary_from_parts(
             SummaryParts.of(done.tables), top=options.top, by=options.by, meta=meta, rules_skipped=done.skipped
@@ -238,7 +272,7 @@ def _analyze_one(
         profile.errors,
         profile.warnings,
         read_any,
-        done.tables,
+        _RunTables(done.tables, target, handed) if handed else done.tables,
     )
 
 
