@@ -68,22 +68,13 @@ def _has(arr: pa.Array, literal: str) -> pa.Array:
 
 
 def _where(arr: pa.Array, mask: pa.Array, compute: Callable[[pa.Array], pa.Array]) -> pa.Array:
-    """``compute`` run on the strings ``mask`` selects, its result at their places and null elsewhere."""
+    """``compute`` run only on the strings ``mask`` (no nulls) selects, its result at their places and null
+    elsewhere (a struct's fields too: ``pc.struct_field`` keeps the struct's nulls)."""
     chosen = mask.to_numpy(zero_copy_only=False)
+    if not chosen.any():  # none chosen (the usual case for the rarer fields): nulls of the result's type
+        return pa.nulls(len(arr), compute(arr.slice(0, 0)).type)
     at = np.cumsum(chosen) - 1  # each chosen string's place among the chosen
     return compute(arr.filter(mask)).take(pa.array(at, mask=~chosen))
-
-
-def _extract_where(arr: pa.Array, literal: str, pattern: str, name: str) -> pa.Array:
-    """Group ``name`` of ``pattern``, run only on the rows containing ``literal`` (a cheap substring
-    scan first: most plog messages carry none of these fields); null elsewhere."""
-    mask = _has(arr, literal)
-    hits = int(pc.sum(mask).as_py() or 0)
-    out = pa.nulls(len(arr), pa.string())
-    if hits == 0:
-        return out
-    values = _field(pc.extract_regex(arr.filter(mask), pattern), name)
-    return pc.replace_with_mask(out, mask, values)
 
 
 def _rank_in_text(message: pa.Array, fallback: int | None) -> pa.Array:
@@ -103,20 +94,17 @@ def _rank_in_text(message: pa.Array, fallback: int | None) -> pa.Array:
 
 def _device_in_text(message: pa.Array, fallback: int | None) -> pa.Array:
     """The device a line states (DEVICE_IN_TEXT), else ``fallback``; a stated id no int32 holds is null."""
-    stated = _extract_where(message, "dev", DEVICE_IN_TEXT, "d")
+    could = pc.fill_null(_has(message, "dev"), False)  # a cheap scan first: most messages name no device
+    stated = _where(message, could, lambda texts: _field(pc.extract_regex(texts, DEVICE_IN_TEXT), "d"))
     device = pc.cast(_int(stated, 31), pa.int32())
     return device if fallback is None else pc.if_else(pc.is_null(stated), pa.scalar(fallback, pa.int32()), device)
 
 
 def _func_file_line(message: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
     """The ``[FUNC:f][FILE:file][LINE:n]`` a message states: (file, function, line), null where none."""
-    mask = pc.fill_null(_has(message, "[FUNC:"), False)  # a cheap scan first: few messages hold one
-    none = pa.nulls(len(message), pa.string())
-    if not pc.any(mask).as_py():
-        return none, none, pa.nulls(len(message), pa.int64())
-    found = pc.extract_regex(message.filter(mask), _FUNC_FILE_LINE)
-    file, function, line = (pc.replace_with_mask(none, mask, _field(found, g)) for g in ("file", "f", "line"))
-    return file, function, _int(line)
+    could = pc.fill_null(_has(message, "[FUNC:"), False)  # a cheap scan first: few messages hold one
+    found = _where(message, could, lambda texts: pc.extract_regex(texts, _FUNC_FILE_LINE))
+    return _field(found, "file"), _field(found, "f"), _int(_field(found, "line"))
 
 
 def codes_column(message: pa.Array, level: pa.Array | None = None) -> pa.ListArray:
