@@ -52,12 +52,11 @@ class LogsRun:
     first_records: dict[str, Any] = field(default_factory=dict)  # file -> its earliest record's timestamp
 
 
-def _quiet_marks(batch: pa.RecordBatch) -> tuple[np.ndarray, int]:
-    """Which records of a quiet level state a device fault event (they are kept for triage), and how many
+def _quiet_marks(batch: pa.RecordBatch, quiet: pa.Array) -> tuple[np.ndarray, int]:
+    """Which records of a ``quiet`` level state a device fault event (they are kept for triage), and how many
     information records name a CANN error code (counted, never taken as errors): one RE2 pass for both over
     the quiet records, then each pattern on the few it found."""
     fault = np.zeros(batch.num_rows, bool)
-    quiet = pc.fill_null(pc.is_in(batch["level"], _KEEP_ONLY_WITH_CODES), False)
     if not pc.any(quiet).as_py():
         return fault, 0
     messages = batch["message"].filter(quiet)
@@ -72,8 +71,11 @@ def _quiet_marks(batch: pa.RecordBatch) -> tuple[np.ndarray, int]:
     return fault, int(named or 0)
 
 
-def _problem_rows(batch: pa.RecordBatch, fault: np.ndarray) -> pa.RecordBatch:
+def _problem_rows(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int]:
+    """The records triage looks at (loud ones, quiet ones with a code or a device fault; long messages cut to
+    what triage reads), and how many information records name a code (:func:`_quiet_marks`)."""
     quiet = pc.fill_null(pc.is_in(batch["level"], _KEEP_ONLY_WITH_CODES), False)
+    fault, named = _quiet_marks(batch, quiet)
     has_codes = pc.greater(pc.fill_null(pc.list_value_length(batch["error_codes"]), 0), 0)
     keep = pc.or_(pc.or_(pc.invert(quiet), has_codes), pa.array(fault))
     found = batch.filter(keep)
@@ -81,9 +83,9 @@ def _problem_rows(batch: pa.RecordBatch, fault: np.ndarray) -> pa.RecordBatch:
     messages = found.column(i)
     long = pc.greater(pc.utf8_length(messages), TRIAGE_MESSAGE_CHARS)
     if not pc.any(long).as_py():
-        return found
+        return found, named
     cut = [cap_message(m, TRIAGE_MESSAGE_CHARS) for m in messages.filter(long).to_pylist()]  # the long ones only
-    return found.set_column(i, "message", pc.replace_with_mask(messages, long, pa.array(cut, pa.string())))
+    return found.set_column(i, "message", pc.replace_with_mask(messages, long, pa.array(cut, pa.string()))), named
 
 
 class _RowGroups:
@@ -157,9 +159,8 @@ def read_logs(
                         src.ctx.file not in first_records or earliest < first_records[src.ctx.file]
                     ):
                         first_records[src.ctx.file] = earliest
-                    fault, named = _quiet_marks(batch)
+                    found, named = _problem_rows(batch)
                     catalogue += named
-                    found = _problem_rows(batch, fault)
                     keep = found.slice(0, max(MAX_PROBLEM_ROWS - kept, 0))
                     if keep.num_rows:
                         problems.append(keep)
