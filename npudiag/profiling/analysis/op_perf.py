@@ -421,20 +421,9 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
     k = tables["kernels"]
     if not k.num_rows:
         return schemas.empty("op_perf")
+    # the columns read as values (the _CODED ones are read as codes, below)
     wanted = {
-        "rank",
-        "step",
-        "start_ns",
-        "op_name",
-        "op_type",
-        "task_type",
-        "duration_us",
-        "input_shapes",
-        "output_shapes",
-        "input_formats",
-        "input_dtypes",
-        "output_dtypes",
-        "aic_cube_fops",
+        *("rank", "step", "start_ns", "op_name", "op_type", "task_type", "duration_us", "aic_cube_fops"),
         *_RATIOS,
         *_READ,
         *_WRITE,
@@ -449,7 +438,7 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
     if not every:
         keep = compute.to_numpy(zero_copy_only=False)
         enc = {c: (idx[keep], values) for c, (idx, values) in enc.items()}
-    k = k.select([c for c in k.column_names if c in wanted and c not in _CODED])  # a filter copies each
+    k = k.select([c for c in k.column_names if c in wanted])  # a filter copies each
     if not every:
         k = k.filter(compute)
     flops, source, note, shape_f = _flops(k, enc)
