@@ -59,22 +59,22 @@ class _RunTables(Mapping[str, pa.Table]):
     from ``out`` the first time one is asked for)."""
 
     def __init__(self, kept: dict[str, pa.Table], out: Path, written: list[str]) -> None:
-        self._kept = dict(kept)
+        self._tables = dict(kept)
         self._out = out
-        self._written = [name for name in written if name not in kept]
+        self._names = [*kept, *(name for name in written if name not in kept)]
 
     def __getitem__(self, name: str) -> pa.Table:
-        if name not in self._kept:
-            if name not in self._written:
+        if name not in self._tables:
+            if name not in self._names:
                 raise KeyError(name)
-            self._kept[name] = load_outputs(self._out, (name,))[0][name]
-        return self._kept[name]
+            self._tables[name] = load_outputs(self._out, (name,))[0][name]
+        return self._tables[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter([*self._kept, *(name for name in self._written if name not in self._kept)])
+        return iter(self._names)
 
     def __len__(self) -> int:
-        return len(set(self._kept) | set(self._written))
+        return len(self._names)
 
 
 @dataclass
