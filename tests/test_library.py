@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 import npudiag
@@ -79,6 +80,8 @@ def test_a_table_written_as_it_was_made_is_still_a_table_of_the_result(tmp_path:
     assert "idle_gaps" in r.tables and "idle_gaps" in set(r.tables) and len(r.tables) == len(memory.tables)
     assert r.tables["idle_gaps"].equals(memory.tables["idle_gaps"]) and r.tables["idle_gaps"].num_rows > 0
     assert r.tables["kernels"].equals(memory.tables["kernels"])
+    written = pq.read_table(tmp_path / "out" / "idle_gaps.parquet")  # the file itself, read by pyarrow
+    assert r.tables["idle_gaps"].to_pylist() == written.to_pylist()
     with pytest.raises(KeyError):
         r.tables["no_such_table"]
 

@@ -442,6 +442,15 @@ def test_vectorised_plog_path_gives_the_same_rows(log_corpus: Path, tmp_path: Pa
     texts.append("\n".join(lines * 50))
     # the mindcluster plogs, the GE/TDT excerpt and the generated text take the fast path
     assert both_log_paths_agree(texts, 8) >= 6
+    # and what the new lines say, read by eye: (thread, function, source file, source line)
+    rows = parse_text("\n".join(lines[5:]), LogContext("x.log")).to_pylist()
+    assert [(r["thread_id"], r["function"], r["src_file"], r["src_line"]) for r in rows] == [
+        (77, None, "msprof_callback_impl.cpp", 79),
+        (123, None, "op_base.cc", 5),
+        (6, "123", "tsd.cpp", 5),
+        (None, "task_done", "path/x.c", 1193),  # the firmware's form, no [file:line] of its own
+        (None, None, "d.c", 3),  # a [file:line] of its own: the text is only text
+    ]
 
 
 def _corpus_lines() -> list[str]:
@@ -647,6 +656,10 @@ def test_every_record_holds_the_codes_its_message_states(log_corpus: Path, monke
                 assert row["error_codes"] == expected, row["message"][:200]
                 seen += bool(expected)
     assert seen > 100
+    # the generated lines' codes, read by eye (ACL's 6-digit code after its words, a CANN code anywhere; the
+    # console line continues the ERROR record, whose code counts once)
+    rows = parse_text("\n".join(lines * 40), LogContext("x.log")).to_pylist()[:3]
+    assert [(r["line"], r["error_codes"]) for r in rows] == [(1, ["507014"]), (3, []), (4, ["EI0002", "507035"])]
 
 
 def test_a_file_is_parsed_as_it_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
