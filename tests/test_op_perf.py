@@ -10,10 +10,12 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from npudiag.profiling.analysis.op_perf import peak_option, shape_flops
+from npudiag.profiling.analysis.op_perf import op_perf, peak_option, shape_flops
 from npudiag.testing.generate import write_msprof_profile
 
 from .helpers import run_cli
@@ -240,3 +242,21 @@ def test_flash_attention_flops_from_its_shapes_without_a_mask() -> None:
     assert same[0] is None and "ambiguous" in same[1]
     tnd = shape_flops("FlashAttentionScore", "8192,16,128;8192,16,128;8192,16,128", "8192,16,8", "", "")
     assert tnd[0] is None and "TND" in tnd[1]
+
+
+def test_kernels_in_pieces_and_null_shapes_as_empty_text_give_the_same_rows(corpus: Path, tmp_path: Path) -> None:
+    """op_perf reads its text columns as dictionary codes straight from the kernels' chunks, a null as "": a
+    real export's kernels cut into pieces of 37 rows give the rows of the same kernels in one piece with every
+    missing shape, format and dtype written as empty text."""
+    r = run_cli("analyze", corpus / RANK0, "-o", tmp_path / "o", "--quiet")
+    assert r.returncode == 0, r.stderr
+    kernels = pq.read_table(tmp_path / "o" / "kernels.parquet")
+    pieces = pa.Table.from_batches(kernels.to_batches(max_chunksize=37))
+    whole = kernels.combine_chunks()
+    missing = 0
+    for name in ("input_shapes", "output_shapes", "input_formats", "input_dtypes", "output_dtypes"):
+        missing += whole[name].null_count
+        whole = whole.set_column(whole.schema.get_field_index(name), name, pc.fill_null(whole[name], ""))
+    assert pieces["op_type"].num_chunks > 50 and missing > 100
+    want = op_perf({"kernels": whole})
+    assert want.num_rows > 1000 and op_perf({"kernels": pieces}).equals(want)

@@ -162,21 +162,41 @@ def _ints(col: pa.ChunkedArray | pa.Array, missing: int = -1) -> np.ndarray:
     return pc.fill_null(col, missing).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def device_tasks(kernels: pa.Table, copies: pa.Table) -> pa.Table:
-    """One rank's device tasks that can end a gap (kernels and device copies), by start: name, exact
-    start, connection id and the framework op that issued each."""
+class DeviceTasks:
+    """One rank's device tasks that can end a gap (kernels and device copies): their [start, end] (ns) in
+    order of start, and their name, connection id and issuing framework op, taken only where a gap asks
+    (a sorted copy of every task's text held a string per task for as long as the rank's attribution)."""
+
+    def __init__(self, rows: pa.Table, start_ns: np.ndarray, end_ns: np.ndarray) -> None:
+        order = np.argsort(start_ns, kind="stable")
+        ordered = bool(len(order) == 0 or (order[1:] > order[:-1]).all())
+        self.order = None if ordered else order  # None: the rows are in order of start already
+        self.rows = rows
+        self.start_ns = start_ns if ordered else start_ns[order]
+        self.end_ns = end_ns if ordered else end_ns[order]
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    def take(self, column: str, at: np.ndarray) -> pa.Array | pa.ChunkedArray:
+        """``column`` (``_DEVICE``'s) of the tasks at ``at``, positions in order of start."""
+        return pc.take(self.rows[column], pa.array(at if self.order is None else self.order[at]))
+
+
+def device_tasks(kernels: pa.Table, copies: pa.Table) -> DeviceTasks:
+    """One rank's :class:`DeviceTasks`."""
     if copies.num_rows:
         copies = copies.filter(pc.fill_null(pc.equal(copies["side"], "device"), False))
-    parts = []
+    parts, starts, ends = [], [], []
     for t, name in ((kernels, "op_name"), (copies, "name")):
         if t.num_rows:
             start, end = _ranges_ns(t)
+            starts.append(start)
+            ends.append(end)
             parts.append(
                 pa.table(
                     {
                         "name": _col(t, name, pa.string()),
-                        "start_ns": pa.array(start, pa.int64()),
-                        "end_ns": pa.array(end, pa.int64()),
                         "connection_id": _col(t, "connection_id", pa.int64()),
                         "launched_by": _col(t, "launched_by", pa.string()),
                     },
@@ -184,19 +204,11 @@ def device_tasks(kernels: pa.Table, copies: pa.Table) -> pa.Table:
                 )
             )
     if not parts:
-        return _DEVICE.empty_table()
-    return pa.concat_tables(parts).sort_by([("start_ns", "ascending")])
+        return DeviceTasks(_DEVICE.empty_table(), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return DeviceTasks(pa.concat_tables(parts), np.concatenate(starts), np.concatenate(ends))
 
 
-_DEVICE = pa.schema(
-    [
-        ("name", pa.string()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("connection_id", pa.int64()),
-        ("launched_by", pa.string()),
-    ]
-)
+_DEVICE = pa.schema([("name", pa.string()), ("connection_id", pa.int64()), ("launched_by", pa.string())])
 
 
 class _Calls:
@@ -251,14 +263,18 @@ def _on_thread(points: np.ndarray, point_thread: np.ndarray, calls: _Calls, idx:
     return out
 
 
+# gaps attributed at once: the attribution holds some twenty arrays a gap each (8 bytes a value) while it works
+SLICE_GAPS = 1 << 18
+
+
 class Attribution:
     """What the attribution of one rank's gaps reads, prepared once (the calls by thread and by kind, the
     launch call of each connection id), so every set of gaps of that rank costs only its own points.
     ``device``: the rank's :func:`device_tasks`; ``api``, ``host_ops``: its CANN calls and framework ops."""
 
-    def __init__(self, device: pa.Table, api: pa.Table, host_ops: pa.Table) -> None:
+    def __init__(self, device: DeviceTasks, api: pa.Table, host_ops: pa.Table) -> None:
         self.device = device
-        self.dev_ns = device["start_ns"].to_numpy(zero_copy_only=False) if device.num_rows else np.zeros(0, np.int64)
+        self.dev_ns = device.start_ns
         self.cann = (
             _Calls(api, pc.binary_join_element_wise(pc.fill_null(api["level"], ""), api["name"], "@"))
             if api.num_rows
@@ -294,9 +310,18 @@ class Attribution:
 
     def of(self, gap_s: np.ndarray, gap_e: np.ndarray) -> dict[str, pa.Array]:
         """For the gaps [start, end] (ns): cause, kind, the task ending each gap, the CANN call that launched
-        it, its thread and the framework op that issued it (the module's docstring)."""
-        n = len(gap_s)
+        it, its thread and the framework op that issued it (the module's docstring). Each gap's answer is its
+        own, so millions of gaps are worked out in slices: a score of arrays a gap each, not of the whole run."""
         gap_s, gap_e = np.asarray(gap_s, np.int64), np.asarray(gap_e, np.int64)
+        if len(gap_s) <= SLICE_GAPS:
+            return self._of(gap_s, gap_e)
+        parts = [
+            self._of(gap_s[i : i + SLICE_GAPS], gap_e[i : i + SLICE_GAPS]) for i in range(0, len(gap_s), SLICE_GAPS)
+        ]
+        return {name: pa.concat_arrays([_one(p[name]) for p in parts]) for name in parts[0]}
+
+    def _of(self, gap_s: np.ndarray, gap_e: np.ndarray) -> dict[str, pa.Array]:
+        n = len(gap_s)
         mid = gap_s + (gap_e - gap_s) // 2
         half = (gap_e - gap_s) / 2.0
         next_task, conn, launched_by = self._next_tasks(gap_e)
@@ -367,11 +392,11 @@ class Attribution:
         n, device = len(gap_e), self.device
         nxt = np.searchsorted(self.dev_ns, gap_e, "left")
         has_next = nxt < len(self.dev_ns)
-        take, mask = pa.array(np.where(has_next, nxt, 0)), pa.array(~has_next)
         cols = (("name", pa.string()), ("connection_id", pa.int64()), ("launched_by", pa.string()))
-        if not device.num_rows:
+        if not len(device):
             return tuple(pa.nulls(n, t) for _, t in cols)
-        return tuple(pc.if_else(mask, pa.nulls(n, t), pc.take(device[c], take)) for c, t in cols)
+        take, mask = np.where(has_next, nxt, 0), pa.array(~has_next)
+        return tuple(pc.if_else(mask, pa.nulls(n, t), device.take(c, take)) for c, t in cols)
 
 
 def rank_attribution(ctx: RuleContext, rank: int | None) -> Attribution:
@@ -388,10 +413,14 @@ def rank_attribution(ctx: RuleContext, rank: int | None) -> Attribution:
 
 
 def attribute(
-    device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s: np.ndarray, gap_e: np.ndarray
+    device: DeviceTasks, api: pa.Table, host_ops: pa.Table, gap_s: np.ndarray, gap_e: np.ndarray
 ) -> dict[str, pa.Array]:
     """:meth:`Attribution.of` the gaps [start, end] (ns) of one rank, for one set of gaps."""
     return Attribution(device, api, host_ops).of(gap_s, gap_e)
+
+
+def _one(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
 def _kinds(code: np.ndarray) -> pa.Array:
@@ -421,7 +450,7 @@ def idle_gaps(
             name,
             arr,
         ) in found.items():  # a gap with no place in time (a step recorded as a duration only): nothing said of it
-            arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+            arr = _one(arr)
             if placed.all():  # every gap has its place (the usual case): the column as it was found
                 cols[name] = arr
                 continue
@@ -473,7 +502,7 @@ def idle_causes(gaps: pa.Table) -> pa.Table:
 
 
 def gap_causes(
-    device: pa.Table, api: pa.Table, host_ops: pa.Table, gap_s_ns: np.ndarray, gap_e_ns: np.ndarray
+    device: DeviceTasks, api: pa.Table, host_ops: pa.Table, gap_s_ns: np.ndarray, gap_e_ns: np.ndarray
 ) -> tuple[list, list]:
     """Cause and kind of each gap [start, end] (ns) on one rank (the attribution above), as lists."""
     found = attribute(device, api, host_ops, gap_s_ns, gap_e_ns)
@@ -481,7 +510,7 @@ def gap_causes(
 
 
 def main_cause(
-    device: pa.Table, api: pa.Table, host_ops: pa.Table, lo_us: float, hi_us: float
+    device: DeviceTasks, api: pa.Table, host_ops: pa.Table, lo_us: float, hi_us: float
 ) -> tuple[str | None, str | None]:
     """Of one rank's device idle time inside [lo_us, hi_us] (the stretch's gaps between its
     ``device`` tasks (:func:`device_tasks`), ends included), the cause and kind holding the most,
@@ -489,7 +518,7 @@ def main_cause(
     if hi_us <= lo_us:
         return None, None
     lo, hi = round(lo_us * 1000), round(hi_us * 1000)
-    start, end = (device[c].to_numpy(zero_copy_only=False) for c in ("start_ns", "end_ns"))
+    start, end = device.start_ns, device.end_ns
     keep = (end > lo) & (start < hi)
     busy_s, busy_e = merge(np.clip(start[keep], lo, hi), np.clip(end[keep], lo, hi))
     # the stretch's gaps: the complement of the busy segments inside [lo, hi]

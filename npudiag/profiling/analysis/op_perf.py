@@ -275,12 +275,20 @@ def tensor_bytes(
 
 
 def _encoded(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
-    """A text column as dictionary indices (a null is "") and its distinct values."""
-    arr = pc.fill_null(arr, "")
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    """A text column as dictionary codes (int32; a null is "") and its distinct values: one hash pass over the
+    column as it is (filling its nulls and joining its chunks first copied its text, twice)."""
     enc = pc.dictionary_encode(arr)
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.unify_dictionaries()
+        values = enc.chunk(0).dictionary if enc.num_chunks else pa.array([], pa.string())
+        codes = pa.chunked_array([c.indices for c in enc.chunks], pa.int32())
+    else:
+        values, codes = enc.dictionary, enc.indices
+    values = values.to_pylist()
+    if codes.null_count:
+        codes = pc.fill_null(codes, len(values))
+        values.append("")
+    return codes.to_numpy(), values
 
 
 def _per_distinct(cols: list[tuple[np.ndarray, list[Any]]], fn: Callable[..., Any]) -> tuple[np.ndarray, list[Any]]:
@@ -392,16 +400,17 @@ def _flops(k: pa.Table, enc: dict[str, pa.DictionaryArray]) -> tuple[pa.Array, p
     has_shape = pc.is_valid(shape_f).to_numpy(zero_copy_only=False)
     source = _labels(np.where(has_cube, 0, np.where(has_shape, 1, -1)), ["cube_fops", "shape"])
     notes = [n or None for _, n in by_shape]
-    note = pc.if_else(pc.is_valid(flops), pa.scalar(None, pa.string()), _take(notes, at, pa.string()))
+    note = _labels(np.where(pc.is_valid(flops).to_numpy(zero_copy_only=False), -1, at), notes)  # one take, no copy
     return flops, source, note, shape_f
 
 
 def _bytes(k: pa.Table, enc: dict[str, pa.DictionaryArray]) -> tuple[np.ndarray, pa.Array]:
     """Each kernel's moved bytes (the memory metrics' read + write where collected, else its tensors' sizes)
     and where they came from."""
-    read, write = (
-        np.fmax.reduce([_num(k, c) for c in names]) for names in (_READ, _WRITE)
-    )  # whichever the export names
+    read, write = (  # whichever the export names
+        np.fmax.reduce([_num(k, c) for c in names if c in k.column_names] or [np.full(k.num_rows, np.nan)])
+        for names in (_READ, _WRITE)
+    )
     measured = (read + write) * 1024.0
     bat, by_tensors = _per_distinct(
         [enc[c] for c in ("input_shapes", "input_dtypes", "output_shapes", "output_dtypes")], tensor_bytes
@@ -456,7 +465,10 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
         peak = _peak_per_row(rank, dcode, cls_values, peaks(tables, opts))
         mfu = np.where(peak > 0, 100.0 * tflops / peak, np.nan)
         intensity = np.where(nbytes > 0, ops / nbytes, np.nan)
-    ratios = {r: _num(k, r) for r in _RATIOS}
+    absent = np.full(k.num_rows, np.nan)  # one array for every ratio the export lacks (most traces: all eight)
+    absent.flags.writeable = False
+    ratios = {r: _num(k, r) if r in k.column_names else absent for r in _RATIOS}
+    no_ratio = pa.nulls(k.num_rows, pa.float64())  # and one column of nulls for them in the table
     bound = _bound(enc["op_type"], enc["task_type"], dur, ratios, opts)
     out = pa.table(
         {
@@ -479,7 +491,7 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
             "mfu_pct": _floats(mfu),
             "flops_per_byte": _floats(intensity),
             "bound": bound,
-            **{n: _floats(v) for n, v in ratios.items()},
+            **{n: no_ratio if v is absent else _floats(v) for n, v in ratios.items()},
         }
     )
     return schemas.conform(out, schemas.OP_PERF)
