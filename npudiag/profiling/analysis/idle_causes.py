@@ -155,7 +155,7 @@ def _ranges_ns(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _col(t: pa.Table, name: str, type_: pa.DataType) -> pa.ChunkedArray | pa.Array:
-    return t[name] if name in t.column_names else pa.nulls(t.num_rows, type_)
+    return t[name] if name in t.column_names else schemas.nulls(t.num_rows, type_)
 
 
 def _ints(col: pa.ChunkedArray | pa.Array, missing: int = -1) -> np.ndarray:
@@ -220,8 +220,11 @@ class _Calls:
         self.thread = _ints(_col(table, "thread_id", pa.int64()))
 
     def label(self, which: np.ndarray) -> pa.Array:
-        taken = pc.take(self.labels, pa.array(np.where(which >= 0, which, 0)))
-        return pc.if_else(pa.array(which >= 0), taken, pa.nulls(len(which), pa.string()))
+        found = which >= 0
+        if not found.any():
+            return schemas.nulls(len(which), pa.string())
+        taken = pc.take(self.labels, pa.array(np.where(found, which, 0)))
+        return taken if found.all() else pc.if_else(pa.array(found), taken, pa.nulls(len(which), pa.string()))
 
 
 def _marks(labels: pa.Array | pa.ChunkedArray, test: Callable[[str], bool]) -> np.ndarray:
@@ -382,7 +385,7 @@ class Attribution:
             "kind": _kinds(code),
             "next_task": next_task,
             "launch_call": cann.label(launch) if cann is not None else none,
-            "launch_thread_id": pa.array(thread, pa.int64(), mask=thread < 0),
+            "launch_thread_id": schemas.masked(thread, pa.int64(), thread < 0),
             "launched_by": launched_by,
         }
 
@@ -395,6 +398,8 @@ class Attribution:
         cols = (("name", pa.string()), ("connection_id", pa.int64()), ("launched_by", pa.string()))
         if not len(device):
             return tuple(pa.nulls(n, t) for _, t in cols)
+        if has_next.all():  # the usual case: a task after every gap
+            return tuple(device.take(c, nxt) for c, _ in cols)
         take, mask = np.where(has_next, nxt, 0), pa.array(~has_next)
         return tuple(pc.if_else(mask, pa.nulls(n, t), device.take(c, take)) for c, t in cols)
 
@@ -461,7 +466,7 @@ def idle_gaps(
             pa.table(
                 {
                     "rank": pa.repeat(pa.scalar(g.rank, pa.int32()), n),
-                    "step": pa.array(g.step, pa.int64(), mask=g.step == -1),
+                    "step": schemas.masked(g.step, pa.int64(), g.step == -1),
                     "place": pa.DictionaryArray.from_arrays(pa.array(g.where), pa.array(WHERE)).cast(pa.string()),
                     "start_ns": start,
                     "start_us": pa.array(g.start_ns / 1000.0, pa.float64(), mask=~placed),

@@ -308,6 +308,8 @@ def _per_distinct(cols: list[tuple[np.ndarray, list[Any]]], fn: Callable[..., An
 
 
 def _take(values: list[Any], at: np.ndarray, type_: pa.DataType) -> pa.Array:
+    if all(v is None for v in values):
+        return schemas.nulls(len(at), type_)
     return pa.array(values, type_).take(pa.array(at))
 
 
@@ -319,7 +321,7 @@ def _num(t: pa.Table, name: str) -> np.ndarray:
 
 
 def _col(t: pa.Table, name: str, type_: pa.DataType = pa.float64()) -> pa.Array | pa.ChunkedArray:
-    return pc.cast(t[name], type_) if name in t.column_names else pa.nulls(t.num_rows, type_)
+    return pc.cast(t[name], type_) if name in t.column_names else schemas.nulls(t.num_rows, type_)
 
 
 _PEAK_CLASSES = {"bf16": "fp16", "float16": "fp16", "fp16": "fp16", "int8": "int8", "fp32": "fp32", "float32": "fp32"}
@@ -394,8 +396,11 @@ def _flops(k: pa.Table, enc: dict[str, pa.DictionaryArray]) -> tuple[pa.Array, p
         [enc[c] for c in ("op_type", "input_shapes", "output_shapes", "input_formats", "input_dtypes")], shape_flops
     )
     shape_f = _take([f for f, _ in by_shape], at, pa.int64())
-    cube_fops = pc.cast(pc.round(_col(k, "aic_cube_fops")), pa.int64())
-    flops = pc.coalesce(cube_fops, shape_f)
+    if "aic_cube_fops" in k.column_names:  # the PMU's count, where collected
+        cube_fops = pc.cast(pc.round(_col(k, "aic_cube_fops")), pa.int64())
+        flops = pc.coalesce(cube_fops, shape_f)
+    else:
+        cube_fops, flops = schemas.nulls(k.num_rows, pa.int64()), shape_f
     has_cube = pc.is_valid(cube_fops).to_numpy(zero_copy_only=False)
     has_shape = pc.is_valid(shape_f).to_numpy(zero_copy_only=False)
     source = _labels(np.where(has_cube, 0, np.where(has_shape, 1, -1)), ["cube_fops", "shape"])
@@ -468,7 +473,7 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
     absent = np.full(k.num_rows, np.nan)  # one array for every ratio the export lacks (most traces: all eight)
     absent.flags.writeable = False
     ratios = {r: _num(k, r) if r in k.column_names else absent for r in _RATIOS}
-    no_ratio = pa.nulls(k.num_rows, pa.float64())  # and one column of nulls for them in the table
+    no_ratio = schemas.nulls(k.num_rows, pa.float64())  # and nulls for them in the table
     bound = _bound(enc["op_type"], enc["task_type"], dur, ratios, opts)
     out = pa.table(
         {
@@ -513,12 +518,15 @@ def group_mfu(perf: pa.Table, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
 
 
 def _floats(v: np.ndarray) -> pa.Array:
-    return pa.array(v, pa.float64(), mask=np.isnan(v))
+    return schemas.masked(v, pa.float64(), np.isnan(v))
 
 
 def _labels(codes: np.ndarray, labels: list[str]) -> pa.Array:
     """Text from small codes (-1: null), one take from the labels."""
-    return pa.array(labels, pa.string()).take(pa.array(codes, pa.int64(), mask=codes < 0))
+    none = codes < 0
+    if none.all():
+        return schemas.nulls(len(codes), pa.string())
+    return pa.array(labels, pa.string()).take(pa.array(codes, pa.int64(), mask=none))
 
 
 _VERDICTS = ["cube", "cube+mte2", "mte2", "mte3", "fixpipe", "vector", "vector+memory", "scalar", "latency", "none"]
