@@ -51,6 +51,23 @@ def _bounded(o, mb: float) -> None:
 # -- memory and time bombs --------------------------------------------------------------------------------
 
 
+def test_analyze_memory_grows_no_faster_than_the_trace(tmp_path: Path) -> None:
+    """Issue 55's memory goal in a form that does not depend on the machine's speed: the peak RSS of analyze on
+    a torch_npu trace of 200,000 kernels (about 110 MB) against one of 50,000 (about 27 MB) grows by at most
+    2.5 MB per MB of trace (1.85 measured on 2026-12-07: 216 → 368 MB), so a step that holds a copy of its
+    input, or a table's text twice, fails here rather than on a user's 2 GB trace."""
+    peaks, sizes = [], []
+    for kernels in (50_000, 200_000):
+        write_torch_profile(tmp_path / str(kernels), kernels=kernels, steps=10, copies=200)
+        (trace,) = (tmp_path / str(kernels)).rglob("trace_view.json")
+        o = run("analyze", trace, "--out", tmp_path / f"o{kernels}", "-q")
+        assert o.code == 0, o.stderr[-2000:]
+        peaks.append(o.rss_mb)
+        sizes.append(trace.stat().st_size / 2**20)
+    slope = (peaks[1] - peaks[0]) / (sizes[1] - sizes[0])
+    assert sizes[1] > 90 and slope <= 2.5, (sizes, peaks, slope)
+
+
 def test_a_world_size_of_a_hundred_million_costs_the_ranks_present(tmp_path: Path) -> None:
     big = {"world_size": 100_000_000, "tensor_model_parallel_size": 100_000_000}
     for rank in range(2):
