@@ -17,9 +17,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-import npudiag
-from npudiag.profiling.analysis import idle_causes
-
 from .helpers import run_cli
 
 LEVEL1 = "msinsight-pytorch-text-2025/level1/rank0_ascend_pt"
@@ -431,16 +428,3 @@ def test_a_bare_torch_npu_trace_is_torch_npus(corpus: Path, tmp_path: Path) -> N
     assert p["kind"] == "torch_npu"
     memory = next(d for d in p["data"] if d["data"] == "memory")
     assert memory["status"] == "not collected" and memory["note"] == "profile_memory=True"
-
-
-@pytest.mark.parametrize("profile", [LEVEL1, LEVEL0])
-def test_gaps_attributed_in_slices_are_each_recomputed(corpus: Path, tmp_path: Path, monkeypatch, profile: str) -> None:
-    """Millions of gaps are attributed a slice at a time (idle_causes.SLICE_GAPS): in slices of 7 gaps here, so
-    slice boundaries fall among a real trace's gaps, every row is still what the raw JSON says; and the device
-    tasks are searched in order of start where the trace lists copies after the kernels."""
-    monkeypatch.setattr(idle_causes, "SLICE_GAPS", 7)
-    npudiag.analyze([str(corpus / profile)], str(tmp_path / "o"))
-    rows = pq.read_table(tmp_path / "o" / "idle_gaps.parquet").to_pylist()
-    assert len(rows) > 7 * 5
-    events = json.loads((corpus / profile / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
-    _check_rows(rows, *_trace_sources(events))

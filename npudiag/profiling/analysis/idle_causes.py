@@ -266,10 +266,6 @@ def _on_thread(points: np.ndarray, point_thread: np.ndarray, calls: _Calls, idx:
     return out
 
 
-# gaps attributed at once: the attribution holds some twenty arrays a gap each (8 bytes a value) while it works
-SLICE_GAPS = 1 << 18
-
-
 class Attribution:
     """What the attribution of one rank's gaps reads, prepared once (the calls by thread and by kind, the
     launch call of each connection id), so every set of gaps of that rank costs only its own points.
@@ -313,18 +309,9 @@ class Attribution:
 
     def of(self, gap_s: np.ndarray, gap_e: np.ndarray) -> dict[str, pa.Array]:
         """For the gaps [start, end] (ns): cause, kind, the task ending each gap, the CANN call that launched
-        it, its thread and the framework op that issued it (the module's docstring). Each gap's answer is its
-        own, so millions of gaps are worked out in slices: a score of arrays a gap each, not of the whole run."""
-        gap_s, gap_e = np.asarray(gap_s, np.int64), np.asarray(gap_e, np.int64)
-        if len(gap_s) <= SLICE_GAPS:
-            return self._of(gap_s, gap_e)
-        parts = [
-            self._of(gap_s[i : i + SLICE_GAPS], gap_e[i : i + SLICE_GAPS]) for i in range(0, len(gap_s), SLICE_GAPS)
-        ]
-        return {name: pa.concat_arrays([_one(p[name]) for p in parts]) for name in parts[0]}
-
-    def _of(self, gap_s: np.ndarray, gap_e: np.ndarray) -> dict[str, pa.Array]:
+        it, its thread and the framework op that issued it (the module's docstring)."""
         n = len(gap_s)
+        gap_s, gap_e = np.asarray(gap_s, np.int64), np.asarray(gap_e, np.int64)
         mid = gap_s + (gap_e - gap_s) // 2
         half = (gap_e - gap_s) / 2.0
         next_task, conn, launched_by = self._next_tasks(gap_e)
