@@ -812,14 +812,6 @@ def _compact(col: pa.Array | pa.ChunkedArray, n: int) -> pa.Array | pa.ChunkedAr
     return col
 
 
-def masked(values: np.ndarray, type: pa.DataType, mask: np.ndarray) -> pa.Array:
-    """``values`` as a column of ``type``, null where ``mask``; a column null in every row is :func:`nulls`
-    (a derived column with no data, e.g. op_perf's MFU where no peak is known, costs no memory)."""
-    if len(mask) and mask.all():
-        return nulls(len(mask), type)
-    return pa.array(values, type, mask=mask)
-
-
 def map_distinct(
     values: pa.Array | pa.ChunkedArray, f: Callable[[str | None], str | None]
 ) -> pa.Array | pa.ChunkedArray:

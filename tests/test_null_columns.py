@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from npudiag import schemas
@@ -42,10 +41,7 @@ def test_op_perfs_columns_without_data_share_it_too(corpus: Path) -> None:
     assert perf.num_rows > 100 and len(_addresses(perf, absent)) == 1
 
 
-def test_masked_and_conform_keep_values_where_there_are_some() -> None:
-    col = schemas.masked(np.array([1, 2, 3]), pa.int64(), np.array([True, False, True]))
-    assert col.to_pylist() == [None, 2, None]
-    assert schemas.masked(np.array([1, 2]), pa.int64(), np.array([True, True])).to_pylist() == [None, None]
+def test_conform_keeps_values_where_there_are_some() -> None:
     raw = pa.table({"a": pa.array([None, None], pa.string()), "b": [1, None]})
     t = schemas.conform(raw, pa.schema([("a", pa.string()), ("b", pa.int64())]))
     assert t.to_pylist() == [{"a": None, "b": 1}, {"a": None, "b": None}]

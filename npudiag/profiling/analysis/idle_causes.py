@@ -168,12 +168,11 @@ class DeviceTasks:
     (a sorted copy of every task's text held a string per task for as long as the rank's attribution)."""
 
     def __init__(self, rows: pa.Table, start_ns: np.ndarray, end_ns: np.ndarray) -> None:
-        order = np.argsort(start_ns, kind="stable")
-        ordered = bool(len(order) == 0 or (order[1:] > order[:-1]).all())
-        self.order = None if ordered else order  # None: the rows are in order of start already
+        ordered = bool((start_ns[1:] >= start_ns[:-1]).all())  # the usual case: no copy among the kernels
+        self.order = None if ordered else np.argsort(start_ns, kind="stable")  # None: in order of start already
         self.rows = rows
-        self.start_ns = start_ns if ordered else start_ns[order]
-        self.end_ns = end_ns if ordered else end_ns[order]
+        self.start_ns = start_ns if ordered else start_ns[self.order]
+        self.end_ns = end_ns if ordered else end_ns[self.order]
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -372,7 +371,7 @@ class Attribution:
             "kind": _kinds(code),
             "next_task": next_task,
             "launch_call": cann.label(launch) if cann is not None else none,
-            "launch_thread_id": schemas.masked(thread, pa.int64(), thread < 0),
+            "launch_thread_id": pa.array(thread, pa.int64(), mask=thread < 0),
             "launched_by": launched_by,
         }
 
@@ -453,7 +452,7 @@ def idle_gaps(
             pa.table(
                 {
                     "rank": pa.repeat(pa.scalar(g.rank, pa.int32()), n),
-                    "step": schemas.masked(g.step, pa.int64(), g.step == -1),
+                    "step": pa.array(g.step, pa.int64(), mask=g.step == -1),
                     "place": pa.DictionaryArray.from_arrays(pa.array(g.where), pa.array(WHERE)).cast(pa.string()),
                     "start_ns": start,
                     "start_us": pa.array(g.start_ns / 1000.0, pa.float64(), mask=~placed),

@@ -308,8 +308,6 @@ def _per_distinct(cols: list[tuple[np.ndarray, list[Any]]], fn: Callable[..., An
 
 
 def _take(values: list[Any], at: np.ndarray, type_: pa.DataType) -> pa.Array:
-    if all(v is None for v in values):
-        return schemas.nulls(len(at), type_)
     return pa.array(values, type_).take(pa.array(at))
 
 
@@ -412,10 +410,9 @@ def _flops(k: pa.Table, enc: dict[str, pa.DictionaryArray]) -> tuple[pa.Array, p
 def _bytes(k: pa.Table, enc: dict[str, pa.DictionaryArray]) -> tuple[np.ndarray, pa.Array]:
     """Each kernel's moved bytes (the memory metrics' read + write where collected, else its tensors' sizes)
     and where they came from."""
-    read, write = (  # whichever the export names
-        np.fmax.reduce([_num(k, c) for c in names if c in k.column_names] or [np.full(k.num_rows, np.nan)])
-        for names in (_READ, _WRITE)
-    )
+    read, write = (
+        np.fmax.reduce([_num(k, c) for c in names]) for names in (_READ, _WRITE)
+    )  # whichever the export names
     measured = (read + write) * 1024.0
     bat, by_tensors = _per_distinct(
         [enc[c] for c in ("input_shapes", "input_dtypes", "output_shapes", "output_dtypes")], tensor_bytes
@@ -470,10 +467,7 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
         peak = _peak_per_row(rank, dcode, cls_values, peaks(tables, opts))
         mfu = np.where(peak > 0, 100.0 * tflops / peak, np.nan)
         intensity = np.where(nbytes > 0, ops / nbytes, np.nan)
-    absent = np.full(k.num_rows, np.nan)  # one array for every ratio the export lacks (most traces: all eight)
-    absent.flags.writeable = False
-    ratios = {r: _num(k, r) if r in k.column_names else absent for r in _RATIOS}
-    no_ratio = schemas.nulls(k.num_rows, pa.float64())  # and nulls for them in the table
+    ratios = {r: _num(k, r) for r in _RATIOS}
     bound = _bound(enc["op_type"], enc["task_type"], dur, ratios, opts)
     out = pa.table(
         {
@@ -496,7 +490,7 @@ def op_perf(tables: dict[str, pa.Table], options: dict[str, float] | None = None
             "mfu_pct": _floats(mfu),
             "flops_per_byte": _floats(intensity),
             "bound": bound,
-            **{n: no_ratio if v is absent else _floats(v) for n, v in ratios.items()},
+            **{n: _floats(v) for n, v in ratios.items()},
         }
     )
     return schemas.conform(out, schemas.OP_PERF)
@@ -518,15 +512,12 @@ def group_mfu(perf: pa.Table, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
 
 
 def _floats(v: np.ndarray) -> pa.Array:
-    return schemas.masked(v, pa.float64(), np.isnan(v))
+    return pa.array(v, pa.float64(), mask=np.isnan(v))
 
 
 def _labels(codes: np.ndarray, labels: list[str]) -> pa.Array:
     """Text from small codes (-1: null), one take from the labels."""
-    none = codes < 0
-    if none.all():
-        return schemas.nulls(len(codes), pa.string())
-    return pa.array(labels, pa.string()).take(pa.array(codes, pa.int64(), mask=none))
+    return pa.array(labels, pa.string()).take(pa.array(codes, pa.int64(), mask=codes < 0))
 
 
 _VERDICTS = ["cube", "cube+mte2", "mte2", "mte3", "fixpipe", "vector", "vector+memory", "scalar", "latency", "none"]

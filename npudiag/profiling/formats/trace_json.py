@@ -751,7 +751,7 @@ def _device_from_label(label: str) -> int | None:
 
 
 def _int_col(values: np.ndarray) -> pa.Array:
-    return schemas.masked(values, pa.int64(), values == MISSING)
+    return pa.array(values, pa.int64(), mask=values == MISSING)
 
 
 def _take_int(cols: _Final, key: str, rows: np.ndarray) -> np.ndarray:
