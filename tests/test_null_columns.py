@@ -4,6 +4,7 @@ buffer, shared by every such column and mapped only where read, not as a zeroed 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,8 +27,11 @@ def _all_null(table: pa.Table) -> list[str]:
 def test_a_traces_absent_kernel_columns_share_one_buffer(corpus: Path) -> None:
     kernels = ingest([corpus / TRACE]).tables["kernels"]
     absent = _all_null(kernels)
-    # the raw trace's kernels carry no Input Shapes / Input Data Types / Input Formats (args of its Ascend
-    # Hardware events), so none of those columns has a value
+    # the raw trace records no Input Shapes / Input Data Types / Input Formats / Output Shapes (args of its
+    # complete events, read here with the json module), so none of those columns has a value
+    events = json.loads((corpus / TRACE / "trace_view.json").read_text())
+    args = {k for e in events if e.get("ph") == "X" for k in (e.get("args") or {})}
+    assert "Task Type" in args and not args & {"Input Shapes", "Input Data Types", "Input Formats", "Output Shapes"}
     assert {"input_shapes", "input_dtypes", "input_formats", "output_shapes"} <= set(absent)
     assert len(absent) >= 10 and len(_addresses(kernels, absent)) == 1
 
