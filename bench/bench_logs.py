@@ -133,6 +133,9 @@ def run_real(mb: int, rounds: int, code: str | None) -> None:
         for name, env in sides.items():
             times[name].append(_timed([sys.executable, "-c", parse(DATA / f"parsed-real-{name}")], env))
     ref = statistics.median(times["reference"])
+    if code:
+        per_round = [t / o for t, o in zip(times["this"], times["old"])]
+        print(f"this / old per round: {', '.join(f'{r:.2f}' for r in per_round)}; median {statistics.median(per_round):.2f}")
     for name in sides:
         med = statistics.median(times[name])
         ratios = [t / r for t, r in zip(times[name], times["reference"])]

@@ -446,3 +446,63 @@ def test_quiet_records_kept_for_a_device_fault_and_counted_for_a_code(tmp_path: 
     kept = [text for _, text, keep, _ in texts if keep]
     assert sorted(m.split("f:", 1)[-1] for m in run.problems["message"].to_pylist()) == sorted(kept * 3)
     assert run.totals["info_records_naming_codes"] == 3 * sum(named for *_, named in texts)
+
+
+def _corpus_problems() -> pa.Table:
+    _need(LOGS)
+    return read_logs(find_sources(str(LOGS), []), None).problems
+
+
+def test_entries_match_as_each_pattern_alone_would() -> None:
+    # the patterns are narrowed down by halves on the records their alternation matched; the masks must be
+    # those of every pattern run on every record by itself (pyarrow's RE2, case-insensitive, as the knowledge
+    # base's patterns are written), with the entry's level and module conditions applied here
+    import numpy as np
+    import pyarrow.compute as pc
+
+    events = _corpus_problems()
+    kb = load_kb()
+    got = match_entries(events, kb)
+    message = pc.fill_null(events["message"], "")
+    level = [x or "" for x in events["level"].to_pylist()]
+    module = [(x or "").upper() for x in events["module"].to_pylist()]
+    codes = events["error_codes"].to_pylist()
+    expected = {}
+    for e in kb:
+        mask = np.array([bool(set(c) & set(e.codes)) for c in codes])
+        for p in e.patterns:
+            mask |= pc.match_substring_regex(message, p, ignore_case=True).to_numpy(zero_copy_only=False)
+        loud = np.array([lv not in QUIET_LEVELS for lv in level])
+        mask &= loud | np.array([lv in e.levels for lv in level]) if e.levels else loud
+        if e.modules:
+            mask &= np.array([m in e.modules for m in module])
+        if mask.any():
+            expected[e.id] = mask
+    assert len(expected) >= 20  # the corpus's faults find many entries
+    assert set(got) == set(expected)
+    for kb_id, mask in expected.items():
+        assert np.array_equal(got[kb_id], mask), kb_id
+
+
+def test_summary_error_codes_count_every_naming_and_its_first_record() -> None:
+    # each code: how many times the error records name it and the first of them in time order, counted here
+    # with a plain loop over those records
+    events = _corpus_problems()
+    kb = load_kb()
+    s = summarise(events, triage_table(events, kb), kb)
+    errors = [
+        r
+        for r in events.sort_by(
+            [("timestamp", "ascending"), ("timestamp_no_year", "ascending"), ("file", "ascending"), ("line", "ascending")]
+        ).to_pylist()
+        if r["level"] in ("ERROR", "FATAL") or r["error_codes"]
+    ]
+    counted: dict[str, dict] = {}
+    for r in errors:
+        for c in r["error_codes"]:
+            row = counted.setdefault(c, {"code": c, "count": 0, "first_file": r["file"], "first_line": r["line"]})
+            row["count"] += 1
+    assert len(counted) >= 10
+    shown = {c["code"]: {k: c[k] for k in ("code", "count", "first_file", "first_line")} for c in s["error_codes"]}
+    assert shown == counted
+    assert [c["code"] for c in s["error_codes"]] == sorted(counted, key=lambda c: (-counted[c]["count"], c))

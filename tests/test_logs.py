@@ -495,6 +495,43 @@ def test_fuzz_plog_chunks_agree_with_the_line_parser(picks) -> None:
     assert parse_text(text, LogContext("p.log")).to_pylist() == parse_text(text, LogContext("p.log"), vectorised=False).to_pylist()
 
 
+_FIELD_TEXT = st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp"))  # no line breaks of any kind
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    heads=st.lists(
+        st.tuples(
+            st.sampled_from(["ERROR", "WARNING", "INFO", "DEBUG", "EVENT", "TRACE", "OPLOG"]),
+            st.text("AZaz_09", min_size=1, max_size=36),  # the line parser's PLOG allows 32
+            st.from_regex(r"-?[0-9]{1,12}", fullmatch=True),  # and 10 digits
+            st.text(_FIELD_TEXT.filter(lambda c: c != ")"), max_size=132),  # and 128 characters
+            st.one_of(
+                st.just(""),
+                st.builds(
+                    lambda f, n: f" [{f}:{n}]",
+                    st.text(_FIELD_TEXT.filter(lambda c: c not in "]:"), min_size=1, max_size=260),  # and 256
+                    st.from_regex(r"[0-9]{1,11}", fullmatch=True),  # and 9 digits
+                ),
+                st.sampled_from([" [a.cc:x]", " [a:b:1]", "  [a.cc:1]", " [a.cc:1", " [:1]"]),
+            ),
+            st.text(_FIELD_TEXT, max_size=20),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_fuzz_plog_header_fields_and_bounds_agree_with_the_line_parser(heads) -> None:
+    # the vectorised path cuts the header's fields at their delimiters; the line parser reads them with its own
+    # regex (PLOG, whose fields have bounds): every header, in bounds or past them, gives the same row
+    lines = [
+        f"[{level}] {module}({pid},{process}):2025-08-06-23:09:35.772.604{source}{text}"
+        for level, module, pid, process, source, text in heads
+    ]
+    plain = "[INFO] GE(1,p):2025-08-06-23:09:35.772.604 [a.cc:1]7 F:x"
+    both_log_paths_agree(["\n".join([plain, *lines, plain] * 3)], 4)
+
+
 _OTHER_LINES = [x for x in _LINES if not (x.startswith("[") and "):20" in x) and x.strip()] + [
     "[rank3]:[ERROR] HCCL(9,p):2025-08-06-23:09:35.772.604 [h.cc:1]9 prefixed",
     "Traceback (most recent call last):",

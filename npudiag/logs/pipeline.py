@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from npudiag.errors import InputError
+from npudiag.executors import threads
 from npudiag.logs.clock import describe as describe_clock
 from npudiag.logs.clock import file_offsets, to_host_clock
 from npudiag.logs.ingest import read_logs
@@ -78,9 +79,10 @@ def parse_logs(
         if progress is not None:
             total = sum(s.size_bytes for s in sources)
             progress.start("phase", f"parsing {len(sources)} log file(s), {total / 1e6:.1f} MB", None)
+        kb_read = threads("logs-kb", 1).submit(load_kb)  # read while the logs are parsed (their threads wait)
         run = read_logs(sources, events, device=device)
         errors += run.errors
-        kb = load_kb()
+        kb = kb_read.result()
         # device files written in another time zone than the host's: their records in host time, said once
         offsets = file_offsets(run.first_records)
         problems = to_host_clock(run.problems, offsets)

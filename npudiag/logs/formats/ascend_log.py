@@ -299,13 +299,15 @@ class LogParser:
         self._cur = None
         msg = cap_message("\n".join(rec.parts))
         ctx = self.ctx
+        # each search only where the text holds a literal every form of it has (a scan at memchr speed)
         if rec.device_id is None:
-            m = _DEVICE_IN_TEXT.search(msg) if rec.fmt != "plog" or ctx.device_id is None else None
+            look = "dev" in msg and (rec.fmt != "plog" or ctx.device_id is None)
+            m = _DEVICE_IN_TEXT.search(msg) if look else None
             rec.device_id = next((int(g) for g in m.groups() if g is not None), None) if m else ctx.device_id
         if rec.rank is None:
-            m = _RANK_IN_TEXT.search(msg)
+            m = _RANK_IN_TEXT.search(msg) if "ank" in msg or "|" in msg else None
             rec.rank = next((int(g) for g in m.groups() if g is not None), None) if m else ctx.rank
-        if rec.src_file is None and (m := _FUNC_FILE_LINE.search(msg)):
+        if rec.src_file is None and "[FUNC:" in msg and (m := _FUNC_FILE_LINE.search(msg)):
             rec.function, rec.src_file, rec.src_line = m.group(1), m.group(2), int(m.group(3))
         c = self._cols
         # numbers a line states (a device, rank, pid, thread or source line of any length) that no

@@ -34,10 +34,14 @@ from npudiag.logs.formats.log_common import (
 )
 from npudiag.schemas import LOG_EVENTS
 
-_HEADER = (
-    r"^\[(?P<level>" + PLOG_LEVEL + r")\] (?P<module>[A-Za-z_0-9]+)\((?P<pid>-?\d+),(?P<process>[^)]*)\):"
-    r"(?P<ts>" + PLOG_TS + r")(?: \[(?P<src_file>[^\]:]+):(?P<src_line>\d+)\])?"
-)  # the content after it is cut from the line by its length (_content): RE2 extracting a .* group costs twice as much
+_HEADER = r"^\[(?:" + PLOG_LEVEL + r")\] [A-Za-z_0-9]+\(-?\d+,[^)]*\):" + PLOG_TS
+# the line parser's bounds on the fields (PLOG): checked by this pattern only on lines whose fields are longer
+# in bytes (the counted repetitions double the time of a pass over every line)
+_HEADER_BOUNDED = r"^\[(?:" + PLOG_LEVEL + r")\] [A-Za-z_0-9]{1,32}\(-?\d{1,10},[^)\n]{0,128}\):" + PLOG_TS
+# its fields are cut from the line at the delimiters the pattern fixes (_header_fields): RE2 extracting
+# even one group costs four times its match, per line
+_TS_CHARS = 27  # PLOG_TS: 2025-08-06-23:09:35.772.604
+_SOURCE = r"^ \[[^\]:\n]{1,256}:\d{1,9}\]"  # the header's optional [file:line] after the time, as PLOG bounds it
 _HEADER_ANYWHERE = r"\[(?:" + PLOG_LEVEL + r")\] [A-Za-z_0-9]+\(-?\d+,[^)]*\):\d{4}-"
 # a line that would start a record of another form (must go through the line parser)
 _OTHER_START = (
@@ -81,7 +85,9 @@ def _rank_in_text(message: pa.Array, fallback: int | None) -> pa.Array:
     """The rank a line states (RANK_IN_TEXT's alternatives, run only on lines that could state one), else
     ``fallback`` (the path's): as on the line parser, a stated rank no int32 holds is null, not the path's."""
     n = len(message)
-    mask = pc.fill_null(pc.match_substring_regex(message, r"\[Rank |rank\[|\(\d+\)\s*\|"), False)
+    # every form holds "ank" ("[Rank ", "rank[") or "|" (a link table's row): two literal scans at memchr
+    # speed, where the forms' alternation runs the regex over every byte (2.5x the time)
+    mask = pc.fill_null(pc.or_(_has(message, "ank"), _has(message, "|")), False)
     out = pa.nulls(n, pa.int32())
     stated = pa.repeat(pa.scalar(False), n)
     if pc.any(mask).as_py():
@@ -154,26 +160,74 @@ def _timestamps(ts: pa.Array) -> pa.Array:
     return pc.cast(total, pa.timestamp("us"))
 
 
-def _content(lines: pa.Array, head: pa.Array) -> pa.Array:
-    """Each header line's text after its header (``head``: its _HEADER match): the line's bytes past the
-    header's length, which is the sum of its fields' lengths and the characters around them (a copy of the
-    kept bytes, no regex)."""
-    size = {name: pc.binary_length(_field(head, name)).to_numpy(zero_copy_only=False) for name in _HEADER_FIELDS}
-    src = size["src_file"]
-    # the characters around the fields: "[" "] " "(" "," "):" (7), and " [" ":" "]" (4) around a source file
-    header = 7 + size["level"] + size["module"] + size["pid"] + size["process"] + size["ts"]
-    header = header + np.where(src > 0, 4 + src + size["src_line"], 0)
+def _buffers(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A string array's offsets (int64, into the data) and its data bytes, without copies."""
     offsets = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, lines.offset * 4).astype(np.int64)
-    data = np.frombuffer(lines.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
+    data = lines.buffers()[2]
+    return offsets, np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+
+
+def _spans(lines: pa.Array, start: np.ndarray, stop: np.ndarray) -> pa.Array:
+    """Each line's bytes from ``start`` to ``stop`` (positions in the line, at ASCII delimiters, so each
+    span is whole UTF-8): a gather of the spans' bytes alone, for short fields."""
+    offsets, data = _buffers(lines)
+    width = stop - start
+    out = np.zeros(len(lines) + 1, np.int32)
+    np.cumsum(width, out=out[1:])
+    at = np.repeat(offsets[:-1] + start - out[:-1], width) + np.arange(out[-1])
+    return pa.StringArray.from_buffers(len(lines), pa.py_buffer(out), pa.py_buffer(data[at]))
+
+
+def _after(lines: pa.Array, start: np.ndarray) -> pa.Array:
+    """Each line's bytes from ``start`` to its end (a position at an ASCII delimiter): one pass that keeps
+    the bytes past each start, for long texts."""
+    offsets, data = _buffers(lines)
+    data = data[offsets[0] : offsets[-1]]
     widths = np.diff(offsets)
-    # per line: its header's bytes dropped, the rest kept
-    keep = np.repeat(np.tile([False, True], len(lines)), np.column_stack([header, widths - header]).ravel())
+    keep = np.repeat(np.tile([False, True], len(lines)), np.column_stack([start, widths - start]).ravel())
     kept = np.zeros(len(lines) + 1, np.int32)
-    np.cumsum(widths - header, out=kept[1:])
+    np.cumsum(widths - start, out=kept[1:])
     return pa.StringArray.from_buffers(len(lines), pa.py_buffer(kept), pa.py_buffer(data[keep]))
 
 
-_HEADER_FIELDS = ("level", "module", "pid", "process", "ts", "src_file", "src_line")
+def _first(lines: pa.Array, literal: str) -> np.ndarray:
+    return pc.find_substring(lines, literal).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _header_fields(lines: pa.Array) -> tuple[pa.StructArray, pa.Array, np.ndarray]:
+    """The fields of lines that match _HEADER (level, module, pid, process, ts, src_file, src_line; ""
+    for a [file:line] the line does not have), each line's text after its header, and whether its fields
+    are within the line parser's bounds (_HEADER_BOUNDED). The pattern fixes where they lie: the level
+    ends at the first "]", the module at the first "(", the pid at the first "," and the process at the
+    first ")" (none of them can hold the later ones), the time is the 27 characters after "):", and a
+    [file:line] holds no "]" or ":" before its own."""
+    level_end, module_end, pid_end, process_end = (_first(lines, c) for c in "](,)")
+    bounded = np.ones(len(lines), bool)
+    long = (module_end - level_end - 2 > 32) | (pid_end - module_end - 1 > 10) | (process_end - pid_end - 1 > 128)
+    if long.any():  # longer in bytes: the pattern counts characters
+        at = np.flatnonzero(long)
+        bounded[at] = pc.match_substring_regex(lines.take(pa.array(at)), _HEADER_BOUNDED).to_numpy(zero_copy_only=False)
+    ts_start = process_end + 2
+    rest = _after(lines, ts_start + _TS_CHARS)
+    source = pc.match_substring_regex(rest, _SOURCE).to_numpy(zero_copy_only=False)
+    none = np.zeros(len(lines), np.int64)
+    if source.any():
+        colon, shut = np.where(source, _first(rest, ":"), 0), np.where(source, _first(rest, "]"), 0)
+        src_file, src_line = _spans(rest, np.where(source, 2, 0), colon), _spans(rest, colon + source, shut)
+        content = _after(rest, shut + source)
+    else:
+        src_file = src_line = _spans(rest, none, none)
+        content = rest
+    fields = {
+        "level": _spans(lines, none + 1, level_end),
+        "module": _spans(lines, level_end + 2, module_end),
+        "pid": _spans(lines, module_end + 1, pid_end),
+        "process": _spans(lines, pid_end + 1, process_end),
+        "ts": _spans(lines, ts_start, ts_start + _TS_CHARS),
+        "src_file": src_file,
+        "src_line": src_line,
+    }
+    return pa.StructArray.from_arrays(list(fields.values()), names=list(fields)), content, bounded
 
 
 def _thread_and_function(content: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -200,15 +254,20 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list
     ``(start, end)`` index ranges of ``lines`` that the line parser must read (see the module doc). A
     range always ends before a header, so the line parser's record is complete at its end."""
     arr = pa.array(lines, pa.string())
-    head = pc.extract_regex(arr, _HEADER)
-    is_header = pc.is_valid(head).to_numpy(zero_copy_only=False)
+    header_rows = pc.match_substring_regex(arr, _HEADER)
+    is_header = header_rows.to_numpy(zero_copy_only=False)
     hdr_idx = np.flatnonzero(is_header)
     n_lines = len(lines)
     if not len(hdr_idx):
         return [(0, n_lines)]
-    header_rows = pa.array(is_header)
-    fields = head.filter(header_rows)
-    content = _content(arr.filter(header_rows), fields)  # the text after each header
+    fields, content, bounded = _header_fields(arr.filter(header_rows))  # and the text after each header
+    if not bounded.all():  # a field longer than the line parser's PLOG allows: not a header line
+        is_header[hdr_idx[~bounded]] = False
+        hdr_idx = hdr_idx[bounded]
+        if not len(hdr_idx):
+            return [(0, n_lines)]
+        header_rows = pa.array(is_header)
+        fields, content, _ = _header_fields(arr.filter(header_rows))
     bad = np.zeros(n_lines, bool)
     bad[: hdr_idx[0]] = True  # before the first header: whatever it is, not a plog record
     text_line = np.zeros(n_lines, bool)  # a runaway record's lines past the cap: one text record each
@@ -347,7 +406,7 @@ def _parse_pure(
 ) -> pa.RecordBatch:
     """LOG_EVENTS rows of plain plog records: the chunk's lines ``at`` (which of them are headers and which
     continuation lines with text) start with a header; ``h`` and ``content`` are their header lines' fields
-    and texts after them (_content); ``lines`` is the whole chunk, and line numbers stay the file's where
+    and texts after them (_header_fields); ``lines`` is the whole chunk, and line numbers stay the file's where
     records of the chunk went to the line parser."""
     hdr_idx = np.flatnonzero(is_header)
     cont_idx = np.flatnonzero(cont)
