@@ -566,6 +566,15 @@ def test_rare_lines_in_plog_cost_their_own_record_not_the_chunk(chunk: int) -> N
     assert used >= 12 * (400 // chunk) * 0.5, used  # was: a chunk with one rare line went whole to the line parser
 
 
+@pytest.mark.parametrize("first", ["\xa0", "\u3000", "\t", "\u00e9", "x"])
+def test_a_runaway_record_splits_by_the_first_character_of_its_later_lines(first: str) -> None:
+    # past the continuation cap a line opens a text record of its own unless it is indented (str.isspace of its
+    # first character, Unicode spaces included), in which case the line parser reads the record whole
+    plog = "[ERROR] DRV(1,p):2025-08-06-23:09:35.772.604 [d.c:3] dump follows"
+    later = [f"{first}reg 0x{i:04x}" if i % 97 == 5 else f"reg 0x{i:04x}" for i in range(2100)]
+    assert both_log_paths_agree(["\n".join([plog, *later, plog, plog] * 4)], 4096) >= 1
+
+
 def test_export_since_last_keeps_only_new_or_changed_files(tmp_path: Path) -> None:
     import hashlib
 

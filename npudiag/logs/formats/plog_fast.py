@@ -287,8 +287,10 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list
         owner_ok = owner >= 0
         if owner_ok.any():
             counts = np.bincount(owner[owner_ok], minlength=len(hdr_idx))
-            for r in np.flatnonzero(counts >= MAX_CONTINUATION_LINES).tolist():
-                _split_runaway(lines, hdr_idx, r, cont_idx[owner == r], bad, text_line)
+            runaways = np.flatnonzero(counts >= MAX_CONTINUATION_LINES).tolist()
+            indented = _indented(arr, lines) if runaways else None
+            for r in runaways:
+                _split_runaway(indented, hdr_idx, r, cont_idx[owner == r], bad, text_line)
     # two headers on one line: a header in a header line's text (continuation lines holding one are odd above)
     maybe_two = _has(content, "):").to_numpy(zero_copy_only=False)
     if maybe_two.any():
@@ -337,14 +339,31 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list
     return pieces
 
 
+_ASCII_SPACE = np.zeros(256, bool)
+_ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True  # the ASCII characters str.isspace() takes
+
+
+def _indented(arr: pa.Array, lines: list[str]) -> np.ndarray:
+    """Whether each line (``arr``: ``lines`` as Arrow) starts with a character str.isspace() takes: an
+    ASCII first byte looked up, a line starting with any other character asked of Python."""
+    offsets, data = _buffers(arr)
+    has = np.diff(offsets) > 0
+    first = np.zeros(len(arr), np.uint8)
+    first[has] = data[offsets[:-1][has]]
+    out = _ASCII_SPACE[first]
+    for i in np.flatnonzero(first >= 0x80).tolist():
+        out[i] = lines[i][:1].isspace()
+    return out
+
+
 def _split_runaway(
-    lines: list[str], hdr_idx: np.ndarray, r: int, conts: np.ndarray, bad: np.ndarray, text_line: np.ndarray
+    indented: np.ndarray, hdr_idx: np.ndarray, r: int, conts: np.ndarray, bad: np.ndarray, text_line: np.ndarray
 ) -> None:
     """A record past MAX_CONTINUATION_LINES, as the line parser splits it: the header keeps its first
     MAX_CONTINUATION_LINES - 1 lines, every later line opens a text record of its own; an indented line
     there would continue the one before (the line parser's rule), so such a record goes to it whole."""
     later = conts[MAX_CONTINUATION_LINES - 1 :]
-    if any(lines[i][:1].isspace() for i in later[1:].tolist()):
+    if indented[later[1:]].any():
         bad[hdr_idx[r]] = True
     else:
         text_line[later] = True
