@@ -28,12 +28,9 @@ def derive(
     tables: dict[str, pa.Table],
     rule_options: dict[str, dict[str, Any]] | None = None,
     exclude: tuple[str, ...] = (),
-    hand_off: Callable[[str, pa.Table], None] | None = None,
 ) -> tuple[dict[str, pa.Table], dict[str, str]]:
     """Return ``tables`` plus the derived ones, and the rules that were skipped (rule id -> reason).
-    ``exclude`` leaves out rules run elsewhere (the profile-wide ones, when ranks run apart). ``hand_off``
-    takes each derived table nothing later reads (idle_gaps: a row per device gap, hundreds of MB for
-    millions of kernels) as soon as it is made, to write it, and it is left out of the tables returned."""
+    ``exclude`` leaves out rules run elsewhere (the profile-wide ones, when ranks run apart)."""
     out = dict(tables)
     ctx = RuleContext(out)  # holds what the rules share with the tables here (hot ops, timelines)
     out["hot_ops"] = ctx.hot_ops()
@@ -41,8 +38,6 @@ def derive(
     out["idle_gaps"] = idle_gaps(out, gaps, lambda rank: rank_attribution(ctx, rank))
     del gaps  # each gap's start, end and length: no longer needed
     out["idle_causes"] = idle_causes(out["idle_gaps"])
-    if hand_off is not None:
-        hand_off("idle_gaps", out.pop("idle_gaps"))  # read by no rule or summary: written during the rules
     out["op_perf"] = op_perf(out, options_for("op_efficiency", rule_options))  # the rule's peak and thresholds
     with phase("derive: rules"):
         findings, skipped = run_rules(ctx, rule_options or {}, exclude=exclude)
@@ -68,15 +63,13 @@ def cut_and_derive(
     *,
     exclude: tuple[str, ...] = (),
     on_cut: Callable[[dict[str, pa.Table]], None] | None = None,
-    hand_off: Callable[[str, pa.Table], None] | None = None,
 ) -> Derived:
     """The analysis of one rank (or of one in-memory profile): cut to ``window`` (WindowError when
     it holds nothing, ValueError when the profile cannot be cut that way), then :func:`derive`.
-    ``on_cut`` sees the cut read tables before the derivation starts (to write them meanwhile), ``hand_off``
-    the derived tables nothing later reads (:func:`derive`).
+    ``on_cut`` sees the cut read tables before the derivation starts (to write them meanwhile).
     Every command that analyses a raw profile runs this, so they agree."""
     tables = window.cut(read)
     if on_cut is not None:
         on_cut(tables)
-    tables, skipped = derive(tables, rule_options, exclude, hand_off)
+    tables, skipped = derive(tables, rule_options, exclude)
     return Derived(tables, skipped, step_time_warnings(tables["step_breakdown"]))

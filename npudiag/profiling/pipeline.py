@@ -54,29 +54,6 @@ from npudiag.tomlfile import read_toml
 from npudiag.version import __version__
 
 
-class _RunTables(Mapping[str, pa.Table]):
-    """One run's tables: those still in memory, and those written as they were made and not kept (read back
-    from ``out`` the first time one is asked for)."""
-
-    def __init__(self, kept: dict[str, pa.Table], out: Path, written: list[str]) -> None:
-        self._tables = dict(kept)
-        self._out = out
-        self._names = [*kept, *(name for name in written if name not in kept)]
-
-    def __getitem__(self, name: str) -> pa.Table:
-        if name not in self._tables:
-            if name not in self._names:
-                raise KeyError(name)
-            self._tables[name] = load_outputs(self._out, (name,))[0][name]
-        return self._tables[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-
 @dataclass
 class Analysis:
     """What ``analyze`` found: the summary, the tables (loaded from ``out`` on first use when the
@@ -222,12 +199,6 @@ def _analyze_one(
         for name, table in tables.items():
             writer.submit(name, table)
 
-    handed: list[str] = []  # derived tables written as they were made, not kept in memory
-
-    def hand_off(name: str, table: pa.Table) -> None:
-        writer.submit(name, table)
-        handed.append(name)
-
     try:
         try:
             with phase("derive"):
@@ -236,14 +207,13 @@ def _analyze_one(
                     window,
                     options.rule_options,
                     on_cut=write_read if writer is not None else None,
-                    hand_off=hand_off if writer is not None else None,
                 )
         except ValueError as exc:  # WindowError, CutError: the window is the problem, not the profile
             raise OptionError(str(exc), window.option) from None
         profile.warnings.extend(done.warnings)
         if writer is not None:
             for name in DERIVED:
-                if name in done.tables:  # the rest were handed off as they were made
+                if name in done.tables:
                     writer.submit(name, done.tables[name])
             meta["out"] = str(target)
         summary = summary_from_parts(
@@ -272,7 +242,7 @@ def _analyze_one(
         profile.errors,
         profile.warnings,
         read_any,
-        _RunTables(done.tables, target, handed) if handed else done.tables,
+        done.tables,
     )
 
 
