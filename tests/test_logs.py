@@ -504,30 +504,30 @@ _FIELD_TEXT = st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp"))  # no
         st.tuples(
             st.sampled_from(["ERROR", "WARNING", "INFO", "DEBUG", "EVENT", "TRACE", "OPLOG"]),
             st.text("AZaz_09", min_size=1, max_size=36),  # the line parser's PLOG allows 32
-            st.from_regex(r"-?[0-9]{1,12}", fullmatch=True),  # and 10 digits
+            st.from_regex(r"-?[0-9\u0661\u0967]{1,12}", fullmatch=True),  # and 10 (ASCII) digits
             st.text(_FIELD_TEXT.filter(lambda c: c != ")"), max_size=132),  # and 128 characters
             st.one_of(
                 st.just(""),
                 st.builds(
                     lambda f, n: f" [{f}:{n}]",
                     st.text(_FIELD_TEXT.filter(lambda c: c not in "]:"), min_size=1, max_size=260),  # and 256
-                    st.from_regex(r"[0-9]{1,11}", fullmatch=True),  # and 9 digits
+                    st.from_regex(r"[0-9\u0661]{1,11}", fullmatch=True),  # and 9 (ASCII) digits
                 ),
                 st.sampled_from([" [a.cc:x]", " [a:b:1]", "  [a.cc:1]", " [a.cc:1", " [:1]"]),
             ),
             st.text(_FIELD_TEXT, max_size=20),
+            # times that exist and times that do not (30 February, second 60, year 0, month 13)
+            st.from_regex(r"[0-9]{4}-[01][0-9]-[0-3][0-9]-[0-2][0-9]:[0-6][0-9]:[0-6][0-9]\.[0-9]{3}\.[0-9]{3}", fullmatch=True),
         ),
         min_size=1,
         max_size=12,
     )
 )
 def test_fuzz_plog_header_fields_and_bounds_agree_with_the_line_parser(heads) -> None:
-    # the vectorised path cuts the header's fields at their delimiters; the line parser reads them with its own
-    # regex (PLOG, whose fields have bounds): every header, in bounds or past them, gives the same row
-    lines = [
-        f"[{level}] {module}({pid},{process}):2025-08-06-23:09:35.772.604{source}{text}"
-        for level, module, pid, process, source, text in heads
-    ]
+    # the vectorised path cuts the header's fields at their delimiters and reads the time from its digits; the
+    # line parser reads them with its own regex (PLOG, whose fields have bounds) and datetime(): every header, in
+    # bounds or past them, with a time that exists or not, gives the same row
+    lines = [f"[{level}] {module}({pid},{process}):{ts}{source}{text}" for level, module, pid, process, source, text, ts in heads]
     plain = "[INFO] GE(1,p):2025-08-06-23:09:35.772.604 [a.cc:1]7 F:x"
     both_log_paths_agree(["\n".join([plain, *lines, plain] * 3)], 4)
 
@@ -573,6 +573,26 @@ def test_a_runaway_record_splits_by_the_first_character_of_its_later_lines(first
     plog = "[ERROR] DRV(1,p):2025-08-06-23:09:35.772.604 [d.c:3] dump follows"
     later = [f"{first}reg 0x{i:04x}" if i % 97 == 5 else f"reg 0x{i:04x}" for i in range(2100)]
     assert both_log_paths_agree(["\n".join([plog, *later, plog, plog] * 4)], 4096) >= 1
+
+
+def test_a_time_that_does_not_exist_is_no_time_and_the_rest_is_parsed(tmp_path: Path) -> None:
+    # a plog line dated year 0 (no datetime holds it) made the whole parse an internal error, and 30 February
+    # was read as 2 March; each is now a record without a time, its neighbours read as usual
+    good = "[ERROR] RUNTIME(7,p):2025-08-06-23:09:35.772.604 [a.cc:1]7 F:ErrCode=507014"
+    lines = [good] * 40_000 + [
+        "[ERROR] RUNTIME(7,p):0000-01-01-00:00:00.000.000 [a.cc:2]7 F:year zero",
+        "[ERROR] RUNTIME(7,p):2025-02-30-00:00:00.000.000 [a.cc:3]7 F:thirtieth of February",
+        "[ERROR] RUNTIME(7,p):2025-01-01-23:59:60.000.000 [a.cc:4]7 F:second sixty",
+    ]
+    log = tmp_path / "plog-7_20250806230935000.log"
+    log.write_text("\n".join(lines) + "\n")
+    r = run_cli("logs", "parse", log, "--out", tmp_path / "out", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = pq.read_table(tmp_path / "out" / "log_events.parquet", columns=["line", "timestamp"]).to_pylist()
+    assert len(rows) == 40_003
+    assert [x["timestamp"] for x in rows[-3:]] == [None, None, None]
+    assert rows[0]["timestamp"].isoformat() == "2025-08-06T23:09:35.772604"
+    assert json.loads(r.stdout)["errors"] == 40_003
 
 
 def test_export_since_last_keeps_only_new_or_changed_files(tmp_path: Path) -> None:

@@ -59,9 +59,11 @@ PLOG_TS = r"\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2}\.\d{3}\.\d{3}"
 PLOG_LEVEL = r"ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|OPLOG"
 # Documented: [Level] ModuleName(PID,PName):DateTimeMS [FileName:LineNumber]LogContent. Firmware
 # (TSCH) writes PID -1. Every repetition is bounded: a crafted line must not make a search quadratic.
+# Its digits are ASCII ones, as RE2's on the vectorised path (Python's \d would take any script's).
 PLOG = re.compile(
     r"\[(" + PLOG_LEVEL + r")\] ([A-Za-z_0-9]{1,32})\((-?\d{1,10}),([^)\n]{0,128})\):(" + PLOG_TS + r")"
-    r"(?: \[([^\]:\n]{1,256}):(\d{1,9})\])?"
+    r"(?: \[([^\]:\n]{1,256}):(\d{1,9})\])?",
+    re.ASCII,
 )
 # the TS firmware's content after the header (no [file:line]): a sequence number, the core, then
 # path:line function: -- 2020 "17 (cpuid:0) ../x/ai_core_dispatcher.c:1193 bs_done_exception_proc: slot_id=0"

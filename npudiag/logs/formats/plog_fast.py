@@ -151,13 +151,34 @@ def _int(a: pa.Array, bits: int = 63) -> pa.Array:
     return n
 
 
+_MONTH_DAYS = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+
+
 def _timestamps(ts: pa.Array) -> pa.Array:
-    """2025-08-06-23:09:35.772.604 -> timestamp[us] (null where the date is impossible)."""
-    secs = pc.strptime(pc.utf8_slice_codeunits(ts, 0, 19), format="%Y-%m-%d-%H:%M:%S", unit="us", error_is_null=True)
-    ms = pc.cast(pc.utf8_slice_codeunits(ts, 20, 23), pa.int64())
-    us = pc.cast(pc.utf8_slice_codeunits(ts, 24, 27), pa.int64())
-    total = pc.add(pc.cast(secs, pa.int64()), pc.add(pc.multiply(ms, 1000), us))
-    return pc.cast(total, pa.timestamp("us"))
+    """2025-08-06-23:09:35.772.604 (PLOG_TS: ASCII digits at fixed places) -> timestamp[us], null where
+    the date or time does not exist (month 13, 30 February, 25 o'clock, second 60, year 0), as the line
+    parser's datetime() says: read from the digits' bytes (Arrow's strptime moved 30 February to
+    2 March and took second 60)."""
+    offsets, data = _buffers(ts)
+    digits = (data[offsets[:-1, None] + np.arange(_TS_CHARS)] - 48).T  # one row per place
+
+    def number(*at: int) -> np.ndarray:
+        out = digits[at[0]].astype(np.int32)
+        for i in at[1:]:
+            out = out * 10 + digits[i]
+        return out
+
+    year, month, day = number(0, 1, 2, 3), number(5, 6), number(8, 9)
+    hour, minute, second = number(11, 12), number(14, 15), number(17, 18)
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    known = (month >= 1) & (month <= 12)
+    days_in_month = _MONTH_DAYS[np.where(known, month, 1) - 1] + (leap & (month == 2))
+    valid = (year >= 1) & known & (day >= 1) & (day <= days_in_month) & (hour <= 23) & (minute <= 59) & (second <= 59)
+    months = (year - 1970) * 12 + np.where(known, month, 1) - 1
+    days = months.astype("datetime64[M]").astype("datetime64[D]").astype(np.int64) + day - 1
+    us = ((days * 24 + hour) * 60 + minute) * 60 + second
+    us = us * 1_000_000 + (number(20, 21, 22) * 1000 + number(24, 25, 26))
+    return pa.array(us, pa.timestamp("us"), mask=~valid)
 
 
 def _buffers(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
