@@ -532,6 +532,43 @@ def test_fuzz_plog_header_fields_and_bounds_agree_with_the_line_parser(heads) ->
     both_log_paths_agree(["\n".join([plain, *lines, plain] * 3)], 4)
 
 
+_TEXT_FORMS = [
+    "{n} {w}:text",  # a runtime thread and function
+    "[{w}][tid:{n}] text",
+    "  [{n}] text",
+    " >>> (tid:{n}) text",
+    "17 (cpuid:0) path/x.c:{n} {w}: text",  # the TS firmware's form, on a record with no [file:line]
+    "x [FUNC:{w}][FILE:a.c][LINE:{n}] text",
+    "device_id={n} deviceId[{n}] devId: {n} text",
+    "[Rank {n}] rank[{n}] text",
+    "ErrCode={n} ret {n} E{w}{n} EZ{n} text",
+]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    forms=st.lists(
+        st.tuples(
+            st.sampled_from(_TEXT_FORMS),
+            st.text("0123456789\u0661\u0663\u0967\uff11", min_size=1, max_size=8),  # ASCII digits and others
+            st.text("Fx_\u00e9\u0436\u01c5", min_size=1, max_size=5),  # ASCII letters and others
+            st.booleans(),  # after a [file:line] or not
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_fuzz_digits_and_letters_of_any_script_are_read_alike_by_both_paths(forms) -> None:
+    # the vectorised path's RE2 takes ASCII digits, letters and spaces for \d, \w and \s; the line parser's
+    # patterns must too, or a thread, device, rank, source line or code written in another script's digits is
+    # read on one path and not on the other
+    lines = [
+        f"[ERROR] RUNTIME(7,p):2025-08-06-23:09:35.772.604{' [a.cc:1]' if src else ''}" + form.format(n=n, w=w) for form, n, w, src in forms
+    ]
+    plain = "[INFO] GE(1,p):2025-08-06-23:09:35.772.604 [a.cc:1]7 F:x"
+    both_log_paths_agree(["\n".join([plain, *lines, plain] * 3)], 4)
+
+
 _OTHER_LINES = [x for x in _LINES if not (x.startswith("[") and "):20" in x) and x.strip()] + [
     "[rank3]:[ERROR] HCCL(9,p):2025-08-06-23:09:35.772.604 [h.cc:1]9 prefixed",
     "Traceback (most recent call last):",

@@ -136,13 +136,15 @@ PREFIXES = (
 # content after plog's [file:line]: RUNTIME "6219 ProcLogicCqReport:", HCCL "[36818][Init]", TDT
 # "[OpenProcess][tid:947062]",
 # PROFILING " >>> (tid:947062)"
-_RT_TID = re.compile(r"^(\d+) (\w+):")
-_BRACKET_TID = re.compile(r"^\s*\[(\d+)\]")
-_TDT = re.compile(r"^\[(\w+)\]\[tid:(\d+)\]")
-_PROF_TID = re.compile(r"^ >>> \(tid:(\d+)\)")
-_FUNC_FILE_LINE = re.compile(r"\[FUNC:(\w+)\]\[FILE:([^\]]+)\]\[LINE:(\d+)\]")
-_DEVICE_IN_TEXT = re.compile(DEVICE_IN_TEXT)
-_RANK_IN_TEXT = re.compile(RANK_IN_TEXT)
+# the forms the vectorised path also reads (with RE2, whose \d, \w, \s and \b are ASCII): ASCII here too, so
+# both paths read a line alike (Python's would take any script's digits and letters)
+_RT_TID = re.compile(r"^(\d+) (\w+):", re.ASCII)
+_BRACKET_TID = re.compile(r"^\s*\[(\d+)\]", re.ASCII)
+_TDT = re.compile(r"^\[(\w+)\]\[tid:(\d+)\]", re.ASCII)
+_PROF_TID = re.compile(r"^ >>> \(tid:(\d+)\)", re.ASCII)
+_FUNC_FILE_LINE = re.compile(r"\[FUNC:(\w+)\]\[FILE:([^\]]+)\]\[LINE:(\d+)\]", re.ASCII)
+_DEVICE_IN_TEXT = re.compile(DEVICE_IN_TEXT, re.ASCII)
+_RANK_IN_TEXT = re.compile(RANK_IN_TEXT, re.ASCII)
 
 
 def detect_prefix(lines: list[str]) -> str | None:

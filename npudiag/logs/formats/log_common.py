@@ -71,7 +71,7 @@ PLOG = re.compile(
 TSCH_CONTENT = (
     r"^ ?\d{1,10} \((?:dieid:\d{1,4},)?cpuid:\d{1,4}\) (?P<f>[^\s:]{1,256}):(?P<l>\d{1,9}) (?P<fn>\w{1,128}):"
 )
-TSCH_RE = re.compile(TSCH_CONTENT)
+TSCH_RE = re.compile(TSCH_CONTENT, re.ASCII)
 # the kernel's own level inside a line the device's klogd forwarded into a plog-format file:
 # "[EVENT] KERNEL(1396,None):... [klogd.c:248][2204.894988] [ascend] [ERROR] [devdrv] ..."
 KERNEL_LEVEL = r"\[ascend\] \[(?P<lv>ERROR|WARNING|WARN|INFO|DEBUG|EVENT)\]"
@@ -85,19 +85,19 @@ RANK_IN_TEXT = (
     r"\[Rank (?P<r>\d+)\]|wait socket establish timeout, role\[\d+\] rank\[(?P<r2>\d+)\]"
     r"|^\s*(?:\[\d+\]\s*)?\|\s*[0-9A-Fa-f.:]+\(\d+\)\s*\|\s*(?:\d+\s*\|\s*)?[0-9A-Fa-f.:]+\((?P<r3>\d+)\)"
 )
-KERNEL_LEVEL_RE = re.compile(KERNEL_LEVEL)
+KERNEL_LEVEL_RE = re.compile(KERNEL_LEVEL, re.ASCII)
 
 CANN_CODE = r"[EWI][0-9A-Z]\d{4}"
 # error codes: CANN 6-character codes, torch_npu ERRxxxxx, ACL/runtime 6-digit codes in the contexts they are printed in
-CODES = re.compile(r"(?<![A-Za-z0-9_])(" + CANN_CODE + r"|ERR\d{5})(?![A-Za-z0-9_])")
+CODES = re.compile(r"(?<![A-Za-z0-9_])(" + CANN_CODE + r"|ERR\d{5})(?![A-Za-z0-9_])", re.ASCII)
 ACL_CODE = re.compile(
     r"(?:err(?:or)? ?code(?: is)?|retCode|ret|runtime result|rtRet|result|failed)[ "
     r"\t]{0,8}(?:is[ \t]{1,8})?(?:[:=][ \t]{0,8})?"
     r"\[?(\d{6})(?!\d|\.\d)",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,  # codes are ASCII digits
 )
-_SIX_DIGITS = re.compile(r"\d{6}")  # what an ACL code needs, found before ACL_CODE's slower search
-CODE_HINT = re.compile(r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|\d{6}")
+_SIX_DIGITS = re.compile(r"\d{6}", re.ASCII)  # what an ACL code needs, found before ACL_CODE's slower search
+CODE_HINT = re.compile(r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|\d{6}", re.ASCII)
 # the same, as an RE2 pattern for pyarrow (which rows may hold a code at all)
 # (ACL_CODE's words end up to 31 characters before their digits: " is", 8 blanks, "is" and 8, ":" and 8, "[")
 CODE_HINT_RE2 = r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|(?i:code|ret|result|failed)[^0-9\n]{0,31}\d{6}"
