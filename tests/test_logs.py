@@ -580,6 +580,28 @@ _OTHER_LINES = [x for x in _LINES if not (x.startswith("[") and "):20" in x) and
 ]
 
 
+_SCRIPTS = {
+    "ideographic space first": lambda x: "\u3000" + x,
+    "no-break space first": lambda x: "\xa0" + x,
+    "ideographic spaces inside": lambda x: x.replace(" ", "\u3000", 2),
+    "Arabic-Indic digits": lambda x: x.translate(
+        str.maketrans("0123456789", "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669")
+    ),
+    "accented letters": lambda x: x.replace("e", "\u00e9", 2),
+}
+
+
+@pytest.mark.parametrize("script", sorted(_SCRIPTS))
+def test_every_other_form_in_other_scripts_is_read_alike_by_both_paths(script: str) -> None:
+    # each corpus line of a non-plog form (console, dmesg, syslog, Python, glog...) with its spaces, digits or
+    # letters from another script, between plog records: the line parser's patterns are ASCII like RE2's, so
+    # both paths read each alike (51 of 692 such lines were read differently before)
+    plain = "[INFO] GE(1,p):2025-08-06-23:09:35.772.604 [a.cc:1]7 F:x"
+    change = _SCRIPTS[script]
+    texts = ["\n".join([plain, plain, change(x), plain, plain]) for x in _OTHER_LINES]
+    assert both_log_paths_agree(texts, 4) >= len(texts) // 2
+
+
 @pytest.mark.parametrize("chunk", [8, 64])
 def test_rare_lines_in_plog_cost_their_own_record_not_the_chunk(chunk: int) -> None:
     # plog with a few lines of every other form mixed in (2 %), as captured stdout and device logs are: the

@@ -56,6 +56,14 @@ BATCH_CHARS = 8 << 20  # a batch is also flushed when its messages reach this ma
 PREFIX_SAMPLE_LINES = 256  # the prefix detector looks at this many non-blank lines at the start of a file
 
 GLOG_LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "FATAL"}
+
+
+def _ascii(pattern: str) -> re.Pattern[str]:
+    """A pattern whose \\d, \\w, \\s and \\b are ASCII, as RE2's on the vectorised path: Python's take any script's
+    digits, letters and spaces, and the two paths would read such a line differently. The formats are ASCII."""
+    return re.compile(pattern, re.ASCII)
+
+
 # syslog / dmesg priorities (RFC 5424 names, printk numbers) -> our levels
 PRIORITY_LEVELS = {
     "emerg": "FATAL", "panic": "FATAL", "alert": "FATAL", "crit": "FATAL",
@@ -63,88 +71,84 @@ PRIORITY_LEVELS = {
     "notice": "INFO", "info": "INFO", "debug": "DEBUG",
 }  # fmt: skip
 PRINTK_LEVELS = ("FATAL", "FATAL", "FATAL", "ERROR", "WARNING", "INFO", "INFO", "DEBUG")
-RANK_PREFIX = re.compile(r"^\[rank(\d{1,6})\]:\s?")
-CANN_LINE = re.compile(
+RANK_PREFIX = _ascii(r"^\[rank(\d{1,6})\]:\s?")
+CANN_LINE = _ascii(
     r"^(?P<code>" + CANN_CODE + r")(?:\[PID: (?P<pid1>\d+)\])?:?\s*(?:\[PID: (?P<pid2>\d+)\])?\s*"
     r"(?P<ts>" + PLOG_TS + r")?\s*(?:\((?P=code)\):)?\s*(?P<msg>.*)$"
 )
-TORCH_NPU = re.compile(
+TORCH_NPU = _ascii(
     r"^\[(ERROR|WARN|WARNING|INFO|DEBUG)\] (\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2}) "
     r"\(PID:(\d+), Device:(-?\d+), RankID:(-?\d+)\) "
     r"(ERR\d{5}) (\w+) ?(.*)$"
 )
 # torch_npu's distributed logger: "[285] [2025-12-12 12:10:10:644] torch.distributed: [ERROR] [479] ..."
-TORCH_DIST = re.compile(
+TORCH_DIST = _ascii(
     r"^\[(\d{1,10})\] \[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[:.,](\d{1,6})\] ([\w.]{1,64}): \[(\w{1,8})\] ?(.*)$"
 )
-GLOG = re.compile(r"^\[?([EWIF])(\d{3,4}) (\d{2}:\d{2}:\d{2}\.\d+)(?: +(\d+))? ([^\s:\]]+):(\d+)\] ?(.*)$")
-GLOG_SHORT = re.compile(r"^\[?([EWIF]) ([\w.]+\.(?:cpp|cc|h|hpp|c|ts|py)):(\d+)\] ?(.*)$")
-PY_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):\s*$")
-PY_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)): ?(.*)$")
-MINDIE = re.compile(
-    r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[.,:](\d+)\] \[(\w+)\] \[(\d+)\] \[([^\]:]+):(\d+)\] ?(.*)$"
-)
-PYLOG = re.compile(
+GLOG = _ascii(r"^\[?([EWIF])(\d{3,4}) (\d{2}:\d{2}:\d{2}\.\d+)(?: +(\d+))? ([^\s:\]]+):(\d+)\] ?(.*)$")
+GLOG_SHORT = _ascii(r"^\[?([EWIF]) ([\w.]+\.(?:cpp|cc|h|hpp|c|ts|py)):(\d+)\] ?(.*)$")
+PY_TRACEBACK = _ascii(r"^\s*Traceback \(most recent call last\):\s*$")
+PY_EXCEPTION = _ascii(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)): ?(.*)$")
+MINDIE = _ascii(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[.,:](\d+)\] \[(\w+)\] \[(\d+)\] \[([^\]:]+):(\d+)\] ?(.*)$")
+PYLOG = _ascii(
     r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3}) - (\S+) - "
     r"(CRITICAL|ERROR|WARNING|INFO|DEBUG) - (?:([\w.]+):(\d+) - )?(.*)$"
 )
-LOGURU = re.compile(
+LOGURU = _ascii(
     r"^(?:[\w.-]+\s+\|\s+)?(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\.(\d+) \| (\w+)\s*\| "
     r"([\w.<>]+):([\w<>]+):(\d+) \| ?(.*)$"
 )
 # the kernel ring buffer: "[ 2204.894988] msg", with a printk level "<3>[ 2204.89] msg", or dmesg -x "kern  :err   :
 # [ 2204.89] msg"
-DMESG = re.compile(r"^(?:<([0-7])>)?\[\s{0,12}(\d{1,10}\.\d{1,9})\](?:\[\s{0,8}[TC]\d{1,8}\])? ?(.*)$")
-DMESG_X = re.compile(
+DMESG = _ascii(r"^(?:<([0-7])>)?\[\s{0,12}(\d{1,10}\.\d{1,9})\](?:\[\s{0,8}[TC]\d{1,8}\])? ?(.*)$")
+DMESG_X = _ascii(
     r"^(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local\d)\s{0,8}:(\w{3,7})\s{0,8}: (.*)$"
 )
-DMESG_MODULE = re.compile(r"\[ascend\] \[(\w{1,32})\]")
+DMESG_MODULE = _ascii(r"\[ascend\] \[(\w{1,32})\]")
 # syslog (RFC 3164, as /var/log/messages and the device's message/ folder write it), optionally with
 # facility.priority: "May  8 17:24:32 (none) kern.warn kernel: [48596.522791][T10066] [ascend] [icm] ..."
-SYSLOG = re.compile(
+SYSLOG = _ascii(
     r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ([ \d]\d) (\d{2}:\d{2}:\d{2}) (\S{1,255}) "
     r"(?:(\w{1,16})\.(\w{1,8}) )?([^\s:\[]{1,128})(?:\[(\d{1,10})\])?: ?(.*)$"
 )
 # RFC 5424-style timestamps (rsyslog, journalctl -o short-iso): "2025-05-08T09:05:00.123+08:00 host prog[12]: msg"
-SYSLOG_ISO = re.compile(
+SYSLOG_ISO = _ascii(
     r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(?:Z|[+-]\d{2}:?\d{2}) (\S{1,255}) "
     r"(?:(\w{1,16})\.(\w{1,8}) )?([^\s:\[]{1,128})(?:\[(\d{1,10})\])?: ?(.*)$"
 )
 # the device's black box (hisi_logs/device-K/history.log): one line per exception
-BBOX = re.compile(
+BBOX = _ascii(
     r"^\[(\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2})\.(\d{1,6})\] system exception code \[(0x[0-9A-Fa-f]{1,16})\]: "
     r"ModuleName \[(\w{1,32})\], ExceptionReason \[(\w{1,64})\]"
 )
 # hisi_logs/device_info.txt: "device-0   0         0           os running"
-DEVICE_INFO = re.compile(r"^device-(\d{1,4})\s{1,32}(\d{1,4})\s{1,32}(\d{1,4})\s{1,32}(.{1,64})$")
-APP = re.compile(r"^\[(ERROR|WARN|WARNING|INFO|DEBUG|EVENT)\]\s*(.*)$")
+DEVICE_INFO = _ascii(r"^device-(\d{1,4})\s{1,32}(\d{1,4})\s{1,32}(\d{1,4})\s{1,32}(.{1,64})$")
+APP = _ascii(r"^\[(ERROR|WARN|WARNING|INFO|DEBUG|EVENT)\]\s*(.*)$")
 # an unindented line that still continues the record before it: ACL's "[Error]: <reason>" detail line
-DETAIL_LINE = re.compile(r"^\[(?:Error|Warning|Info)\]: ")
+DETAIL_LINE = _ascii(r"^\[(?:Error|Warning|Info)\]: ")
 
 # prefixes that a collector adds to every line of a pasted log: stripped before parsing, kept in "prefix"
 PREFIXES = (
-    ("ray", re.compile(r"^\((?:[\w.:-]{1,64} )?pid=(\d{1,10})(?:, ip=[\w.:]{1,64})?\) ")),
+    ("ray", _ascii(r"^\((?:[\w.:-]{1,64} )?pid=(\d{1,10})(?:, ip=[\w.:]{1,64})?\) ")),
     (
         "cri",
-        re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) (?:stdout|stderr) [FP] "),
+        _ascii(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) (?:stdout|stderr) [FP] "),
     ),
-    ("docker", re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) ")),
-    ("mpirun", re.compile(r"^\[\d{1,6},\d{1,6}\]<(?:stdout|stderr)>:")),
-    ("compose", re.compile(r"^[A-Za-z][\w.-]{0,63}\s{0,32}\| ")),
+    ("docker", _ascii(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) ")),
+    ("mpirun", _ascii(r"^\[\d{1,6},\d{1,6}\]<(?:stdout|stderr)>:")),
+    ("compose", _ascii(r"^[A-Za-z][\w.-]{0,63}\s{0,32}\| ")),
 )
 
 # content after plog's [file:line]: RUNTIME "6219 ProcLogicCqReport:", HCCL "[36818][Init]", TDT
 # "[OpenProcess][tid:947062]",
 # PROFILING " >>> (tid:947062)"
-# the forms the vectorised path also reads (with RE2, whose \d, \w, \s and \b are ASCII): ASCII here too, so
-# both paths read a line alike (Python's would take any script's digits and letters)
-_RT_TID = re.compile(r"^(\d+) (\w+):", re.ASCII)
-_BRACKET_TID = re.compile(r"^\s*\[(\d+)\]", re.ASCII)
-_TDT = re.compile(r"^\[(\w+)\]\[tid:(\d+)\]", re.ASCII)
-_PROF_TID = re.compile(r"^ >>> \(tid:(\d+)\)", re.ASCII)
-_FUNC_FILE_LINE = re.compile(r"\[FUNC:(\w+)\]\[FILE:([^\]]+)\]\[LINE:(\d+)\]", re.ASCII)
-_DEVICE_IN_TEXT = re.compile(DEVICE_IN_TEXT, re.ASCII)
-_RANK_IN_TEXT = re.compile(RANK_IN_TEXT, re.ASCII)
+_RT_TID = _ascii(r"^(\d+) (\w+):")
+_BRACKET_TID = _ascii(r"^\s*\[(\d+)\]")
+_TDT = _ascii(r"^\[(\w+)\]\[tid:(\d+)\]")
+_PROF_TID = _ascii(r"^ >>> \(tid:(\d+)\)")
+_FUNC_FILE_LINE = _ascii(r"\[FUNC:(\w+)\]\[FILE:([^\]]+)\]\[LINE:(\d+)\]")
+_DEVICE_IN_TEXT = _ascii(DEVICE_IN_TEXT)
+_RANK_IN_TEXT = _ascii(RANK_IN_TEXT)
 
 
 def detect_prefix(lines: list[str]) -> str | None:
