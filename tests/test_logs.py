@@ -7,6 +7,7 @@ import json
 import os
 import random
 import tarfile
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from npudiag.errors import InputError
 from npudiag.logs.archive import check_members, safe_extract
 from npudiag.logs.formats.ascend_log import LogContext, error_codes
+from npudiag.logs.formats.log_common import MAX_CONTINUATION_LINES
 from npudiag.logs.ingest import read_logs
 from npudiag.logs.sources import context_for, find_sources
 from npudiag.logs.triage import load_kb, match_entries, summarise, triage_table
@@ -529,7 +531,29 @@ def test_fuzz_plog_header_fields_and_bounds_agree_with_the_line_parser(heads) ->
     # bounds or past them, with a time that exists or not, gives the same row
     lines = [f"[{level}] {module}({pid},{process}):{ts}{source}{text}" for level, module, pid, process, source, text, ts in heads]
     plain = "[INFO] GE(1,p):2025-08-06-23:09:35.772.604 [a.cc:1]7 F:x"
-    both_log_paths_agree(["\n".join([plain, *lines, plain] * 3)], 4)
+    text = "\n".join([plain, *lines, plain] * 3)
+    both_log_paths_agree([text], 4)
+    # and each header read as its parts say, worked out here with string operations and datetime()
+    rows = {r["line"]: r for r in parse_text(text, LogContext("h.log")).to_pylist()}
+    for i, (level, module, pid, process, source, tail, ts) in enumerate(heads):
+        row = rows.get(i + 2)
+        digits = pid.removeprefix("-")
+        if not (len(module) <= 32 and 1 <= len(digits) <= 10 and digits.isascii() and digits.isdigit() and len(process) <= 128):
+            assert row is None or row["module"] != module, lines[i]  # past a bound: not a header
+            continue
+        assert (row["level"], row["module"], row["process"]) == (level, module, process)
+        assert row["pid"] == (int(pid) if int(pid) >= 0 else None)  # firmware's -1: no process
+        try:
+            when = datetime(*(int(ts[a:b]) for a, b in ((0, 4), (5, 7), (8, 10), (11, 13), (14, 16), (17, 19))))
+            when += timedelta(microseconds=int(ts[20:23]) * 1000 + int(ts[24:27]))
+        except ValueError:
+            when = None
+        assert row["timestamp"] == when, ts
+        after = source + tail  # a [file:line] right after the time: no "]" or ":" in the file, 1 - 9 ASCII digits
+        inner = after[2 : after.find("]")] if after.startswith(" [") and "]" in after else ""
+        name, _, number = inner.partition(":")
+        if 1 <= len(name) <= 256 and ":" not in number and 1 <= len(number) <= 9 and number.isascii() and number.isdigit():
+            assert (row["src_file"], row["src_line"]) == (name, int(number)), lines[i]
 
 
 _TEXT_FORMS = [
@@ -566,7 +590,20 @@ def test_fuzz_digits_and_letters_of_any_script_are_read_alike_by_both_paths(form
         f"[ERROR] RUNTIME(7,p):2025-08-06-23:09:35.772.604{' [a.cc:1]' if src else ''}" + form.format(n=n, w=w) for form, n, w, src in forms
     ]
     plain = "[INFO] GE(1,p):2025-08-06-23:09:35.772.604 [a.cc:1]7 F:x"
-    both_log_paths_agree(["\n".join([plain, *lines, plain] * 3)], 4)
+    text = "\n".join([plain, *lines, plain] * 3)
+    both_log_paths_agree([text], 4)
+    # and what three of the forms state, worked out here: only ASCII digits and letters count
+    rows = {r["line"]: r for r in parse_text(text, LogContext("s.log")).to_pylist()}
+    for i, (form, n, w, _) in enumerate(forms):
+        row, ascii_number = rows[i + 2], n.isascii() and n.isdigit()
+        if form == _TEXT_FORMS[0]:  # "{n} {w}:": a thread and function only where both are ASCII
+            word = w.isascii() and all(c.isalnum() or c == "_" for c in w)
+            assert (row["thread_id"], row["function"]) == ((int(n), w) if ascii_number and word else (None, None))
+        elif form == _TEXT_FORMS[6]:  # "device_id={n}": the ASCII digits it starts with
+            lead = n[: len(n) - len(n.lstrip("0123456789"))]
+            assert row["device_id"] == (int(lead) if lead else None)
+        elif form == _TEXT_FORMS[7]:  # "[Rank {n}]": a rank only where every digit is ASCII
+            assert row["rank"] == (int(n) if ascii_number else None)
 
 
 _OTHER_LINES = [x for x in _LINES if not (x.startswith("[") and "):20" in x) and x.strip()] + [
@@ -600,6 +637,11 @@ def test_every_other_form_in_other_scripts_is_read_alike_by_both_paths(script: s
     change = _SCRIPTS[script]
     texts = ["\n".join([plain, plain, change(x), plain, plain]) for x in _OTHER_LINES]
     assert both_log_paths_agree(texts, 4) >= len(texts) // 2
+    # and, counted from the text alone, every non-blank line lands in a record
+    for text in texts:
+        rows = parse_text(text, LogContext("o.log")).to_pylist()
+        covered = {n for r in rows for n in range(r["line"], r["line"] + r["line_count"])}
+        assert covered == {n for n, x in enumerate(text.splitlines(), 1) if x.strip()}, text
 
 
 @pytest.mark.parametrize("chunk", [8, 64])
@@ -631,7 +673,14 @@ def test_a_runaway_record_splits_by_the_first_character_of_its_later_lines(first
     # first character, Unicode spaces included), in which case the line parser reads the record whole
     plog = "[ERROR] DRV(1,p):2025-08-06-23:09:35.772.604 [d.c:3] dump follows"
     later = [f"{first}reg 0x{i:04x}" if i % 97 == 5 else f"reg 0x{i:04x}" for i in range(2100)]
-    assert both_log_paths_agree(["\n".join([plog, *later, plog, plog] * 4)], 4096) >= 1
+    text = "\n".join([plog, *later, plog, plog] * 4)
+    assert both_log_paths_agree([text], 4096) >= 1
+    # counted here: the header keeps 399 lines, the next opens a text record and every later one that does not
+    # start with a space (str.isspace) opens another
+    past = later[MAX_CONTINUATION_LINES - 1 :]
+    opened = 1 + sum(not x[:1].isspace() for x in past[1:])
+    rows = parse_text(text, LogContext("r.log")).to_pylist()
+    assert sum(r["format"] == "text" for r in rows) == 4 * opened
 
 
 def test_a_time_that_does_not_exist_is_no_time_and_the_rest_is_parsed(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from npudiag.logs.formats import plog_fast
 from npudiag.logs.formats.log_common import (  # noqa: F401
     CANN_CODE,
     CODE_MODULES,
+    DEVICE_HINT,
     DEVICE_IN_TEXT,
     KERNEL_LEVEL_RE,
     LEVELS,
@@ -36,11 +37,13 @@ from npudiag.logs.formats.log_common import (  # noqa: F401
     MAX_MESSAGE_CHARS,
     PLOG,
     PLOG_TS,
+    RANK_HINTS,
     RANK_IN_TEXT,
     TSCH_RE,
     BlankRun,
     Block,
     LogContext,
+    ascii_re,
     cap_message,
     error_codes,
     plog_pid,
@@ -58,12 +61,6 @@ PREFIX_SAMPLE_LINES = 256  # the prefix detector looks at this many non-blank li
 GLOG_LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "FATAL"}
 
 
-def _ascii(pattern: str) -> re.Pattern[str]:
-    """A pattern whose \\d, \\w, \\s and \\b are ASCII, as RE2's on the vectorised path: Python's take any script's
-    digits, letters and spaces, and the two paths would read such a line differently. The formats are ASCII."""
-    return re.compile(pattern, re.ASCII)
-
-
 # syslog / dmesg priorities (RFC 5424 names, printk numbers) -> our levels
 PRIORITY_LEVELS = {
     "emerg": "FATAL", "panic": "FATAL", "alert": "FATAL", "crit": "FATAL",
@@ -71,84 +68,86 @@ PRIORITY_LEVELS = {
     "notice": "INFO", "info": "INFO", "debug": "DEBUG",
 }  # fmt: skip
 PRINTK_LEVELS = ("FATAL", "FATAL", "FATAL", "ERROR", "WARNING", "INFO", "INFO", "DEBUG")
-RANK_PREFIX = _ascii(r"^\[rank(\d{1,6})\]:\s?")
-CANN_LINE = _ascii(
+RANK_PREFIX = ascii_re(r"^\[rank(\d{1,6})\]:\s?")
+CANN_LINE = ascii_re(
     r"^(?P<code>" + CANN_CODE + r")(?:\[PID: (?P<pid1>\d+)\])?:?\s*(?:\[PID: (?P<pid2>\d+)\])?\s*"
     r"(?P<ts>" + PLOG_TS + r")?\s*(?:\((?P=code)\):)?\s*(?P<msg>.*)$"
 )
-TORCH_NPU = _ascii(
+TORCH_NPU = ascii_re(
     r"^\[(ERROR|WARN|WARNING|INFO|DEBUG)\] (\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2}) "
     r"\(PID:(\d+), Device:(-?\d+), RankID:(-?\d+)\) "
     r"(ERR\d{5}) (\w+) ?(.*)$"
 )
 # torch_npu's distributed logger: "[285] [2025-12-12 12:10:10:644] torch.distributed: [ERROR] [479] ..."
-TORCH_DIST = _ascii(
+TORCH_DIST = ascii_re(
     r"^\[(\d{1,10})\] \[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[:.,](\d{1,6})\] ([\w.]{1,64}): \[(\w{1,8})\] ?(.*)$"
 )
-GLOG = _ascii(r"^\[?([EWIF])(\d{3,4}) (\d{2}:\d{2}:\d{2}\.\d+)(?: +(\d+))? ([^\s:\]]+):(\d+)\] ?(.*)$")
-GLOG_SHORT = _ascii(r"^\[?([EWIF]) ([\w.]+\.(?:cpp|cc|h|hpp|c|ts|py)):(\d+)\] ?(.*)$")
-PY_TRACEBACK = _ascii(r"^\s*Traceback \(most recent call last\):\s*$")
-PY_EXCEPTION = _ascii(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)): ?(.*)$")
-MINDIE = _ascii(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[.,:](\d+)\] \[(\w+)\] \[(\d+)\] \[([^\]:]+):(\d+)\] ?(.*)$")
-PYLOG = _ascii(
+GLOG = ascii_re(r"^\[?([EWIF])(\d{3,4}) (\d{2}:\d{2}:\d{2}\.\d+)(?: +(\d+))? ([^\s:\]]+):(\d+)\] ?(.*)$")
+GLOG_SHORT = ascii_re(r"^\[?([EWIF]) ([\w.]+\.(?:cpp|cc|h|hpp|c|ts|py)):(\d+)\] ?(.*)$")
+PY_TRACEBACK = ascii_re(r"^\s*Traceback \(most recent call last\):\s*$")
+PY_EXCEPTION = ascii_re(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)): ?(.*)$")
+MINDIE = ascii_re(
+    r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[.,:](\d+)\] \[(\w+)\] \[(\d+)\] \[([^\]:]+):(\d+)\] ?(.*)$"
+)
+PYLOG = ascii_re(
     r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3}) - (\S+) - "
     r"(CRITICAL|ERROR|WARNING|INFO|DEBUG) - (?:([\w.]+):(\d+) - )?(.*)$"
 )
-LOGURU = _ascii(
+LOGURU = ascii_re(
     r"^(?:[\w.-]+\s+\|\s+)?(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\.(\d+) \| (\w+)\s*\| "
     r"([\w.<>]+):([\w<>]+):(\d+) \| ?(.*)$"
 )
 # the kernel ring buffer: "[ 2204.894988] msg", with a printk level "<3>[ 2204.89] msg", or dmesg -x "kern  :err   :
 # [ 2204.89] msg"
-DMESG = _ascii(r"^(?:<([0-7])>)?\[\s{0,12}(\d{1,10}\.\d{1,9})\](?:\[\s{0,8}[TC]\d{1,8}\])? ?(.*)$")
-DMESG_X = _ascii(
+DMESG = ascii_re(r"^(?:<([0-7])>)?\[\s{0,12}(\d{1,10}\.\d{1,9})\](?:\[\s{0,8}[TC]\d{1,8}\])? ?(.*)$")
+DMESG_X = ascii_re(
     r"^(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local\d)\s{0,8}:(\w{3,7})\s{0,8}: (.*)$"
 )
-DMESG_MODULE = _ascii(r"\[ascend\] \[(\w{1,32})\]")
+DMESG_MODULE = ascii_re(r"\[ascend\] \[(\w{1,32})\]")
 # syslog (RFC 3164, as /var/log/messages and the device's message/ folder write it), optionally with
 # facility.priority: "May  8 17:24:32 (none) kern.warn kernel: [48596.522791][T10066] [ascend] [icm] ..."
-SYSLOG = _ascii(
+SYSLOG = ascii_re(
     r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ([ \d]\d) (\d{2}:\d{2}:\d{2}) (\S{1,255}) "
     r"(?:(\w{1,16})\.(\w{1,8}) )?([^\s:\[]{1,128})(?:\[(\d{1,10})\])?: ?(.*)$"
 )
 # RFC 5424-style timestamps (rsyslog, journalctl -o short-iso): "2025-05-08T09:05:00.123+08:00 host prog[12]: msg"
-SYSLOG_ISO = _ascii(
+SYSLOG_ISO = ascii_re(
     r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(?:Z|[+-]\d{2}:?\d{2}) (\S{1,255}) "
     r"(?:(\w{1,16})\.(\w{1,8}) )?([^\s:\[]{1,128})(?:\[(\d{1,10})\])?: ?(.*)$"
 )
 # the device's black box (hisi_logs/device-K/history.log): one line per exception
-BBOX = _ascii(
+BBOX = ascii_re(
     r"^\[(\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2})\.(\d{1,6})\] system exception code \[(0x[0-9A-Fa-f]{1,16})\]: "
     r"ModuleName \[(\w{1,32})\], ExceptionReason \[(\w{1,64})\]"
 )
 # hisi_logs/device_info.txt: "device-0   0         0           os running"
-DEVICE_INFO = _ascii(r"^device-(\d{1,4})\s{1,32}(\d{1,4})\s{1,32}(\d{1,4})\s{1,32}(.{1,64})$")
-APP = _ascii(r"^\[(ERROR|WARN|WARNING|INFO|DEBUG|EVENT)\]\s*(.*)$")
+DEVICE_INFO = ascii_re(r"^device-(\d{1,4})\s{1,32}(\d{1,4})\s{1,32}(\d{1,4})\s{1,32}(.{1,64})$")
+APP = ascii_re(r"^\[(ERROR|WARN|WARNING|INFO|DEBUG|EVENT)\]\s*(.*)$")
 # an unindented line that still continues the record before it: ACL's "[Error]: <reason>" detail line
-DETAIL_LINE = _ascii(r"^\[(?:Error|Warning|Info)\]: ")
+DETAIL_LINE = ascii_re(r"^\[(?:Error|Warning|Info)\]: ")
 
 # prefixes that a collector adds to every line of a pasted log: stripped before parsing, kept in "prefix"
 PREFIXES = (
-    ("ray", _ascii(r"^\((?:[\w.:-]{1,64} )?pid=(\d{1,10})(?:, ip=[\w.:]{1,64})?\) ")),
+    ("ray", ascii_re(r"^\((?:[\w.:-]{1,64} )?pid=(\d{1,10})(?:, ip=[\w.:]{1,64})?\) ")),
     (
         "cri",
-        _ascii(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) (?:stdout|stderr) [FP] "),
+        ascii_re(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) (?:stdout|stderr) [FP] "),
     ),
-    ("docker", _ascii(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) ")),
-    ("mpirun", _ascii(r"^\[\d{1,6},\d{1,6}\]<(?:stdout|stderr)>:")),
-    ("compose", _ascii(r"^[A-Za-z][\w.-]{0,63}\s{0,32}\| ")),
+    ("docker", ascii_re(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) ")),
+    ("mpirun", ascii_re(r"^\[\d{1,6},\d{1,6}\]<(?:stdout|stderr)>:")),
+    ("compose", ascii_re(r"^[A-Za-z][\w.-]{0,63}\s{0,32}\| ")),
 )
 
 # content after plog's [file:line]: RUNTIME "6219 ProcLogicCqReport:", HCCL "[36818][Init]", TDT
 # "[OpenProcess][tid:947062]",
 # PROFILING " >>> (tid:947062)"
-_RT_TID = _ascii(r"^(\d+) (\w+):")
-_BRACKET_TID = _ascii(r"^\s*\[(\d+)\]")
-_TDT = _ascii(r"^\[(\w+)\]\[tid:(\d+)\]")
-_PROF_TID = _ascii(r"^ >>> \(tid:(\d+)\)")
-_FUNC_FILE_LINE = _ascii(r"\[FUNC:(\w+)\]\[FILE:([^\]]+)\]\[LINE:(\d+)\]")
-_DEVICE_IN_TEXT = _ascii(DEVICE_IN_TEXT)
-_RANK_IN_TEXT = _ascii(RANK_IN_TEXT)
+_RT_TID = ascii_re(r"^(\d+) (\w+):")
+_BRACKET_TID = ascii_re(r"^\s*\[(\d+)\]")
+_TDT = ascii_re(r"^\[(\w+)\]\[tid:(\d+)\]")
+_PROF_TID = ascii_re(r"^ >>> \(tid:(\d+)\)")
+_FUNC_FILE_LINE = ascii_re(r"\[FUNC:(\w+)\]\[FILE:([^\]]+)\]\[LINE:(\d+)\]")
+_DEVICE_IN_TEXT = ascii_re(DEVICE_IN_TEXT)
+_RANK_IN_TEXT = ascii_re(RANK_IN_TEXT)
 
 
 def detect_prefix(lines: list[str]) -> str | None:
@@ -307,11 +306,11 @@ class LogParser:
         ctx = self.ctx
         # each search only where the text holds a literal every form of it has (a scan at memchr speed)
         if rec.device_id is None:
-            look = "dev" in msg and (rec.fmt != "plog" or ctx.device_id is None)
+            look = DEVICE_HINT in msg and (rec.fmt != "plog" or ctx.device_id is None)
             m = _DEVICE_IN_TEXT.search(msg) if look else None
             rec.device_id = next((int(g) for g in m.groups() if g is not None), None) if m else ctx.device_id
         if rec.rank is None:
-            m = _RANK_IN_TEXT.search(msg) if "ank" in msg or "|" in msg else None
+            m = _RANK_IN_TEXT.search(msg) if any(h in msg for h in RANK_HINTS) else None
             rec.rank = next((int(g) for g in m.groups() if g is not None), None) if m else ctx.rank
         if rec.src_file is None and "[FUNC:" in msg and (m := _FUNC_FILE_LINE.search(msg)):
             rec.function, rec.src_file, rec.src_line = m.group(1), m.group(2), int(m.group(3))

@@ -55,15 +55,21 @@ CODE_MODULES = {
     "Z": "OPS",
 }
 
+
+def ascii_re(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """A line-parser pattern whose \\d, \\w, \\s and \\b are ASCII, as RE2's on the vectorised path: Python's take
+    any script's digits, letters and spaces, and the two paths would read such a line differently. The
+    formats are ASCII."""
+    return re.compile(pattern, flags | re.ASCII)
+
+
 PLOG_TS = r"\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2}\.\d{3}\.\d{3}"
 PLOG_LEVEL = r"ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|OPLOG"
 # Documented: [Level] ModuleName(PID,PName):DateTimeMS [FileName:LineNumber]LogContent. Firmware
 # (TSCH) writes PID -1. Every repetition is bounded: a crafted line must not make a search quadratic.
-# Its digits are ASCII ones, as RE2's on the vectorised path (Python's \d would take any script's).
-PLOG = re.compile(
+PLOG = ascii_re(
     r"\[(" + PLOG_LEVEL + r")\] ([A-Za-z_0-9]{1,32})\((-?\d{1,10}),([^)\n]{0,128})\):(" + PLOG_TS + r")"
-    r"(?: \[([^\]:\n]{1,256}):(\d{1,9})\])?",
-    re.ASCII,
+    r"(?: \[([^\]:\n]{1,256}):(\d{1,9})\])?"
 )
 # the TS firmware's content after the header (no [file:line]): a sequence number, the core, then
 # path:line function: -- 2020 "17 (cpuid:0) ../x/ai_core_dispatcher.c:1193 bs_done_exception_proc: slot_id=0"
@@ -71,7 +77,7 @@ PLOG = re.compile(
 TSCH_CONTENT = (
     r"^ ?\d{1,10} \((?:dieid:\d{1,4},)?cpuid:\d{1,4}\) (?P<f>[^\s:]{1,256}):(?P<l>\d{1,9}) (?P<fn>\w{1,128}):"
 )
-TSCH_RE = re.compile(TSCH_CONTENT, re.ASCII)
+TSCH_RE = ascii_re(TSCH_CONTENT)
 # the kernel's own level inside a line the device's klogd forwarded into a plog-format file:
 # "[EVENT] KERNEL(1396,None):... [klogd.c:248][2204.894988] [ascend] [ERROR] [devdrv] ..."
 KERNEL_LEVEL = r"\[ascend\] \[(?P<lv>ERROR|WARNING|WARN|INFO|DEBUG|EVENT)\]"
@@ -80,24 +86,28 @@ KERNEL_LEVEL = r"\[ascend\] \[(?P<lv>ERROR|WARNING|WARN|INFO|DEBUG|EVENT)\]"
 # the peer and this rank ("| dest_ip(user_rank) | [dest_port |] src_ip(user_rank) | ..."); its socket
 # timeout names this rank ("wait socket establish timeout, role[R] rank[N]", HcclSocketManager's userRank_).
 # Each repetition is followed by a character it cannot match, so no input backtracks (tests/test_hostile.py).
+DEVICE_HINT = "dev"  # every form of DEVICE_IN_TEXT holds it: both paths search only texts that do
 DEVICE_IN_TEXT = r"(?:device\((?:chipId:)?|\bdevice_id=|\bdeviceId[=\[]|\bdevId[:=] ?|comm error, device\[)(?P<d>\d+)"
+# every form of RANK_IN_TEXT holds one of these ("[Rank ", "rank[", a link table's row): both paths search
+# only texts that do (literal scans, where the forms' alternation reads every byte)
+RANK_HINTS = ("ank", "|")
 RANK_IN_TEXT = (
     r"\[Rank (?P<r>\d+)\]|wait socket establish timeout, role\[\d+\] rank\[(?P<r2>\d+)\]"
     r"|^\s*(?:\[\d+\]\s*)?\|\s*[0-9A-Fa-f.:]+\(\d+\)\s*\|\s*(?:\d+\s*\|\s*)?[0-9A-Fa-f.:]+\((?P<r3>\d+)\)"
 )
-KERNEL_LEVEL_RE = re.compile(KERNEL_LEVEL, re.ASCII)
+KERNEL_LEVEL_RE = ascii_re(KERNEL_LEVEL)
 
 CANN_CODE = r"[EWI][0-9A-Z]\d{4}"
 # error codes: CANN 6-character codes, torch_npu ERRxxxxx, ACL/runtime 6-digit codes in the contexts they are printed in
-CODES = re.compile(r"(?<![A-Za-z0-9_])(" + CANN_CODE + r"|ERR\d{5})(?![A-Za-z0-9_])", re.ASCII)
-ACL_CODE = re.compile(
+CODES = ascii_re(r"(?<![A-Za-z0-9_])(" + CANN_CODE + r"|ERR\d{5})(?![A-Za-z0-9_])")
+ACL_CODE = ascii_re(
     r"(?:err(?:or)? ?code(?: is)?|retCode|ret|runtime result|rtRet|result|failed)[ "
     r"\t]{0,8}(?:is[ \t]{1,8})?(?:[:=][ \t]{0,8})?"
     r"\[?(\d{6})(?!\d|\.\d)",
-    re.IGNORECASE | re.ASCII,  # codes are ASCII digits
+    re.IGNORECASE,
 )
-_SIX_DIGITS = re.compile(r"\d{6}", re.ASCII)  # what an ACL code needs, found before ACL_CODE's slower search
-CODE_HINT = re.compile(r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|\d{6}", re.ASCII)
+_SIX_DIGITS = ascii_re(r"\d{6}")  # what an ACL code needs, found before ACL_CODE's slower search
+CODE_HINT = ascii_re(r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|\d{6}")
 # the same, as an RE2 pattern for pyarrow (which rows may hold a code at all)
 # (ACL_CODE's words end up to 31 characters before their digits: " is", 8 blanks, "is" and 8, ":" and 8, "[")
 CODE_HINT_RE2 = r"[EWI][0-9A-Z]\d{4}|ERR\d{5}|(?i:code|ret|result|failed)[^0-9\n]{0,31}\d{6}"

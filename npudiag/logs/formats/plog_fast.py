@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from npudiag.logs.formats.log_common import (
     CODE_HINT_RE2,
+    DEVICE_HINT,
     DEVICE_IN_TEXT,
     KERNEL_LEVEL,
     MAX_CONTINUATION_LINES,
@@ -26,6 +27,7 @@ from npudiag.logs.formats.log_common import (
     PLOG_LEVEL,
     PLOG_TS,
     QUIET_LEVELS,
+    RANK_HINTS,
     RANK_IN_TEXT,
     TSCH_CONTENT,
     LogContext,
@@ -85,9 +87,7 @@ def _rank_in_text(message: pa.Array, fallback: int | None) -> pa.Array:
     """The rank a line states (RANK_IN_TEXT's alternatives, run only on lines that could state one), else
     ``fallback`` (the path's): as on the line parser, a stated rank no int32 holds is null, not the path's."""
     n = len(message)
-    # every form holds "ank" ("[Rank ", "rank[") or "|" (a link table's row): two literal scans at memchr
-    # speed, where the forms' alternation runs the regex over every byte (2.5x the time)
-    mask = pc.fill_null(pc.or_(_has(message, "ank"), _has(message, "|")), False)
+    mask = pc.fill_null(pc.or_(*(_has(message, h) for h in RANK_HINTS)), False)
     out = pa.nulls(n, pa.int32())
     stated = pa.repeat(pa.scalar(False), n)
     if pc.any(mask).as_py():
@@ -100,7 +100,7 @@ def _rank_in_text(message: pa.Array, fallback: int | None) -> pa.Array:
 
 def _device_in_text(message: pa.Array, fallback: int | None) -> pa.Array:
     """The device a line states (DEVICE_IN_TEXT), else ``fallback``; a stated id no int32 holds is null."""
-    could = pc.fill_null(_has(message, "dev"), False)  # a cheap scan first: most messages name no device
+    could = pc.fill_null(_has(message, DEVICE_HINT), False)  # a cheap scan first: most messages name no device
     stated = _where(message, could, lambda texts: _field(pc.extract_regex(texts, DEVICE_IN_TEXT), "d"))
     device = pc.cast(_int(stated, 31), pa.int32())
     return device if fallback is None else pc.if_else(pc.is_null(stated), pa.scalar(fallback, pa.int32()), device)
@@ -287,8 +287,7 @@ def parse_plog_chunk(lines: list[str], first_line: int, ctx: LogContext) -> list
         hdr_idx = hdr_idx[bounded]
         if not len(hdr_idx):
             return [(0, n_lines)]
-        header_rows = pa.array(is_header)
-        fields, content, _ = _header_fields(arr.filter(header_rows))
+        fields, content = fields.filter(pa.array(bounded)), content.filter(pa.array(bounded))
     bad = np.zeros(n_lines, bool)
     bad[: hdr_idx[0]] = True  # before the first header: whatever it is, not a plog record
     text_line = np.zeros(n_lines, bool)  # a runaway record's lines past the cap: one text record each
